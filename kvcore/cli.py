@@ -1,0 +1,188 @@
+"""`python -m kvcore`: calc, presets, selftest (and the live probes, which import mlx lazily).
+
+Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import KvError
+from .formats import FORMATS
+from .formulas import (
+    MAX_CONTEXT,
+    MAX_SEQUENCES,
+    WEIGHT_FORMATS,
+    KvSpec,
+    check_context,
+    formula_text,
+    kv_bytes,
+    kv_bytes_per_token,
+    kv_prefill_peak_bytes,
+    layer_kv_bytes,
+    tokens_held,
+    weights_bytes,
+)
+from .geometry import load_preset, parse_config, preset_names, resolve_model
+from .units import fmt_bytes
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
+        raise KvError(f"{message} (see `python -m kvcore {self.prog.split()[-1]} --help`).")
+
+
+def _positive_int(label: str, limit: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {text!r}.") from None
+        if not 1 <= value <= limit:
+            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {value:,}.")
+        return value
+
+    return parse
+
+
+def calc_result(model: str, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str | None = None, runtime: str = "mlx_lm") -> dict:
+    """Everything `calc --json` prints, as a dict (the calculator page shows the same numbers)."""
+    check_context(context, sequences)
+    geometry, preset = resolve_model(model, runtime)
+    weights_format = weights_format or preset.get("default_weights_format", "bf16")
+    per_layer = [
+        {"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
+         "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)}
+        for layer in geometry.layers
+    ]
+    total = kv_bytes(geometry, context, spec, sequences)
+    return {
+        "model": geometry.name,
+        "runtime": runtime,
+        "context": context,
+        "sequences": sequences,
+        "k_format": spec.k_format,
+        "v_format": spec.v_format,
+        "kv_bytes": total,
+        "kv_bytes_per_sequence": total // sequences,
+        "kv_bytes_per_token": kv_bytes_per_token(geometry, spec),
+        "kv_prefill_peak_bytes": kv_prefill_peak_bytes(geometry, context, spec, sequences),
+        "per_layer": per_layer,
+        "weights_format": weights_format,
+        "weights_bytes": weights_bytes(geometry, weights_format),
+        "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
+        "params": geometry.params.total,
+        "active_params": geometry.active_params.total,
+        "formula": formula_text(geometry, context, spec, sequences),
+        "notes": list(geometry.notes),
+        "source": preset.get("source", model),
+    }
+
+
+def _print_calc(r: dict) -> None:
+    print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
+    print(f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}")
+    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B; {r['kv_bytes_per_token']:,} B per token)")
+    if r["kv_prefill_peak_bytes"] != r["kv_bytes"]:
+        print(f"  prefill peak (mlx_lm chunked prefill): {fmt_bytes(r['kv_prefill_peak_bytes'])}")
+    print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
+          f" {r['active_params']:,} read per token)")
+    print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
+    print(f"formula    {r['formula']}")
+    for note in r["notes"]:
+        print(f"note       {note}")
+    print("\nlayer  kind      tokens held        KV bytes")
+    for row in r["per_layer"]:
+        print(f"{row['layer']:>5}  {row['kind']:<8} {row['tokens_held']:>12,} {row['kv_bytes']:>15,}")
+
+
+def _cmd_calc(a) -> int:
+    if a.kv_format and (a.k_format or a.v_format):
+        raise KvError("Give either --kv-format or --k-format/--v-format, not both.")
+    k = a.k_format or a.kv_format or "fp16"
+    v = a.v_format or a.kv_format or "fp16"
+    spec = KvSpec(k, v, a.group_size, a.activation_dtype)
+    result = calc_result(a.model, a.context, a.sequences, spec, a.weights_format, a.runtime)
+    if a.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_calc(result)
+    return 0
+
+
+def _cmd_presets(a) -> int:
+    rows = []
+    for name in preset_names():
+        preset = load_preset(name)
+        g = parse_config(preset["config"], name)
+        kinds = ", ".join(f"{g.count(k)} {k}" for k in ("full", "sliding", "mla", "linear") if g.count(k))
+        attn = next((l for l in g.layers if l.kind != "linear"), None)
+        rows.append({"name": name, "hf_id": preset["hf_id"], "layers": kinds, "heads": g.num_attention_heads,
+                     "kv_heads": attn.kv_heads, "head_dim": attn.k_dim, "params": g.params.total,
+                     "active_params": g.active_params.total})
+    if a.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'preset':<22}{'layers':<28}{'heads':>6}{'kv':>4}{'dim':>5}{'params':>18}")
+    for r in rows:
+        print(f"{r['name']:<22}{r['layers']:<28}{r['heads']:>6}{r['kv_heads']:>4}{r['head_dim']:>5}{r['params']:>18,}")
+    return 0
+
+
+def _cmd_selftest(a) -> int:
+    from .selftest import run_checks
+
+    failed, checks = 0, run_checks()
+    for label, ok, detail in checks:
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'}  {label}: {detail}")
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m kvcore", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
+    c.add_argument("--model", required=True, help="preset name or path to a config.json")
+    c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
+    c.add_argument("--sequences", default=1, type=_positive_int("sequences", MAX_SEQUENCES))
+    c.add_argument("--kv-format", choices=None, help=f"K and V format: {', '.join(FORMATS)}")
+    c.add_argument("--k-format")
+    c.add_argument("--v-format")
+    c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
+    c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
+    c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
+    c.add_argument("--runtime", default="mlx_lm", help="mlx_lm (default) or reference (the config's own window rules)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(run=_cmd_calc)
+    ps = sub.add_parser("presets", help="list the bundled model presets")
+    ps.add_argument("--json", action="store_true")
+    ps.set_defaults(run=_cmd_presets)
+    st = sub.add_parser("selftest", help="check the engine against the source articles' figures")
+    st.set_defaults(run=_cmd_selftest)
+    try:
+        from .live_cli import add_live_commands
+    except ImportError:
+        pass
+    else:
+        add_live_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except KvError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # output piped into `head`
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted: nothing was saved.", file=sys.stderr)
+        return 130

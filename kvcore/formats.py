@@ -1,0 +1,71 @@
+"""Cache formats: bytes per cached row, from the real block layouts.
+
+A *row* is one head's key (or value) vector for one token: `dim` values.
+Example: row_bytes("mlx-q4", 64) -> 32 packed bytes + 2 groups x (scale + bias) x 2 B = 40.
+Sources: mlx_lm `QuantizedKVCache` (scales/biases in the activation dtype), ggml
+`block_q8_0`/`block_q4_0`, AtomicBot-ai/atomic-llama-cpp-turboquant `ggml-common.h`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import KvError
+
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class CacheFormat:
+    name: str
+    kind: str  # "plain" | "mlx" | "ggml" | "turbo"
+    bits: int  # bits of one stored value (plain) or one quantized code
+    block_values: int = 1  # values per block (ggml / turbo)
+    block_bytes: int = 0  # bytes per block incl. its scales (ggml / turbo)
+    source: str = ""
+
+    def row_bytes(self, dim: int, group_size: int = 64, scale_dtype: str = "fp16") -> int:
+        """Bytes one `dim`-value row takes in this format (K or V of one head, one token)."""
+        if self.kind == "plain":
+            return dim * self.bits // 8
+        if self.kind == "mlx":
+            if dim % group_size:
+                raise KvError(
+                    f"{self.name} needs a group size that divides head_dim: {group_size} does not divide {dim}."
+                )
+            packed = dim * self.bits // 8  # uint32 words hold 32/bits codes
+            return packed + 2 * (dim // group_size) * DTYPE_BYTES[scale_dtype]
+        # ggml and turbo blocks: a row is padded up to whole blocks (turbo: 128-value blocks,
+        # the fork pads head_dim 64 to 128; ggml needs dim % 32 == 0, which every preset meets).
+        return math.ceil(dim / self.block_values) * self.block_bytes
+
+    def bits_per_value(self, dim: int = 128, group_size: int = 64, scale_dtype: str = "fp16") -> float:
+        """Effective bits per cached value for a row of `dim` values (overhead and padding included)."""
+        return 8 * self.row_bytes(dim, group_size, scale_dtype) / dim
+
+
+FORMATS: dict[str, CacheFormat] = {
+    f.name: f
+    for f in (
+        CacheFormat("fp32", "plain", 32),
+        CacheFormat("fp16", "plain", 16),
+        CacheFormat("bf16", "plain", 16),
+        CacheFormat("fp8", "plain", 8, source="1-byte float (e4m3/e5m2), no scales"),
+        CacheFormat("mlx-q8", "mlx", 8, source="mlx_lm QuantizedKVCache(bits=8)"),
+        CacheFormat("mlx-q4", "mlx", 4, source="mlx_lm QuantizedKVCache(bits=4)"),
+        CacheFormat("q8_0", "ggml", 8, 32, 34, source="ggml block_q8_0: fp16 scale + 32 int8"),
+        CacheFormat("q4_0", "ggml", 4, 32, 18, source="ggml block_q4_0: fp16 scale + 16 bytes"),
+        CacheFormat("turbo4", "turbo", 4, 128, 68, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo4_0"),
+        CacheFormat("turbo3", "turbo", 3, 128, 50, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo3_0"),
+        CacheFormat("turbo2", "turbo", 2, 128, 34, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo2_0"),
+    )
+}
+
+
+def get_format(name: str) -> CacheFormat:
+    """The format called `name`, or a KvError listing the valid names."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise KvError(f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}.") from None

@@ -1,0 +1,173 @@
+"""KV-cache and weight bytes: the formulas every page, test and CLI call.
+
+Theory (Article A): bytes = 2 x layers x kv_heads x head_dim x context x dtype_bytes.
+Generalised per layer: tokens_held(layer, T) x kv_heads x (row_bytes(K) + row_bytes(V)),
+with tokens_held = T (full, MLA), min(T, window) (sliding); linear layers hold a fixed state.
+Example: Llama-3.2-1B fp16 -> 16 x 8 x (128 + 128) = 32,768 bytes per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .allocsim import trace
+from .errors import KvError
+from .formats import DTYPE_BYTES, get_format
+from .geometry import Geometry, Layer
+
+MAX_CONTEXT = 100_000_000  # 1e8 tokens: beyond any model's position limit
+MAX_SEQUENCES = 100_000
+PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
+
+
+@dataclass(frozen=True)
+class KvSpec:
+    """How the cache is stored: K and V formats, mlx group size, activation dtype."""
+
+    k_format: str = "fp16"
+    v_format: str = "fp16"
+    group_size: int = 64  # mlx quantized cache
+    activation_dtype: str = "fp16"  # dtype of mlx scales/biases and of linear-attention conv state
+
+    def __post_init__(self):
+        get_format(self.k_format), get_format(self.v_format)
+        if self.group_size not in (32, 64, 128):
+            raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
+        if self.activation_dtype not in ("fp16", "bf16", "fp32"):
+            raise KvError(f"activation dtype must be fp16, bf16 or fp32, not {self.activation_dtype!r}.")
+
+
+def check_context(context: int, sequences: int = 1) -> None:
+    """Refuse a context or sequence count that is not a positive whole number in range."""
+    for label, value, limit in (("context", context, MAX_CONTEXT), ("sequences", sequences, MAX_SEQUENCES)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {value!r}.")
+
+
+def tokens_held(layer: Layer, context: int) -> int:
+    """Tokens a layer keeps after single-token decode steps (steady state)."""
+    if layer.kind == "sliding":
+        return min(context, layer.window)
+    if layer.kind == "linear":
+        return 0
+    return context
+
+
+def bytes_per_token(layer: Layer, spec: KvSpec) -> int:
+    """Bytes one cached token costs in this layer: kv_heads x (K row + V row); 0 for linear layers."""
+    if layer.kind == "linear":
+        return 0
+    k, v = get_format(spec.k_format), get_format(spec.v_format)
+    g, s = spec.group_size, spec.activation_dtype
+    return layer.kv_heads * (k.row_bytes(layer.k_dim, g, s) + v.row_bytes(layer.v_dim, g, s))
+
+
+def state_bytes(layer: Layer, spec: KvSpec) -> int:
+    """A linear-attention layer's fixed state: conv state (activation dtype) + recurrent state (fp32)."""
+    return layer.conv_values * DTYPE_BYTES[spec.activation_dtype] + layer.state_values * 4
+
+
+def layer_kv_bytes(layer: Layer, context: int, spec: KvSpec) -> int:
+    """Steady-state bytes one sequence keeps in this layer at `context` tokens."""
+    return tokens_held(layer, context) * bytes_per_token(layer, spec) + state_bytes(layer, spec)
+
+
+def kv_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
+    """Total steady-state KV bytes: sum over layers, times concurrent sequences."""
+    check_context(context, sequences)
+    return sequences * sum(layer_kv_bytes(layer, context, spec) for layer in geometry.layers)
+
+
+def kv_bytes_per_token(geometry: Geometry, spec: KvSpec = KvSpec()) -> int:
+    """Bytes one more token adds while no window is full (full, MLA and sliding layers)."""
+    return sum(bytes_per_token(layer, spec) for layer in geometry.layers)
+
+
+def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_STEP) -> int:
+    """Tokens a layer holds at most during mlx_lm's chunked prefill of `context` tokens.
+
+    A RotatingKVCache fed a chunk of S tokens keeps up to window + S - 1 (every token of the
+    chunk sees a full window); the next single-token step trims it back to the window.
+    """
+    if layer.kind != "sliding" or context <= layer.window:
+        return tokens_held(layer, context)
+    states = trace("RotatingKVCache", prefill_chunks(context, prefill_step), max_size=layer.window)
+    return max(s.capacity for s in states)
+
+
+def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
+    """The update sizes mlx_lm's generate_step uses for a `context`-token prompt.
+
+    Example: 4096 -> [2048, 2047, 1] (chunks while more than one token is left, then the last).
+    """
+    chunks, left = [], context
+    while left > 1:
+        n = min(prefill_step, left - 1)
+        chunks.append(n)
+        left -= n
+    return chunks + [1] if context >= 1 else chunks
+
+
+def kv_prefill_peak_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
+    """KV bytes right after the prefill (sliding layers may hold more than their window then)."""
+    check_context(context, sequences)
+    total = 0
+    for layer in geometry.layers:
+        total += prefill_peak_tokens(layer, context) * bytes_per_token(layer, spec) + state_bytes(layer, spec)
+    return sequences * total
+
+
+# ---------------------------------------------------------------- weights
+
+WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q6", "mlx-q5", "mlx-q4", "mlx-q3", "mlx-q2")
+
+
+def weight_bits(weights_format: str) -> int:
+    if weights_format not in WEIGHT_FORMATS:
+        raise KvError(f"Unknown weights format {weights_format!r}; valid formats: {', '.join(WEIGHT_FORMATS)}.")
+    return DTYPE_BYTES[weights_format] * 8 if weights_format in DTYPE_BYTES else int(weights_format[5:])
+
+
+def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: int = 64, active: bool = False) -> int:
+    """Weight bytes as mlx_lm stores them: quantized matrices at bits/8 + one fp16 scale and bias
+    per group; MoE routers at 8 bits (mlx_lm's quant_predicate); norms and biases in fp16.
+
+    active=True counts only what one decode step reads (MoE: the routed experts).
+    """
+    bits = weight_bits(weights_format)
+    p = geometry.active_params if active else geometry.params
+    if weights_format in DTYPE_BYTES:
+        return p.total * DTYPE_BYTES[weights_format]
+    matrix = p.matrix * bits // 8 + p.matrix // group_size * 4  # 2-byte scale + 2-byte bias per group
+    router = p.router + p.router // 64 * 4  # 8 bits, group 64
+    return matrix + router + p.vector * 2
+
+
+# ---------------------------------------------------------------- the worked formula
+
+
+def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> str:
+    """The KV formula with this model's numbers substituted, one term per kind of layer."""
+    terms = []
+    groups: dict[tuple, int] = {}
+    for layer in geometry.layers:
+        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
+        groups[key] = groups.get(key, 0) + 1
+    for (kind, heads, k_dim, v_dim, window, conv, state), n in groups.items():
+        layer = Layer(0, kind, heads, k_dim, v_dim, window, conv, state)
+        if kind == "linear":
+            terms.append(f"{n} linear layers x {state_bytes(layer, spec):,} B fixed state")
+            continue
+        held = tokens_held(layer, context)
+        held_text = f"min({context:,}, {window:,})" if kind == "sliding" else f"{held:,}"
+        per = bytes_per_token(layer, spec)
+        if kind == "mla":
+            row = f"({k_dim} + {v_dim} latent values)"
+        elif spec.k_format == spec.v_format and k_dim == v_dim:
+            row = f"2 x {heads} KV heads x {k_dim} dims"
+        else:
+            row = f"{heads} KV heads x (K {k_dim} + V {v_dim} dims)"
+        terms.append(f"{n} {kind} layers x {row} [{per:,} B/token] x {held_text} tokens")
+    seq = f"{sequences} sequences x " if sequences > 1 else ""
+    total = kv_bytes(geometry, context, spec, sequences)
+    return f"{seq}(" + " + ".join(terms) + f") = {total:,} bytes ({spec.k_format} K, {spec.v_format} V)"

@@ -1,0 +1,385 @@
+"""Model geometry: a Hugging Face config.json -> what each layer caches, and parameter counts.
+
+Example: parse_config(llama_3_2_1b_config).layers[0] ->
+    Layer(index=0, kind="full", kv_heads=8, k_dim=64, v_dim=64)
+The layer rules follow mlx_lm's own model files (`mlx_lm/models/<model_type>.py`,
+mlx-lm 0.32.2); `runtime="reference"` follows the architecture as its config defines it
+(transformers / vLLM), which differs only where mlx_lm ignores an attention window.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import KvError
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+RUNTIMES = ("mlx_lm", "reference")
+LAYER_KINDS = ("full", "sliding", "mla", "linear")
+MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What one decoder layer keeps per sequence.
+
+    kind: "full" (K and V for every token), "sliding" (K and V for the last `window` tokens),
+    "mla" (one latent of k_dim + v_dim values per token, DeepSeek style), "linear" (a fixed
+    recurrent state: `conv_values` in the activation dtype + `state_values` in fp32).
+    """
+
+    index: int
+    kind: str
+    kv_heads: int = 0
+    k_dim: int = 0  # values per K row (MLA: kv_lora_rank)
+    v_dim: int = 0  # values per V row (MLA: qk_rope_head_dim)
+    window: int | None = None
+    conv_values: int = 0
+    state_values: int = 0
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameter counts split by how mlx_lm quantizes them.
+
+    matrix: Linear/Embedding weights (quantized at the chosen bits); router: MoE router
+    weights (mlx_lm keeps them at 8 bits); vector: norms, biases, other small tensors (never
+    quantized).
+    """
+
+    matrix: int = 0
+    router: int = 0
+    vector: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.matrix + self.router + self.vector
+
+    def __add__(self, other: "Params") -> "Params":
+        return Params(self.matrix + other.matrix, self.router + other.router, self.vector + other.vector)
+
+    def __mul__(self, k: int) -> "Params":
+        return Params(self.matrix * k, self.router * k, self.vector * k)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    name: str
+    model_type: str
+    runtime: str
+    layers: tuple[Layer, ...]
+    hidden_size: int
+    num_attention_heads: int
+    vocab_size: int
+    params: Params  # all parameters: what memory must hold
+    active_params: Params  # what one decode step reads (MoE: routed experts only)
+    tie_word_embeddings: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for layer in self.layers if layer.kind == kind)
+
+
+# ---------------------------------------------------------------- config access
+
+
+def _flatten(config: dict) -> dict:
+    """Merge a multimodal config's `text_config` over the top level (Gemma 3, Qwen-VL style)."""
+    text = config.get("text_config")
+    if not isinstance(text, dict):
+        return dict(config)
+    flat = {k: v for k, v in config.items() if k != "text_config"}
+    flat.update(text)
+    return flat
+
+
+# transformers' config-class defaults for fields a real config.json may leave out
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "vocab_size": 262208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+    },
+}
+_MODEL_TYPE_ALIASES = {"gemma3": "gemma3_text", "mistral": "llama", "smollm2": "llama"}
+
+
+class _Cfg:
+    """Typed reads from a flattened config; errors name the field."""
+
+    def __init__(self, config: dict, defaults: dict):
+        self.c, self.d = config, defaults
+
+    def has(self, key: str) -> bool:
+        return self.c.get(key) is not None or key in self.d
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.c.get(key)
+        if value is None:
+            value = self.d.get(key, default)
+        return value
+
+    def int(self, key: str, default: Any = ..., minimum: int = 1) -> int:
+        value = self.get(key, None if default is ... else default)
+        if value is None:
+            raise KvError(f"config.json is missing the field {key!r}.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise KvError(f"config.json field {key!r} must be a whole number, not {value!r}.")
+        if int(value) < minimum or int(value) > 10**9:
+            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to 1e9).")
+        return int(value)
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise KvError(f"config.json field {key!r} must be true or false, not {value!r}.")
+        return value
+
+
+# ---------------------------------------------------------------- layer rules
+
+
+def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> tuple[list[bool], list[str]]:
+    """Which layers use a sliding window, per mlx_lm's model file or per the config."""
+    notes: list[str] = []
+    layer_types = cfg.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or len(layer_types) != n_layers:
+            raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.")
+    window = cfg.get("sliding_window")
+    if model_type == "gemma3_text":
+        pattern = cfg.int("sliding_window_pattern")
+        if runtime == "reference" and layer_types:
+            return [t == "sliding_attention" for t in layer_types], notes
+        return [i % pattern != pattern - 1 for i in range(n_layers)], notes
+    if layer_types and model_type in ("llama", "gpt_oss"):
+        return [t == "sliding_attention" for t in layer_types], notes
+    if model_type == "llama" and window:
+        # Mistral-7B-v0.1 style: one window for every layer, no layer_types.
+        if runtime == "reference":
+            notes.append(f"every layer keeps a {window}-token window (as transformers and vLLM run it)")
+            return [True] * n_layers, notes
+        notes.append(f"mlx_lm ignores sliding_window={window} here and caches the full context")
+        return [False] * n_layers, notes
+    if model_type in ("qwen2", "qwen3", "qwen3_moe") and runtime == "reference" and cfg.get("use_sliding_window"):
+        start = cfg.int("max_window_layers", 0, minimum=0)
+        return [i >= start for i in range(n_layers)], notes
+    return [False] * n_layers, notes
+
+
+def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list[str]]:
+    n_layers = cfg.int("num_hidden_layers")
+    n_heads = cfg.int("num_attention_heads")
+    hidden = cfg.int("hidden_size")
+    if cfg.has("kv_lora_rank"):  # MLA: one latent (kv_lora_rank) + one shared rope key per token
+        latent, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
+        return [Layer(i, "mla", 1, latent, rope) for i in range(n_layers)], []
+    kv_heads = cfg.int("num_key_value_heads", n_heads)  # absent -> full multi-head attention
+    if cfg.has("head_dim"):
+        head_dim = cfg.int("head_dim")
+    else:
+        if hidden % n_heads:
+            raise KvError("config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.")
+        head_dim = hidden // n_heads
+    if n_heads % kv_heads:
+        raise KvError(
+            f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads})."
+        )
+    if model_type == "qwen3_next":
+        interval = cfg.int("full_attention_interval", 4)
+        nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
+        dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
+        conv_dim = 2 * nk * dk + nv * dv
+        conv = (cfg.int("linear_conv_kernel_dim") - 1) * conv_dim
+        layers = [
+            Layer(i, "full", kv_heads, head_dim, head_dim)
+            if (i + 1) % interval == 0
+            else Layer(i, "linear", conv_values=conv, state_values=nv * dv * dk)
+            for i in range(n_layers)
+        ]
+        return layers, []
+    sliding, notes = _sliding_flags(cfg, model_type, n_layers, runtime)
+    window = cfg.int("sliding_window") if any(sliding) else None
+    layers = [
+        Layer(i, "sliding", kv_heads, head_dim, head_dim, window) if s else Layer(i, "full", kv_heads, head_dim, head_dim)
+        for i, s in enumerate(sliding)
+    ]
+    return layers, notes
+
+
+# ---------------------------------------------------------------- parameter counts (mlx_lm layout)
+
+
+def _mlp(h: int, inter: int) -> Params:
+    return Params(matrix=3 * h * inter)
+
+
+def _attention(cfg: _Cfg, model_type: str, layer: Layer) -> Params:
+    h, nh = cfg.int("hidden_size"), cfg.int("num_attention_heads")
+    if layer.kind == "mla":
+        q_lora = cfg.get("q_lora_rank")
+        nope, rope, v_head = cfg.int("qk_nope_head_dim"), cfg.int("qk_rope_head_dim"), cfg.int("v_head_dim")
+        latent = cfg.int("kv_lora_rank")
+        q = Params(matrix=h * q_lora + q_lora * nh * (nope + rope), vector=q_lora) if q_lora else Params(matrix=h * nh * (nope + rope))
+        kv = Params(matrix=h * (latent + rope) + nh * nope * latent + nh * latent * v_head, vector=latent)
+        return q + kv + Params(matrix=nh * v_head * h)
+    if layer.kind == "linear":  # Qwen3-Next gated delta net
+        nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
+        dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
+        key_dim, value_dim = nk * dk, nv * dv
+        conv_dim = 2 * key_dim + value_dim
+        return Params(
+            matrix=h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h,
+            vector=conv_dim * cfg.int("linear_conv_kernel_dim") + 2 * nv + dv,
+        )
+    hd, kvh = layer.k_dim, layer.kv_heads
+    q_out = nh * hd * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next gates its attention output
+    p = Params(matrix=h * q_out + 2 * h * kvh * hd + nh * hd * h)
+    if model_type == "qwen2" or (model_type == "llama" and cfg.bool("attention_bias", False)):
+        p += Params(vector=(nh + 2 * kvh) * hd + (h if model_type == "llama" else 0))
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_next"):
+        p += Params(vector=2 * hd)  # q_norm, k_norm
+    if model_type == "gpt_oss":
+        p += Params(vector=(nh + 2 * kvh) * hd + h + nh)  # q/k/v/o biases + attention sinks
+    return p
+
+
+def _ffn(cfg: _Cfg, model_type: str, i: int) -> tuple[Params, Params]:
+    """(all parameters, parameters one token reads) of layer i's feed-forward block."""
+    h = cfg.int("hidden_size")
+    if model_type == "deepseek_v3":
+        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
+            p = _mlp(h, cfg.int("intermediate_size"))
+            return p, p
+        experts, top_k, inter = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+        shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
+        router = Params(router=h * experts, vector=experts)
+        return router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k
+    if model_type == "gpt_oss":
+        experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")
+        expert = Params(matrix=3 * h * inter, vector=2 * inter + h)
+        router = Params(router=h * experts, vector=experts)
+        return router + expert * experts, router + expert * top_k
+    if model_type in ("qwen3_moe", "qwen3_next"):
+        experts = cfg.int("num_experts", 0, minimum=0)
+        mlp_only = cfg.get("mlp_only_layers") or []
+        if experts and i not in mlp_only and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
+            top_k, inter = cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+            router = Params(router=h * experts)
+            if model_type == "qwen3_next":
+                router += _mlp(h, cfg.int("shared_expert_intermediate_size")) + Params(router=h)
+            return router + _mlp(h, inter) * experts, router + _mlp(h, inter) * top_k
+    p = _mlp(h, cfg.int("intermediate_size"))
+    if model_type == "llama" and cfg.bool("mlp_bias", False):
+        p += Params(vector=2 * cfg.int("intermediate_size") + h)
+    return p, p
+
+
+def _params(cfg: _Cfg, model_type: str, layers: list[Layer]) -> tuple[Params, Params, bool]:
+    h, vocab = cfg.int("hidden_size"), cfg.int("vocab_size")
+    tied = cfg.bool("tie_word_embeddings", model_type == "gemma3_text")
+    norms_per_layer = 4 if model_type == "gemma3_text" else 2
+    base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
+    total, active = base, base
+    for layer in layers:
+        attn = _attention(cfg, model_type, layer) + Params(vector=norms_per_layer * h)
+        ffn_all, ffn_active = _ffn(cfg, model_type, layer.index)
+        total, active = total + attn + ffn_all, active + attn + ffn_active
+    return total, active, tied
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm") -> Geometry:
+    """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
+    if runtime not in RUNTIMES:
+        raise KvError(f"Unknown runtime {runtime!r}; valid runtimes: {', '.join(RUNTIMES)}.")
+    if not isinstance(config, dict):
+        raise KvError("config.json must be a JSON object.")
+    flat = _flatten(config)
+    model_type = flat.get("model_type")
+    if not isinstance(model_type, str):
+        raise KvError("config.json is missing the field 'model_type'.")
+    model_type = _MODEL_TYPE_ALIASES.get(model_type, model_type)
+    if model_type == "deepseek_v2":
+        model_type = "deepseek_v3"
+    cfg = _Cfg(flat, _FAMILY_DEFAULTS.get(model_type, {}))
+    layers, notes = _layers(cfg, model_type, runtime)
+    params, active, tied = _params(cfg, model_type, layers)
+    return Geometry(
+        name=name,
+        model_type=model_type,
+        runtime=runtime,
+        layers=tuple(layers),
+        hidden_size=cfg.int("hidden_size"),
+        num_attention_heads=cfg.int("num_attention_heads"),
+        vocab_size=cfg.int("vocab_size"),
+        params=params,
+        active_params=active,
+        tie_word_embeddings=tied,
+        notes=tuple(notes),
+    )
+
+
+@lru_cache(maxsize=None)
+def _preset_files() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.json"))}
+
+
+def preset_names() -> list[str]:
+    return list(_preset_files())
+
+
+@lru_cache(maxsize=None)
+def load_preset(name: str) -> dict:
+    """The preset file (name, hf_id, source, default_weights_format, config) for a preset name."""
+    files = _preset_files()
+    if name not in files:
+        close = difflib.get_close_matches(name.lower(), files, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else " Run `python -m kvcore presets` for the list."
+        raise KvError(f"Unknown model preset {name!r}.{hint}")
+    return json.loads(files[name].read_text(encoding="utf-8"))
+
+
+def read_config_file(path: str | Path) -> dict:
+    """Read a config.json from disk, or raise a KvError that names the problem."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise KvError(f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise KvError(f"Cannot read {path}: {e.strerror or e}.") from None
+    except UnicodeDecodeError:
+        raise KvError(f"{path} is not a UTF-8 text file.") from None
+    return parse_json_text(text, str(path))
+
+
+def parse_json_text(text: str, label: str = "config.json") -> dict:
+    """JSON text -> dict, or a KvError naming the line and column of the mistake."""
+    if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
+        raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise KvError(f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    if not isinstance(data, dict):
+        raise KvError(f"{label} must hold a JSON object.")
+    return data
+
+
+def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
+    """A preset name or a path to a config.json -> (geometry, preset metadata or {})."""
+    if model.endswith(".json") or "/" in model or Path(model).is_file():
+        return parse_config(read_config_file(model), Path(model).name, runtime), {}
+    preset = load_preset(model)
+    return parse_config(preset["config"], preset["name"], runtime), preset
