@@ -1,0 +1,271 @@
+"""Recordings: one YAML file per run (measured by kvcore, or transcribed from a publication).
+
+Load with yaml.safe_load and validate; a broken file gives one RecordingError naming the file
+and the problem, and the other files still load. Save atomically (temporary file + rename),
+never overwriting, and never at all in read-only mode (KVCORE_READ_ONLY=1).
+
+Schema (version 1):
+    schema: 1
+    kind: measured | published
+    title: str
+    label: str                  # how the UI names it, e.g. "CPU demonstration (Linux) — not Apple Silicon"
+    citation: {source: str, url: str, note: str}           # published only (url/note optional)
+    provenance: {machine: {os, chip, memory_gb}, backend, device,
+                 versions: {python, mlx, mlx_lm, kvcore}, date, command}   # measured only
+    model: {name: str, source: str, weights_format: str, kv_format: str, ...}
+    method: {...}               # fill, warmup, steps, repeats, ... (free-form mapping)
+    sections:                   # at least one; each a list of rows with these numeric fields
+      decode:    context, tokens_per_s [, ms_per_token, spread_ms, repeats]
+      trap:      tokens, allocated_mib, used_mib, theory_mib [, cache]
+      growth:    context, allocated_mib, used_mib, theory_mib [, active_mib, peak_mib]
+      mechanism: new_tokens, with_cache_s, without_cache_s
+      benchmark: name, tokens_per_s [, peak_memory_gb]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+SCHEMA_VERSION = 1
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
+LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
+READ_ONLY_ENV = "KVCORE_READ_ONLY"
+MAX_FILE_BYTES = 2_000_000
+MAX_NUMBER = 1e15
+
+SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # section: (required numeric fields, optional numeric fields)
+    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms")),
+    "trap": (("tokens", "allocated_mib", "used_mib", "theory_mib"), ("capacity",)),
+    "growth": (("context", "allocated_mib", "used_mib", "theory_mib"), ("active_mib", "peak_mib")),
+    "mechanism": (("new_tokens", "with_cache_s", "without_cache_s"), ("with_cache_step_ms", "without_cache_step_ms")),
+    "benchmark": (("tokens_per_s",), ("peak_memory_gb", "prompt_tokens", "generation_tokens")),
+}
+TEXT_FIELDS = {"trap": ("cache", "pattern"), "benchmark": ("name",), "decode": ("kv_format",), "growth": (), "mechanism": ()}
+REQUIRED_TEXT = {"benchmark": ("name",)}
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be used; str() is one sentence naming the file and the problem."""
+
+
+@dataclass
+class Recording:
+    path: Path | None
+    data: dict = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.path.stem if self.path else self.data.get("title", "unsaved")
+
+    @property
+    def kind(self) -> str:
+        return self.data["kind"]
+
+    @property
+    def title(self) -> str:
+        return self.data["title"]
+
+    @property
+    def label(self) -> str:
+        return self.data.get("label", self.title)
+
+    @property
+    def bundled(self) -> bool:
+        return self.path is not None and self.path.parent.resolve() == BUNDLED_DIR
+
+    def rows(self, section: str) -> list[dict]:
+        return self.data["sections"].get(section, [])
+
+    def has(self, section: str) -> bool:
+        return bool(self.rows(section))
+
+
+def read_only() -> bool:
+    """True when the explicit read-only switch is set (the hosted demo sets KVCORE_READ_ONLY=1)."""
+    return os.environ.get(READ_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def writable(folder: Path = LOCAL_DIR) -> bool:
+    """Can a recording be saved in `folder`? False in read-only mode or when the disk refuses."""
+    if read_only():
+        return False
+    probe = folder if folder.exists() else folder.parent
+    return os.access(probe, os.W_OK)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordingError(f"{where} must be a number, not {value!r}")
+    if abs(value) > MAX_NUMBER:
+        raise RecordingError(f"{where} = {value!r} is out of range")
+    if value < 0:
+        raise RecordingError(f"{where} must not be negative")
+    return value
+
+
+def _mapping(data: dict, key: str, where: str = "") -> dict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise RecordingError(f"{where}{key!r} must be a mapping" + (" (missing)" if value is None else ""))
+    return value
+
+
+def _text(data: dict, key: str, where: str = "") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise RecordingError(f"{where}{key!r} must be a non-empty text" + (" (missing)" if value is None else ""))
+    return value
+
+
+def validate(data) -> dict:
+    """Check a recording's structure; return it unchanged or raise RecordingError (no file name)."""
+    if not isinstance(data, dict):
+        raise RecordingError("the file must hold a YAML mapping")
+    if data.get("schema") != SCHEMA_VERSION:
+        raise RecordingError(f"'schema' must be {SCHEMA_VERSION}, not {data.get('schema')!r}")
+    kind = data.get("kind")
+    if kind not in ("measured", "published"):
+        raise RecordingError(f"'kind' must be 'measured' or 'published', not {kind!r}")
+    _text(data, "title")
+    if "label" in data:
+        _text(data, "label")
+    if kind == "published":
+        _text(_mapping(data, "citation"), "source", "citation.")
+    else:
+        prov = _mapping(data, "provenance")
+        for key in ("backend", "date", "command"):
+            _text(prov, key, "provenance.")
+        machine = _mapping(prov, "machine", "provenance.")
+        _text(machine, "os", "provenance.machine."), _text(machine, "chip", "provenance.machine.")
+        versions = _mapping(prov, "versions", "provenance.")
+        for key in ("python", "mlx", "mlx_lm"):
+            _text(versions, key, "provenance.versions.")
+        _mapping(data, "method")
+    _text(_mapping(data, "model"), "name", "model.")
+    sections = _mapping(data, "sections")
+    if not sections:
+        raise RecordingError("'sections' is empty")
+    for name, rows in sections.items():
+        if name not in SECTIONS:
+            raise RecordingError(f"unknown section {name!r} (known: {', '.join(SECTIONS)})")
+        if not isinstance(rows, list) or not rows:
+            raise RecordingError(f"section {name!r} must be a non-empty list of rows")
+        required, optional = SECTIONS[name]
+        for i, row in enumerate(rows):
+            where = f"sections.{name}[{i}]"
+            if not isinstance(row, dict):
+                raise RecordingError(f"{where} must be a mapping")
+            for key in required:
+                if key not in row:
+                    raise RecordingError(f"{where} is missing {key!r}")
+            for key, value in row.items():
+                if key in required or key in optional:
+                    _number(value, f"{where}.{key}")
+                elif key in TEXT_FIELDS[name]:
+                    if not isinstance(value, str):
+                        raise RecordingError(f"{where}.{key} must be text")
+                else:
+                    raise RecordingError(f"{where} has an unknown field {key!r}")
+            for key in REQUIRED_TEXT.get(name, ()):
+                if not isinstance(row.get(key), str):
+                    raise RecordingError(f"{where} is missing {key!r}")
+    return data
+
+
+# ---------------------------------------------------------------- load / save
+
+
+def parse_text(text: str, label: str = "recording") -> Recording:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise RecordingError(f"{label}: not valid YAML{where}") from None
+    except (ValueError, OverflowError, RecursionError) as e:  # e.g. absurd timestamps or nesting
+        raise RecordingError(f"{label}: unreadable YAML value ({type(e).__name__})") from None
+    try:
+        return Recording(None, validate(data))
+    except RecordingError as e:
+        raise RecordingError(f"{label}: {e}") from None
+
+
+def load(path: Path) -> Recording:
+    """One recording file, validated; RecordingError names the file and the problem."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise RecordingError(f"{path.name}: larger than {MAX_FILE_BYTES // 1_000_000} MB")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecordingError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise RecordingError(f"{path.name}: not UTF-8 text") from None
+    rec = parse_text(text, path.name)
+    rec.path = path
+    return rec
+
+
+def load_all(folders: list[Path] | None = None) -> tuple[list[Recording], list[str]]:
+    """Every *.yaml in the folders (default: bundled, then local): (recordings, one error line per broken file)."""
+    folders = folders if folders is not None else [BUNDLED_DIR, LOCAL_DIR]
+    recordings, errors = [], []
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*.yaml")) if Path(folder).is_dir() else []:
+            try:
+                recordings.append(load(path))
+            except RecordingError as e:
+                errors.append(str(e))
+    return recordings, errors
+
+
+def dump_text(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+
+
+def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:
+    """Validate and write a recording atomically into `folder`; never overwrites an existing file.
+
+    Raises RecordingError in read-only mode or when the folder cannot be written.
+    """
+    if read_only():
+        raise RecordingError(f"read-only mode ({READ_ONLY_ENV}=1): nothing is saved")
+    validate(data)
+    folder = Path(folder)
+    text = dump_text(data)
+    base = stem or _slug(f"{data.get('provenance', {}).get('date', '')}-{data['title']}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".yaml")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            for n in range(1000):
+                path = folder / (f"{base}.yaml" if n == 0 else f"{base}-{n + 1}.yaml")
+                try:
+                    os.link(tmp, path)  # fails if the name exists: never overwrite
+                    return path
+                except FileExistsError:
+                    continue
+            raise RecordingError(f"{folder}: too many recordings named {base}")
+        finally:
+            os.unlink(tmp)
+    except OSError as e:
+        raise RecordingError(f"{folder}: cannot save the recording ({e.strerror or e})") from None
