@@ -41,9 +41,9 @@ def _positive_int(label: str, limit: int):
         try:
             value = int(text.replace("_", "").replace(",", ""))
         except ValueError:
-            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {text!r}.") from None
+            raise argparse.ArgumentTypeError(f"{label} must be a whole number from 1 to {limit:,}, not {text!r}") from None
         if not 1 <= value <= limit:
-            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {value:,}.")
+            raise argparse.ArgumentTypeError(f"{label} must be a whole number from 1 to {limit:,}, not {value:,}")
         return value
 
     return parse

@@ -119,7 +119,7 @@ def kv_prefill_peak_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpe
 
 # ---------------------------------------------------------------- weights
 
-WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q6", "mlx-q5", "mlx-q4", "mlx-q3", "mlx-q2")
+WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "mlx-q8", "mlx-q6", "mlx-q5", "mlx-q4", "mlx-q3", "mlx-q2")
 
 
 def weight_bits(weights_format: str) -> int:

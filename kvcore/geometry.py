@@ -261,7 +261,7 @@ def _ffn(cfg: _Cfg, model_type: str, i: int) -> tuple[Params, Params]:
             return p, p
         experts, top_k, inter = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
         shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
-        router = Params(router=h * experts, vector=experts)
+        router = Params(vector=h * experts + experts)  # MoEGate: plain arrays (never quantized) + bias
         return router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k
     if model_type == "gpt_oss":
         experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")

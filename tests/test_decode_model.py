@@ -1,0 +1,87 @@
+"""The bytes-per-token decode model: the article's worked check and the bandwidth fit."""
+
+import random
+
+import pytest
+
+from kvcore.decode_model import bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s, slowdown
+from kvcore.errors import KvError
+from kvcore.formulas import kv_bytes, weights_bytes
+from kvcore.geometry import load_preset, parse_config
+from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb
+
+LLAMA_1B = parse_config(load_preset("llama-3.2-1b")["config"], "llama-3.2-1b")
+
+
+def test_worked_check_292_to_119_tok_s_from_the_preset_alone():
+    """Article A: bytes per token 0.729 -> 1.769 GB predicts 2.43x against the measured 2.45x."""
+    assert round(weights_bytes(LLAMA_1B, "mlx-q4") / 1e9, 3) == 0.695
+    assert round(kv_bytes(LLAMA_1B, 1024) / 1e6, 1) == 33.6
+    assert round(kv_bytes(LLAMA_1B, 32768) / 1e9, 3) == 1.074
+    assert round(bytes_per_generated_token(LLAMA_1B, 1024) / 1e9, 3) == 0.729
+    assert round(bytes_per_generated_token(LLAMA_1B, 32768) / 1e9, 3) == 1.769
+    assert round(slowdown(LLAMA_1B, 1024, 32768), 2) == 2.43
+    assert round(292 / 119, 2) == 2.45
+
+
+def test_the_articles_two_points_imply_about_212_gb_s():
+    b = [bytes_per_generated_token(LLAMA_1B, t) for t in (1024, 32768)]
+    implied = [bi * tps / 1e9 for bi, tps in zip(b, (292, 119))]
+    assert [round(x) for x in implied] == [213, 211]
+    fit = fit_bandwidth(b, [292, 119], peak_gbps=get_chip("M5 Pro").bandwidth_gbps)
+    assert 210 <= fit.bandwidth_gbps <= 213 and not fit.fitted_overhead  # two points: one parameter
+    assert fit.memory_bound and "Memory-bound" in fit.verdict
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fit_recovers_a_known_bandwidth_and_overhead_from_noisy_points(seed):
+    rng = random.Random(seed)
+    bw, overhead = 150.0, 0.8e-3
+    b = [bytes_per_generated_token(LLAMA_1B, t) for t in (256, 1024, 4096, 8192, 16384, 32768)]
+    tps = [predict_tokens_per_s(x, bw, overhead) * (1 + rng.gauss(0, 0.01)) for x in b]
+    fit = fit_bandwidth(b, tps, peak_gbps=307)
+    assert fit.fitted_overhead
+    assert fit.bandwidth_gbps == pytest.approx(bw, rel=0.05)
+    assert fit.overhead_s == pytest.approx(overhead, rel=0.35)
+    assert fit.memory_bound and fit.rms_residual < 0.03
+
+
+def test_overhead_never_comes_out_negative():
+    b = [1e9, 2e9, 3e9, 4e9]
+    # times that grow faster than linearly through the origin would give a negative intercept
+    tps = [1 / 0.004, 1 / 0.010, 1 / 0.016, 1 / 0.022]
+    fit = fit_bandwidth(b, tps)
+    assert fit.overhead_s == 0 and not fit.fitted_overhead
+
+
+def test_flat_speed_is_not_memory_bound():
+    b = [bytes_per_generated_token(LLAMA_1B, t) for t in (256, 4096, 32768)]
+    fit = fit_bandwidth(b, [50.0, 50.0, 50.0], peak_gbps=307)
+    assert not fit.memory_bound and "Not memory-bound" in fit.verdict
+
+
+def test_bandwidth_far_below_peak_gets_a_plain_verdict():
+    b = [bytes_per_generated_token(LLAMA_1B, t) for t in (256, 4096, 32768)]
+    tps = [predict_tokens_per_s(x, 5.0) for x in b]
+    fit = fit_bandwidth(b, tps, peak_gbps=400)
+    assert not fit.memory_bound and "under 10%" in fit.verdict
+
+
+def test_fit_refuses_bad_points():
+    with pytest.raises(KvError):
+        fit_bandwidth([1e9], [0])
+    with pytest.raises(KvError):
+        fit_bandwidth([1e9, 2e9], [10])
+
+
+def test_hardware_table_has_sources_and_bandwidths():
+    table = chips()
+    assert len(table) > 20 and all(c.source and c.bandwidth_gbps > 0 for c in table)
+    assert get_chip("M4 Max (40-core GPU)").bandwidth_gbps == 546
+
+
+def test_mac_gpu_limit_depends_on_ram_size():
+    small, _ = gpu_memory_limit_gb(16)
+    large, reason = gpu_memory_limit_gb(128)
+    assert round(small, 2) == 10.67 and large / 128 > 0.8 and "macOS" in reason
+    assert gpu_memory_limit_gb(80, unified=False)[0] == 80
