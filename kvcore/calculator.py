@@ -1,0 +1,137 @@
+"""Will it fit, how far can it go, how fast will it decode: the calculator's engine.
+
+need = weights (all parameters) + KV(context, sequences). Verdict against the memory available:
+fits when need <= 90 % of it (10 % kept for activations, runtime buffers and the prefill peak),
+tight up to 100 %, does not fit above. The levers (largest context, most sequences, KV formats)
+are solved against the "fits" line, so every suggested answer fits and one more does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .decode_model import Fit, bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s
+from .errors import KvError
+from .formats import FORMATS
+from .formulas import MAX_CONTEXT, MAX_SEQUENCES, KvSpec, kv_bytes, weights_bytes
+from .geometry import Geometry, parse_config, load_preset
+from .hardware import get_chip
+
+FIT_SHARE = 0.90  # need <= 90 % of available: fits
+ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says otherwise (hardware.md: ~40-85 %)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # "fits" | "tight" | "no"
+    need_bytes: int
+    available_bytes: int
+    share: float  # need / available
+
+    @property
+    def fits_line_bytes(self) -> int:
+        return int(self.available_bytes * FIT_SHARE)
+
+
+def verdict(need_bytes: int, available_bytes: int) -> Verdict:
+    """fits (<= 90 % of available) / tight (<= 100 %) / no (> 100 %)."""
+    if available_bytes <= 0:
+        raise KvError("Available memory must be positive.")
+    share = need_bytes / available_bytes
+    status = "fits" if need_bytes <= available_bytes * FIT_SHARE else "tight" if need_bytes <= available_bytes else "no"
+    return Verdict(status, need_bytes, available_bytes, share)
+
+
+def _budget_for_kv(available_bytes: int, weights: int) -> int:
+    return int(available_bytes * FIT_SHARE) - weights
+
+
+def max_context(geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int) -> int:
+    """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context).
+
+    KV is non-decreasing in context (linear, or flat once every window is full), so a binary
+    search is exact for sliding-window and hybrid models too.
+    """
+    budget = _budget_for_kv(available_bytes, weights)
+    if budget < kv_bytes(geometry, 1, spec, sequences):
+        return 0
+    if kv_bytes(geometry, MAX_CONTEXT, spec, sequences) <= budget:
+        return MAX_CONTEXT
+    lo, hi = 1, MAX_CONTEXT  # kv(lo) fits, kv(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget else (lo, mid)
+    return lo
+
+
+def max_sequences(geometry: Geometry, spec: KvSpec, context: int, weights: int, available_bytes: int) -> int:
+    """The most concurrent sequences at `context` whose total fits (0: not even one)."""
+    per_sequence = kv_bytes(geometry, context, spec)
+    budget = _budget_for_kv(available_bytes, weights)
+    return max(0, min(MAX_SEQUENCES, budget // per_sequence)) if budget >= 0 else 0
+
+
+def formats_that_fit(geometry: Geometry, context: int, sequences: int, weights: int, available_bytes: int, spec: KvSpec) -> list[str]:
+    """KV formats (same for K and V) whose total fits, from the largest to the smallest cache."""
+    fits = []
+    for name in FORMATS:
+        try:
+            trial = KvSpec(name, name, spec.group_size, spec.activation_dtype)
+            need = weights + kv_bytes(geometry, context, trial, sequences)
+        except KvError:  # e.g. a group size that does not divide head_dim
+            continue
+        if verdict(need, available_bytes).status == "fits":
+            fits.append((need, name))
+    return [name for _, name in sorted(fits, reverse=True)]
+
+
+# ---------------------------------------------------------------- decode what-if
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    share: float  # BW_eff / peak
+    source: str  # the recording it was fitted from, or "assumption"
+    fit: Fit | None = None
+
+
+def fit_recording(recording) -> tuple[Fit, str] | None:
+    """Fit BW_eff to a recording's decode rows, using its preset and formats; None if it cannot."""
+    model, rows = recording.data.get("model", {}), recording.rows("decode")
+    preset = model.get("preset")
+    chip = recording.data.get("hardware", {}).get("chip")
+    if not rows or not preset:
+        return None
+    try:
+        geometry = parse_config(load_preset(preset)["config"], preset)
+        spec = KvSpec(model.get("kv_format", "fp16"), model.get("kv_format", "fp16"))
+        b = [bytes_per_generated_token(geometry, int(r["context"]), spec, model.get("weights_format", "mlx-q4")) for r in rows]
+        peak = get_chip(chip).bandwidth_gbps if chip else None
+        return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], peak), chip or ""
+    except KvError:
+        return None
+
+
+def efficiency(recordings: list) -> Efficiency:
+    """The share of peak bandwidth decode reached in recordings on known chips (their mean), else an assumption."""
+    shares = []
+    for rec in recordings:
+        fitted = fit_recording(rec)
+        if fitted and fitted[1] and fitted[0].memory_bound:
+            fit, chip = fitted
+            shares.append((fit.bandwidth_gbps / get_chip(chip).bandwidth_gbps, f"{rec.title}", fit))
+    if not shares:
+        return Efficiency(ASSUMED_EFFICIENCY, "assumption")
+    mean = sum(s for s, _, _ in shares) / len(shares)
+    return Efficiency(mean, "; ".join(t for _, t, _ in shares), shares[0][2] if len(shares) == 1 else None)
+
+
+def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float, sequences: int = 1) -> list[dict]:
+    """Predicted tokens/s per context on `chip` at `share` of its peak bandwidth (memory-bound model)."""
+    bw = get_chip(chip).bandwidth_gbps * share
+    rows = []
+    for t in contexts:
+        b = bytes_per_generated_token(geometry, t, spec, weights_format, sequences)
+        rows.append({"context": t, "bytes_per_token": b, "tokens_per_s": predict_tokens_per_s(b, bw)})
+    return rows
+

@@ -1,0 +1,102 @@
+"""The calculator's verdict and levers, each checked against the forward calculation."""
+
+import pytest
+
+from kvcore.calculator import (
+    ASSUMED_EFFICIENCY,
+    FIT_SHARE,
+    efficiency,
+    formats_that_fit,
+    max_context,
+    max_sequences,
+    predict_decode,
+    verdict,
+)
+from kvcore.decode_model import bytes_per_generated_token, predict_tokens_per_s
+from kvcore.formulas import MAX_CONTEXT, KvSpec, kv_bytes, weights_bytes
+from kvcore.geometry import load_preset, parse_config
+from kvcore.hardware import get_chip
+from kvcore.recordings import load_all
+
+GB = 10**9
+
+
+def geometry(name):
+    return parse_config(load_preset(name)["config"], name)
+
+
+def fits(g, context, spec, sequences, weights, available):
+    return verdict(weights + kv_bytes(g, context, spec, sequences), available).status == "fits"
+
+
+def test_verdict_changes_at_its_stated_thresholds():
+    available = 100 * GB
+    assert verdict(int(available * FIT_SHARE), available).status == "fits"
+    assert verdict(int(available * FIT_SHARE) + 1, available).status == "tight"
+    assert verdict(available, available).status == "tight"
+    assert verdict(available + 1, available).status == "no"
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "smollm2-1.7b", "deepseek-v3", "gemma-3-27b", "qwen3-next-80b-a3b", "qwen3-30b-a3b"])
+@pytest.mark.parametrize("available_gb", [24, 48, 192])
+def test_largest_context_fits_and_one_more_token_does_not(name, available_gb):
+    g = geometry(name)
+    spec, available = KvSpec(), available_gb * GB
+    weights = weights_bytes(g, "mlx-q4")
+    t = max_context(g, spec, 1, weights, available)
+    if t == 0:
+        assert not fits(g, 1, spec, 1, weights, available)
+    elif t == MAX_CONTEXT:
+        assert fits(g, MAX_CONTEXT, spec, 1, weights, available)
+    else:
+        assert fits(g, t, spec, 1, weights, available) and not fits(g, t + 1, spec, 1, weights, available)
+
+
+def test_sliding_window_model_needs_more_context_than_linear_growth_would_allow():
+    g = geometry("gemma-3-27b")
+    spec, weights, available = KvSpec(), weights_bytes(geometry("gemma-3-27b"), "mlx-q4"), 36 * GB
+    t = max_context(g, spec, 1, weights, available)
+    naive = (available * FIT_SHARE - weights) // (kv_bytes(g, 2, spec) - kv_bytes(g, 1, spec))
+    assert t > naive
+
+
+@pytest.mark.parametrize("name, context", [("llama-3.1-8b", 32768), ("gemma-3-4b", 131072), ("qwen3-next-80b-a3b", 65536)])
+def test_most_sequences_fit_and_one_more_does_not(name, context):
+    g = geometry(name)
+    spec, available = KvSpec(), 64 * GB
+    weights = weights_bytes(g, "mlx-q4")
+    s = max_sequences(g, spec, context, weights, available)
+    assert s >= 1
+    assert fits(g, context, spec, s, weights, available) and not fits(g, context, spec, s + 1, weights, available)
+
+
+def test_suggested_formats_fit_and_the_others_do_not():
+    g = geometry("llama-3.1-8b")
+    spec, available, context = KvSpec(), 24 * GB, 131072
+    weights = weights_bytes(g, "mlx-q4")
+    assert not fits(g, context, spec, 1, weights, available)  # fp16 KV: 16 GiB + weights
+    suggested = formats_that_fit(g, context, 1, weights, available, spec)
+    assert "mlx-q4" in suggested and "fp16" not in suggested
+    for name in suggested:
+        assert fits(g, context, KvSpec(name, name), 1, weights, available)
+
+
+def test_efficiency_comes_from_the_article_recording():
+    recordings, _ = load_all()
+    eff = efficiency(recordings)
+    assert "Article A" in eff.source
+    assert eff.share == pytest.approx(210.84 / get_chip("M5 Pro").bandwidth_gbps, rel=0.01)
+
+
+def test_without_recordings_the_efficiency_is_a_stated_assumption():
+    eff = efficiency([])
+    assert eff.source == "assumption" and eff.share == ASSUMED_EFFICIENCY
+
+
+def test_decode_what_if_equals_the_engine_prediction():
+    g = geometry("llama-3.1-8b")
+    rows = predict_decode(g, [1024, 65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", 0.7)
+    for row in rows:
+        b = bytes_per_generated_token(g, row["context"], KvSpec(), "mlx-q4")
+        assert row["tokens_per_s"] == predict_tokens_per_s(b, 546 * 0.7)
+    assert rows[0]["tokens_per_s"] > rows[1]["tokens_per_s"]
