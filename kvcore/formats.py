@@ -36,8 +36,10 @@ class CacheFormat:
                 )
             packed = dim * self.bits // 8  # uint32 words hold 32/bits codes
             return packed + 2 * (dim // group_size) * DTYPE_BYTES[scale_dtype]
-        # ggml and turbo blocks: a row is padded up to whole blocks (turbo: 128-value blocks,
-        # the fork pads head_dim 64 to 128; ggml needs dim % 32 == 0, which every preset meets).
+        # ggml and turbo blocks: a row takes whole blocks. The TurboQuant fork zero-pads each
+        # head to a multiple of 128 (AtomicBot-ai/atomic-llama-cpp-turboquant@088ae62,
+        # src/llama-kv-cache.cpp: "turbo zero-padding K head_dim"), so head_dim 64 costs one
+        # 128-value block; ggml's q8_0/q4_0 need dim % 32 == 0, which every preset meets.
         return math.ceil(dim / self.block_values) * self.block_bytes
 
     def bits_per_value(self, dim: int = 128, group_size: int = 64, scale_dtype: str = "fp16") -> float:
