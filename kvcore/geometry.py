@@ -162,6 +162,8 @@ def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> t
         return [i % pattern != pattern - 1 for i in range(n_layers)], notes
     if layer_types and model_type in ("llama", "gpt_oss"):
         return [t == "sliding_attention" for t in layer_types], notes
+    if model_type == "gpt_oss":  # no layer_types: mlx_lm and transformers alternate sliding, full
+        return [i % 2 == 0 for i in range(n_layers)], notes
     if model_type == "llama" and window:
         # Mistral-7B-v0.1 style: one window for every layer, no layer_types.
         if runtime == "reference":
@@ -285,7 +287,10 @@ def _ffn(cfg: _Cfg, model_type: str, i: int) -> tuple[Params, Params]:
 
 def _params(cfg: _Cfg, model_type: str, layers: list[Layer]) -> tuple[Params, Params, bool]:
     h, vocab = cfg.int("hidden_size"), cfg.int("vocab_size")
-    tied = cfg.bool("tie_word_embeddings", model_type == "gemma3_text")
+    # mlx_lm's defaults: llama and qwen2 tie when the config is silent; gpt_oss and deepseek_v3 always keep lm_head
+    tied = model_type not in ("gpt_oss", "deepseek_v3") and cfg.bool(
+        "tie_word_embeddings", model_type in ("llama", "qwen2", "gemma3_text")
+    )
     norms_per_layer = 4 if model_type == "gemma3_text" else 2
     base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
     total, active = base, base

@@ -119,17 +119,29 @@ SCALE: dict[str, dict] = {
         moe_intermediate_size=128, shared_expert_intermediate_size=128,
     ),
 }
-PRESETS = list(SCALE)
+DROP = object()  # a config field to delete
+# Extra cases: (preset, more changes) for defaults the presets do not exercise.
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "gpt-oss-20b-no-layer_types": ("gpt-oss-20b", dict(layer_types=DROP, num_hidden_layers=4)),
+    "llama-3.2-1b-no-tie_word_embeddings": ("llama-3.2-1b", dict(tie_word_embeddings=DROP)),
+    "qwen2.5-7b-no-tie_word_embeddings": ("qwen2.5-7b", dict(tie_word_embeddings=DROP)),
+}
+CASES = list(SCALE) + list(VARIANTS)
 FP32 = KvSpec("fp32", "fp32", activation_dtype="fp32")
 
 
-def scaled_config(preset: str) -> dict:
-    """The preset's config.json with SCALE[preset] applied (to text_config where there is one)."""
+def scaled_config(case: str) -> dict:
+    """The preset's config.json with its SCALE (and VARIANTS) changes, applied to text_config where there is one."""
+    preset, extra = VARIANTS.get(case, (case, {}))
     config = copy.deepcopy(load_preset(preset)["config"])
     target = config.get("text_config", config)
-    for key, value in SCALE[preset].items():
+    for key, value in {**SCALE[preset], **extra}.items():
         # mlx_lm's gemma3 wrapper takes vocab_size from the top level, never from text_config
-        (config if key == "vocab_size" else target)[key] = value
+        where = config if key == "vocab_size" else target
+        if value is DROP:
+            where.pop(key, None)
+        else:
+            where[key] = value
     if "layer_types" in target:
         target["layer_types"] = target["layer_types"][: target["num_hidden_layers"]]
     return config
@@ -148,6 +160,8 @@ def build_model(config: dict):
     return model
 
 
+# ---------------------------------------------------------------- 2. per-layer KV bytes
+
 PREFILL, DECODE = [96, 130, 70], 6  # chunks, then single-token steps: 302 tokens, past 256 and every window
 
 
@@ -158,10 +172,10 @@ def _used_bytes(cache) -> int:
     return keys.nbytes + values.nbytes
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-def test_layer_kv_bytes_match_mlx_lm(preset):
-    config = scaled_config(preset)
-    geometry = parse_config(config, preset)
+@pytest.mark.parametrize("case", CASES)
+def test_layer_kv_bytes_match_mlx_lm(case):
+    config = scaled_config(case)
+    geometry = parse_config(config, case)
     model = build_model(config)
     cache = make_prompt_cache(model)
     assert len(cache) == geometry.num_layers
@@ -176,7 +190,7 @@ def test_layer_kv_bytes_match_mlx_lm(preset):
     T = start
 
     for layer, c in zip(geometry.layers, cache):
-        where = f"{preset} layer {layer.index} ({layer.kind}, {type(c).__name__})"
+        where = f"{case} layer {layer.index} ({layer.kind}, {type(c).__name__})"
         if layer.kind in ("full", "mla"):
             assert type(c) is KVCache, where
         elif layer.kind == "sliding":
@@ -194,7 +208,8 @@ def test_layer_kv_bytes_match_mlx_lm(preset):
         # The linear state is constant in context and does not depend on hidden_size: the scaled
         # model's state equals the state kvcore computes for the real, unscaled preset.
         assert all(row == linear_bytes[0] for row in linear_bytes)
-        real = next(layer for layer in parse_config(load_preset(preset)["config"]).layers if layer.kind == "linear")
+        real_layers = parse_config(load_preset(case)["config"]).layers
+        real = next(layer for layer in real_layers if layer.kind == "linear")
         assert linear_bytes[0] == [state_bytes(real, FP32)] * geometry.count("linear")
 
 
@@ -204,16 +219,16 @@ def test_layer_kv_bytes_match_mlx_lm(preset):
 def _moe_blocks(model):
     """(routed experts' SwitchGLU, experts per token) for each MoE layer of an mlx_lm model."""
     for layer in model.layers:
-        mlp = layer.mlp
-        glu = mlp.get("switch_mlp", mlp.get("experts")) if isinstance(mlp, dict) else None
+        mlp = layer.mlp  # mlx modules are dicts of their children
+        glu = mlp.get("switch_mlp", mlp.get("experts"))
         if glu is not None:
             yield glu, getattr(mlp, "top_k", None) or mlp.num_experts_per_tok
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-def test_param_counts_match_mlx_lm(preset):
-    config = scaled_config(preset)
-    geometry = parse_config(config, preset)
+@pytest.mark.parametrize("case", CASES)
+def test_param_counts_match_mlx_lm(case):
+    config = scaled_config(case)
+    geometry = parse_config(config, case)
     model = build_model(config)
     total = sum(p.size for _, p in tree_flatten(model.parameters()))
     assert geometry.params.total == total
@@ -228,10 +243,10 @@ def test_param_counts_match_mlx_lm(preset):
     assert (skipped > 0) == any(k in config for k in ("num_experts", "num_local_experts", "n_routed_experts"))
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-def test_q4_weight_bytes_match_mlx_lm(preset):
-    config = scaled_config(preset)
-    geometry = parse_config(config, preset)
+@pytest.mark.parametrize("case", CASES)
+def test_q4_weight_bytes_match_mlx_lm(case):
+    config = scaled_config(case)
+    geometry = parse_config(config, case)
     model = build_model(config)
     model.set_dtype(mx.float16)
     model, _ = quantize_model(model, config, group_size=64, bits=4)
