@@ -13,12 +13,55 @@ from dataclasses import dataclass
 from .decode_model import Fit, bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s
 from .errors import KvError
 from .formats import FORMATS
-from .formulas import MAX_CONTEXT, MAX_SEQUENCES, KvSpec, kv_bytes, weights_bytes
+from .formulas import (
+    MAX_CONTEXT,
+    MAX_SEQUENCES,
+    KvSpec,
+    check_context,
+    formula_text,
+    kv_bytes,
+    kv_bytes_per_token,
+    kv_prefill_peak_bytes,
+    layer_kv_bytes,
+    tokens_held,
+    weights_bytes,
+)
 from .geometry import Geometry, parse_config, load_preset
 from .hardware import get_chip
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
 ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says otherwise (hardware.md: ~40-85 %)
+
+
+def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str = "bf16") -> dict:
+    """Everything `calc --json` prints, as a dict; the calculator page shows the same numbers."""
+    check_context(context, sequences)
+    per_layer = [
+        {"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
+         "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)}
+        for layer in geometry.layers
+    ]
+    total = kv_bytes(geometry, context, spec, sequences)
+    return {
+        "model": geometry.name,
+        "runtime": geometry.runtime,
+        "context": context,
+        "sequences": sequences,
+        "k_format": spec.k_format,
+        "v_format": spec.v_format,
+        "kv_bytes": total,
+        "kv_bytes_per_sequence": total // sequences,
+        "kv_bytes_per_token": kv_bytes_per_token(geometry, spec),
+        "kv_prefill_peak_bytes": kv_prefill_peak_bytes(geometry, context, spec, sequences),
+        "per_layer": per_layer,
+        "weights_format": weights_format,
+        "weights_bytes": weights_bytes(geometry, weights_format),
+        "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
+        "params": geometry.params.total,
+        "active_params": geometry.active_params.total,
+        "formula": formula_text(geometry, context, spec, sequences),
+        "notes": list(geometry.notes),
+    }
 
 
 @dataclass(frozen=True)

@@ -11,20 +11,8 @@ import sys
 
 from .errors import KvError
 from .formats import FORMATS
-from .formulas import (
-    MAX_CONTEXT,
-    MAX_SEQUENCES,
-    WEIGHT_FORMATS,
-    KvSpec,
-    check_context,
-    formula_text,
-    kv_bytes,
-    kv_bytes_per_token,
-    kv_prefill_peak_bytes,
-    layer_kv_bytes,
-    tokens_held,
-    weights_bytes,
-)
+from .calculator import calculate
+from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
 from .geometry import load_preset, parse_config, preset_names, resolve_model
 from .units import fmt_bytes
 
@@ -47,40 +35,6 @@ def _positive_int(label: str, limit: int):
         return value
 
     return parse
-
-
-def calc_result(model: str, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str | None = None, runtime: str = "mlx_lm") -> dict:
-    """Everything `calc --json` prints, as a dict (the calculator page shows the same numbers)."""
-    check_context(context, sequences)
-    geometry, preset = resolve_model(model, runtime)
-    weights_format = weights_format or preset.get("default_weights_format", "bf16")
-    per_layer = [
-        {"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
-         "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)}
-        for layer in geometry.layers
-    ]
-    total = kv_bytes(geometry, context, spec, sequences)
-    return {
-        "model": geometry.name,
-        "runtime": runtime,
-        "context": context,
-        "sequences": sequences,
-        "k_format": spec.k_format,
-        "v_format": spec.v_format,
-        "kv_bytes": total,
-        "kv_bytes_per_sequence": total // sequences,
-        "kv_bytes_per_token": kv_bytes_per_token(geometry, spec),
-        "kv_prefill_peak_bytes": kv_prefill_peak_bytes(geometry, context, spec, sequences),
-        "per_layer": per_layer,
-        "weights_format": weights_format,
-        "weights_bytes": weights_bytes(geometry, weights_format),
-        "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
-        "params": geometry.params.total,
-        "active_params": geometry.active_params.total,
-        "formula": formula_text(geometry, context, spec, sequences),
-        "notes": list(geometry.notes),
-        "source": preset.get("source", model),
-    }
 
 
 def _print_calc(r: dict) -> None:
@@ -106,7 +60,9 @@ def _cmd_calc(a) -> int:
     k = a.k_format or a.kv_format or "fp16"
     v = a.v_format or a.kv_format or "fp16"
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
-    result = calc_result(a.model, a.context, a.sequences, spec, a.weights_format, a.runtime)
+    geometry, preset = resolve_model(a.model, a.runtime)
+    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"))
+    result["source"] = preset.get("source", a.model)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
