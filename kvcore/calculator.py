@@ -178,3 +178,33 @@ def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weight
         rows.append({"context": t, "bytes_per_token": b, "tokens_per_s": predict_tokens_per_s(b, bw)})
     return rows
 
+
+
+CURVE_FORMATS = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")
+
+
+def log_contexts(low: int = 1024, high: int = 10_000_000, per_decade: int = 6) -> list[int]:
+    """Log-spaced contexts for charts; every power of two in range is included (exact 256-multiples).
+
+    Example: log_contexts(1024, 8192, 1) -> [1024, 2048, 4096, 8192].
+    """
+    points = {2**k for k in range(0, 40) if low <= 2**k <= high}
+    step = 10 ** (1 / per_decade)
+    value = float(low)
+    while value <= high:
+        points.add(int(round(value)))
+        value *= step
+    return sorted(points | {low, high})
+
+
+def memory_curves(geometry: Geometry, contexts: list[int], weights: int, sequences: int, spec: KvSpec, formats=CURVE_FORMATS) -> list[dict]:
+    """Total memory (weights + KV) per context for each KV format (K = V); formats that do not apply are left out."""
+    rows = []
+    for name in formats:
+        try:
+            trial = KvSpec(name, name, spec.group_size, spec.activation_dtype)
+            rows += [{"context": t, "format": name, "kv_bytes": kv_bytes(geometry, t, trial, sequences),
+                      "total_bytes": weights + kv_bytes(geometry, t, trial, sequences)} for t in contexts]
+        except KvError:
+            continue
+    return rows

@@ -100,3 +100,15 @@ def test_decode_what_if_equals_the_engine_prediction():
         b = bytes_per_generated_token(g, row["context"], KvSpec(), "mlx-q4")
         assert row["tokens_per_s"] == predict_tokens_per_s(b, 546 * 0.7)
     assert rows[0]["tokens_per_s"] > rows[1]["tokens_per_s"]
+
+
+def test_memory_curves_are_the_forward_calculation_per_format():
+    from kvcore.calculator import log_contexts, memory_curves
+
+    g = geometry("qwen3-8b")
+    contexts = log_contexts(1024, 1_048_576)
+    assert 1024 in contexts and 1_048_576 in contexts and contexts == sorted(set(contexts))
+    rows = memory_curves(g, contexts, 5 * GB, 2, KvSpec())
+    assert {r["format"] for r in rows} >= {"fp16", "mlx-q4", "turbo3"}
+    for r in rows[:: len(contexts) // 2]:
+        assert r["total_bytes"] == 5 * GB + kv_bytes(g, r["context"], KvSpec(r["format"], r["format"]), 2)
