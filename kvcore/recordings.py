@@ -37,6 +37,7 @@ SCHEMA_VERSION = 1
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
 LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
 READ_ONLY_ENV = "KVCORE_READ_ONLY"
+DIR_ENV = "KVCORE_RECORDINGS_DIR"  # overrides BUNDLED_DIR (tests, other deployments); local/ inside it
 MAX_FILE_BYTES = 2_000_000
 MAX_NUMBER = 1e15
 
@@ -93,6 +94,17 @@ def read_only() -> bool:
     return os.environ.get(READ_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def recordings_dir() -> Path:
+    """The bundled recordings folder: $KVCORE_RECORDINGS_DIR when set, else the repository's recordings/."""
+    override = os.environ.get(DIR_ENV, "").strip()
+    return Path(override).resolve() if override else BUNDLED_DIR
+
+
+def local_dir() -> Path:
+    """Where runs made on this machine are saved: local/ inside recordings_dir()."""
+    return recordings_dir() / "local"
+
+
 def writable(folder: Path = LOCAL_DIR) -> bool:
     """Can a recording be saved in `folder`? False in read-only mode or when the disk refuses."""
     if read_only():
@@ -105,7 +117,11 @@ def writable(folder: Path = LOCAL_DIR) -> bool:
 
 
 def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordingError(f"{where} must be a number, not {value!r}")
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:  # before isfinite: a huge int overflows float
+        raise RecordingError(f"{where} is out of range")
+    if not math.isfinite(value):
         raise RecordingError(f"{where} must be a number, not {value!r}")
     if abs(value) > MAX_NUMBER:
         raise RecordingError(f"{where} = {value!r} is out of range")
@@ -253,6 +269,9 @@ def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".yaml")
         try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a recording is an ordinary file
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()

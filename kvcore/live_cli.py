@@ -1,0 +1,351 @@
+"""`python -m kvcore probe | kv | decode | mechanism | record`: live measurement on mlx_lm caches.
+
+Each command prints a table, shows a progress bar on the terminal, and (unless --no-save or
+read-only mode) saves its rows as a recording in recordings/local/ or --out. Ctrl-C aborts and
+saves nothing. mlx is imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from .errors import KvError
+
+DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
+DEFAULT_KV_CONTEXTS = "1024,2048,4096,8192,16384,32768"
+MAX_LIVE_CONTEXT = 1_048_576
+
+
+def _contexts(text: str) -> list[int]:
+    try:
+        return _parse_contexts(text)
+    except KvError as e:  # argparse would replace a ValueError's message with its own
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _parse_contexts(text: str) -> list[int]:
+    try:
+        values = [int(t.strip().replace("_", "").upper().replace("K", "")) * (1024 if t.strip().upper().endswith("K") else 1)
+                  for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise KvError(f"contexts must be whole numbers separated by commas (e.g. 256,1024,4K), not {text!r}.") from None
+    if not values or any(not 1 <= v <= MAX_LIVE_CONTEXT for v in values):
+        raise KvError(f"every context must be from 1 to {MAX_LIVE_CONTEXT:,} tokens, not {text!r}.")
+    return sorted(set(values))
+
+
+def _count(label: str, low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{label} must be a whole number from {low} to {high}, not {text!r}.")
+        return value
+    return parse
+
+
+def _kv_format(text: str) -> str:
+    from .live_models import KV_FORMATS
+
+    if text not in KV_FORMATS:
+        raise argparse.ArgumentTypeError(f"--kv-format must be one of {', '.join(KV_FORMATS)}, not {text!r}.")
+    return text
+
+
+def _stem(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
+        raise argparse.ArgumentTypeError(f"--name must be letters, digits, '.', '_' or '-' (no folders), not {text!r}.")
+    return text
+
+
+def command_line() -> str:
+    """The exact command of this run, as a reader would type it."""
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("__main__.py", "kvcore")):
+        return shlex.join(["python", "-m", "kvcore", *argv[1:]])
+    return shlex.join(argv)
+
+
+class _Bar:
+    """A terminal progress bar (tqdm on stderr) behind the probes' progress(done, total, text) callback."""
+
+    def __init__(self):
+        self.bar = None
+
+    def __call__(self, done: int, total: int, text: str) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.total != total:
+            self.close()
+            self.bar = tqdm(total=total, file=sys.stderr, leave=False, disable=None, dynamic_ncols=True, bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
+        self.bar.set_description_str(text[:48].ljust(48), refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _run(fn, *args, **kwargs):
+    bar = _Bar()
+    try:
+        return fn(*args, progress=bar, **kwargs)
+    finally:
+        bar.close()
+
+
+def _model(a):
+    from .live_models import guard, guess_weights_bytes, get_model, kv_spec, resolve_config, is_loadable
+    from .formulas import kv_bytes
+    from .geometry import parse_config
+
+    weights = None if a.weights in (None, "") else a.weights
+    if not (weights and weights != "random") and not (weights is None and is_loadable(a.model)):
+        name, config = resolve_config(a.model)
+        geometry = parse_config(config, name)
+        contexts = getattr(a, "contexts", None) or [getattr(a, "prompt_tokens", 32) + getattr(a, "new_tokens", 64)]
+        guard(f"Decoding {name}", guess_weights_bytes(a.model, weights, a.weights_format) or 0,
+              kv_bytes(geometry, 1, kv_spec(a.kv_format or "fp32", "fp32")), max(contexts))
+    return get_model(a.model, weights, a.weights_format)
+
+
+def _save(a, sections: dict, model: dict, method: dict) -> None:
+    from . import recordings
+    from .live_record import build_recording, save_run
+
+    data = build_recording(sections, model, method, command_line(), getattr(a, "title", None), getattr(a, "label", None))
+    if a.no_save:
+        return
+    if recordings.read_only():
+        print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
+        return
+    try:
+        path = save_run(data, a.out)
+    except recordings.RecordingError as e:
+        raise KvError(str(e)) from None
+    print(f"saved {path}")
+
+
+def _print_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
+    """columns: (key, header, format spec)."""
+    widths = [max(len(h), 10) for _, h, _ in columns]
+    print("  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths)))
+    for row in rows:
+        cells = []
+        for (key, _, spec), w in zip(columns, widths):
+            value = row.get(key)
+            cells.append(("" if value is None else format(value, spec)).rjust(w))
+        print("  ".join(cells))
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _cmd_probe(a) -> int:
+    from .live import _geometry, cache_classes, trap_probe
+    from .live_record import model_info
+
+    geometry = _geometry(a.model)
+    layer = next((l for l in geometry.layers if l.kind == "full"), None)
+    kinds = ", ".join(f"{geometry.count(k)} {k}" for k in ("full", "sliding", "mla", "linear") if geometry.count(k))
+    print(f"model      {geometry.name}: {kinds} layers; {layer.kv_heads if layer else '-'} KV heads x head_dim "
+          f"{layer.k_dim if layer else '-'}; the trap drives one layer, totals x {geometry.count('full')} layers")
+    classes: dict[str, int] = {}
+    for row in cache_classes(a.model):
+        label = row["cache"] + (f"(max_size={row['max_size']})" if row["max_size"] else "")
+        classes[label] = classes.get(label, 0) + 1
+    print("caches     make_prompt_cache: " + ", ".join(f"{n} x {c}" for c, n in classes.items()))
+    rows = _run(trap_probe, geometry, dtype=a.kv_format, tokens=a.tokens, kv_bits=a.kv_bits)
+    shown = [r for r in rows if r["pattern"] != "token by token" or r["tokens"] in (1, 255, 256, 257, 512, 513, 1024, 1025)]
+    print()
+    _print_table(shown, [("cache", "cache", "<16"), ("pattern", "updates", "<16"), ("tokens", "offset", ","),
+                         ("capacity", "capacity", ","), ("nbytes", "nbytes/layer", ","), ("used_bytes", "used/layer", ","),
+                         ("allocated_mib", "alloc MiB", ".3f"), ("used_mib", "used MiB", ".3f"), ("theory_mib", "theory MiB", ".3f")])
+    _save(a, {"trap": rows}, model_info(None, geometry, a.kv_format),
+          {"trap": {"driver": "real mlx_lm cache classes fed random tensors of one layer", "tokens": a.tokens,
+                    "kv_dtype": a.kv_format, "quantized_bits": a.kv_bits, "used_bytes": "from keys_and_values()"}})
+    return 0
+
+
+def _cmd_kv(a) -> int:
+    from .live import _geometry, growth_probe
+    from .live_record import model_info
+
+    geometry = _geometry(a.model)
+    rows = _run(growth_probe, geometry, a.contexts, kv_format=a.kv_format, dtype=a.activation_dtype)
+    _print_table(rows, [("context", "context", ","), ("allocated_mib", "alloc MiB", ".3f"), ("used_mib", "used MiB", ".3f"),
+                        ("theory_mib", "theory MiB", ".3f"), ("active_mib", "active MiB", ".1f"), ("peak_mib", "peak MiB", ".1f")])
+    _save(a, {"growth": rows}, model_info(None, geometry, a.kv_format),
+          {"growth": {"fill": "random K/V in generate_step's prefill chunks (2048)", "kv_format": a.kv_format,
+                      "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"}})
+    return 0
+
+
+def _cmd_decode(a) -> int:
+    from .live import decode_sweep, generate_step_check, real_prefill_check
+    from .live_models import backend
+    from .live_record import model_info
+
+    model = _model(a)
+    kv_format = a.kv_format or model.dtype
+    print(f"model      {model.name} ({'random weights' if model.weights == 'random' else model.weights}, "
+          f"{model.weights_format}, activations {model.dtype}); KV {kv_format}; {backend()['backend']}")
+    rows = _run(decode_sweep, model, a.contexts, kv_format, a.warmup, a.steps, a.repeats)
+    base = rows[0]["ms_per_token"]
+    for r in rows:
+        r["slowdown"] = r["ms_per_token"] / base
+    _print_table(rows, [("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("tokens_per_s", "tok/s", ".2f"),
+                        ("min_ms", "min ms", ".2f"), ("max_ms", "max ms", ".2f"), ("slowdown", "vs first", ".2f")])
+    checks = []
+    if a.check_prefill:
+        checks.append(_run(real_prefill_check, model, a.check_prefill, kv_format, a.warmup, a.steps))
+    if a.check_generate:
+        checks.append(_run(generate_step_check, model, a.check_generate, kv_format, a.warmup, a.steps))
+    for c in checks:
+        print("check      " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items()))
+    method = {"decode": {"fill": "synthetic: random K/V for T+1 tokens, evaluated before timing", "warmup": a.warmup,
+                         "steps": a.steps, "repeats": a.repeats, "statistic": "median of repeat medians",
+                         "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
+              "backend": backend()}
+    if checks:
+        method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
+    _save(a, {"decode": rows}, model_info(model, None, kv_format), method)
+    return 0
+
+
+def _cmd_mechanism(a) -> int:
+    from .live import mechanism_probe
+    from .live_models import backend
+    from .live_record import model_info
+
+    model = _model(a)
+    rows = _run(mechanism_probe, model, a.new_tokens, a.prompt_tokens)
+    shown = [r for r in rows if r["new_tokens"] in (1, 2, a.new_tokens) or r["new_tokens"] % max(1, a.new_tokens // 8) == 0]
+    _print_table(shown, [("new_tokens", "new tokens", ","), ("with_cache_step_ms", "with ms", ".1f"),
+                         ("without_cache_step_ms", "without ms", ".1f"), ("with_cache_s", "with s", ".2f"),
+                         ("without_cache_s", "without s", ".2f")])
+    last = rows[-1]
+    print(f"total      {a.new_tokens} new tokens: {last['with_cache_s']:.2f} s with the cache, "
+          f"{last['without_cache_s']:.2f} s without ({last['without_cache_s'] / last['with_cache_s']:.2f}x)")
+    _save(a, {"mechanism": rows}, model_info(model, None, model.dtype),
+          {"mechanism": {"prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens,
+                         "without_cache": "full forward over prompt + generated tokens every step"}, "backend": backend()})
+    return 0
+
+
+def _cmd_record(a) -> int:
+    from . import recordings
+    from .live_record import record_suite, save_run
+
+    model = _model(a)
+    geometry = a.geometry or (model.geometry if model.weights != "random" else a.model)
+    data = _run(record_suite, model, geometry, command_line(), trap_tokens=a.tokens, kv_contexts=a.kv_contexts,
+                contexts=a.contexts, kv_format=a.kv_format, geometry_kv_format=a.geometry_kv_format, warmup=a.warmup,
+                steps=a.steps, repeats=a.repeats, new_tokens=a.new_tokens, prompt_tokens=a.prompt_tokens,
+                check_context=a.check_context, title=a.title, label=a.label)
+    for name in ("decode", "growth"):
+        print(f"\n{name}")
+        cols = ([("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("spread_ms", "spread ms", ".2f")]
+                if name == "decode" else
+                [("context", "context", ","), ("allocated_mib", "alloc MiB", ".1f"), ("used_mib", "used MiB", ".1f"),
+                 ("peak_mib", "peak MiB", ".1f")])
+        _print_table(data["sections"][name], cols)
+    last = data["sections"]["mechanism"][-1]
+    print(f"\nmechanism  {last['new_tokens']} tokens: {last['with_cache_s']:.2f} s with cache, {last['without_cache_s']:.2f} s without")
+    for c in data["method"].get("cross_checks", []):
+        print("check      " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    if a.no_save:
+        return 0
+    if recordings.read_only():
+        print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
+        return 0
+    try:
+        print(f"saved {save_run(data, a.out, a.name)}")
+    except recordings.RecordingError as e:
+        raise KvError(str(e)) from None
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _common(p, model_default: str, model_help: str) -> None:
+    p.add_argument("--model", default=model_default, help=model_help)
+    p.add_argument("--out", help="folder for the recording (default: recordings/local/)")
+    p.add_argument("--no-save", action="store_true", help="print only; save no recording")
+    p.add_argument("--title", help="recording title")
+    p.add_argument("--label", help="how the site names the recording")
+
+
+def _model_args(p, decode: bool = True) -> None:
+    p.add_argument("--weights", help="random (build from the config) or a model folder / Hugging Face id to load "
+                                     "(default: load when --model is a model folder or a hub id, else random)")
+    p.add_argument("--weights-format", default="mlx-q4", help="random weights: mlx-q4 (default, like the article), "
+                                                               "mlx-q8, fp32, fp16, bf16")
+    p.add_argument("--kv-format", type=_kv_format, help="fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation "
+                                                         "dtype: fp32 on CPU, fp16 on Metal)")
+    if decode:
+        p.add_argument("--warmup", type=_count("warmup", 0, 1000), default=3)
+        p.add_argument("--steps", type=_count("steps", 1, 10000), default=16)
+        p.add_argument("--repeats", type=_count("repeats", 1, 100), default=3)
+
+
+MODEL_HELP = ("preset name, cpu-demo, a config.json, a model folder, or a Hugging Face id "
+              "(e.g. mlx-community/Llama-3.2-1B-Instruct-4bit; downloaded by mlx_lm.load)")
+
+
+def add_live_commands(sub) -> None:
+    p = sub.add_parser("probe", help="the .nbytes trap on the real mlx_lm cache classes (no weights, seconds)")
+    _common(p, "llama-3.2-1b", "preset name, cpu-demo or a config.json (its cache geometry)")
+    p.add_argument("--kv-format", default="fp16", choices=["fp16", "bf16", "fp32"], help="dtype of the K/V tensors")
+    p.add_argument("--kv-bits", type=int, default=8, choices=[4, 8], help="QuantizedKVCache bits")
+    p.add_argument("--tokens", type=_count("tokens", 1, 100_000), default=1025, help="token-by-token steps")
+    p.set_defaults(run=_cmd_probe)
+
+    p = sub.add_parser("kv", help="KV memory vs context on real caches: allocated, used, theory, allocator, peak")
+    _common(p, "llama-3.2-1b", "preset name, cpu-demo or a config.json (its cache geometry)")
+    p.add_argument("--contexts", type=_contexts, default=_contexts(DEFAULT_KV_CONTEXTS))
+    p.add_argument("--kv-format", type=_kv_format, default="fp16")
+    p.add_argument("--activation-dtype", default="fp16", choices=["fp16", "bf16", "fp32"],
+                   help="dtype of the K/V tensors (and of quantized scales)")
+    p.set_defaults(run=_cmd_kv)
+
+    p = sub.add_parser("decode", help="decode ms/token vs context (synthetic fill, warm-up, median, repeats)")
+    _common(p, "llama-3.2-1b", MODEL_HELP)
+    _model_args(p)
+    p.add_argument("--contexts", type=_contexts, default=_contexts(DEFAULT_CONTEXTS))
+    p.add_argument("--check-prefill", type=_count("--check-prefill", 1, MAX_LIVE_CONTEXT), metavar="CONTEXT",
+                   help="also time decode after a real prefill at this context")
+    p.add_argument("--check-generate", type=_count("--check-generate", 1, MAX_LIVE_CONTEXT), metavar="CONTEXT",
+                   help="also time mlx_lm's generate_step at this context")
+    p.set_defaults(run=_cmd_decode)
+
+    p = sub.add_parser("mechanism", help="N new tokens with the cache vs recomputing the prefix every step")
+    _common(p, "llama-3.2-1b", MODEL_HELP)
+    _model_args(p, decode=False)
+    p.add_argument("--new-tokens", type=_count("--new-tokens", 1, 4096), default=64)
+    p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1, 65536), default=32)
+    p.set_defaults(run=_cmd_mechanism)
+
+    p = sub.add_parser("record", help="trap + growth + decode + mechanism into one recording")
+    _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism")
+    _model_args(p)
+    p.add_argument("--geometry", help="preset or config.json whose cache geometry the trap and growth probes use "
+                                      "(default: the model's)")
+    p.add_argument("--geometry-kv-format", type=_kv_format, default="fp16", help="KV format for trap and growth")
+    p.add_argument("--tokens", type=_count("tokens", 1, 100_000), default=1025)
+    p.add_argument("--kv-contexts", type=_contexts, default=_contexts(DEFAULT_KV_CONTEXTS))
+    p.add_argument("--contexts", type=_contexts, default=_contexts(DEFAULT_CONTEXTS))
+    p.add_argument("--new-tokens", type=_count("--new-tokens", 1, 4096), default=64)
+    p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1, 65536), default=32)
+    p.add_argument("--name", type=_stem, help="file name of the recording, without .yaml (default: date + title)")
+    p.add_argument("--check-context", type=_count("--check-context", 1, MAX_LIVE_CONTEXT),
+                   help="also cross-check decode at this context: real prefill and mlx_lm generate_step")
+    p.set_defaults(run=_cmd_record)

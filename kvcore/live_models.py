@@ -1,0 +1,360 @@
+"""Live measurement, part 1: the backend, the models to measure, the caches, and the memory guard.
+
+mlx and mlx_lm are imported inside functions only, so `import kvcore` never loads them.
+A model is either built from a config with random weights (same architecture and weight
+quantization as the real one, hence the same decode cost, no download) or loaded with mlx_lm's
+own loader from a local directory or (on a Mac) a Hugging Face id.
+Example: build_model("llama-3.2-1b").summary() -> {"name": "llama-3.2-1b", "weights": "random", ...}
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import KvError
+from .formulas import KvSpec, weights_bytes
+from .geometry import Geometry, load_preset, parse_config, preset_names, read_config_file
+
+KV_FORMATS = ("fp16", "bf16", "fp32", "mlx-q8", "mlx-q4")
+LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
+GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
+GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
+
+# The CPU demonstration model (reference/mlx_lm_caches.md): small enough that KV reads dominate
+# decode time within minutes on a laptop CPU.
+BUILTIN_CONFIGS: dict[str, dict] = {
+    "cpu-demo": {
+        "model_type": "llama", "hidden_size": 512, "num_hidden_layers": 8, "intermediate_size": 1024,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+    },
+}
+
+
+# ---------------------------------------------------------------- backend
+
+
+def backend() -> dict:
+    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
+    import mlx.core as mx
+
+    metal = mx.metal.is_available() and mx.default_device() == mx.gpu
+    return {"backend": "mlx metal" if metal else "mlx cpu", "device": str(mx.default_device()),
+            "dtype": "fp16" if metal else "fp32"}
+
+
+def mx_dtype(name: str):
+    import mlx.core as mx
+
+    return {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[name]
+
+
+def available_memory_bytes() -> int:
+    """Memory the backend may use: Metal's recommended working set, else MemAvailable (Linux) or free pages."""
+    try:
+        import mlx.core as mx
+
+        if mx.metal.is_available():
+            return int(mx.metal.device_info()["max_recommended_working_set_size"])
+    except (ImportError, KeyError, AttributeError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None) -> int:
+    """Refuse a run whose peak (fixed + KV at the largest context, doubled for the copy at a
+    256-boundary) would not fit; return the estimate. The KvError names the largest context that fits.
+    """
+    from .units import fmt_bytes
+
+    available = available_memory_bytes() if available is None else available
+    budget = int(available * GUARD_FRACTION)
+
+    def peak(context: int) -> int:
+        padded = (context + 1 + 255) // 256 * 256 + 256
+        return fixed_bytes + 2 * kv_per_token_bytes * padded
+
+    need = peak(max_context)
+    if need <= budget:
+        return need
+    fits = max(0, (budget - fixed_bytes) // max(1, 2 * kv_per_token_bytes) - 512) // 256 * 256
+    hint = f"the largest context that fits is about {fits:,} tokens" if fits >= 256 else "not even 256 tokens fit"
+    raise KvError(f"{what} up to {max_context:,} tokens needs about {fmt_bytes(need)} but only "
+                  f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.")
+
+
+# ---------------------------------------------------------------- models
+
+
+@dataclass
+class LiveModel:
+    """A model ready to run: the mlx module, its config, our geometry of it, and how it was made."""
+
+    name: str
+    config: dict
+    geometry: Geometry
+    weights: str  # "random" or where the weights came from
+    weights_format: str
+    dtype: str
+    module: Any = field(repr=False, default=None)
+
+    def weights_bytes(self) -> int:
+        """Bytes of the parameters as they sit in memory (measured from the arrays)."""
+        from mlx.utils import tree_flatten
+
+        return sum(v.nbytes for _, v in tree_flatten(self.module.parameters()))
+
+    def summary(self) -> dict:
+        return {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
+                "weights": self.weights, "weights_format": self.weights_format, "activation_dtype": self.dtype,
+                "config": {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}}
+
+
+def resolve_config(model: str) -> tuple[str, dict]:
+    """A preset, builtin name, config.json path or model directory -> (name, config dict)."""
+    if model in BUILTIN_CONFIGS:
+        return model, dict(BUILTIN_CONFIGS[model])
+    path = Path(model)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise KvError(f"{model} is a folder without a config.json; that is not a model directory.")
+        return path.name, read_config_file(path / "config.json")
+    if model.endswith(".json") or path.is_file():
+        return path.stem, read_config_file(path)
+    if model in preset_names():
+        return model, dict(load_preset(model)["config"])
+    if "/" in model:
+        raise KvError(f"{model} is not a preset, a config.json or a model folder here; a Hugging Face id is loaded "
+                      "(downloaded by mlx_lm.load) by decode, mechanism and record.")
+    load_preset(model)  # raises the 'did you mean' error
+    raise AssertionError
+
+
+def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
+    if weights_format not in LIVE_WEIGHT_FORMATS:
+        raise KvError(f"Unknown weights format {weights_format!r}; valid here: {', '.join(LIVE_WEIGHT_FORMATS)}.")
+    if weights_format.startswith("mlx-q"):
+        return None, int(weights_format[5:])
+    return weights_format, None
+
+
+def build_random(name: str, config: dict, weights_format: str = "mlx-q4", dtype: str | None = None) -> LiveModel:
+    """A model with random weights from a config dict, via mlx_lm's own class dispatch; quantized
+    like mlx_lm does (group 64) when weights_format is mlx-q8/mlx-q4.
+    """
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx_lm.utils import _get_classes
+
+    geometry = parse_config(config, name)
+    dtype = dtype or backend()["dtype"]
+    float_format, bits = _weights_kind(weights_format)
+    try:
+        model_class, args_class = _get_classes(config)
+        module = model_class(args_class.from_dict(config))
+    except (ValueError, KeyError, TypeError) as e:
+        raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.") from None
+    module.set_dtype(mx_dtype(float_format or dtype))
+    if bits:
+        nn.quantize(module, group_size=GROUP_SIZE, bits=bits,
+                    class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0)
+    mx.eval(module.parameters())
+    return LiveModel(name, config, geometry, "random", weights_format, float_format or dtype, module)
+
+
+def load_real(path_or_id: str) -> LiveModel:
+    """A real model: a local directory through mlx_lm.utils.load_model (what mlx_lm.load uses, no
+    tokenizer needed), or a Hugging Face id through mlx_lm.load (downloads it).
+    """
+    import mlx.core as mx
+
+    path = Path(path_or_id)
+    try:
+        if path.is_dir():
+            from mlx_lm.utils import load_model
+
+            module, config = load_model(path)
+        else:
+            import mlx_lm
+
+            module, _tokenizer, config = mlx_lm.load(path_or_id, return_config=True)
+    except (OSError, ValueError) as e:
+        raise KvError(f"Cannot load the model {path_or_id!r}: {e}.") from None
+    except Exception as e:  # hub errors come in many types; one line for the reader
+        raise KvError(f"Cannot load the model {path_or_id!r} ({type(e).__name__}: {e}).") from None
+    quant = config.get("quantization") or config.get("quantization_config") or {}
+    bits = quant.get("bits") if isinstance(quant, dict) else None
+    dtype = _param_dtype(module)
+    name = path.name if path.is_dir() else path_or_id
+    return LiveModel(name, config, parse_config(config, name), path_or_id,
+                     f"mlx-q{bits}" if bits else dtype, dtype, module)
+
+
+def _param_dtype(module) -> str:
+    """The activation dtype a loaded model computes in: that of its scales (quantized) or its weights."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    names = {mx.float16: "fp16", mx.bfloat16: "bf16", mx.float32: "fp32"}
+    params = tree_flatten(module.parameters())
+    ordered = [v for k, v in params if k.endswith(".scales")] + [v for _, v in params]
+    return next((names[v.dtype] for v in ordered if v.dtype in names), "fp16")
+
+
+def get_model(model: str, weights: str = "random", weights_format: str = "mlx-q4") -> LiveModel:
+    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load)."""
+    if weights and weights != "random":
+        return load_real(weights)
+    if weights is None and is_loadable(model):
+        return load_real(model)
+    name, config = resolve_config(model)
+    return build_random(name, config, weights_format)
+
+
+def is_loadable(model: str) -> bool:
+    """A model directory with weights, or something that looks like a Hugging Face id (owner/name)."""
+    path = Path(model)
+    if path.is_dir():
+        return any(path.glob("*.safetensors"))
+    return model.count("/") == 1 and not model.endswith(".json") and not path.exists() and model not in BUILTIN_CONFIGS
+
+
+def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:
+    """Weights bytes before building the model (for the guard); None when unknown (hub id)."""
+    source = weights if weights and weights != "random" else (model if weights is None and is_loadable(model) else None)
+    if source:
+        path = Path(source)
+        return sum(f.stat().st_size for f in path.glob("*.safetensors")) if path.is_dir() else None
+    name, config = resolve_config(model)
+    return weights_bytes(parse_config(config, name), weights_format)
+
+
+# ---------------------------------------------------------------- caches
+
+
+def kv_spec(kv_format: str, activation_dtype: str) -> KvSpec:
+    if kv_format not in KV_FORMATS:
+        raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(KV_FORMATS)}.")
+    return KvSpec(kv_format, kv_format, GROUP_SIZE, activation_dtype)
+
+
+def make_caches(model: LiveModel, kv_format: str) -> list:
+    """The caches mlx_lm makes for this model (make_prompt_cache); mlx-q8/q4 -> QuantizedKVCache per layer."""
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
+
+    caches = make_prompt_cache(model.module)
+    if kv_format.startswith("mlx-q"):
+        bits = int(kv_format[5:])
+        caches = [QuantizedKVCache(GROUP_SIZE, bits) if type(c) is KVCache else c for c in caches]
+    return caches
+
+
+def random_kv(layer, tokens: int, dtype: str, seed: int = 0):
+    """Random K and V for one layer: [1, kv_heads, tokens, head_dim] each."""
+    import mlx.core as mx
+
+    key = mx.random.key(seed)
+    k1, k2 = mx.random.split(key)
+    d = mx_dtype(dtype)
+    return (mx.random.normal((1, layer.kv_heads, tokens, layer.k_dim), key=k1).astype(d),
+            mx.random.normal((1, layer.kv_heads, tokens, layer.v_dim), key=k2).astype(d))
+
+
+def fill_caches(caches: list, geometry: Geometry, tokens: int, dtype: str, kv: list | None = None) -> None:
+    """Write `tokens` rows of K/V straight into each layer's cache (random, or `kv[i]` = (K, V)) and
+    evaluate them, so no fill cost lands in a timed step.
+    """
+    import mlx.core as mx
+
+    for i, (cache, layer) in enumerate(zip(caches, geometry.layers)):
+        k, v = kv[i] if kv is not None else random_kv(layer, tokens, dtype, seed=i)
+        cache.update_and_fetch(k, v)
+        mx.eval(cache.state[:2])
+
+
+def used_bytes(cache) -> int:
+    """Bytes of the rows a cache actually holds, from the arrays keys_and_values() returns."""
+    from mlx.utils import tree_flatten
+
+    if cache.empty():
+        return 0
+    return sum(a.nbytes for _, a in tree_flatten(list(cache.keys_and_values())))
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def _chip() -> str:
+    if platform.system() == "Darwin":
+        import subprocess
+
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                  timeout=5).stdout.strip() or platform.machine()
+        except (OSError, subprocess.SubprocessError):
+            return platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gb() -> float:
+    try:
+        import mlx.core as mx
+
+        if mx.metal.is_available():
+            return round(mx.metal.device_info()["memory_size"] / 1e9, 1)
+    except (ImportError, KeyError, AttributeError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) * 1024 / 1e9, 1)
+    except OSError:
+        pass
+    try:
+        return round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e9, 1)
+    except (ValueError, OSError, AttributeError):
+        return 0.0
+
+
+def provenance(command: str) -> dict:
+    """Machine, backend and versions of this run, in the recording schema's shape."""
+    from datetime import datetime, timezone
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import __version__
+
+    def ver(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "unknown"
+
+    b = backend()
+    return {
+        "machine": {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": _chip(),
+                    "memory_gb": _memory_gb(), "cpu_cores": os.cpu_count() or 0},
+        "backend": b["backend"], "device": b["device"],
+        "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": command,
+    }
+

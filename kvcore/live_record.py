@@ -1,0 +1,127 @@
+"""Live runs -> recordings (kvcore.recordings schema 1): the full suite, row conversion, provenance.
+
+A recording is assembled only after every probe finished; a stopped run raises
+kvcore.live.Interrupted before anything is written.
+Example: data = record_suite(model, "llama-3.2-1b", command="python -m kvcore record ...");
+         kvcore.recordings.save(data)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import recordings
+from .geometry import Geometry
+from .live import (Interrupted, Progress, StopCheck, decode_sweep, generate_step_check, growth_probe,
+                   mechanism_probe, real_prefill_check, trap_probe)
+from .live_models import LiveModel, backend, provenance
+
+ROW_FIELDS = {name: set(req) | set(opt) | set(recordings.TEXT_FIELDS[name])
+              for name, (req, opt) in recordings.SECTIONS.items()}
+CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
+
+
+def section_rows(section: str, rows: list[dict]) -> list[dict]:
+    """Keep the fields the recording schema knows for `section` (probe rows carry more, e.g. exact bytes)."""
+    keep = ROW_FIELDS[section]
+    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items() if k in keep and v is not None}
+            for row in rows]
+
+
+def default_label(prov: dict) -> str:
+    """How the UI names a run: never present a CPU run as Apple Silicon."""
+    if prov["backend"] == "mlx cpu":
+        system = prov["machine"]["os"].split()[0]
+        return CPU_LABEL if system == "Linux" else f"Measured — {system} CPU demonstration (mlx cpu), not Metal"
+    return f"Measured — {prov['machine']['chip']} (Metal), live run"
+
+
+def build_recording(sections: dict[str, list[dict]], model: dict, method: dict, command: str,
+                    title: str | None = None, label: str | None = None) -> dict:
+    """A schema-1 measured recording from probe rows; validated before it is returned."""
+    prov = provenance(command)
+    data = {
+        "schema": recordings.SCHEMA_VERSION,
+        "kind": "measured",
+        "title": title or f"Live run: {', '.join(sections)} — {model['name']} ({prov['backend']})",
+        "label": label or default_label(prov),
+        "provenance": prov,
+        "model": model,
+        "method": method,
+        "sections": {name: section_rows(name, rows) for name, rows in sections.items() if rows},
+    }
+    return recordings.validate(data)
+
+
+def model_info(model: LiveModel | None, geometry: Geometry | None = None, kv_format: str | None = None) -> dict:
+    """The recording's `model` mapping: which model, random or loaded, weights and KV formats."""
+    info = model.summary() if model else {"name": geometry.name, "source": "geometry only (no weights needed)"}
+    if kv_format:
+        info["kv_format"] = kv_format
+    if geometry is not None and (model is None or geometry.name != model.name):
+        info["trap_and_growth_geometry"] = geometry.name
+        info["name"] = f"{info['name']} (decode, mechanism); {geometry.name} geometry (trap, growth)" if model else geometry.name
+    return info
+
+
+def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, trap_tokens: int = 1025,
+                 kv_contexts: list[int], contexts: list[int], kv_format: str | None = None, geometry_kv_format: str = "fp16",
+                 warmup: int = 3, steps: int = 16, repeats: int = 3, new_tokens: int = 64, prompt_tokens: int = 32,
+                 check_context: int | None = None, title: str | None = None, label: str | None = None,
+                 progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
+    """trap + growth (cache geometry of `geometry`, random tensors) + decode sweep + mechanism (on
+    `model`), optionally the two decode cross-checks at `check_context`; one recording dict.
+    """
+    kv_format = kv_format or model.dtype
+    phases = ["trap", "growth", "decode", "mechanism"] + (["generate_step", "real prefill"] if check_context else [])
+    total = 1000 * len(phases)
+
+    def phase(i: int):
+        def report(done: int, n: int, text: str) -> None:
+            if progress:
+                progress(1000 * i + 1000 * done // max(1, n), total, f"{phases[i]}: {text}")
+        return report
+
+    geometry_name = geometry if isinstance(geometry, str) else geometry.name
+    sections = {
+        "trap": trap_probe(geometry, dtype=geometry_kv_format, tokens=trap_tokens, progress=phase(0), should_stop=should_stop),
+        "growth": growth_probe(geometry, kv_contexts, kv_format=geometry_kv_format, dtype=geometry_kv_format,
+                               progress=phase(1), should_stop=should_stop),
+        "decode": decode_sweep(model, contexts, kv_format, warmup, steps, repeats, phase(2), should_stop),
+        "mechanism": mechanism_probe(model, new_tokens, prompt_tokens, phase(3), should_stop),
+    }
+    checks = []
+    if check_context:
+        checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase(4), should_stop))
+        checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase(5), should_stop))
+    from .live import _geometry
+
+    g = _geometry(geometry)
+    method = {
+        "trap": {"driver": "real mlx_lm cache classes fed random tensors of one layer", "tokens": trap_tokens,
+                 "kv_dtype": geometry_kv_format, "used_bytes": "from keys_and_values() arrays",
+                 "rotating_max_size": 512, "quantized": "group 64, 8 bits", "layers": g.count("full")},
+        "growth": {"fill": "random K/V in generate_step's prefill chunks (2048)", "kv_format": geometry_kv_format,
+                   "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"},
+        "decode": {"fill": "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing",
+                   "warmup": warmup, "steps": steps, "repeats": repeats, "statistic": "median of repeat medians",
+                   "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
+        "mechanism": {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
+                      "without_cache": "full forward over prompt + generated tokens every step"},
+        "backend": backend(),
+    }
+    if checks:
+        method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
+    info = model_info(model, g, kv_format)
+    info["geometry_kv_format"] = geometry_kv_format
+    return build_recording(sections, info, method, command, title, label)
+
+
+def save_run(data: dict, out: str | Path | None = None, name: str | None = None) -> Path:
+    """Save a finished run (LOCAL_DIR unless `out`; file stem `name` or date + title); RecordingError in
+    read-only mode or on a bad folder. Never overwrites: a taken name gets a -2, -3 ... suffix.
+    """
+    return recordings.save(data, Path(out) if out else recordings.LOCAL_DIR, stem=name)
+
+
+__all__ = ["Interrupted", "build_recording", "record_suite", "save_run", "section_rows", "model_info", "CPU_LABEL"]

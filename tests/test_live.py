@@ -1,0 +1,278 @@
+"""kvcore.live on the real mlx / mlx_lm code (CPU backend): tiny configs, small contexts, seconds."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvcore import recordings
+from kvcore.allocsim import capacity_after
+from kvcore.errors import KvError
+from kvcore.formulas import prefill_chunks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {  # dims divisible by 64 so 4-bit group-64 quantization applies, as in the article's model
+    "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 256,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+}
+
+
+def test_import_kvcore_never_imports_mlx():
+    code = ("import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_models, kvcore.live_record;"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_memory_guard_names_the_largest_context_that_fits():
+    from kvcore.live_models import guard
+
+    assert guard("run", 1_000, 100, 1024, available=10**9) > 0
+    with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
+        guard("run", 10**6, 32_768, 131_072, available=2 * 1024**3)
+    with pytest.raises(KvError, match="not even 256 tokens fit"):
+        guard("run", 4 * 1024**3, 32_768, 1024, available=2 * 1024**3)
+
+
+mlx = pytest.mark.mlx
+
+
+@pytest.fixture(scope="module")
+def trap_rows():
+    from kvcore.live import trap_probe
+
+    return trap_probe("llama-3.2-1b", dtype="fp16", tokens=1025)
+
+
+def _row(rows, cache, pattern, tokens=None):
+    return next(r for r in rows if r["cache"] == cache and r["pattern"] == pattern and (tokens is None or r["tokens"] == tokens))
+
+
+# reference/mlx_lm_caches.md, one layer of Llama-3.2-1B (8 KV heads x 64, fp16), token by token
+@mlx
+@pytest.mark.parametrize("offset, capacity, nbytes, used", [
+    (255, 256, 524_288, 522_240), (256, 256, 524_288, 524_288), (257, 512, 1_048_576, 526_336),
+    (512, 512, 1_048_576, 1_048_576), (513, 768, 1_572_864, 1_050_624), (1024, 1024, 2_097_152, 2_097_152),
+])
+def test_nbytes_reports_capacity_not_used_bytes(trap_rows, offset, capacity, nbytes, used):
+    row = _row(trap_rows, "KVCache", "token by token", offset)
+    assert (row["capacity"], row["nbytes"], row["used_bytes"], row["theory_bytes"]) == (capacity, nbytes, used, used)
+
+
+@mlx
+def test_allocated_jumps_8_to_16_mib_at_257_while_used_grows_by_one_256th(trap_rows):
+    at256, at257 = _row(trap_rows, "KVCache", "token by token", 256), _row(trap_rows, "KVCache", "token by token", 257)
+    assert (at256["allocated_mib"], at257["allocated_mib"]) == (8.0, 16.0)
+    assert (at256["used_mib"], at257["used_mib"]) == (8.0, 8.03125)
+
+
+@mlx
+@pytest.mark.parametrize("pattern, offset, capacity", [
+    ("257", 257, 512), ("256 + 1", 257, 512), ("1 + 256", 257, 257), ("300 + 300", 600, 812), ("1000", 1000, 1024),
+    ("2048 + 2047 + 1", 4096, 4096), ("2048 + 2047 + 1 + 1", 4097, 4352), ("500 x 8", 4000, 4012),
+])
+def test_update_patterns_table(trap_rows, pattern, offset, capacity):
+    row = _row(trap_rows, "KVCache", pattern)
+    assert (row["tokens"], row["capacity"]) == (offset, capacity)
+    assert row["used_bytes"] == row["theory_bytes"] == offset * 2048
+    updates = [500] * 8 if pattern == "500 x 8" else [int(n) for n in pattern.split(" + ")]
+    assert capacity_after("KVCache", updates) == capacity  # the simulator agrees with the real class
+
+
+@mlx
+def test_quantized_cache_costs_1088_bytes_per_token_and_has_the_same_trap(trap_rows):
+    at257 = _row(trap_rows, "QuantizedKVCache", "token by token", 257)
+    assert at257["used_bytes"] == 257 * 1088 and at257["nbytes"] == 512 * 1088
+    assert _row(trap_rows, "QuantizedKVCache", "1 + 256")["capacity"] == 257
+
+
+@mlx
+def test_rotating_cache_holds_a_whole_prefill_chunk_until_the_next_token(trap_rows):
+    assert _row(trap_rows, "RotatingKVCache", "1000")["capacity"] == 1000
+    assert _row(trap_rows, "RotatingKVCache", "1000 + 1")["capacity"] == 512
+    assert _row(trap_rows, "RotatingKVCache", "token by token", 1025)["capacity"] == 512
+
+
+@mlx
+def test_growth_agrees_on_256_multiples_and_differs_by_the_slack_elsewhere():
+    from kvcore.live import growth_probe
+
+    rows = growth_probe("llama-3.2-1b", [256, 1000, 1024, 1300], kv_format="fp16", dtype="fp16")
+    per_token = 32_768  # 16 layers x 2 x 8 heads x 64 x 2 B
+    for row in rows:
+        t = row["context"]
+        assert row["used_bytes"] == row["theory_bytes"] == t * per_token
+        slack = capacity_after("KVCache", prefill_chunks(t)) - t
+        assert row["allocated_bytes"] - row["used_bytes"] == slack * per_token
+        if t % 256 == 0:
+            assert slack == 0
+        assert row["active_mib"] == pytest.approx(row["allocated_mib"], rel=0.02)
+    assert rows[2]["peak_mib"] > rows[2]["allocated_mib"]  # 1024 -> 1025 copies the whole cache
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    from kvcore.live_models import build_random
+
+    return build_random("tiny", dict(TINY), "fp32", dtype="fp32")
+
+
+@mlx
+def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_model):
+    import mlx.core as mx
+
+    from kvcore.live import prefill
+    from kvcore.live_models import fill_caches, make_caches
+
+    real = make_caches(tiny_model, "fp32")
+    prefill(tiny_model, real, 300, chunk=128)
+    kv = [tuple(mx.array(a) for a in c.keys_and_values()) for c in real]
+    synthetic = make_caches(tiny_model, "fp32")
+    fill_caches(synthetic, tiny_model.geometry, 300, "fp32", kv=kv)
+    token = mx.array([[5]])
+    a, b = tiny_model.module(token, cache=real), tiny_model.module(token, cache=synthetic)
+    assert mx.array_equal(a, b).item()
+
+
+@mlx
+def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats(tiny_model):
+    from kvcore.live import decode_sweep
+
+    seen = []
+    rows = decode_sweep(tiny_model, [300, 16, 64], warmup=1, steps=3, repeats=2, progress=lambda d, t, s: seen.append((d, t)))
+    assert [r["context"] for r in rows] == [16, 64, 300]
+    for r in rows:
+        assert r["repeats"] == 2 and r["min_ms"] <= r["ms_per_token"] <= r["max_ms"]
+        assert r["spread_ms"] == pytest.approx(r["max_ms"] - r["min_ms"])
+        assert r["tokens_per_s"] == pytest.approx(1000 / r["ms_per_token"])
+    assert seen[-1] == (6, 6)
+
+
+@mlx
+def test_quantized_kv_decodes(tiny_model):
+    from kvcore.live import cache_geometry, decode_sweep
+
+    assert decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0]["kv_format"] == "mlx-q4"
+    assert {r["cache"] for r in cache_geometry(tiny_model, "mlx-q8")} == {"QuantizedKVCache"}
+
+
+@mlx
+def test_mechanism_without_cache_recomputes_the_prefix(tiny_model):
+    from kvcore.live import mechanism_probe
+
+    rows = mechanism_probe(tiny_model, new_tokens=4, prompt_tokens=8)
+    assert [r["new_tokens"] for r in rows] == [1, 2, 3, 4]
+    assert rows[-1]["with_cache_s"] == pytest.approx(sum(r["with_cache_step_ms"] for r in rows) / 1000)
+
+
+@mlx
+def test_a_model_loaded_from_a_directory_has_the_random_models_geometry(tmp_path):
+    import mlx.core as mx
+    from mlx_lm.utils import save_config, save_model
+
+    from kvcore.live import cache_geometry
+    from kvcore.live_models import build_random, get_model
+
+    random_model = build_random("tiny", dict(TINY), "mlx-q4", dtype="fp32")
+    save_model(tmp_path, random_model.module)
+    save_config({**TINY, "quantization": {"group_size": 64, "bits": 4}}, tmp_path / "config.json")
+    loaded = get_model(str(tmp_path), None)
+    assert loaded.weights == str(tmp_path) and loaded.weights_format == "mlx-q4" and loaded.dtype == "fp32"
+    assert cache_geometry(loaded) == cache_geometry(random_model)
+    assert loaded.geometry.layers == random_model.geometry.layers
+    token = mx.array([[3, 4, 5]])
+    assert mx.array_equal(loaded.module(token), random_model.module(token)).item()
+
+
+@mlx
+def test_interrupting_a_run_leaves_no_recording(tmp_path, tiny_model, monkeypatch, capsys):
+    from kvcore import cli, live_record
+    from kvcore.live import Interrupted
+    from kvcore.live_record import record_suite
+
+    calls = []
+
+    def stop():
+        calls.append(1)
+        return len(calls) > 40
+
+    with pytest.raises(Interrupted):
+        record_suite(tiny_model, "llama-3.2-1b", "test", kv_contexts=[256], contexts=[16], should_stop=stop)
+
+    def stopped(*args, **kwargs):  # the stop button pressed during the last phase
+        raise Interrupted()
+
+    monkeypatch.setattr(live_record, "mechanism_probe", stopped)
+    argv = ["record", "--model", _write_config(tmp_path), "--weights-format", "fp32", "--tokens", "260",
+            "--kv-contexts", "256", "--contexts", "16", "--steps", "1", "--repeats", "1", "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    assert "nothing was saved" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@mlx
+def test_ctrl_c_in_the_cli_saves_nothing(tmp_path, monkeypatch, capsys):
+    from kvcore import cli, live
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(live, "trap_probe", boom)
+    assert cli.main(["probe", "--out", str(tmp_path)]) == 130
+    assert "nothing was saved" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def _write_config(tmp_path) -> str:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+@mlx
+def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, monkeypatch):
+    import shlex
+
+    from kvcore import cli
+
+    out = tmp_path / "out"
+    argv = ["record", "--model", _write_config(tmp_path), "--weights-format", "fp32", "--geometry", "llama-3.2-1b",
+            "--tokens", "300", "--kv-contexts", "256,300", "--contexts", "16,64", "--steps", "2", "--warmup", "1",
+            "--repeats", "1", "--new-tokens", "3", "--prompt-tokens", "4", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "kvcore" / "__main__.py"), *argv])
+    assert cli.main(argv) == 0
+    (path,) = out.glob("*.yaml")
+    rec = recordings.load(path)
+    assert set(rec.data["sections"]) == {"trap", "growth", "decode", "mechanism"}
+    prov = rec.data["provenance"]
+    assert prov["backend"] == "mlx cpu" and "not Apple Silicon" in rec.label
+    assert rec.data["model"]["weights"] == "random" and rec.data["method"]["decode"]["steps"] == 2
+    assert prov["command"] == shlex.join(["python", "-m", "kvcore", *argv])
+    assert cli.main(argv) == 0 and len(list(out.glob("*.yaml"))) == 2  # never overwrites
+
+
+@mlx
+def test_read_only_mode_runs_the_trap_probe_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from kvcore import cli
+
+    monkeypatch.setenv("KVCORE_READ_ONLY", "1")
+    assert cli.main(["probe", "--tokens", "260", "--out", str(tmp_path / "x")]) == 0
+    out = capsys.readouterr().out
+    assert "8.031" in out and "not saved" in out
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", "--contexts", "abc"], ["decode", "--contexts", "0"], ["decode", "--kv-format", "fp8"],
+    ["decode", "--steps", "-1"], ["kv", "--model", "no-such-model"], ["probe", "--model", "/no/such/config.json"],
+    ["decode", "--model", "llama-3.1-70b", "--weights-format", "fp32", "--contexts", "131072"],
+])
+def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
+    from kvcore import cli
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

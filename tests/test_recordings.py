@@ -1,0 +1,201 @@
+"""Recordings: a broken file is always one named RecordingError; saving is atomic and never overwrites."""
+
+import copy
+import os
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvcore import recordings
+from kvcore.recordings import RecordingError
+
+VALID = {
+    "schema": 1,
+    "kind": "measured",
+    "title": "Test run",
+    "label": "Measured — test",
+    "provenance": {
+        "machine": {"os": "Linux 6.1 (x86_64)", "chip": "Test CPU", "memory_gb": 24.0},
+        "backend": "mlx cpu", "device": "Device(cpu, 0)",
+        "versions": {"python": "3.11.9", "mlx": "0.32.4", "mlx_lm": "0.32.2", "kvcore": "0.1.0"},
+        "date": "2026-01-01T00:00:00Z", "command": "python -m kvcore record --model cpu-demo",
+    },
+    "model": {"name": "cpu-demo", "source": "random weights", "weights_format": "fp32", "kv_format": "fp32"},
+    "method": {"fill": "synthetic", "warmup": 3, "steps": 16, "repeats": 3},
+    "sections": {
+        "decode": [{"context": 256, "tokens_per_s": 34.7, "ms_per_token": 28.8, "spread_ms": 0.5, "repeats": 3,
+                    "kv_format": "fp32"}],
+        "trap": [{"tokens": 257, "allocated_mib": 16.0, "used_mib": 8.03125, "theory_mib": 8.03125, "capacity": 512,
+                  "cache": "KVCache", "pattern": "token by token"}],
+        "growth": [{"context": 1024, "allocated_mib": 32.0, "used_mib": 32.0, "theory_mib": 32.0, "peak_mib": 65.0}],
+        "mechanism": [{"new_tokens": 1, "with_cache_s": 0.1, "without_cache_s": 0.1}],
+    },
+}
+VALID_TEXT = recordings.dump_text(VALID)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _load_text(tmp_path, text: str | bytes, name: str = "fuzz.yaml"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
+    return recordings.load(path)
+
+
+def _assert_named_error(tmp_path, content, name: str = "fuzz.yaml") -> None:
+    try:
+        _load_text(tmp_path, content, name)
+    except RecordingError as e:
+        assert str(e).startswith(name + ":")
+    # a fuzzed file may happen to be valid; any other exception fails the test
+
+
+@FUZZ
+@given(st.binary(max_size=2000))
+def test_random_bytes_give_a_named_error(tmp_path, data):
+    _assert_named_error(tmp_path, data)
+
+
+@FUZZ
+@given(st.text(max_size=2000))
+def test_random_text_gives_a_named_error(tmp_path, text):
+    _assert_named_error(tmp_path, text.encode("utf-8", "replace"))
+
+
+@FUZZ
+@given(st.integers(min_value=0, max_value=len(VALID_TEXT) - 1))
+def test_truncated_valid_yaml_gives_a_named_error(tmp_path, cut):
+    _assert_named_error(tmp_path, VALID_TEXT[:cut])
+
+
+ANY = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+PATHS = [("schema",), ("kind",), ("title",), ("provenance",), ("provenance", "machine"), ("provenance", "versions", "mlx"),
+         ("provenance", "command"), ("model",), ("model", "name"), ("method",), ("sections",), ("sections", "decode"),
+         ("sections", "decode", 0), ("sections", "decode", 0, "tokens_per_s"), ("sections", "trap", 0, "cache"),
+         ("sections", "growth", 0, "context"), ("sections", "mechanism", 0, "with_cache_s")]
+
+
+def _set(data, path, value):
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+
+
+def _delete(data, path):
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+
+
+@FUZZ
+@given(st.sampled_from(PATHS), ANY)
+def test_wrong_types_give_a_named_error(tmp_path, path, value):
+    data = copy.deepcopy(VALID)
+    _set(data, path, value)
+    _assert_named_error(tmp_path, yaml.safe_dump(data, allow_unicode=True))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_missing_fields_give_a_named_error(tmp_path, path):
+    data = copy.deepcopy(VALID)
+    _delete(data, path)
+    if path in (("sections", "decode"), ("sections", "trap", 0, "cache")):  # optional: still valid
+        recordings.validate(data)
+        return
+    with pytest.raises(RecordingError, match=r"^missing\.yaml: "):
+        _load_text(tmp_path, yaml.safe_dump(data, allow_unicode=True), "missing.yaml")
+
+
+@pytest.mark.parametrize("value", [1e300, 10**400, -1, float("inf"), float("nan"), "12", True, None, [1], {"a": 1}])
+def test_bad_numbers_are_refused(tmp_path, value):
+    data = copy.deepcopy(VALID)
+    data["sections"]["decode"][0]["tokens_per_s"] = value
+    text = VALID_TEXT.replace("tokens_per_s: 34.7", f"tokens_per_s: {value}") if value == 10**400 else yaml.safe_dump(data)
+    with pytest.raises(RecordingError, match=r"^n\.yaml: .*tokens_per_s"):
+        _load_text(tmp_path, text, "n.yaml")
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 5000 + "]" * 5000, "a: " + "{b: " * 3000 + "1" + "}" * 3000, "date: 99999-99-99", "x: !!python/object:os.system ls",
+    "&a [*a]", "\x00\x01", "schema: 1\nkind: measured\n" * 2, "- 1\n- 2", "", "~",
+])
+def test_hostile_yaml_gives_a_named_error(tmp_path, text):
+    with pytest.raises(RecordingError, match=r"^h\.yaml: "):
+        _load_text(tmp_path, text, "h.yaml")
+
+
+def test_an_oversized_file_is_refused(tmp_path):
+    with pytest.raises(RecordingError, match="big.yaml: larger than"):
+        _load_text(tmp_path, "# " + "x" * (recordings.MAX_FILE_BYTES + 10), "big.yaml")
+
+
+def test_a_valid_recording_round_trips_exactly(tmp_path):
+    path = recordings.save(copy.deepcopy(VALID), tmp_path)
+    assert recordings.load(path).data == VALID
+
+
+def test_save_never_overwrites(tmp_path):
+    first = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")
+    second = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")
+    assert first != second and first.name == "run.yaml" and second.name == "run-2.yaml"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run-2.yaml", "run.yaml"]  # no temporary files left
+
+
+def test_read_only_mode_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(recordings.READ_ONLY_ENV, "1")
+    assert not recordings.writable(tmp_path)
+    with pytest.raises(RecordingError, match="read-only"):
+        recordings.save(copy.deepcopy(VALID), tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_an_unwritable_folder_gives_a_recording_error(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(RecordingError, match="cannot save"):
+            recordings.save(copy.deepcopy(VALID), folder)
+    finally:
+        folder.chmod(0o700)
+
+
+def test_a_folder_that_is_a_file_gives_a_recording_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RecordingError, match="cannot save"):
+        recordings.save(copy.deepcopy(VALID), blocker / "sub")
+
+
+def test_an_invalid_recording_is_not_saved(tmp_path):
+    data = copy.deepcopy(VALID)
+    del data["provenance"]
+    with pytest.raises(RecordingError):
+        recordings.save(data, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_load_all_skips_a_broken_file_and_loads_the_rest(tmp_path):
+    recordings.save(copy.deepcopy(VALID), tmp_path, stem="good")
+    (tmp_path / "broken.yaml").write_text("schema: 1\nkind: [", encoding="utf-8")
+    loaded, errors = recordings.load_all([tmp_path])
+    assert [r.id for r in loaded] == ["good"]
+    assert len(errors) == 1 and errors[0].startswith("broken.yaml: ")
+
+
+@pytest.mark.parametrize("path", sorted(recordings.BUNDLED_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_bundled_recordings_validate(path):
+    rec = recordings.load(path)
+    assert rec.bundled
+    if rec.kind == "measured":
+        assert rec.data["provenance"]["command"].startswith("python -m kvcore record")
+        if rec.data["provenance"]["backend"] == "mlx cpu":
+            assert "not Apple Silicon" in rec.label
