@@ -1,0 +1,127 @@
+"""Altair charts from the long-form DataFrames of kvcore.views: pure functions, no Streamlit.
+
+Every chart has tooltips and a legend that selects (a named point selection bound to the
+legend, so Streamlit can report it). Titles come in as arguments: the pages translate them.
+Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.LayerChart.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
+PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf"]
+
+
+def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
+    if not log:
+        return alt.Scale(zero=False)
+    if values is not None and len(values):
+        lo, hi = float(values[values > 0].min()), float(values.max())
+        return alt.Scale(type="log", domain=[lo, hi], nice=False)
+    return alt.Scale(type="log")
+
+
+def _positive(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Log axes: drop zeros and negatives (one zero collapses a log axis)."""
+    keep = pd.Series(True, index=df.index)
+    for c in cols:
+        keep &= df[c] > 0
+    return df[keep]
+
+
+def _tooltip(df: pd.DataFrame, fields: list[str]) -> list[alt.Tooltip]:
+    out = []
+    for f in fields:
+        if f not in df:
+            continue
+        if not pd.api.types.is_numeric_dtype(df[f]):
+            out.append(alt.Tooltip(f, type="nominal"))
+            continue
+        integer = bool((df[f].dropna() % 1 == 0).all())
+        out.append(alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.4~f"))
+    return out
+
+
+def series_chart(
+    df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, *,
+    points: pd.DataFrame | None = None, log_x: bool = False, log_y: bool = False,
+    dashed: str | None = None, height: int = 340, legend_title: str = "", step: bool = False,
+) -> alt.LayerChart:
+    """Lines per `color` value, optional measured points (same columns) on top, one legend that selects.
+
+    dashed: a `color` value drawn dashed (e.g. 'theory' over 'used', which it equals).
+    """
+    frames = [d for d in (df, points) if d is not None and not d.empty]
+    if log_x or log_y:
+        frames = [_positive(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
+    both = pd.concat(frames, ignore_index=True)
+    domain = list(dict.fromkeys(both[color]))
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    enc_color = alt.Color(f"{color}:N", title=legend_title or None, legend=alt.Legend(labelLimit=320),
+                          scale=alt.Scale(domain=domain, range=PALETTE[: len(domain)] or PALETTE))
+    x_enc = alt.X(f"{x}:Q", title=x_title, scale=_scale(log_x, both[x]))
+    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=_scale(log_y, both[y]))
+    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    layers = []
+    line_df = frames[0] if df is not None and not df.empty else None
+    if line_df is not None:
+        tip = _tooltip(line_df, [color, x, y, "source"])
+        line = alt.Chart(line_df).mark_line(interpolate="step-after" if step else "linear", strokeWidth=2.2)
+        enc = dict(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, tooltip=tip)
+        if dashed:
+            enc["strokeDash"] = alt.condition(alt.datum[color] == dashed, alt.value([6, 4]), alt.value([1, 0]))
+        layers.append(line.encode(**enc).add_params(sel))
+    if points is not None and not points.empty:
+        pts = frames[-1]
+        tip = _tooltip(pts, [color, x, y, "source"])
+        mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
+        same = "source" not in pts or set(pts["source"]) <= set(pts[color])  # the colour already names the source
+        shape = alt.Shape("source:N", title=None, legend=None if same else alt.Legend(labelLimit=320))
+        layer = mark.encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip)
+        layers.append(layer if layers else layer.add_params(sel))
+    return alt.layer(*layers).properties(height=height)
+
+
+def bar_chart(
+    df: pd.DataFrame, category: str, value: str, color: str, cat_title: str, value_title: str, *,
+    log: bool = False, height: "int | dict | alt.Step | None" = None, extra_tooltip: tuple[str, ...] = (), sort: list | None = None,
+) -> alt.Chart:
+    """Horizontal bars, one per row, coloured (and legend-selectable) by `color`."""
+    data = _positive(df, [value]) if log else df
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    domain = list(dict.fromkeys(data[color]))
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{category}:N", title=cat_title, sort=sort or None),
+            x=alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale()),
+            color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(labelLimit=320),
+                            scale=alt.Scale(domain=domain, range=PALETTE[: len(domain)])),
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            tooltip=_tooltip(data, list(dict.fromkeys([category, value, color, *extra_tooltip]))),
+        )
+        .add_params(sel)
+        .properties(height=height or alt.Step(30))
+    )
+
+
+def grouped_bars(df: pd.DataFrame, category: str, group: str, value: str, cat_title: str, value_title: str) -> alt.Chart:
+    """Bars for each `category`, side by side per `group` (e.g. with / without cache per source)."""
+    sel = alt.selection_point(name=SELECTION, fields=[group], bind="legend")
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{group}:N", title=None),
+            x=alt.X(f"{value}:Q", title=value_title),
+            row=alt.Row(f"{category}:N", title=cat_title, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=420)),
+            color=alt.Color(f"{group}:N", title=None),
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            tooltip=_tooltip(df, [category, group, value]),
+        )
+        .add_params(sel)
+        .properties(height=70)
+    )

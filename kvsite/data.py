@@ -1,0 +1,76 @@
+"""Streamlit cache wrappers around kvcore: recordings (re-read when a file changes) and views."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from kvcore import recordings, views
+from kvcore.geometry import Geometry
+from kvcore.recordings import Recording
+
+# Cheap, exact cache keys for the engine's objects (Streamlit's generic hasher walks them field by field).
+HASH_FUNCS = {Geometry: repr, Recording: lambda r: f"{r.path}|{r.data!r}"}
+
+
+def _signature(folders: tuple[str, ...]) -> tuple:
+    """(path, mtime, size) of every recording file: an edit or a new file changes it."""
+    sig = []
+    for folder in folders:
+        root = Path(folder)
+        if root.is_dir():
+            for p in sorted(root.glob("*.yaml")):
+                try:
+                    s = p.stat()
+                    sig.append((str(p), s.st_mtime_ns, s.st_size))
+                except OSError:
+                    sig.append((str(p), 0, 0))
+    return tuple(sig)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _load(signature: tuple, folders: tuple[str, ...]):
+    recs, errors = recordings.load_all([Path(f) for f in folders])
+    local = str(recordings.local_dir())
+    local_ids = {r.id for r in recs if r.path and str(r.path.parent) == local}
+    return recs, errors, local_ids
+
+
+def load_recordings():
+    """(recordings, error lines, ids of local runs): bundled first, then local/."""
+    folders = (str(recordings.recordings_dir()), str(recordings.local_dir()))
+    return _load(_signature(folders), folders)
+
+
+@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
+def view(name: str, *args, **kwargs):
+    """kvcore.views.<name>(*args, **kwargs), cached on its arguments (recordings hash by content)."""
+    return getattr(views, name)(*args, **kwargs)
+
+
+@st.cache_resource(show_spinner=False)
+def geometry(preset: str):
+    return views.load_geometry(preset)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode("utf-8")
+
+
+def live_status() -> tuple[bool, str]:
+    """(available, reason key): mlx importable and kvcore.live present. Imports neither."""
+    if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
+        return False, "live.no_mlx"
+    if importlib.util.find_spec("kvcore.live") is None:
+        return False, "live.no_engine"
+    return True, "live.available"
+
+
+def yaml_bytes(rec) -> bytes:
+    buf = io.StringIO(recordings.dump_text(rec.data))
+    return buf.getvalue().encode("utf-8")

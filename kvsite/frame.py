@@ -1,0 +1,157 @@
+"""The frame every page calls first: page config, language, navigation, data source and its badge.
+
+Example (a page):
+    f = setup("trap")
+    rec = f.pick_source("trap")
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from kvcore import recordings, views
+from kvcore.recordings import Recording
+
+from . import i18n
+from .data import live_status, load_recordings
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = "streamlit_app.py"
+DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
+LIVE = "live"
+LANG_NAMES = {"ja": "日本語", "en": "English"}
+
+
+def page_files() -> list[Path]:
+    """pages/*.py in Streamlit's order (numeric prefix), as the folder-based multipage mode sees them."""
+    return sorted(p for p in (ROOT / "pages").glob("*.py") if not p.name.startswith((".", "_")))
+
+
+def page_slug(path: Path) -> str:
+    """'pages/2_Nbytes_trap.py' -> 'nbytes_trap' (the i18n key under nav.)."""
+    return re.sub(r"^\d+_", "", path.stem).lower()
+
+
+@dataclass
+class Frame:
+    page: str
+    lang: str
+    recs: list[Recording]
+    errors: list[str]
+    local_ids: set[str]
+    read_only: bool
+    live_ok: bool
+    live_reason: str
+    chosen: dict = field(default_factory=dict)
+
+    def t(self, key: str, **values) -> str:
+        return i18n.translate(self.lang, key, **values)
+
+    def label(self, rec: Recording | str) -> str:
+        """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
+        if rec == LIVE:
+            return self.t("source.live")
+        p = views.provenance(rec)
+        where = self.t("source.local") if rec.id in self.local_ids else ""
+        return f"{self.t('source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
+
+    def with_section(self, section: str) -> list[Recording]:
+        return [r for r in self.recs if r.has(section)]
+
+    def pick_source(self, section: str, default: str = DEFAULT_SOURCE, live: bool = False):
+        """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge."""
+        options = [r.id for r in self.with_section(section)]
+        if live and self.live_ok:
+            options.append(LIVE)
+        if not options:
+            st.info(self.t("source.none"))
+            return None
+        by_id = {r.id: r for r in self.recs}
+        index = options.index(default) if default in options else 0
+        with st.sidebar:
+            chosen = url_choice(st.selectbox, self.t("source.label"), options, options[index], "src",
+                                format_func=lambda o: self.label(by_id.get(o, o)), help=self.t("source.help"))
+        if live and not self.live_ok:
+            st.sidebar.caption(self.t(self.live_reason))
+        rec = by_id.get(chosen, LIVE)
+        self.badge(rec)
+        return rec
+
+    def badge(self, rec: Recording | str) -> None:
+        """The visible provenance of what the page shows: machine, chip, model, method, versions, date or citation."""
+        with st.container(border=True):
+            if rec == LIVE:
+                import platform
+
+                st.markdown(f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
+                            f"Python {platform.python_version()}")
+                if not (platform.system() == "Darwin" and platform.machine() == "arm64"):
+                    st.caption(":material/warning: " + self.t("badge.not_apple"))
+                return
+            p = views.provenance(rec)
+            st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
+            if p["kind"] == "published":
+                st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]))
+            else:
+                st.caption(self.t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"],
+                                  method=p["method"], versions=p["versions"], date=p["date"]))
+                if p["class"] == "other":
+                    st.caption(":material/warning: " + self.t("badge.not_apple"))
+
+    def selected(self, event, field_name: str) -> list[str]:
+        """Legend values the reader picked in a chart (empty: nothing picked)."""
+        try:
+            return [p[field_name] for p in event.selection.get("pick", []) if field_name in p]
+        except AttributeError:
+            return []
+
+
+def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):
+    """A choice widget bound to ?key=<option> by its raw value (Streamlit's own binding puts the
+    *formatted* label in the URL). The URL wins when valid; a change rewrites it; the default is omitted.
+    """
+    url = st.query_params.get(key)
+    value = next((o for o in options if str(o) == url), default if default in options else options[0])
+    wkey = f"{key}__w"
+    st.session_state[wkey] = value
+
+    def _sync():
+        new = st.session_state[wkey]
+        if new == default or new is None:
+            st.query_params.pop(key, None)
+        else:
+            st.query_params[key] = str(new)
+
+    return widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
+
+
+def setup(page: str) -> Frame:
+    """Page config, language switch, navigation, read-only note and broken-recording warnings."""
+    ctx = st.context
+    default = i18n.from_locale(getattr(ctx, "locale", None), ctx.headers.get("Accept-Language") if ctx.headers else None)
+    url = st.query_params.get("lang")
+    lang = url if url in i18n.LANGS else default
+    st.set_page_config(page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
+                       page_icon=":material/memory:", layout="wide")
+    with st.sidebar:
+        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGS), default, "lang",
+                          format_func=LANG_NAMES.get, required=True) or default
+        t = lambda key, **kw: i18n.translate(lang, key, **kw)  # noqa: E731
+        st.page_link(ENTRY, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
+        for path in page_files():
+            slug = page_slug(path)
+            name = t("nav." + slug) if i18n.has(lang, "nav." + slug) else path.stem.split("_", 1)[-1].replace("_", " ")
+            st.page_link(f"pages/{path.name}", label=name, query_params={"lang": lang})
+    recs, errors, local_ids = load_recordings()
+    read_only = recordings.read_only() or not recordings.writable(recordings.local_dir())
+    live_ok, live_reason = live_status()
+    frame = Frame(page, lang, recs, errors, local_ids, read_only, live_ok, live_reason)
+    if read_only:
+        st.sidebar.caption(":material/lock: " + t("site.read_only"))
+    if errors:
+        st.warning(t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors))
+    return frame

@@ -1,0 +1,48 @@
+"""Reader-facing text, one YAML file per language with the same keys: t("trap.title", n=3)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+FOLDER = Path(__file__).parent / "i18n"
+LANGS = ("ja", "en")
+DEFAULT = "en"
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = str(value)
+    return out
+
+
+@lru_cache(maxsize=None)
+def texts(lang: str) -> dict[str, str]:
+    """Every key of one language file, flattened: {'home.title': '...'}."""
+    return _flatten(yaml.safe_load((FOLDER / f"{lang}.yaml").read_text(encoding="utf-8")))
+
+
+def translate(lang: str, key: str, **values) -> str:
+    text = texts(lang).get(key)
+    if text is None:  # a missing key shows itself rather than breaking the page (tests catch it)
+        return f"⟨{key}⟩"
+    return text.format(**values) if values else text
+
+
+def has(lang: str, key: str) -> bool:
+    return key in texts(lang)
+
+
+def from_locale(locale: str | None, accept_language: str | None = None) -> str:
+    """'ja-JP' -> 'ja'; anything else -> 'en'. Falls back to the Accept-Language header."""
+    for value in (locale, accept_language):
+        if value:
+            return "ja" if value.strip().lower().startswith("ja") else DEFAULT
+    return DEFAULT

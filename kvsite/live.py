@@ -1,0 +1,180 @@
+"""Live mode on the pages: kvcore.live probes with a progress bar, a stop button, results as they
+arrive, and saving as a local recording (never in read-only mode).
+
+Long sweeps run in a background thread that touches no Streamlit API; the page polls it with a
+fragment. The trap probe is fast and runs inline.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import pandas as pd
+import streamlit as st
+
+from kvcore import recordings, runs
+from kvcore.errors import KvError
+from kvcore.recordings import Recording, RecordingError
+
+MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
+WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
+CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+@dataclass
+class Job:
+    """A probe running in a thread: rows per section arrive as each step finishes."""
+
+    kind: str
+    params: dict
+    sections: dict = field(default_factory=dict)
+    done: int = 0
+    total: int = 1
+    text: str = ""
+    state: str = "running"  # running | done | stopped | error
+    error: str = ""
+    model: dict | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    saved: str = ""
+
+    def progress(self, done: int, total: int, text: str) -> None:
+        self.done, self.total, self.text = done, total, text
+
+    def recording(self) -> Recording | None:
+        if not any(self.sections.values()) or self.model is None:
+            return None
+        from kvcore.live_models import provenance
+
+        method = {"fill": "synthetic (random K/V, T+1 rows)", **{k: v for k, v in self.params.items() if k != "model"}}
+        data = runs.recording_from(self.sections, self.model, provenance("streamlit live mode"), method)
+        return Recording(None, data)
+
+
+def _run(job: Job) -> None:
+    from kvcore import live, live_models
+
+    p = job.params
+    try:
+        model = live_models.get_model(p["model"], "random", p["weights_format"])
+        job.model = {**model.summary(), "kv_format": model.dtype}
+        stop = job.stop.is_set
+        if job.kind in ("decode", "suite"):
+            job.sections["decode"] = []
+            for i, ctx in enumerate(p["contexts"]):  # one context at a time: rows arrive as they are measured
+                job.text = f"decode: {ctx:,} tokens"
+                job.sections["decode"] += live.decode_sweep(model, [ctx], warmup=p["warmup"], steps=p["steps"],
+                                                            repeats=p["repeats"], should_stop=stop)
+                job.progress(i + 1, len(p["contexts"]) + (2 if job.kind == "suite" else 0), job.text)
+        if job.kind == "suite":
+            job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
+                                                       dtype=model.dtype, should_stop=stop)
+            job.sections["mechanism"] = live.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
+        job.state = "done"
+    except live.Interrupted:
+        job.state = "stopped"
+    except KvError as e:  # the memory guard and bad input: one sentence for the reader
+        job.state, job.error = "error", str(e)
+    except Exception as e:  # never a traceback on the page
+        job.state, job.error = "error", f"{type(e).__name__}: {e}"
+
+
+def controls(f, kind: str) -> dict:
+    c = st.columns(4)
+    model = c[0].selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
+    weights = c[1].selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
+    contexts = c[2].multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
+    steps = c[3].slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
+    return {"model": model, "weights_format": weights, "contexts": sorted(contexts) or [256], "warmup": 2,
+            "steps": steps, "repeats": 1 if steps < 8 else 3}
+
+
+def job_panel(f, kind: str) -> Job | None:
+    """Controls, run / stop, progress; returns the job (running, done, stopped or failed) or None."""
+    key = f"job_{kind}"
+    job: Job | None = st.session_state.get(key)
+    running = job is not None and job.state == "running"
+    params = controls(f, kind)
+    b = st.columns([1, 1, 4])
+    if b[0].button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
+        job = Job(kind, params, total=len(params["contexts"]))
+        st.session_state[key] = job
+        threading.Thread(target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}").start()
+        running = True
+    if b[1].button(f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"):
+        job.stop.set()
+    if job is None:
+        return None
+    _status(f, job, key)
+    return job
+
+
+@st.fragment(run_every=0.5)
+def _poll(f, key: str) -> None:
+    job: Job = st.session_state.get(key)
+    if job is None:
+        return
+    if job.state != "running":
+        st.rerun()  # the whole page now shows the final result
+    st.progress(min(1.0, job.done / max(1, job.total)), text=job.text or f.t("live.starting"))
+    rows = job.sections.get("decode") or []
+    if rows:
+        st.dataframe(pd.DataFrame(rows)[["context", "ms_per_token", "tokens_per_s"]], hide_index=True)
+
+
+def _status(f, job: Job, key: str) -> None:
+    if job.state == "running":
+        _poll(f, key)
+    elif job.state == "stopped":
+        st.warning(f.t("live.stopped"))
+    elif job.state == "error":
+        st.error(f.t("live.refused", reason=job.error))
+    elif job.state == "done":
+        st.success(f.t("live.done"))
+        save_button(f, job)
+
+
+def save_button(f, job: Job) -> None:
+    """Save a finished run as a new local recording; hidden in read-only mode."""
+    if f.read_only:
+        st.caption(":material/lock: " + f.t("live.read_only"))
+        return
+    if job.saved:
+        st.caption(f.t("live.saved", path=job.saved))
+        return
+    if st.button(f.t("live.save"), key=f"live_save_{job.kind}", icon=":material/save:"):
+        rec = job.recording()
+        try:
+            path = recordings.save(rec.data, recordings.local_dir())
+            job.saved = str(path)
+            st.success(f.t("live.saved", path=path.name))
+        except RecordingError as e:
+            st.error(str(e))
+
+
+def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
+    """The .nbytes trap on the real mlx_lm cache classes (no model, well under a second), inline."""
+    key = ("trap", tokens, fmt)
+    if st.button(f.t("live.trap_run"), key="live_trap_run", type="primary", icon=":material/play_arrow:"):
+        from kvcore import live
+
+        bar = st.progress(0.0, text=f.t("live.starting"))
+        try:
+            cls = ("KVCache",) if fmt == "fp16" else ("QuantizedKVCache",)
+            bits = 8 if fmt == "fp16" else int(fmt[5:])
+            rows = live.trap_probe("llama-3.2-1b", dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
+                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))
+            st.session_state["live_trap"] = (key, rows)
+        except KvError as e:
+            st.error(f.t("live.refused", reason=str(e)))
+        bar.empty()
+    saved = st.session_state.get("live_trap")
+    if not saved or saved[0] != key:
+        st.caption(f.t("live.trap_hint"))
+        return None
+    rows = [r for r in saved[1] if r["pattern"] == "token by token"]
+    df = pd.DataFrame(rows)[["tokens", "allocated_mib", "used_mib", "theory_mib"]]
+    long = df.melt(id_vars="tokens", var_name="series", value_name="mib")
+    long["series"] = long["series"].str.removesuffix("_mib")
+    st.caption(f.t("live.trap_done", n=len(rows)))
+    return long.assign(source=f.t("source.live"), recording="live")

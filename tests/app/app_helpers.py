@@ -1,0 +1,70 @@
+"""AppTest helpers: page runners, chart data, page text, a measured test recording."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.ipc
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "streamlit_app.py")
+PAGES = ["pages/1_Mechanism.py", "pages/2_Nbytes_trap.py", "pages/3_Linear_growth.py", "pages/4_Decode_slowdown.py",
+         "pages/5_Savings.py", "pages/8_Recordings.py"]
+CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
+
+
+def measured_recording() -> dict:
+    """A small measured CPU run in the schema, as kvcore.runs would write it (values are test data)."""
+    config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 8, "intermediate_size": 1024,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
+              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
+    return {
+        "schema": 1, "kind": "measured", "title": "test fixture: cpu-demo on a Linux CPU",
+        "label": "CPU demonstration (Linux, mlx cpu) — not Apple Silicon",
+        "provenance": {"machine": {"os": "Linux 6.1 (x86_64)", "chip": "Test CPU 9000", "memory_gb": 16},
+                       "backend": "mlx cpu", "device": "Device(cpu, 0)",
+                       "versions": {"python": "3.11.2", "mlx": "0.32.4", "mlx_lm": "0.32.2", "kvcore": "0.1.0"},
+                       "date": "2026-11-29T00:00:00Z", "command": "tests/app fixture"},
+        "model": {"name": "cpu-demo", "source": "random weights", "weights_format": "fp32", "kv_format": "fp32",
+                  "activation_dtype": "fp32", "config": config},
+        "method": {"fill": "synthetic", "warmup": 3, "steps": 16, "repeats": 3},
+        "sections": {
+            "decode": [{"context": 256, "tokens_per_s": 34.7}, {"context": 1024, "tokens_per_s": 29.1},
+                       {"context": 4096, "tokens_per_s": 21.3}, {"context": 16384, "tokens_per_s": 9.5}],
+            "trap": [{"tokens": 256, "allocated_mib": 8.0, "used_mib": 8.0, "theory_mib": 8.0},
+                     {"tokens": 257, "allocated_mib": 16.0, "used_mib": 8.03125, "theory_mib": 8.03125}],
+            "mechanism": [{"new_tokens": 32, "with_cache_s": 1.2, "without_cache_s": 3.4}],
+        },
+    }
+
+
+def page(path: str | None = None, lang: str = "en", **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"] = lang
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    if path:
+        at.switch_page(path)
+    return at.run()
+
+
+def charts(at: AppTest) -> list[dict]:
+    """[{"spec": vega-lite dict, "data": DataFrame of every dataset concatenated}] per chart element."""
+    out = []
+    for el in at.get("vega_lite_chart"):
+        frames = [pyarrow.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pandas() for d in el.proto.datasets]
+        out.append({"spec": json.loads(el.proto.spec), "data": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()})
+    return out
+
+
+def texts(at: AppTest) -> str:
+    """All text the page shows (markdown, captions, titles, headers, metrics, alerts)."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    parts += [f"{m.label} {m.value}" for m in at.metric]
+    return "\n".join(parts)

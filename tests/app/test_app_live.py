@@ -1,0 +1,123 @@
+"""Live mode in the pages: the trap probe, a sweep that runs, one that is stopped, saving, read-only mode."""
+
+from __future__ import annotations
+
+import os
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from app_helpers import charts, page, texts
+from kvcore import charts as kcharts
+from kvcore import views
+from kvsite import export
+
+pytest.importorskip("mlx.core")
+pytestmark = pytest.mark.mlx
+
+
+def _wait(at, key: str, timeout_s: float = 120):
+    """Rerun until the background job stored under `key` has finished."""
+    deadline = time.time() + timeout_s
+    while at.session_state[key].state == "running":
+        assert time.time() < deadline, "live job did not finish"
+        time.sleep(0.3)
+    return at.run()
+
+
+def _start_sweep(at, contexts=(256, 512), steps=2):
+    at.multiselect(key="live_ctx_decode").set_value(list(contexts))
+    at.slider(key="live_steps_decode").set_value(steps)
+    at.selectbox(key="live_model_decode").select("cpu-demo")
+    at.selectbox(key="live_w_decode").select("fp32")
+    return at.button(key="live_run_decode").click().run()
+
+
+def test_trap_probe_runs_live_in_the_page(rec_dir):
+    at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
+    at.button(key="live_trap_run").click().run()
+    assert not at.exception
+    data = charts(at)[0]["data"]
+    live = data[data["recording"] == "live"]
+    alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
+    assert (alloc[256], alloc[257]) == (8.0, 16.0)  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
+
+
+def test_sweep_runs_shows_results_and_saves_into_the_local_folder(rec_dir):
+    at = _start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live"))
+    assert not at.exception
+    at = _wait(at, "job_decode")
+    assert "Run finished" in texts(at)
+    data = charts(at)[0]["data"]
+    points = data[data["recording"].str.startswith("cpu-demo on") & data["ms_per_token"].notna()]
+    assert set(points["context"]) == {256, 512}
+    assert "not an Apple Silicon measurement" in texts(at)  # the live CPU run is labelled for what it is
+    at.button(key="live_save_decode").click().run()
+    saved = list((rec_dir / "local").glob("*.yaml"))
+    assert len(saved) == 1 and "cpu-demo" in saved[0].read_text()
+    assert at.session_state["job_decode"].saved
+
+
+def test_sweep_can_be_stopped_and_nothing_is_saved(rec_dir):
+    at = _start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live"), contexts=(256, 512, 1024, 2048, 4096), steps=32)
+    at.button(key="live_stop_decode").click().run()
+    at = _wait(at, "job_decode")
+    assert at.session_state["job_decode"].state == "stopped"
+    assert "Stopped before the end" in texts(at)
+    assert "live_save_decode" not in [b.key for b in at.button]
+    assert not (rec_dir / "local").exists()
+
+
+def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, monkeypatch):
+    monkeypatch.setenv("KVCORE_READ_ONLY", "1")
+    before = sorted(p.name for p in rec_dir.rglob("*"))
+    at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
+    at.button(key="live_trap_run").click().run()
+    assert any(d["recording"] == "live" for _, d in charts(at)[0]["data"].iterrows())
+    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
+    assert "live_save_decode" not in [b.key for b in at.button]
+    assert "cannot be saved" in texts(at)
+    assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
+    assert sorted(p.name for p in rec_dir.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; tests/browser runs the server unprivileged for this")
+def test_unwritable_recordings_folder_means_read_only(rec_dir):
+    rec_dir.chmod(0o555)
+    try:
+        at = page("pages/8_Recordings.py", "en")
+        assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
+    finally:
+        rec_dir.chmod(0o755)
+
+
+def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
+    import kvsite.frame
+
+    monkeypatch.setattr(kvsite.frame, "live_status", lambda: (False, "live.no_mlx"))
+    at = page("pages/4_Decode_slowdown.py", "en", src="live")
+    assert not at.exception
+    assert "Live mode is unavailable" in " ".join(c.value for c in at.sidebar.caption)
+    assert charts(at)  # the published figures still show
+    at = page("pages/8_Recordings.py", "en")
+    assert "Live mode is unavailable" in texts(at)
+
+
+def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monkeypatch):
+    import kvcore.live_models
+
+    monkeypatch.setattr(kvcore.live_models, "available_memory_bytes", lambda: 10_000_000)
+    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
+    assert at.session_state["job_decode"].state == "error"
+    assert "refused or failed" in texts(at)
+    assert not at.exception
+
+
+def test_chart_exports_are_valid_png_and_svg():
+    df = views.trap_curve(views.load_geometry("llama-3.2-1b"), 300)
+    chart = kcharts.series_chart(df, "tokens", "mib", "series", "tokens", "MiB", step=True)
+    png = export.png_bytes(chart)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    svg = ET.fromstring(export.svg_text(chart))
+    assert svg.tag.endswith("svg")

@@ -1,0 +1,133 @@
+"""Every page, both languages, from the bundled and a temporary recordings folder; controls drive the data."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from app_helpers import CPU_DEMO, PAGES, charts, page, texts
+from kvsite import i18n
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def test_language_files_have_the_same_keys():
+    assert set(i18n.texts("ja")) == set(i18n.texts("en"))
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("path", [None, *PAGES])
+def test_every_page_renders_in_both_languages(rec_dir, path, lang):
+    at = page(path, lang)
+    assert not at.exception, [e.message for e in at.exception]
+    shown = texts(at)
+    assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
+    title = at.title[0].value
+    assert bool(JAPANESE.search(title)) == (lang == "ja"), title
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_renders_from_the_repository_recordings(path, monkeypatch):
+    monkeypatch.delenv("KVCORE_RECORDINGS_DIR", raising=False)
+    at = page(path, "ja")
+    assert not at.exception
+
+
+@pytest.mark.parametrize("path,src", [("pages/2_Nbytes_trap.py", CPU_DEMO), ("pages/4_Decode_slowdown.py", CPU_DEMO),
+                                      ("pages/1_Mechanism.py", CPU_DEMO)])
+def test_second_recording_is_selectable_and_labelled_as_cpu_demo(rec_dir, path, src):
+    at = page(path, "en", src=src)
+    assert not at.exception
+    shown = texts(at)
+    assert "Test CPU 9000" in shown and "cpu-demo" in shown and "fill: synthetic" in shown  # machine, model, method
+    assert "not an Apple Silicon measurement" in shown
+
+
+def test_badge_of_the_default_source_is_the_published_m5_pro(rec_dir):
+    shown = texts(page("pages/4_Decode_slowdown.py", "en"))
+    assert "Published: M5 Pro" in shown or "Published: Apple M5 Pro" in shown
+    assert "Llama-3.2-1B-Instruct-4bit" in shown
+
+
+def test_trap_slider_changes_the_chart_data_and_shows_the_jump(rec_dir):
+    at = page("pages/2_Nbytes_trap.py", "en")
+    assert charts(at)[0]["data"]["tokens"].max() == 600
+    at.slider(key="tokens").set_value(1000).run()
+    data = charts(at)[0]["data"]
+    assert data["tokens"].max() == 1000
+    alloc = data[(data["series"] == "allocated (.nbytes)") & data["recording"].isna()].set_index("tokens")["mib"]
+    assert (alloc[256], alloc[257]) == (8.0, 16.0)  # allocated jumps 8.0 -> 16.0 MiB at 257
+
+
+def test_trap_format_and_chunk_pattern(rec_dir):
+    at = page("pages/2_Nbytes_trap.py", "en", fmt="mlx-q4", updates="1,256")
+    data = charts(at)[0]["data"]
+    alloc = data[data["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
+    assert alloc[256] == pytest.approx(8.0 * 576 / 2048)  # mlx-q4: 576 B per token per layer vs fp16's 2048
+    table = next(d.value for d in at.dataframe if "updates" in d.value)
+    assert table.set_index("updates").loc["1,256", "capacity"] == 257
+
+
+def test_growth_model_select_changes_the_data(rec_dir):
+    at = page("pages/3_Linear_growth.py", "en")
+    before = charts(at)[0]["data"]
+    at.selectbox(key="model").select("llama-3.1-8b").run()
+    after = charts(at)[0]["data"]
+    assert before["gib"].max() != after["gib"].max()
+    theory = after[after["series"] == "theory (formula)"].set_index("context")["gib"]
+    assert theory[32768] == pytest.approx(4.0)  # Llama 3.1 8B, fp16, 32,768 tokens: exactly 4 GiB
+
+
+def test_mechanism_slider_changes_work(rec_dir):
+    at = page("pages/1_Mechanism.py", "en")
+    at.slider(key="new").set_value(100).run()
+    assert charts(at)[0]["data"]["step"].max() == 100
+
+
+def test_decode_worked_check_matches_the_article(rec_dir):
+    at = page("pages/4_Decode_slowdown.py", "en")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Predicted slowdown"] == "2.43×" and metrics["Measured slowdown"] == "2.45×"
+    assert metrics["Bytes read per token"] == "0.729 → 1.769 GB"
+
+
+def test_decode_chip_select_changes_the_prediction(rec_dir):
+    at = page("pages/4_Decode_slowdown.py", "en")
+    before = charts(at)[-1]["data"]["tokens_per_s"].max()
+    at.selectbox(key="chip").select("M4 Max (40-core GPU)").run()
+    assert charts(at)[-1]["data"]["tokens_per_s"].max() > before
+
+
+def test_numbers_follow_the_recording(rec_dir):
+    path = rec_dir / "published-article-a-m5-pro.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["sections"]["decode"][1]["tokens_per_s"] = 146  # 292 / 146 = 2.00x
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    at = page("pages/4_Decode_slowdown.py", "en")
+    assert {m.label: m.value for m in at.metric}["Measured slowdown"] == "2.00×"
+
+
+def test_broken_recording_is_named_and_skipped(rec_dir):
+    (rec_dir / "zz-broken.yaml").write_text("schema: 1\nkind: nonsense\n", encoding="utf-8")
+    for path in (None, "pages/4_Decode_slowdown.py"):
+        at = page(path, "en")
+        assert not at.exception
+        assert any("zz-broken.yaml" in w.value for w in at.warning)
+
+
+def test_savings_formats_and_turbo3_discrepancy(rec_dir):
+    at = page("pages/5_Savings.py", "en", fmts="fp16")
+    formats = charts(at)[1]["data"]["format"].unique().tolist()
+    assert formats == ["fp16"]
+    table = next(d.value for d in at.dataframe if "claim" in d.value)
+    claims = {round(v, 3) for v in table["gib"]}
+    assert claims == {3.72, 3.125, 3.5}
+
+
+def test_recordings_page_lists_every_run(rec_dir):
+    at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
+    ids = set(next(d.value for d in at.dataframe if "recording" in d.value)["recording"])
+    assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
+    assert "Test CPU 9000" in texts(at)

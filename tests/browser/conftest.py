@@ -1,0 +1,64 @@
+"""A real `streamlit run` server and Debian's Chromium (pytest-playwright), for the browser tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kvsite.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
+
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args():
+    return {"executable_path": CHROMIUM, "headless": True, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def server():
+    """One warm server for the interaction tests (the cold-start tests start their own)."""
+    with streamlit_server() as base:
+        yield base
+
+
+@pytest.fixture
+def ready():
+    return wait_ready
+
+
+@pytest.fixture
+def readonly_server():
+    """A server run as an unprivileged user, on a copy of recordings/ it cannot write to."""
+    if not shutil.which("setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges with setpriv")
+    base_dir = Path(tempfile.mkdtemp(prefix="kvsite-ro-", dir="/tmp"))  # pytest's tmp is private to root
+    base_dir.chmod(0o755)
+    folder = base_dir / "recordings"
+    shutil.copytree(ROOT / "recordings", folder, ignore=shutil.ignore_patterns("local"))
+    home = base_dir / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home)}
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    try:
+        with streamlit_server(env=env, prefix=prefix) as base:
+            yield base, folder
+    finally:
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(0o755)
+        shutil.rmtree(base_dir)

@@ -1,0 +1,91 @@
+"""The site in Debian's Chromium against a real server: cold deep links, language, legend, CSV, read-only."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from kvsite.server import PAGES as PATHS
+from kvsite.server import streamlit_server
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def _open(page, url, ready):
+    page.goto(url)
+    ready(page)
+    page.wait_for_timeout(300)
+
+
+@pytest.mark.parametrize("name", list(PATHS))
+def test_cold_deep_link_renders_the_page_with_the_shared_frame(page, ready, name):
+    with streamlit_server() as base:  # a fresh server: this deep link is its first request
+        _open(page, f"{base}/{PATHS[name]}", ready)
+        assert page.locator("[data-testid='stException']").count() == 0
+        sidebar = page.locator("[data-testid='stSidebar']")
+        expect(sidebar.get_by_text("Home", exact=True)).to_be_visible()  # our frame's navigation
+        expect(sidebar.get_by_text("日本語")).to_be_visible()  # the language switch
+        assert page.locator("h1").first.inner_text().strip()
+
+
+def test_language_switch_and_locale(server, page, ready, browser):
+    _open(page, f"{server}/Nbytes_trap", ready)
+    assert not JAPANESE.search(page.locator("h1").first.inner_text())
+    page.locator("[data-testid='stSidebar']").get_by_text("日本語").click()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("罠")
+    assert "lang=ja" in page.url
+    page.locator("[data-testid='stSidebar']").get_by_text("3 · 線形に増えるメモリ").click()  # the language follows
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("線形")
+    ctx = browser.new_context(locale="ja-JP")  # default from the browser's locale
+    p2 = ctx.new_page()
+    _open(p2, f"{server}/Decode_slowdown", ready)
+    expect(p2.locator("h1").first).to_contain_text("decode が遅くなる理由")
+    ctx.close()
+
+
+def test_legend_click_changes_the_selection(server, page, ready):
+    _open(page, f"{server}/Nbytes_trap?lang=en", ready)
+    chart = page.locator("[data-testid='stVegaLiteChart']").first
+    chart.locator("svg").wait_for()
+    assert page.get_by_text("Selected in the legend").count() == 0
+    chart.locator("g.role-legend text", has_text="used (offset)").first.click()
+    ready(page)
+    expect(page.get_by_text("Selected in the legend: used (offset)")).to_be_visible()
+
+
+def test_csv_download_matches_the_chart(server, page, ready):
+    from kvcore import views
+
+    _open(page, f"{server}/Nbytes_trap?lang=en&tokens=300", ready)
+    chart = page.locator("[data-testid='stVegaLiteChart']").first
+    legend = {t.text_content() for t in chart.locator("g.role-legend text").all()}
+    with page.expect_download() as info:
+        page.locator("[data-testid='stDownloadButton']").filter(has_text="CSV").first.click()
+    rows = list(csv.DictReader(io.StringIO(open(info.value.path(), encoding="utf-8").read())))
+    series = {r["series"] for r in rows}
+    assert series <= legend  # every series in the file is one the chart's legend shows
+    engine = views.trap_curve(views.load_geometry("llama-3.2-1b"), 300)
+    sim = [r for r in rows if r["source"].startswith("kvcore")]
+    assert len(sim) == len(engine)
+    assert [float(r["mib"]) for r in sim] == pytest.approx(list(engine["mib"]))
+    assert max(int(r["tokens"]) for r in rows) == 300
+
+
+def test_whole_site_in_read_only_mode_on_an_unwritable_folder(readonly_server, page, ready):
+    base, folder = readonly_server
+    before = sorted(str(p) for p in folder.rglob("*"))
+    for name, path in PATHS.items():
+        _open(page, f"{base}/{path}?lang=en", ready)
+        assert page.locator("[data-testid='stException']").count() == 0, name
+        expect(page.get_by_text("Read-only mode: nothing is saved")).to_be_visible()
+    _open(page, f"{base}/Nbytes_trap?lang=en&src=live&tokens=300", ready)  # the model-free probe still runs
+    page.get_by_text("Run the trap on real mlx_lm caches").click()
+    ready(page)
+    expect(page.get_by_text("Measured on the real mlx_lm caches")).to_be_visible(timeout=30_000)
+    assert sorted(str(p) for p in folder.rglob("*")) == before
