@@ -38,6 +38,14 @@ def get_chip(name: str) -> Chip:
     raise KvError(f"Unknown chip {name!r}; valid chips: {', '.join(c.chip for c in chips())}.")
 
 
+def mac_gpu_share(ram_gb: float) -> tuple[float, str]:
+    """macOS's default share of unified memory the GPU may wire, for this RAM size: (share, source)."""
+    for rule in _table()["mac_gpu_working_set"]:
+        if rule["up_to_ram_gb"] is None or ram_gb <= rule["up_to_ram_gb"]:
+            return rule["share"], rule["source"]
+    raise AssertionError("the last working-set rule has no upper bound")
+
+
 def gpu_memory_limit_gb(ram_gb: float, unified: bool = True) -> tuple[float, str]:
     """Memory the GPU may use by default: macOS's working-set share of RAM on a Mac, all of it elsewhere.
 
@@ -45,7 +53,5 @@ def gpu_memory_limit_gb(ram_gb: float, unified: bool = True) -> tuple[float, str
     """
     if not unified:
         return float(ram_gb), "dedicated GPU memory"
-    for rule in _table()["mac_gpu_working_set"]:
-        if rule["up_to_ram_gb"] is None or ram_gb <= rule["up_to_ram_gb"]:
-            return ram_gb * rule["share"], f"macOS default GPU limit ≈ {rule['share']:.0%} of RAM ({rule['source']})"
-    raise AssertionError("the last working-set rule has no upper bound")
+    share, source = mac_gpu_share(ram_gb)
+    return ram_gb * share, f"macOS default GPU limit ≈ {share:.0%} of RAM ({source})"

@@ -17,7 +17,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 PAGES = {"home": "", "mechanism": "Mechanism", "nbytes_trap": "Nbytes_trap", "linear_growth": "Linear_growth",
-         "decode_slowdown": "Decode_slowdown", "savings": "Savings", "recordings": "Recordings"}
+         "decode_slowdown": "Decode_slowdown", "savings": "Savings", "calculator": "Calculator", "recordings": "Recordings"}
 
 
 def free_port() -> int:

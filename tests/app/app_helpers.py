@@ -12,8 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
-PAGES = ["pages/1_Mechanism.py", "pages/2_Nbytes_trap.py", "pages/3_Linear_growth.py", "pages/4_Decode_slowdown.py",
-         "pages/5_Savings.py", "pages/8_Recordings.py"]
+PAGES = sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))  # every page, as Streamlit lists them
 CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
 
 

@@ -1,0 +1,141 @@
+"""The calculator page: the same numbers as `python -m kvcore calc --json`, levers that hold, verdict thresholds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app_helpers import ROOT, charts, page, texts
+from kvcore import calculator as calc
+from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.geometry import load_preset, parse_config
+from kvcore.units import GIB
+
+CALC = "pages/6_Calculator.py"
+
+
+def cli_json(model, ctx, seq, k, v, w):
+    args = ["calc", "--model", model, "--context", str(ctx), "--sequences", str(seq), "--k-format", k, "--v-format", v,
+            "--weights-format", w, "--json"]
+    r = subprocess.run([sys.executable, "-m", "kvcore", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def numbers(at) -> dict:
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["quantity", "bytes"])
+    return dict(zip(table["quantity"], table["bytes"]))
+
+
+def metric(at, label_start: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label_start))
+
+
+def geometry(name):
+    return parse_config(load_preset(name)["config"], name)
+
+
+@pytest.mark.parametrize(
+    "model, ctx, seq, k, v, w",
+    [("llama-3.1-8b", 131072, 1, "fp16", "fp16", "mlx-q4"),  # GQA
+     ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q4", "bf16"),  # MHA
+     ("deepseek-v3", 65536, 1, "fp8", "fp8", "fp8"),  # MLA
+     ("gemma-3-27b", 100000, 2, "q8_0", "q4_0", "mlx-q4"),  # sliding window
+     ("qwen3-next-80b-a3b", 262144, 1, "turbo3", "turbo3", "mlx-q4")],  # hybrid linear attention
+)
+def test_page_numbers_equal_the_cli(rec_dir, model, ctx, seq, k, v, w):
+    at = page(CALC, model=model, ctx=ctx, seq=seq, k=k, v=v, w=w)
+    assert not at.exception
+    out = cli_json(model, ctx, seq, k, v, w)
+    shown = numbers(at)
+    for key in ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes"):
+        assert shown[key] == out[key], key
+    assert at.code[0].value == out["formula"]
+
+
+@pytest.mark.parametrize("model, ctx, gib", [("llama-3.1-70b", 131072, 48), ("gemma-3-27b", 1_000_000, 24), ("qwen3-next-80b-a3b", 1_000_000, 60)])
+def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
+    at = page(CALC, model=model, ctx=ctx, chip="custom", gib=gib)
+    assert not at.exception and at.error  # it does not fit
+    g, spec, available = geometry(model), KvSpec(), int(gib * GIB)
+    weights = weights_bytes(g, "mlx-q4")
+
+    def fits(t, s, fmt="fp16"):
+        return calc.verdict(weights + kv_bytes(g, t, KvSpec(fmt, fmt), s), available).status == "fits"
+
+    t = metric(at, "Longest context")
+    if t != "—":
+        t = int(t.replace(",", ""))
+        assert fits(t, 1) and not fits(t + 1, 1)
+    s = metric(at, "Most sequences")
+    if s != "—":
+        s = int(s.replace(",", ""))
+        assert fits(ctx, s) and not fits(ctx, s + 1)
+    formats = metric(at, "KV formats")
+    assert t != "—" or s != "—" or formats != "—"
+    for fmt in [] if formats == "—" else formats.split(", "):
+        assert fits(ctx, 1, fmt)
+
+
+def test_verdict_changes_at_its_stated_thresholds(rec_dir):
+    g = geometry("llama-3.1-8b")
+    need = weights_bytes(g, "mlx-q4") + kv_bytes(g, 32768)
+    fits_at = need / calc.FIT_SHARE / GIB  # GiB at which need is exactly 90 %
+    assert page(CALC, chip="custom", gib=round(fits_at + 0.01, 2)).success
+    assert page(CALC, chip="custom", gib=round(fits_at - 0.01, 2)).warning
+    assert page(CALC, chip="custom", gib=round(need / GIB + 0.01, 2)).warning
+    assert page(CALC, chip="custom", gib=round(need / GIB - 0.01, 2)).error
+    assert "90%" in texts(page(CALC))
+
+
+def test_decode_what_if_equals_the_engine_prediction(rec_dir):
+    at = page(CALC, model="qwen3-8b", ctx=65536, chip="M4 Max (40-core GPU)", ram=128)
+    eff = calc.efficiency(__import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0])
+    want = calc.predict_decode(geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]
+    assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
+    assert "Article A" in texts(at)  # the efficiency says where it came from
+    decode = charts(at)[-1]["data"]
+    row = decode[decode["context"] == 1048576].iloc[0]
+    g = geometry("qwen3-8b")
+    assert row["tokens_per_s"] == pytest.approx(calc.predict_decode(g, [1048576], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]["tokens_per_s"])
+
+
+def test_a_mac_uses_its_default_gpu_limit_and_an_override(rec_dir):
+    at = page(CALC, chip="M4", ram=16)
+    assert metric(at, "Available") == "10.67 GiB"
+    assert metric(page(CALC, chip="M4", ram=16, limit=14), "Available") == "14.00 GiB"
+
+
+def test_a_url_with_parameters_reproduces_the_view(rec_dir):
+    at = page(CALC, model="qwen3-4b", ctx=200000, seq=3, k="fp16", v="mlx-q4", w="bf16", chip="M3 Pro", ram=36)
+    assert at.selectbox(key="model").value == "qwen3-4b"
+    assert at.number_input(key="ctx").value == 200000 and at.number_input(key="seq").value == 3
+    assert at.selectbox(key="v").value == "mlx-q4"
+    assert numbers(at)["kv_bytes"] == cli_json("qwen3-4b", 200000, 3, "fp16", "mlx-q4", "bf16")["kv_bytes"]
+
+
+def test_log_slider_and_exact_entry_drive_one_context(rec_dir):
+    at = page(CALC)
+    at.select_slider(key="ctx_log").set_value(1_048_576).run()
+    assert at.number_input(key="ctx").value == 1_048_576
+    at.number_input(key="ctx").set_value(5000).run()
+    assert numbers(at)["kv_bytes"] == kv_bytes(geometry("llama-3.1-8b"), 5000)
+
+
+def test_pasted_config_is_computed_and_a_bad_one_is_named(rec_dir):
+    at = page(CALC, msrc="config")
+    assert not at.exception and at.info  # asks for a config
+    config = dict(load_preset("qwen3-4b")["config"])
+    at.text_area(key="pasted").input(json.dumps(config)).run()
+    assert numbers(at)["kv_bytes"] == kv_bytes(geometry("qwen3-4b"), 32768)
+    del config["num_hidden_layers"]
+    at.text_area(key="pasted").input(json.dumps(config)).run()
+    assert not at.exception and "num_hidden_layers" in at.error[0].value
+    at.text_area(key="pasted").input("{not json").run()
+    assert not at.exception and "not valid JSON" in at.error[0].value
+    at.text_area(key="pasted").input('{"a": "' + "x" * 1_100_000 + '"}').run()
+    assert not at.exception and "larger than" in at.error[0].value
+    at.text_area(key="pasted").input(json.dumps(load_preset("llama-3.2-1b")["config"])).run()  # and the page keeps working
+    assert not at.error and numbers(at)["kv_bytes_per_token"] == 32768

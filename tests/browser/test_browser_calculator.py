@@ -1,0 +1,52 @@
+"""The calculator in Chromium: paste a config.json, change a format, read the verdict; a shared link, cold."""
+
+from __future__ import annotations
+
+import json
+
+from playwright.sync_api import expect
+
+from kvcore.geometry import load_preset
+from kvsite.server import streamlit_server
+
+
+def _open(page, url, ready):
+    page.goto(url)
+    ready(page)
+    page.wait_for_timeout(300)
+
+
+def _pick(page, ready, label: str, option: str):
+    box = page.get_by_role("combobox", name=label, exact=True)
+    box.click()
+    page.keyboard.type(option)
+    page.keyboard.press("Enter")
+    ready(page)
+
+
+def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready):
+    # Llama-3.1-8B at 131,072 tokens on 20 GiB: fp16 KV (16 GiB) + 4-bit weights (4.21 GiB) does not fit; 4-bit KV does.
+    _open(page, f"{server}/Calculator?lang=en&msrc=config&chip=custom&gib=20&ctx=131072", ready)
+    area = page.get_by_label("…or paste its text")
+    area.fill(json.dumps(load_preset("llama-3.1-8b")["config"]))
+    area.press("Control+Enter")
+    ready(page)
+    alert = page.locator("[data-testid='stAlertContentError']")
+    expect(alert).to_contain_text("Does not fit")
+    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text("16.00 GiB")
+    _pick(page, ready, "K format", "mlx-q4")
+    _pick(page, ready, "V format", "mlx-q4")
+    expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("Fits")
+    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text("4.50 GiB")
+    assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_a_shared_link_reproduces_the_view_from_a_cold_server(page, ready):
+    link = "Calculator?lang=ja&model=deepseek-v3&ctx=65536&k=fp8&v=fp8&w=fp8&chip=custom&gib=800"
+    with streamlit_server() as base:  # the link is the fresh server's first request
+        _open(page, f"{base}/{link}", ready)
+        assert page.locator("[data-testid='stException']").count() == 0
+        expect(page.locator("h1").first).to_contain_text("計算機")
+        kv = page.locator("[data-testid='stMetric']").first
+        expect(kv).to_contain_text("2.14 GiB")  # 61 layers x 576 latent values x 1 byte x 65,536 tokens
+        expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("載ります")
