@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import importlib.util
-import io
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from kvcore import recordings, views
 from kvcore.geometry import Geometry
 from kvcore.recordings import Recording
 
+
+def memo(rec: Recording, name: str, make):
+    """make(rec), computed once per Recording object (recordings are never edited in place: a changed
+    file is a new object, a live run builds a new one each rerun)."""
+    slot = f"_kvsite_{name}"
+    if slot not in rec.__dict__:
+        rec.__dict__[slot] = make(rec)
+    return rec.__dict__[slot]
+
+
+def rec_key(rec: Recording) -> str:
+    return memo(rec, "key", lambda r: f"{r.path}|{r.data!r}")
+
+
 # Cheap, exact cache keys for the engine's objects (Streamlit's generic hasher walks them field by field).
-HASH_FUNCS = {Geometry: repr, Recording: lambda r: f"{r.path}|{r.data!r}"}
+HASH_FUNCS = {Geometry: repr, Recording: rec_key}
 
 
 def _signature(folders: tuple[str, ...]) -> tuple:
@@ -57,9 +71,21 @@ def geometry(preset: str):
     return views.load_geometry(preset)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+def provenance(rec: Recording) -> dict:
+    """views.provenance(rec), once per recording object (read-only: shared)."""
+    return memo(rec, "provenance", views.provenance)
+
+
 def csv_bytes(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False).encode("utf-8")
+
+
+def arrow(df: pd.DataFrame) -> pa.Table:
+    """A DataFrame as the Arrow table st.dataframe would build from it, built once inside a cached section
+    (st.dataframe sends an Arrow table as it is, instead of converting the DataFrame on every rerun)."""
+    from streamlit import dataframe_util
+
+    return pa.ipc.open_stream(dataframe_util.convert_pandas_df_to_arrow_bytes(df)).read_all()
 
 
 def live_status() -> tuple[bool, str]:
@@ -72,5 +98,4 @@ def live_status() -> tuple[bool, str]:
 
 
 def yaml_bytes(rec) -> bytes:
-    buf = io.StringIO(recordings.dump_text(rec.data))
-    return buf.getvalue().encode("utf-8")
+    return recordings.dump_text(rec.data).encode("utf-8")

@@ -1,30 +1,63 @@
 """A chart with its data: the interactive chart, the table, CSV / PNG / SVG downloads.
 
-Chart specs are built by kvcore.charts and cached as Vega-Lite dicts (Altair's validation is the
-slowest part of a page run). PNG and SVG are rendered by vl-convert, without a browser, only when
-a reader clicks the button.
+Chart specs are built by kvcore.charts inside a page section's cache and kept as Vega-Lite dicts whose
+datasets are already Arrow IPC bytes (what Streamlit would make of them on every rerun otherwise).
+CSV, PNG and SVG are made only when a reader clicks the button (PNG/SVG by vl-convert, no browser).
 """
 
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass
+
 import altair as alt
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 import vl_convert as vlc
 
 from kvcore import charts
 
-from .data import HASH_FUNCS, csv_bytes
+from .data import HASH_FUNCS, arrow, csv_bytes
+
+
+@dataclass(frozen=True)
+class Chart:
+    """What chart_block shows: read-only, shared between reruns (built in a cache_resource section)."""
+
+    spec: dict  # Vega-Lite; datasets as Arrow IPC bytes
+    data: pd.DataFrame  # behind the CSV download
+    table: pa.Table  # the same rows, for st.dataframe
+
+
+def to_spec(chart: alt.TopLevelMixin) -> dict:
+    """Altair chart -> Vega-Lite dict with each dataset as the Arrow IPC bytes st.vega_lite_chart would send."""
+    from streamlit import dataframe_util
+
+    spec = chart.to_dict()
+    spec["datasets"] = {name: dataframe_util.convert_anything_to_arrow_bytes(rows)
+                        for name, rows in spec.get("datasets", {}).items()}
+    return spec
+
+
+def make_chart(data: pd.DataFrame, builder: str, *args, **kwargs) -> Chart:
+    """kvcore.charts.<builder>(*args, **kwargs) with `data` as its table and CSV. Call it inside a cached section."""
+    return Chart(to_spec(getattr(charts, builder)(*args, **kwargs)), data, arrow(data))
 
 
 @st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
 def chart_spec(builder: str, *args, **kwargs) -> dict:
     """kvcore.charts.<builder>(*args, **kwargs) as a Vega-Lite dict, cached on its arguments."""
-    return getattr(charts, builder)(*args, **kwargs).to_dict()
+    return to_spec(getattr(charts, builder)(*args, **kwargs))
 
 
 def _spec(chart: alt.TopLevelMixin | dict) -> dict:
-    return chart if isinstance(chart, dict) else chart.to_dict()
+    """A spec vl-convert can render: Arrow datasets back to rows."""
+    if not isinstance(chart, dict):
+        return chart.to_dict()
+    datasets = {name: pa.ipc.open_stream(io.BytesIO(rows)).read_all().to_pylist() if isinstance(rows, bytes) else rows
+                for name, rows in chart.get("datasets", {}).items()}
+    return {**chart, "datasets": datasets} if datasets else chart
 
 
 def png_bytes(chart: alt.TopLevelMixin | dict, scale: float = 2) -> bytes:
@@ -35,11 +68,12 @@ def svg_text(chart: alt.TopLevelMixin | dict) -> str:
     return vlc.vegalite_to_svg(_spec(chart))
 
 
-def chart_block(frame, spec: dict, data: pd.DataFrame, key: str, stem: str, table: bool = True):
+def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
     """Show the chart (legend selection reported back) and offer its data as CSV and the chart as PNG/SVG."""
+    spec = chart.spec
     event = st.vega_lite_chart(dict(spec), on_select="rerun", key=key, width="stretch")  # Streamlit pops "datasets"
     cols = st.columns([1, 1, 1, 3])
-    cols[0].download_button(frame.t("common.csv"), csv_bytes(data), f"{stem}.csv", "text/csv",
+    cols[0].download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
                             key=f"{key}_csv", on_click="ignore", icon=":material/table:")
     cols[1].download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
                             key=f"{key}_png", on_click="ignore", icon=":material/image:")
@@ -47,5 +81,10 @@ def chart_block(frame, spec: dict, data: pd.DataFrame, key: str, stem: str, tabl
                             key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
     if table:
         with st.expander(frame.t("common.table")):
-            st.dataframe(data, hide_index=True, width="stretch")
+            st.dataframe(chart.table, hide_index=True, width="stretch")
     return event
+
+
+def chart_block(frame, spec: dict, data: pd.DataFrame, key: str, stem: str, table: bool = True):
+    """show_chart for a spec and DataFrame made on this rerun (prefer a cached Chart from make_chart)."""
+    return show_chart(frame, Chart(spec, data, arrow(data) if table else None), key, stem, table)

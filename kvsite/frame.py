@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import streamlit as st
 
-from kvcore import recordings, views
+from kvcore import recordings
 from kvcore.recordings import Recording
 
 from . import i18n
-from .data import live_status, load_recordings
+from .data import live_status, load_recordings, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "streamlit_app.py"
@@ -28,7 +29,13 @@ LANG_NAMES = {"ja": "日本語", "en": "English"}
 
 def page_files() -> list[Path]:
     """pages/*.py in Streamlit's order (numeric prefix), as the folder-based multipage mode sees them."""
-    return sorted(p for p in (ROOT / "pages").glob("*.py") if not p.name.startswith((".", "_")))
+    folder = ROOT / "pages"
+    return list(_page_files(folder, folder.stat().st_mtime_ns))
+
+
+@lru_cache(maxsize=4)
+def _page_files(folder: Path, mtime_ns: int) -> tuple[Path, ...]:  # a page added or removed changes the mtime
+    return tuple(sorted(p for p in folder.glob("*.py") if not p.name.startswith((".", "_"))))
 
 
 def page_slug(path: Path) -> str:
@@ -55,7 +62,7 @@ class Frame:
         """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
         if rec == LIVE:
             return self.t("source.live")
-        p = views.provenance(rec)
+        p = provenance(rec)
         where = self.t("source.local") if rec.id in self.local_ids else ""
         return f"{self.t('source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 
@@ -92,7 +99,7 @@ class Frame:
                 if not (platform.system() == "Darwin" and platform.machine() == "arm64"):
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
-            p = views.provenance(rec)
+            p = provenance(rec)
             st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
             if p["kind"] == "published":
                 st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]))
@@ -113,15 +120,19 @@ class Frame:
 def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):
     """A choice widget bound to ?key=<option> by its raw value (Streamlit's own binding puts the
     *formatted* label in the URL). The URL wins when valid; a change rewrites it; the default is omitted.
+    default may be a function, called only when needed (the URL holds no valid choice, or the reader changed it).
     """
     url = st.query_params.get(key)
-    value = next((o for o in options if str(o) == url), default if default in options else options[0])
+    value = next((o for o in options if str(o) == url), None)
+    if value is None:
+        value = _value(default)
+        value = value if value in options else options[0]
     wkey = f"{key}__w"
     st.session_state[wkey] = value
 
     def _sync():
         new = st.session_state[wkey]
-        if new == default or new is None:
+        if new is None or new == _value(default):
             st.query_params.pop(key, None)
         else:
             st.query_params[key] = str(new)
@@ -129,17 +140,26 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
     return widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
 
 
+def _value(default):
+    return default() if callable(default) else default
+
+
+def browser_language() -> str:
+    """'ja' or 'en' from the browser's locale, else its Accept-Language header."""
+    ctx = st.context
+    locale = getattr(ctx, "locale", None)
+    return i18n.from_locale(locale) if locale else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
+
+
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
-    ctx = st.context
-    default = i18n.from_locale(getattr(ctx, "locale", None), ctx.headers.get("Accept-Language") if ctx.headers else None)
     url = st.query_params.get("lang")
-    lang = url if url in i18n.LANGS else default
+    lang = url if url in i18n.LANGS else browser_language()  # the browser is asked only without ?lang=
     st.set_page_config(page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
                        page_icon=":material/memory:", layout="wide")
     with st.sidebar:
-        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGS), default, "lang",
-                          format_func=LANG_NAMES.get, required=True) or default
+        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGS), browser_language, "lang",
+                          format_func=LANG_NAMES.get, required=True) or lang
         t = lambda key, **kw: i18n.translate(lang, key, **kw)  # noqa: E731
         st.page_link(ENTRY, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
         for path in page_files():

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from kvsite.data import view
-from kvsite.export import chart_block, chart_spec
+from kvsite import sections
+from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
 
 f = setup("mechanism")
@@ -17,31 +17,23 @@ with c[2]:
     per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
                           format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
 
-work = view("mechanism_work", prompt, new)
-y = "rows_per_step" if per_step else "cumulative_rows"
-data = work.assign(mode=work["mode"].map(lambda m: f.t(f"mechanism.{m}")))[["step", "mode", y]]
-chart = chart_spec("series_chart", data, "step", y, "mode", f.t("mechanism.x_step"), f.t(f"mechanism.y_{y}"))
-event = chart_block(f, chart, data, "mech_chart", "kv-mechanism-work")
+work = sections.mechanism_work(prompt, new, per_step, f.lang)
+event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work")
 if picked := f.selected(event, "mode"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
-last = work[work["step"] == new].set_index("mode")["cumulative_rows"]
 m = st.columns(3)
-m[0].metric(f.t("mechanism.total_with"), f"{last['with_cache']:,}")
-m[1].metric(f.t("mechanism.total_without"), f"{last['without_cache']:,}")
-m[2].metric(f.t("mechanism.ratio"), f"{last['without_cache'] / last['with_cache']:,.1f}×")
+m[0].metric(f.t("mechanism.total_with"), f"{work['with']:,}")
+m[1].metric(f.t("mechanism.total_without"), f"{work['without']:,}")
+m[2].metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
 st.caption(f.t("mechanism.work_note"))
 
 st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")
 if rec is not None:
-    measured = view("mechanism_measured", f.with_section("mechanism"))
-    measured["mode"] = measured["mode"].map(lambda m: f.t(f"mechanism.{m.removesuffix('_s')}"))
-    chosen = measured[measured["recording"] == rec.id]
-    row = chosen.iloc[0]
-    st.metric(f.t("mechanism.speedup", n=int(row["new_tokens"])), f"{row['speedup']:.2f}×")
-    bars = chart_spec("grouped_bars", measured, "source", "mode", "seconds", f.t("mechanism.run"), f.t("mechanism.seconds"))
-    chart_block(f, bars, measured, "mech_measured", "kv-mechanism-measured")
+    measured = sections.mechanism_measured(f.with_section("mechanism"), rec.id, f.lang)
+    st.metric(f.t("mechanism.speedup", n=measured["new_tokens"]), f"{measured['speedup']:.2f}×")
+    show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
 
 st.header(f.t("faq.title"))

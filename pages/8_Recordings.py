@@ -2,16 +2,15 @@
 
 import streamlit as st
 
-from kvsite import live
-from kvsite.data import csv_bytes, view, yaml_bytes
-from kvsite.export import chart_block, chart_spec
+from kvsite import live, sections
+from kvsite.data import csv_bytes, yaml_bytes
+from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
 
 f = setup("recordings")
 st.title(f.t("recordings.title"))
 st.markdown(f.t("recordings.lead"))
-table = view("recordings_table", f.recs, f.local_ids)
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids))), hide_index=True, width="stretch")
 
 ids = [r.id for r in f.recs]
 if ids:
@@ -19,23 +18,19 @@ if ids:
     pick = url_choice(st.selectbox, f.t("recordings.pick"), ids, ids[0], "rec", format_func=lambda i: f.label(by_id[i]))
     rec = by_id[pick]
     f.badge(rec)
-    st.download_button(f.t("recordings.yaml"), yaml_bytes(rec), f"{rec.id}.yaml", "application/x-yaml", key="rec_yaml",
+    st.download_button(f.t("recordings.yaml"), lambda: yaml_bytes(rec), f"{rec.id}.yaml", "application/x-yaml", key="rec_yaml",
                        on_click="ignore", icon=":material/download:")
-    for section in rec.data["sections"]:
-        rows = view("section_frame", [rec], section).drop(columns=["source", "recording"])
+    for section, rows, table in sections.recording_sections(rec):
         st.markdown(f"**{f.t('recordings.section')}: `{section}`** — {len(rows)} {f.t('recordings.rows')}")
-        st.dataframe(rows, hide_index=True, width="stretch")
-        st.download_button(f.t("common.csv"), csv_bytes(rows), f"{rec.id}-{section}.csv", "text/csv", key=f"rec_csv_{section}",
-                           on_click="ignore")
+        st.dataframe(table, hide_index=True, width="stretch")
+        st.download_button(f.t("common.csv"), lambda rows=rows: csv_bytes(rows), f"{rec.id}-{section}.csv", "text/csv",
+                           key=f"rec_csv_{section}", on_click="ignore")
 
     st.header(f.t("recordings.compare_title"))
     decode_ids = [r.id for r in f.recs if r.has("decode")]
     chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
     if chosen:
-        rows = view("section_frame", [by_id[i] for i in chosen], "decode")
-        chart = chart_spec("series_chart", None, "context", "tokens_per_s", "source", f.t("common.context"), "tokens/s",
-                                    points=rows, log_x=True, log_y=True)
-        chart_block(f, chart, rows, "compare_chart", "kv-recordings-decode")
+        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang)["chart"], "compare_chart", "kv-recordings-decode")
 
 st.header(f.t("recordings.live_title"))
 if not f.live_ok:
