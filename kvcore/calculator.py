@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .decode_model import Fit, bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s
+from .decode_model import Fit, bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
@@ -23,10 +23,11 @@ from .formulas import (
     kv_bytes_per_token,
     kv_prefill_peak_bytes,
     layer_kv_bytes,
+    max_context_within,
     tokens_held,
     weights_bytes,
 )
-from .geometry import Geometry, parse_config, load_preset
+from .geometry import Geometry
 from .hardware import get_chip
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
@@ -90,21 +91,8 @@ def _budget_for_kv(available_bytes: int, weights: int) -> int:
 
 
 def max_context(geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int) -> int:
-    """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context).
-
-    KV is non-decreasing in context (linear, or flat once every window is full), so a binary
-    search is exact for sliding-window and hybrid models too.
-    """
-    budget = _budget_for_kv(available_bytes, weights)
-    if budget < kv_bytes(geometry, 1, spec, sequences):
-        return 0
-    if kv_bytes(geometry, MAX_CONTEXT, spec, sequences) <= budget:
-        return MAX_CONTEXT
-    lo, hi = 1, MAX_CONTEXT  # kv(lo) fits, kv(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget else (lo, mid)
-    return lo
+    """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context)."""
+    return max_context_within(geometry, _budget_for_kv(available_bytes, weights), spec, sequences)
 
 
 def max_sequences(geometry: Geometry, spec: KvSpec, context: int, weights: int, available_bytes: int) -> int:
@@ -138,31 +126,13 @@ class Efficiency:
     fit: Fit | None = None
 
 
-def fit_recording(recording) -> tuple[Fit, str] | None:
-    """Fit BW_eff to a recording's decode rows, using its preset and formats; None if it cannot."""
-    model, rows = recording.data.get("model", {}), recording.rows("decode")
-    preset = model.get("preset")
-    chip = recording.data.get("hardware", {}).get("chip")
-    if not rows or not preset:
-        return None
-    try:
-        geometry = parse_config(load_preset(preset)["config"], preset)
-        spec = KvSpec(model.get("kv_format", "fp16"), model.get("kv_format", "fp16"))
-        b = [bytes_per_generated_token(geometry, int(r["context"]), spec, model.get("weights_format", "mlx-q4")) for r in rows]
-        peak = get_chip(chip).bandwidth_gbps if chip else None
-        return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], peak), chip or ""
-    except KvError:
-        return None
-
-
 def efficiency(recordings: list) -> Efficiency:
-    """The share of peak bandwidth decode reached in recordings on known chips (their mean), else an assumption."""
+    """The share of peak bandwidth decode reached in memory-bound recordings on known chips (their mean), else an assumption."""
     shares = []
     for rec in recordings:
-        fitted = fit_recording(rec)
-        if fitted and fitted[1] and fitted[0].memory_bound:
-            fit, chip = fitted
-            shares.append((fit.bandwidth_gbps / get_chip(chip).bandwidth_gbps, f"{rec.title}", fit))
+        fit, chip = fit_run(rec), chip_for(rec)
+        if fit is not None and chip is not None and fit.memory_bound:
+            shares.append((fit.bandwidth_gbps / chip.bandwidth_gbps, rec.title, fit))
     if not shares:
         return Efficiency(ASSUMED_EFFICIENCY, "assumption")
     mean = sum(s for s, _, _ in shares) / len(shares)

@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass
 
 from .errors import KvError
-from .formulas import KvSpec, kv_bytes, weights_bytes
-from .geometry import Geometry
+from .formats import FORMATS
+from .formulas import WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
+from .geometry import Geometry, load_preset, parse_config
+from .hardware import Chip, get_chip
 
 MIN_POINTS_FOR_OVERHEAD = 3  # a slope and an intercept need a third point to leave a residual
 FAR_BELOW_PEAK = 0.10  # fitted BW_eff under 10 % of the chip's peak: not explained by memory reads
@@ -109,3 +111,46 @@ def slowdown(geometry: Geometry, context_a: int, context_b: int, spec: KvSpec = 
     return bytes_per_generated_token(geometry, context_b, spec, weights_format) / bytes_per_generated_token(
         geometry, context_a, spec, weights_format
     )
+
+
+# ---------------------------------------------------------------- a recording's decode points
+
+
+def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
+    """A recording's model geometry, weights format and KV spec; None when it names no model config."""
+    model = rec.data["model"]
+    try:
+        if isinstance(model.get("config"), dict):
+            geometry = parse_config(model["config"], model["name"])
+        elif model.get("preset"):
+            geometry = parse_config(load_preset(model["preset"])["config"], model["preset"])
+        else:
+            return None
+        kv = model.get("kv_format", "fp16")
+        kv = kv if kv in FORMATS else "fp16"
+        weights = model.get("weights_format", "bf16")
+        weights = weights if weights in WEIGHT_FORMATS else "bf16"
+        return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
+    except KvError:
+        return None
+
+
+def chip_for(rec) -> Chip | None:
+    """The hardware-table chip a recording ran on (published: hardware.chip; measured: machine.chip), if known."""
+    machine = rec.data.get("provenance", {}).get("machine", {})
+    name = machine.get("chip") or rec.data.get("hardware", {}).get("chip")
+    try:
+        return get_chip(name) if name else None
+    except KvError:
+        return None
+
+
+def fit_run(rec) -> Fit | None:
+    """BW_eff fitted to a recording's decode rows with its own model and formats; None if it has none."""
+    model, rows = geometry_for(rec), rec.rows("decode")
+    if model is None or not rows:
+        return None
+    geometry, weights, spec = model
+    b = [bytes_per_generated_token(geometry, int(r["context"]), spec, weights) for r in rows]
+    chip = chip_for(rec)
+    return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], chip.bandwidth_gbps if chip else None)

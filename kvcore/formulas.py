@@ -78,6 +78,23 @@ def kv_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequence
     return sequences * sum(layer_kv_bytes(layer, context, spec) for layer in geometry.layers)
 
 
+def max_context_within(geometry: Geometry, budget_bytes: float, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
+    """The largest context whose KV bytes stay within `budget_bytes` (0: not one token; MAX_CONTEXT: any).
+
+    KV is non-decreasing in context (linear, or flat once every window is full), so a binary
+    search is exact for sliding-window and hybrid models too.
+    """
+    if kv_bytes(geometry, 1, spec, sequences) > budget_bytes:
+        return 0
+    if kv_bytes(geometry, MAX_CONTEXT, spec, sequences) <= budget_bytes:
+        return MAX_CONTEXT
+    lo, hi = 1, MAX_CONTEXT  # kv(lo) fits, kv(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget_bytes else (lo, mid)
+    return lo
+
+
 def kv_bytes_per_token(geometry: Geometry, spec: KvSpec = KvSpec()) -> int:
     """Bytes one more token adds while no window is full (full, MLA and sliding layers)."""
     return sum(bytes_per_token(layer, spec) for layer in geometry.layers)

@@ -21,12 +21,15 @@ from .formulas import (
     bytes_per_token,
     kv_bytes,
     kv_bytes_per_token,
+    max_context_within,
     prefill_chunks,
     state_bytes,
     weights_bytes,
 )
 from .geometry import Geometry, load_preset, parse_config
 from .published import figures
+from .calculator import predict_decode
+from .decode_model import chip_for, geometry_for
 from .recordings import Recording
 from .units import GIB, MIB
 
@@ -70,25 +73,6 @@ def provenance(rec: Recording) -> dict:
         "date": str(prov.get("date", "")),
         "citation": d.get("citation", {}).get("source", ""),
     }
-
-
-def geometry_for(rec: Recording) -> tuple[Geometry, str, KvSpec] | None:
-    """The recording's model geometry, weights format and KV spec, or None when it names no model config."""
-    model = rec.data["model"]
-    try:
-        if isinstance(model.get("config"), dict):
-            geometry = parse_config(model["config"], model["name"])
-        elif model.get("preset"):
-            geometry = load_geometry(model["preset"])
-        else:
-            return None
-        kv = model.get("kv_format", "fp16")
-        kv = kv if kv in FORMATS else "fp16"
-        weights = model.get("weights_format", "bf16")
-        weights = weights if weights in ("fp32", "fp16", "bf16") or weights.startswith("mlx-q") else "bf16"
-        return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
-    except KvError:
-        return None
 
 
 def section_frame(recs: list[Recording], section: str) -> pd.DataFrame:
@@ -236,23 +220,9 @@ def growth_curve(geometry: Geometry, max_context: int, spec: KvSpec, weights_for
 
 
 def crossover_context(geometry: Geometry, weights_format: str, spec: KvSpec, sequences: int = 1) -> int | None:
-    """The smallest context whose KV bytes reach the weights' bytes (None beyond MAX_CONTEXT)."""
-    target = weights_bytes(geometry, weights_format)
-    return _max_context_under(geometry, target, spec, sequences, inclusive=False)
-
-
-def _max_context_under(geometry: Geometry, budget: float, spec: KvSpec, sequences: int, inclusive: bool = True) -> int | None:
-    """Binary search on kv_bytes (monotone in context). inclusive: largest context within budget;
-    else: smallest context reaching it."""
-    if kv_bytes(geometry, 1, spec, sequences) > budget:
-        return 0 if inclusive else 1
-    if kv_bytes(geometry, MAX_CONTEXT, spec, sequences) <= budget:
-        return MAX_CONTEXT if inclusive else None
-    lo, hi = 1, MAX_CONTEXT
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget else (lo, mid)
-    return lo if inclusive else hi
+    """The smallest context whose KV bytes exceed the weights' bytes (None beyond MAX_CONTEXT)."""
+    within = max_context_within(geometry, weights_bytes(geometry, weights_format), spec, sequences)
+    return None if within == MAX_CONTEXT else within + 1
 
 
 def per_layer(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1) -> pd.DataFrame:
@@ -277,14 +247,6 @@ def growth_measured(recs: list[Recording]) -> pd.DataFrame:
 # ---------------------------------------------------------------- 4 decode slowdown
 
 
-def chip_for(rec: Recording) -> hardware.Chip | None:
-    name = provenance(rec)["chip"]
-    try:
-        return hardware.get_chip(name) if name else None
-    except KvError:
-        return None
-
-
 def decode_points(rec: Recording) -> pd.DataFrame:
     """Measured decode points with the bytes each generated token reads and the bandwidth that implies."""
     df = pd.DataFrame(rec.rows("decode"))
@@ -304,9 +266,7 @@ def decode_fit(rec: Recording) -> tuple[decode_model.Fit, pd.DataFrame] | None:
     points = decode_points(rec)
     if points.empty or "bytes_per_token" not in points:
         return None
-    chip = chip_for(rec)
-    fit = decode_model.fit_bandwidth(list(points["bytes_per_token"]), list(points["tokens_per_s"]),
-                                     chip.bandwidth_gbps if chip else None)
+    fit = decode_model.fit_run(rec)
     geometry, weights, spec = geometry_for(rec)
     lo, hi = int(points["context"].min()), int(points["context"].max())
     grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
@@ -333,13 +293,10 @@ def worked_check(rec: Recording) -> dict | None:
 def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: hardware.Chip, efficiency: float,
             max_context: int) -> pd.DataFrame:
     """Predicted tok/s vs context on a chip: at its peak bandwidth and at `efficiency` x peak."""
-    rows = []
-    for t in contexts(max_context, 256):
-        b = decode_model.bytes_per_generated_token(geometry, t, spec, weights_format)
-        for series, bw in (("peak", chip.bandwidth_gbps), ("effective", chip.bandwidth_gbps * efficiency)):
-            rows.append({"context": t, "series": series, "tokens_per_s": decode_model.predict_tokens_per_s(b, bw),
-                         "bytes_per_token": b})
-    return pd.DataFrame(rows)
+    ctxs = contexts(max_context, 256)
+    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
+              for series, share in (("peak", 1.0), ("effective", efficiency))]
+    return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]
 
 
 # ---------------------------------------------------------------- 5 savings
@@ -394,7 +351,7 @@ def fits_table(geometry: Geometry, weights_format: str, memory_gb: float, format
     budget = memory_gb * 1e9 - weights_bytes(geometry, weights_format)
     rows = []
     for name in format_table(geometry, formats)["format"]:
-        ctx = _max_context_under(geometry, budget, KvSpec(name, name), sequences) if budget > 0 else 0
+        ctx = max_context_within(geometry, budget, KvSpec(name, name), sequences) if budget > 0 else 0
         rows.append({"format": name, "max_context": ctx})
     return pd.DataFrame(rows)
 

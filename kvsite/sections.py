@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvcore import hardware, views
+from kvcore import calculator, hardware, views
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec, formula_text
 from kvcore.recordings import Recording
@@ -145,9 +145,8 @@ def decode(runs: list[Recording], lang: str) -> dict | None:
 
 @cached
 def default_efficiency(rec: Recording | None) -> float:
-    """Article A's implied bandwidth over the M5 Pro's peak (0.7 without the recording)."""
-    ref = views.decode_fit(rec) if rec is not None else None
-    return round(ref[0].bandwidth_gbps / hardware.get_chip("M5 Pro").bandwidth_gbps, 2) if ref else 0.7
+    """The efficiency Article A's run implies on its M5 Pro (the calculator's assumption without it)."""
+    return round(calculator.efficiency([rec] if rec is not None else []).share, 2)
 
 
 @cached
