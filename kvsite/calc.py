@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 
+from kvcore import calculator
+from kvcore.formulas import MAX_CONTEXT, KvSpec
 from kvcore.geometry import Geometry, load_preset, parse_config, parse_json_text
 from kvcore.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
 
+from . import i18n
+from .data import HASH_FUNCS, arrow
+from .export import make_chart
+
 CUSTOM = "custom"
+NUMBERS = ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes", "weights_bytes_active")
 LOG_STEPS = [1, 16, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
              1_048_576, 2_097_152, 4_194_304, 10_000_000, 100_000_000]
 
@@ -57,3 +65,60 @@ def config_geometry(text: str | None, name: str, runtime: str) -> Geometry:
     if text is None:
         return parse_config(load_preset(name)["config"], name, runtime)
     return parse_config(parse_json_text(text, name), name, runtime)
+
+
+# ---------------------------------------------------------------- cached sections (read-only results)
+# Keys are cheap: the model source (preset name or pasted text), runtime, and the widget values.
+
+cached = st.cache_resource(max_entries=64, show_spinner=False)
+
+
+@cached
+def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
+    """calc --json's numbers, the verdict, and (when it does not fit) the three levers."""
+    g, spec = config_geometry(*src), KvSpec(k, v)
+    result = calculator.calculate(g, ctx, seqs, spec, w)
+    need = result["weights_bytes"] + result["kv_bytes"]
+    out = {"result": result, "need": need, "verdict": calculator.verdict(need, mem_bytes),
+           "numbers": arrow(pd.DataFrame([{"quantity": q, "bytes": result[q]} for q in NUMBERS])),
+           "layers": pd.DataFrame(result["per_layer"])}
+    if out["verdict"].status != "fits":
+        weights = result["weights_bytes"]
+        out["levers"] = (calculator.max_context(g, spec, seqs, weights, mem_bytes),
+                         calculator.max_sequences(g, spec, ctx, weights, mem_bytes),
+                         calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec))
+    return out
+
+
+def chart_contexts(ctx: int) -> list[int]:
+    return calculator.log_contexts(1024, min(MAX_CONTEXT, max(1_048_576, 8 * ctx)))
+
+
+@cached
+def memory_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str):
+    """Weights + KV vs context for several formats (the reader's first), the available memory as a dashed line."""
+    g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
+    contexts = chart_contexts(ctx)
+    formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
+    curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats))
+    line = pd.DataFrame([{"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes} for c in (contexts[0], contexts[-1])])
+    data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
+    return make_chart(data, "series_chart", data, "context", "gib", "format", t("common.context"), "GiB", log_x=True, log_y=True,
+                      dashed=t("calc.available_line"))
+
+
+@cached
+def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, chip: str, share: float, lang: str) -> dict:
+    """Predicted tok/s vs context on `chip` at `share` of its peak, and the value at the reader's context."""
+    g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
+    rows = calculator.predict_decode(g, chart_contexts(ctx), KvSpec(k, v), w, chip, share, seqs)
+    here = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs)[0]["tokens_per_s"]
+    dec = pd.DataFrame(rows).assign(series=t("calc.predicted"))
+    return {"chart": make_chart(dec, "series_chart", dec, "context", "tokens_per_s", "series", t("common.context"), "tokens/s",
+                                log_x=True), "here": here}
+
+
+@st.cache_resource(max_entries=8, show_spinner=False, hash_funcs=HASH_FUNCS)
+def efficiency(recs: list) -> calculator.Efficiency:
+    """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
+    return calculator.efficiency(recs)

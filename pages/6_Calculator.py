@@ -1,16 +1,16 @@
 """Calculator — any model's KV cache in any format: the fit verdict, the three levers, a decode what-if."""
 
-import pandas as pd
 import streamlit as st
 
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
-from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
+from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
 from kvcore.geometry import RUNTIMES, preset_names
-from kvcore.units import GIB, fmt_bytes
-from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names, config_geometry
-from kvsite.export import chart_block, chart_spec
+from kvcore.units import fmt_bytes
+from kvsite import calc as calc_site
+from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
+from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
 
 f = setup("calculator")
@@ -48,20 +48,18 @@ c = st.columns([2, 1, 1])
 chip = url_choice(c[0].selectbox, f.t("calc.machine"), chip_names(), "M4 Pro", "chip", format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n)
 mem = available_memory(f, chip, c[1], c[2])
 
+src_key = (text, label, runtime) if src == "config" else (None, model, runtime)
+if src == "config" and not text.strip():
+    st.info(f.t("calc.paste_prompt"))
+    st.stop()
 try:
-    if src == "config" and not text.strip():
-        st.info(f.t("calc.paste_prompt"))
-        st.stop()
-    g = config_geometry(text, label, runtime) if src == "config" else config_geometry(None, model, runtime)
-    spec = KvSpec(k_fmt, v_fmt)
-    result = calc.calculate(g, int(ctx), int(seqs), spec, w_fmt)
+    out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
     st.error(f.t("calc.bad_input", message=str(e)))
     st.stop()
+result, need, verdict = out["result"], out["need"], out["verdict"]
 
 # ---- outputs: numbers, verdict, levers
-need = result["weights_bytes"] + result["kv_bytes"]
-verdict = calc.verdict(need, mem.bytes)
 m = st.columns(4)
 for col, label, value in ((m[0], f.t("calc.kv_total"), result["kv_bytes"]), (m[1], f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
                           (m[2], f.t("calc.total"), need), (m[3], f.t("calc.available"), mem.bytes)):
@@ -75,12 +73,9 @@ if result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
 for note in result["notes"]:
     st.caption(f":material/info: {note}")
 
-if verdict.status != "fits":
+if "levers" in out:
     st.subheader(f.t("calc.levers_title"))
-    weights = result["weights_bytes"]
-    t_max = calc.max_context(g, spec, int(seqs), weights, mem.bytes)
-    s_max = calc.max_sequences(g, spec, int(ctx), weights, mem.bytes)
-    ok_formats = calc.formats_that_fit(g, int(ctx), int(seqs), weights, mem.bytes, spec)
+    t_max, s_max, ok_formats = out["levers"]
     lv = st.columns(3)
     lv[0].metric(f.t("calc.lever_context"), f"{t_max:,}" if t_max else "—", help=f.t("calc.lever_context_help"))
     lv[1].metric(f.t("calc.lever_sequences"), f"{s_max:,}" if s_max else "—", help=f.t("calc.lever_sequences_help"))
@@ -90,34 +85,23 @@ if verdict.status != "fits":
 
 st.subheader(f.t("calc.formula_title"))
 st.code(result["formula"], language=None, wrap_lines=True)
-numbers = pd.DataFrame([{"quantity": k, "bytes": result[k]} for k in
-                        ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes", "weights_bytes_active")])
-st.dataframe(numbers, hide_index=True, key="numbers", column_config={"bytes": st.column_config.NumberColumn(format="%d")})
+st.dataframe(out["numbers"], hide_index=True, key="numbers", column_config={"bytes": st.column_config.NumberColumn(format="%d")})
 with st.expander(f.t("calc.layers_title")):
-    layers = pd.DataFrame(result["per_layer"])
+    layers = out["layers"]
     st.dataframe(layers.assign(kind=layers["kind"].map(lambda k: f.t(f"growth.kind_{k}"))), hide_index=True, width="stretch")
 
 # ---- chart: memory vs context per format, the available memory as a line
 st.subheader(f.t("calc.chart_title"))
-contexts = calc.log_contexts(1024, min(MAX_CONTEXT, max(1_048_576, 8 * int(ctx))))
-formats = list(dict.fromkeys([k_fmt if k_fmt == v_fmt else "fp16", *calc.CURVE_FORMATS]))
-curves = pd.DataFrame(calc.memory_curves(g, contexts, result["weights_bytes"], int(seqs), spec, formats))
-lines = pd.DataFrame([{"context": t, "format": f.t("calc.available_line"), "total_bytes": mem.bytes} for t in (contexts[0], contexts[-1])])
-data = pd.concat([curves, lines], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
-chart = chart_spec("series_chart", data, "context", "gib", "format", f.t("common.context"), "GiB", log_x=True, log_y=True,
-                   dashed=f.t("calc.available_line"))
-chart_block(f, chart, data, "calc_chart", f"kv-calculator-{g.name}")
+show_chart(f, calc_site.memory_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang),
+           "calc_chart", f"kv-calculator-{result['model']}")
 
 # ---- decode what-if on a chip
 st.subheader(f.t("calc.decode_title"))
 speed_chip = chip if chip != CUSTOM else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
-eff = calc.efficiency(f.recs)
-rows = calc.predict_decode(g, contexts, spec, w_fmt, speed_chip, eff.share, int(seqs))
+eff = calc_site.efficiency(f.recs)
 st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
            else f.t("calc.eff_assumed", share=f"{eff.share:.0%}"))
-here = calc.predict_decode(g, [int(ctx)], spec, w_fmt, speed_chip, eff.share, int(seqs))[0]["tokens_per_s"]
-st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{here:,.1f} tok/s")
-dec = pd.DataFrame(rows).assign(series=f.t("calc.predicted"))
-chart_block(f, chart_spec("series_chart", dec, "context", "tokens_per_s", "series", f.t("common.context"), "tokens/s", log_x=True),
-            dec, "calc_decode", f"decode-what-if-{g.name}")
+dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, speed_chip, eff.share, f.lang)
+st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
+show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")
 st.caption(f.t("calc.decode_note"))
