@@ -28,7 +28,7 @@ from .formulas import (
 )
 from .geometry import Geometry, load_preset, parse_config
 from .published import figures
-from .calculator import predict_decode
+from .calculator import max_context, predict_decode
 from .decode_model import chip_for, geometry_for
 from .recordings import Recording
 from .units import GIB, MIB
@@ -347,12 +347,10 @@ def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> p
 
 
 def fits_table(geometry: Geometry, weights_format: str, memory_gb: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:
-    """Longest context that fits beside the weights in `memory_gb` (GB, 1e9 bytes), per KV format."""
-    budget = memory_gb * 1e9 - weights_bytes(geometry, weights_format)
-    rows = []
-    for name in format_table(geometry, formats)["format"]:
-        ctx = max_context_within(geometry, budget, KvSpec(name, name), sequences) if budget > 0 else 0
-        rows.append({"format": name, "max_context": ctx})
+    """Longest context per KV format that the calculator calls "fits" in `memory_gb` (GB, 1e9 bytes)."""
+    weights, available = weights_bytes(geometry, weights_format), int(memory_gb * 1e9)
+    rows = [{"format": name, "max_context": max_context(geometry, KvSpec(name, name), sequences, weights, available)}
+            for name in format_table(geometry, formats)["format"]]
     return pd.DataFrame(rows)
 
 

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from kvcore.calculator import FIT_SHARE
 from kvcore.formats import FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
@@ -42,7 +43,7 @@ if fits is None:
     st.error(f.t("savings.no_fit", mem=mem))
 else:
     show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gb", table=False)
-st.caption(f.t("savings.fits_note", mem=mem))
+st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
 
 st.header(f.t("savings.turbo_title"))
 turbo = sections.turbo(f.lang)

@@ -112,3 +112,14 @@ def test_memory_curves_are_the_forward_calculation_per_format():
     assert {r["format"] for r in rows} >= {"fp16", "mlx-q4", "turbo3"}
     for r in rows[:: len(contexts) // 2]:
         assert r["total_bytes"] == 5 * GB + kv_bytes(g, r["context"], KvSpec(r["format"], r["format"]), 2)
+
+
+def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
+    from kvcore.views import fits_table
+
+    g = geometry("llama-3.1-8b")
+    weights, available = weights_bytes(g, "mlx-q4"), 36 * GB
+    for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
+        spec = KvSpec(row.format, row.format)
+        assert fits(g, row.max_context, spec, 1, weights, available)
+        assert not fits(g, row.max_context + 1, spec, 1, weights, available)
