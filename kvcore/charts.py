@@ -7,6 +7,8 @@ Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.Lay
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
@@ -21,6 +23,24 @@ def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
         lo, hi = float(values[values > 0].min()), float(values.max())
         return alt.Scale(type="log", domain=[lo, hi], nice=False)
     return alt.Scale(type="log")
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks per decade within [lo, hi], for log axes that read as round numbers.
+
+    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0].
+    """
+    ticks, k = [], math.floor(math.log10(lo)) if lo > 0 else 0
+    while 10**k <= hi * 1.000001:
+        ticks += [m * 10**k for m in (1, 2, 5) if lo * 0.999999 <= m * 10**k <= hi * 1.000001]
+        k += 1
+    return [float(f"{t:.6g}") for t in ticks]
+
+
+def _axis(log: bool, values: pd.Series, title: str) -> alt.Axis:
+    if log and len(values) and (values > 0).any():
+        return alt.Axis(title=title, values=log_ticks(float(values[values > 0].min()), float(values.max())))
+    return alt.Axis(title=title)
 
 
 def _positive(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
@@ -61,8 +81,8 @@ def series_chart(
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     enc_color = alt.Color(f"{color}:N", title=legend_title or None, legend=alt.Legend(labelLimit=320),
                           scale=alt.Scale(domain=domain, range=PALETTE[: len(domain)] or PALETTE))
-    x_enc = alt.X(f"{x}:Q", title=x_title, scale=_scale(log_x, both[x]))
-    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=_scale(log_y, both[y]))
+    x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, both[x], x_title), scale=_scale(log_x, both[x]))
+    y_enc = alt.Y(f"{y}:Q", axis=_axis(log_y, both[y], y_title), scale=_scale(log_y, both[y]))
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     layers = []
     line_df = frames[0] if df is not None and not df.empty else None
