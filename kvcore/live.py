@@ -334,20 +334,28 @@ def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = 
     return rows
 
 
+def _synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker) -> float:
+    """Median ms/token after a synthetic fill of context + 1 tokens (the guard checked first); frees the cache."""
+    import mlx.core as mx
+
+    _decode_guard(model, context, kv_format, warmup + steps)
+    caches = make_caches(model, kv_format)
+    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
+    ms = statistics.median(time_steps(model, caches, warmup, steps, ticker))
+    del caches
+    mx.clear_cache()
+    return ms
+
+
 def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
     """Cross-check at one context: ms/token after a synthetic fill vs after a real prefill."""
     import mlx.core as mx
 
     kv_format = kv_format or model.dtype
-    _decode_guard(model, context, kv_format, warmup + steps)
     ticker = _Ticker(2, progress, should_stop)
-    caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
-    synthetic = statistics.median(time_steps(model, caches, warmup, steps, ticker))
+    synthetic = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"synthetic fill at {context:,}")
-    del caches
-    mx.clear_cache()
     caches = make_caches(model, kv_format)
     t0 = time.perf_counter()
     prefill(model, caches, context + 1, ticker=ticker)
@@ -367,14 +375,9 @@ def generate_step_check(model: LiveModel, context: int, kv_format: str | None = 
     from mlx_lm.generate import generate_step
 
     kv_format = kv_format or model.dtype
-    _decode_guard(model, context, kv_format, warmup + steps)
     ticker = _Ticker(2, progress, should_stop)
-    caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
-    harness = statistics.median(time_steps(model, caches, warmup, steps, ticker))
+    harness = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"harness at {context:,}")
-    del caches
-    mx.clear_cache()
     caches = make_caches(model, kv_format)
     fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))  # generate_step adds the prompt token itself
     stamps = []

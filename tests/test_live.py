@@ -276,3 +276,14 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+@pytest.mark.mlx
+def test_cross_checks_report_both_timings_at_one_context(tiny_model):
+    from kvcore.live import generate_step_check, real_prefill_check
+
+    prefill = real_prefill_check(tiny_model, 300, warmup=1, steps=3)
+    assert prefill["context"] == 300 and prefill["synthetic_ms"] > 0 and prefill["real_prefill_ms"] > 0
+    assert prefill["ratio"] == prefill["real_prefill_ms"] / prefill["synthetic_ms"]
+    gen = generate_step_check(tiny_model, 300, warmup=1, steps=3)
+    assert gen["context"] == 300 and all(v > 0 for k, v in gen.items() if k.endswith("_ms"))
