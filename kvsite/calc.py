@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-import streamlit as st
 
 from kvcore import calculator
 from kvcore.formulas import MAX_CONTEXT, KvSpec
@@ -14,7 +13,7 @@ from kvcore.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
 
 from . import i18n
-from .data import HASH_FUNCS, arrow
+from .data import arrow, section_cache
 from .export import make_chart
 
 CUSTOM = "custom"
@@ -59,7 +58,7 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
     return Memory(int(ram * share * GIB), reason)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@section_cache(max_entries=32)
 def config_geometry(text: str | None, name: str, runtime: str) -> Geometry:
     """A preset (text None) or a pasted config.json -> geometry; KvError names the problem field."""
     if text is None:
@@ -70,7 +69,7 @@ def config_geometry(text: str | None, name: str, runtime: str) -> Geometry:
 # ---------------------------------------------------------------- cached sections (read-only results)
 # Keys are cheap: the model source (preset name or pasted text), runtime, and the widget values.
 
-cached = st.cache_resource(max_entries=64, show_spinner=False)
+cached = section_cache(max_entries=64)
 
 
 @cached
@@ -88,6 +87,13 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
                          calculator.max_sequences(g, spec, ctx, weights, mem_bytes),
                          calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec))
     return out
+
+
+@cached
+def layers_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str):
+    """numbers()' per-layer rows with the layer kinds in `lang`, as the Arrow table st.dataframe sends."""
+    layers = numbers(src, ctx, seqs, k, v, w, mem_bytes)["layers"]
+    return arrow(layers.assign(kind=layers["kind"].map(lambda kind: i18n.translate(lang, f"growth.kind_{kind}"))))
 
 
 def chart_contexts(ctx: int) -> list[int]:
@@ -118,7 +124,7 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, chip: 
                                 log_x=True), "here": here}
 
 
-@st.cache_resource(max_entries=8, show_spinner=False, hash_funcs=HASH_FUNCS)
+@section_cache(max_entries=8)
 def efficiency(recs: list) -> calculator.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
     return calculator.efficiency(recs)

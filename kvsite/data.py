@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import pandas as pd
@@ -31,22 +35,84 @@ def rec_key(rec: Recording) -> str:
 HASH_FUNCS = {Geometry: repr, Recording: rec_key}
 
 
+@st.cache_resource(show_spinner=False)
+def _memo_store() -> dict:
+    """Every section_cache's entries. Itself a cache_resource, so st.cache_resource.clear() empties it too."""
+    return {}
+
+
+_memo_lock = threading.Lock()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _key(value):
+    """An exact, hashable key: the type with the value (1, 1.0 and True differ), recordings by content."""
+    if isinstance(value, _SCALARS):
+        return type(value), value
+    if isinstance(value, Recording):
+        return Recording, rec_key(value)
+    if isinstance(value, Geometry):
+        return Geometry, repr(value)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(map(_key, value))
+    raise TypeError(f"section_cache cannot key a {type(value).__name__}")
+
+
+def section_cache(max_entries: int = 64):
+    """st.cache_resource for page sections, for a fraction of its cost per call.
+
+    Streamlit's cache inspects the function's signature and hashes every argument on each call (about
+    0.2 ms for four strings); here the key is a tuple of the arguments (recordings by content, once per
+    object, as HASH_FUNCS). Same contract as st.cache_resource: one shared result, to be treated as
+    read-only; exceptions are not cached; st.cache_resource.clear() clears it. Arguments must be
+    scalars, recordings, geometries or lists / tuples of them.
+    """
+
+    def decorate(fn):
+        name = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.wraps(fn)
+        def cached(*args, **kwargs):
+            key = (tuple(map(_key, args)), tuple((k, _key(v)) for k, v in sorted(kwargs.items())))
+            store = _memo_store()
+            with _memo_lock:
+                entries = store.get(name)
+                if entries is None:
+                    entries = store[name] = OrderedDict()
+                if key in entries:
+                    entries.move_to_end(key)
+                    return entries[key]
+            value = fn(*args, **kwargs)
+            with _memo_lock:
+                entries[key] = value
+                while len(entries) > max_entries:
+                    entries.popitem(last=False)
+            return value
+
+        cached.clear = lambda: _memo_store().pop(name, None)
+        return cached
+
+    return decorate
+
+
 def _signature(folders: tuple[str, ...]) -> tuple:
     """(path, mtime, size) of every recording file: an edit or a new file changes it."""
     sig = []
     for folder in folders:
         root = Path(folder)
         if root.is_dir():
-            for p in sorted(root.glob("*.yaml")):
-                try:
-                    s = p.stat()
-                    sig.append((str(p), s.st_mtime_ns, s.st_size))
-                except OSError:
-                    sig.append((str(p), 0, 0))
+            with os.scandir(root) as entries:  # scandir: no Path objects, no glob, per rerun
+                for e in sorted(entries, key=lambda e: e.name):
+                    if e.name.endswith(".yaml"):
+                        try:
+                            s = e.stat()
+                            sig.append((e.path, s.st_mtime_ns, s.st_size))
+                        except OSError:
+                            sig.append((e.path, 0, 0))
     return tuple(sig)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@section_cache(max_entries=4)
 def _load(signature: tuple, folders: tuple[str, ...]):
     recs, errors = recordings.load_all([Path(f) for f in folders])
     local = str(recordings.local_dir())
@@ -89,7 +155,13 @@ def arrow(df: pd.DataFrame) -> pa.Table:
 
 
 def live_status() -> tuple[bool, str]:
-    """(available, reason key): mlx importable and kvcore.live present. Imports neither."""
+    """(available, reason key): mlx importable and kvcore.live present. Imports neither; asked once per
+    process (a package installed later needs a server restart, as its import would)."""
+    return _live_status()
+
+
+@functools.lru_cache(maxsize=1)
+def _live_status() -> tuple[bool, str]:
     if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
         return False, "live.no_mlx"
     if importlib.util.find_spec("kvcore.live") is None:

@@ -72,13 +72,13 @@ def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
     """Show the chart (legend selection reported back) and offer its data as CSV and the chart as PNG/SVG."""
     spec = chart.spec
     event = st.vega_lite_chart(dict(spec), on_select="rerun", key=key, width="stretch")  # Streamlit pops "datasets"
-    cols = st.columns([1, 1, 1, 3])
-    cols[0].download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
-                            key=f"{key}_csv", on_click="ignore", icon=":material/table:")
-    cols[1].download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
-                            key=f"{key}_png", on_click="ignore", icon=":material/image:")
-    cols[2].download_button("SVG", lambda: svg_text(spec), f"{stem}.svg", "image/svg+xml",
-                            key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
+    with st.container(horizontal=True):  # one row of buttons: one block, not columns (a block per column)
+        st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
+                           key=f"{key}_csv", on_click="ignore", icon=":material/table:")
+        st.download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
+                           key=f"{key}_png", on_click="ignore", icon=":material/image:")
+        st.download_button("SVG", lambda: svg_text(spec), f"{stem}.svg", "image/svg+xml",
+                           key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
     if table:
         with st.expander(frame.t("common.table")):
             st.dataframe(chart.table, hide_index=True, width="stretch")

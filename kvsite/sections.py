@@ -1,15 +1,14 @@
 """One cached function per page section: cheap keys in (widget values, language, recordings), everything
 the section shows out (chart with Arrow data, tables, numbers), so a rerun only re-sends it.
 
-Results are shared between reruns and sessions (st.cache_resource: no copy per rerun): treat them as
-read-only. Recordings hash by content (kvsite.data.HASH_FUNCS), once per recording object.
+Results are shared between reruns and sessions (kvsite.data.section_cache, a cheaper st.cache_resource: no
+copy per rerun): treat them as read-only. Recordings key by content, once per recording object.
 Example: mechanism_work(16, 50, False, "en")["with"] -> 50 rows computed with a cache.
 """
 
 from __future__ import annotations
 
 import pandas as pd
-import streamlit as st
 
 from kvcore import calculator, hardware, views
 from kvcore.errors import KvError
@@ -17,10 +16,10 @@ from kvcore.formulas import KvSpec, formula_text
 from kvcore.recordings import Recording
 
 from . import i18n
-from .data import HASH_FUNCS, arrow
+from .data import arrow, section_cache
 from .export import make_chart
 
-cached = st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
+cached = section_cache(max_entries=64)
 
 
 def _tr(lang: str, prefix: str):

@@ -87,8 +87,8 @@ st.subheader(f.t("calc.formula_title"))
 st.code(result["formula"], language=None, wrap_lines=True)
 st.dataframe(out["numbers"], hide_index=True, key="numbers", column_config={"bytes": st.column_config.NumberColumn(format="%d")})
 with st.expander(f.t("calc.layers_title")):
-    layers = out["layers"]
-    st.dataframe(layers.assign(kind=layers["kind"].map(lambda k: f.t(f"growth.kind_{k}"))), hide_index=True, width="stretch")
+    st.dataframe(calc_site.layers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang),
+                 hide_index=True, width="stretch")
 
 # ---- chart: memory vs context per format, the available memory as a line
 st.subheader(f.t("calc.chart_title"))
