@@ -26,6 +26,11 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
     title = at.title[0].value
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
+    if lang == "ja":  # every piece of prose on a Japanese page is Japanese (code, numbers and names aside)
+        prose = [str(e.value) for kind in ("header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
+                 for e in getattr(at, kind)] + [m.label for m in at.metric]
+        english = [p for p in prose if re.search("[A-Za-z]{3,}", p) and not JAPANESE.search(p)]
+        assert not english, english
 
 
 @pytest.mark.parametrize("path", PAGES)
