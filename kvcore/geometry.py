@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,8 @@ PRESETS_DIR = Path(__file__).parent / "presets"
 RUNTIMES = ("mlx_lm", "reference")
 LAYER_KINDS = ("full", "sliding", "mla", "linear")
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
+MAX_FIELD = 10**9  # any count or size in a config
+MAX_LAYERS = 1024  # the largest real models have ~130; the engine loops over layers
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Geometry:
     active_params: Params  # what one decode step reads (MoE: routed experts only)
     tie_word_embeddings: bool
     notes: tuple[str, ...] = field(default=())
+    note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
 
     @property
     def num_layers(self) -> int:
@@ -131,10 +135,12 @@ class _Cfg:
         value = self.get(key, None if default is ... else default)
         if value is None:
             raise KvError(f"config.json is missing the field {key!r}.")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
             raise KvError(f"config.json field {key!r} must be a whole number, not {value!r}.")
-        if int(value) < minimum or int(value) > 10**9:
-            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to 1e9).")
+        limit = MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD
+        if int(value) < minimum or int(value) > limit:
+            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).")
         return int(value)
 
     def bool(self, key: str, default: bool) -> bool:
@@ -147,9 +153,9 @@ class _Cfg:
 # ---------------------------------------------------------------- layer rules
 
 
-def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> tuple[list[bool], list[str]]:
-    """Which layers use a sliding window, per mlx_lm's model file or per the config."""
-    notes: list[str] = []
+def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
+    """Which layers use a sliding window, per mlx_lm's model file or per the config; notes are (code, window, text)."""
+    notes: list[tuple[str, int, str]] = []
     layer_types = cfg.get("layer_types")
     if layer_types is not None:
         if not isinstance(layer_types, list) or len(layer_types) != n_layers:
@@ -167,9 +173,9 @@ def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> t
     if model_type == "llama" and window:
         # Mistral-7B-v0.1 style: one window for every layer, no layer_types.
         if runtime == "reference":
-            notes.append(f"every layer keeps a {window}-token window (as transformers and vLLM run it)")
+            notes.append(("sliding_every_layer", window, f"every layer keeps a {window}-token window (as transformers and vLLM run it)"))
             return [True] * n_layers, notes
-        notes.append(f"mlx_lm ignores sliding_window={window} here and caches the full context")
+        notes.append(("sliding_ignored", window, f"mlx_lm ignores sliding_window={window} here and caches the full context"))
         return [False] * n_layers, notes
     if model_type in ("qwen2", "qwen3", "qwen3_moe") and runtime == "reference" and cfg.get("use_sliding_window"):
         start = cfg.int("max_window_layers", 0, minimum=0)
@@ -177,7 +183,7 @@ def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> t
     return [False] * n_layers, notes
 
 
-def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list[str]]:
+def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
@@ -318,8 +324,13 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     if model_type == "deepseek_v2":
         model_type = "deepseek_v3"
     cfg = _Cfg(flat, _FAMILY_DEFAULTS.get(model_type, {}))
-    layers, notes = _layers(cfg, model_type, runtime)
-    params, active, tied = _params(cfg, model_type, layers)
+    try:
+        layers, notes = _layers(cfg, model_type, runtime)
+        params, active, tied = _params(cfg, model_type, layers)
+    except (TypeError, ValueError, AttributeError, OverflowError) as e:
+        if isinstance(e, KvError):
+            raise
+        raise KvError(f"config.json has a field of the wrong shape for a {model_type} model ({e}).") from None
     return Geometry(
         name=name,
         model_type=model_type,
@@ -331,7 +342,8 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
         params=params,
         active_params=active,
         tie_word_embeddings=tied,
-        notes=tuple(notes),
+        notes=tuple(text for _, _, text in notes),
+        note_codes=tuple((code, window) for code, window, _ in notes),
     )
 
 
@@ -377,6 +389,8 @@ def parse_json_text(text: str, label: str = "config.json") -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise KvError(f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    except RecursionError:
+        raise KvError(f"{label} is nested too deeply to be a config.json.") from None
     if not isinstance(data, dict):
         raise KvError(f"{label} must hold a JSON object.")
     return data

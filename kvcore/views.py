@@ -346,9 +346,9 @@ def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> p
     return pd.DataFrame(rows)
 
 
-def fits_table(geometry: Geometry, weights_format: str, memory_gb: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:
-    """Longest context per KV format that the calculator calls "fits" in `memory_gb` (GB, 1e9 bytes)."""
-    weights, available = weights_bytes(geometry, weights_format), int(memory_gb * 1e9)
+def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:
+    """Longest context per KV format that the calculator calls "fits" in `memory_gib` (vendors' "GB" of RAM are GiB)."""
+    weights, available = weights_bytes(geometry, weights_format), int(memory_gib * GIB)
     rows = [{"format": name, "max_context": max_context(geometry, KvSpec(name, name), sequences, weights, available)}
             for name in format_table(geometry, formats)["format"]]
     return pd.DataFrame(rows)

@@ -118,7 +118,7 @@ def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
     from kvcore.views import fits_table
 
     g = geometry("llama-3.1-8b")
-    weights, available = weights_bytes(g, "mlx-q4"), 36 * GB
+    weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
     for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
         spec = KvSpec(row.format, row.format)
         assert fits(g, row.max_context, spec, 1, weights, available)
