@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvsite.data import view
 from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup
-from kvsite import i18n
+from kvsite import i18n, sections
 
 f = setup("home")
 st.title(f.t("home.title"))
@@ -12,17 +12,19 @@ st.markdown(f.t("home.lead"))
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)
+geo = sections.article_geometry()
+dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = st.columns(4)
-c[0].metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help"))
+c[0].metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo))
 c[1].metric(f.t("home.m_32k"), f"{n['kv_32k'] / 2**30:,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9))
 if "tokens_per_s_a" in n:
-    c[2].metric(f.t("home.m_decode"), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
-                help=f.t("home.m_decode_help"))
+    c[2].metric(f.t("home.m_decode", **dec), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
+                help=f.t("home.m_decode_help", **dec))
     c[3].metric(f.t("home.m_pred"), f"{n['predicted_slowdown']:.2f}×", f"{f.t('home.m_measured')} {n['measured_slowdown']:.2f}×",
-                delta_color="off", help=f.t("home.m_pred_help"))
+                delta_color="off", help=f.t("home.m_pred_help", **dec))
 else:
     st.info(f.t("source.none"))
-st.caption(f.t("home.numbers_source"))
+st.caption(f.t("home.numbers_source", **dec))
 
 st.subheader(f.t("home.chapters"))
 for path in page_files():
@@ -31,7 +33,7 @@ for path in page_files():
         continue
     with st.container(border=True):
         st.page_link(f"pages/{path.name}", label=f"**{f.t('nav.' + slug)}**", query_params={"lang": f.lang})
-        st.caption(f.t(f"home.ch.{slug}"))
+        st.caption(f.t(f"home.ch.{slug}", **geo))
 
 st.subheader(f.t("home.data_title"))
 st.markdown(f.t("home.data"))

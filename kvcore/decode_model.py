@@ -44,7 +44,9 @@ class Fit:
     residuals: tuple[float, ...]  # (measured - predicted) / measured, per point, in time per token
     rms_residual: float
     memory_bound: bool
-    verdict: str  # one plain sentence
+    verdict: str  # one plain English sentence (CLI, tests); pages render verdict_code instead
+    verdict_code: str = "memory_bound"  # "memory_bound" | "large_residual" | "far_below_peak" | "above_peak"
+    peak_gbps: float | None = None  # the chip's peak the verdict compared against
 
     def predict(self, bytes_per_token: float) -> float:
         return predict_tokens_per_s(bytes_per_token, self.bandwidth_gbps, self.overhead_s)
@@ -73,8 +75,8 @@ def fit_bandwidth(bytes_per_token: list[float], tokens_per_s: list[float], peak_
     bw = 1.0 / slope / 1e9
     residuals = tuple((ti - (bi * slope + c)) / ti for bi, ti in zip(b, t))
     rms = math.sqrt(sum(r * r for r in residuals) / len(residuals))
-    memory_bound, verdict = _verdict(bw, rms, c, t, peak_gbps)
-    return Fit(bw, c, fitted_overhead, residuals, rms, memory_bound, verdict)
+    code = verdict_code(bw, rms, peak_gbps)
+    return Fit(bw, c, fitted_overhead, residuals, rms, code == "memory_bound", _verdict(code, bw, rms, c, peak_gbps), code, peak_gbps)
 
 
 def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
@@ -88,22 +90,30 @@ def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
     return a, my - a * mx
 
 
-def _verdict(bw: float, rms: float, overhead: float, times: list[float], peak: float | None) -> tuple[bool, str]:
+def verdict_code(bw: float, rms: float, peak: float | None) -> str:
+    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak" or "above_peak"."""
     if rms > LARGE_RESIDUAL:
-        return False, (
-            f"Not memory-bound: the points miss the bytes-per-token line by {rms:.0%} RMS, "
-            "so a single effective bandwidth would mislead."
-        )
+        return "large_residual"
     if peak and bw < FAR_BELOW_PEAK * peak:
-        return False, (
-            f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
-            f"{peak:g} GB/s peak, so something other than memory reads sets the pace."
-        )
+        return "far_below_peak"
     if peak and bw > ABOVE_PEAK * peak:
-        return False, f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
+        return "above_peak"
+    return "memory_bound"
+
+
+def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | None) -> str:
+    """The verdict as one English sentence (the site renders `code` through its i18n files)."""
+    if code == "large_residual":
+        return (f"Not memory-bound: the points miss the bytes-per-token line by {rms:.0%} RMS, "
+                "so a single effective bandwidth would mislead.")
+    if code == "far_below_peak":
+        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
+                f"{peak:g} GB/s peak, so something other than memory reads sets the pace.")
+    if code == "above_peak":
+        return f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
     share = f" ({bw / peak:.0%} of the {peak:g} GB/s peak)" if peak else ""
     extra = f", plus {overhead * 1e3:.2f} ms fixed per token" if overhead > 0 else ""
-    return True, f"Memory-bound: decode follows bytes read at an effective {bw:.1f} GB/s{share}{extra}."
+    return f"Memory-bound: decode follows bytes read at an effective {bw:.1f} GB/s{share}{extra}."
 
 
 def slowdown(geometry: Geometry, context_a: int, context_b: int, spec: KvSpec = KvSpec(), weights_format: str = "mlx-q4") -> float:

@@ -46,6 +46,12 @@ def mac_gpu_share(ram_gb: float) -> tuple[float, str]:
     raise AssertionError("the last working-set rule has no upper bound")
 
 
+def efficiency_range() -> tuple[float, float, str]:
+    """Share of peak bandwidth decode reaches on Apple Silicon per published llama.cpp tables: (low, high, source)."""
+    r = _table()["apple_silicon_efficiency"]
+    return float(r["low"]), float(r["high"]), r["source"]
+
+
 def gpu_memory_limit_gb(ram_gb: float, unified: bool = True) -> tuple[float, str]:
     """Memory the GPU may use by default: macOS's working-set share of RAM on a Mac, all of it elsewhere.
 

@@ -15,11 +15,14 @@ import streamlit as st
 
 from kvcore import recordings, runs
 from kvcore.errors import KvError
+from kvcore.formats import FORMATS
+from kvcore.views import ARTICLE_MODEL
 from kvcore.recordings import Recording, RecordingError
 
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+MACHINE = threading.Lock()  # one live sweep per server process: two would share memory and skew each other's timings
 
 
 @dataclass
@@ -52,6 +55,13 @@ class Job:
 
 
 def _run(job: Job) -> None:
+    try:
+        _measure(job)
+    finally:
+        MACHINE.release()
+
+
+def _measure(job: Job) -> None:
     from kvcore import live, live_models
 
     p = job.params
@@ -97,10 +107,13 @@ def job_panel(f, kind: str) -> Job | None:
     params = controls(f, kind)
     b = st.columns([1, 1, 4])
     if b[0].button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
-        job = Job(kind, params, total=len(params["contexts"]))
-        st.session_state[key] = job
-        threading.Thread(target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}").start()
-        running = True
+        if MACHINE.acquire(blocking=False):  # released by _run when the sweep ends, however it ends
+            job = Job(kind, params, total=len(params["contexts"]))
+            st.session_state[key] = job
+            threading.Thread(target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}").start()
+            running = True
+        else:
+            st.warning(f.t("live.busy"))
     if b[1].button(f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"):
         job.stop.set()
     if job is None:
@@ -161,12 +174,12 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
             cls = ("KVCache",) if fmt == "fp16" else ("QuantizedKVCache",)
-            bits = 8 if fmt == "fp16" else int(fmt[5:])
-            rows = live.trap_probe("llama-3.2-1b", dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
+            bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
+            rows = live.trap_probe(ARTICLE_MODEL, dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
                                    progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))
             st.session_state["live_trap"] = (key, rows)
-        except KvError as e:
-            st.error(f.t("live.refused", reason=str(e)))
+        except Exception as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
+            st.error(f.t("live.refused", reason=str(e) if isinstance(e, KvError) else f"{type(e).__name__}: {e}"))
         bar.empty()
     saved = st.session_state.get("live_trap")
     if not saved or saved[0] != key:

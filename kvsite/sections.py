@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import calculator, hardware, views
+from kvcore import allocsim, calculator, hardware, views
+from kvcore.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.errors import KvError
+from kvcore.formats import FORMATS
 from kvcore.formulas import KvSpec, formula_text
+from kvcore.published import figures
 from kvcore.recordings import Recording
 
 from . import i18n
@@ -24,6 +27,69 @@ cached = section_cache(max_entries=64)
 
 def _tr(lang: str, prefix: str):
     return lambda v: i18n.translate(lang, f"{prefix}{v}")
+
+
+# ---------------------------------------------------------------- facts the prose quotes
+
+
+def article_geometry() -> dict:
+    """Article A's model as the prose states it: layers, KV heads, head_dim, fp16 bytes per value, block step."""
+    g = views.load_geometry(views.ARTICLE_MODEL)
+    first = next(layer for layer in g.layers if layer.kind == "full")
+    return {"layers": g.count("full"), "kv_heads": first.kv_heads, "head_dim": first.k_dim,
+            "value_bytes": FORMATS["fp16"].bits // 8, "step": allocsim.STEP, "step_next": allocsim.STEP + 1}
+
+
+def _k(tokens: int) -> str:
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens:,}"
+
+
+def home_decode(rec: Recording | None, numbers: dict) -> dict:
+    """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
+    p = views.provenance(rec) if rec is not None else {"chip": "", "model": ""}
+    vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
+    return {"a": _k(numbers["context_a"]), "b": _k(numbers["context_b"]), "chip": " ".join(filter(None, (vendor, p["chip"]))),
+            "model": p["model"].split("/")[-1]}
+
+
+def article_trap(rec: Recording | None) -> dict | None:
+    """Article A's own trap figures at the block edge (allocated and used MiB), from its recording's rows."""
+    rows = {r["tokens"]: r for r in rec.rows("trap")} if rec is not None else {}
+    a, b = rows.get(allocsim.STEP), rows.get(allocsim.STEP + 1)
+    if a is None or b is None:
+        return None
+    return {"alloc_a": a["allocated_mib"], "alloc_b": b["allocated_mib"], "used_a": a["used_mib"], "used_b": b["used_mib"]}
+
+
+def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
+    """{p1: '1 + 256', c1: 257, ...}: the capacity mlx_lm's allocator ends at for each update pattern (allocsim)."""
+    out = {"step": allocsim.STEP}
+    for i, updates in enumerate(patterns, 1):
+        out[f"p{i}"] = " + ".join(str(n) for n in updates)
+        out[f"c{i}"] = allocsim.simulate("KVCache", list(updates)).capacity
+    return out
+
+
+def verdict_text(fit: Fit, lang: str) -> str:
+    """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
+    t = lambda k, **v: i18n.translate(lang, f"decode.verdict_{k}", **v)  # noqa: E731
+    nums = {"bw": fit.bandwidth_gbps, "peak": fit.peak_gbps or 0, "rms": f"{fit.rms_residual:.0%}", "limit": f"{FAR_BELOW_PEAK:.0%}"}
+    text = t(fit.verdict_code, **nums)
+    if fit.verdict_code == "memory_bound":
+        if fit.peak_gbps:
+            text += " " + t("share", share=f"{fit.bandwidth_gbps / fit.peak_gbps:.0%}", peak=fit.peak_gbps)
+        if fit.overhead_s > 0:
+            text += " " + t("overhead", ms=fit.overhead_s * 1e3)
+    return text
+
+
+def published_numbers() -> dict:
+    """The quoted trade-off figures of kvcore/published.yaml, by the names the prose uses."""
+    p = figures()
+    quality = {r["outcome"]: r["bits_per_channel"] for r in p["turboquant_quality"]["results"]}
+    return {"lo": p["turbo3_speed"]["drop_pct_low"], "hi": p["turbo3_speed"]["drop_pct_high"],
+            "speedup": p["turboquant_kernel"]["speedup_max"], "kernel_bits": p["turboquant_kernel"]["bits"],
+            "q_same": quality["same"], "q_lower": quality["slightly_lower"]}
 
 
 # ---------------------------------------------------------------- 1 mechanism
@@ -162,11 +228,21 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
 
 @cached
 def heads(model: str, ctx: int, lang: str) -> dict:
-    df = views.heads_compare(views.load_geometry(model), ctx)
+    """The MHA / this model / MQA chart and one sentence on this model's own query and KV heads."""
+    g = views.load_geometry(model)
+    df = views.heads_compare(g, ctx)
     df["variant"] = df["variant"].map(_tr(lang, "savings.variant_"))
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    t = lambda k, **v: i18n.translate(lang, k, **v)  # noqa: E731
+    mla = next((layer for layer in g.layers if layer.kind == "mla"), None)
+    kv = max((layer.kv_heads for layer in g.layers if layer.kind in ("full", "sliding")), default=0)
+    if mla is not None:
+        text = t("savings.heads_mla", model=model, latent=mla.k_dim, rope=mla.v_dim)
+    elif kv and kv < g.num_attention_heads:
+        text = t("savings.heads_shared", model=model, q_heads=g.num_attention_heads, kv_heads=kv, ratio=g.num_attention_heads // kv)
+    else:
+        text = t("savings.heads_mha", model=model, q_heads=g.num_attention_heads)
     return {"chart": make_chart(df, "bar_chart", df, "variant", "gib", "variant", t("savings.variant"), "GiB",
-                                extra_tooltip=("kv_heads", "vs_mha"))}
+                                extra_tooltip=("kv_heads", "vs_mha")), "text": text}
 
 
 @cached
@@ -192,8 +268,14 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
 @cached
 def turbo(lang: str) -> dict:
     claims = views.turbo3_claims()
+    item, fmt = figures()["turbo3_llama31_8b_131k"], FORMATS["turbo3"]
+    by = claims.set_index("claim")
+    values = {"model": item["model"], "context": item["context"], "fp16_gib": by.loc["article_b", "gib"] * by.loc["article_b", "vs_fp16"],
+              "b_gib": by.loc["article_b", "gib"], "b_bits": by.loc["article_b", "bits_per_value"], "ratio": item["ratio_vs_f16"],
+              "block_values": fmt.block_values, "block_bytes": fmt.block_bytes, "block_bits": by.loc["block_layout", "bits_per_value"],
+              "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
     claims["claim"] = claims["claim"].map(_tr(lang, "savings.claim_"))
-    return {"claims": arrow(claims), "padding": arrow(views.turbo_padding())}
+    return {"claims": arrow(claims), "padding": arrow(views.turbo_padding()), "text": i18n.translate(lang, "savings.turbo_text", **values)}
 
 
 @cached

@@ -5,11 +5,14 @@ import streamlit as st
 from kvcore.views import ARTICLE_MODEL
 from kvsite import live, sections
 from kvsite.export import show_chart
-from kvsite.frame import LIVE, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+
+CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through
 
 f = setup("nbytes_trap")
 st.title(f.t("trap.title"))
-st.markdown(f.t("trap.lead"))
+geo = sections.article_geometry()
+st.markdown(f.t("trap.lead", **geo))
 rec = f.pick_source("trap", live=True)
 
 c = st.columns(2)
@@ -33,10 +36,14 @@ m[1].metric(f.t("trap.alloc_at", n=257), f"{at[257, 'allocated']:.3f} MiB",
 m[2].metric(f.t("trap.used_at", n=256), f"{at[256, 'used']:.3f} MiB")
 m[3].metric(f.t("trap.used_at", n=257), f"{at[257, 'used']:.3f} MiB",
             f"{at[257, 'used'] - at[256, 'used']:+.3f} MiB", delta_color="inverse")
-st.caption(f.t("trap.metrics_note", model=ARTICLE_MODEL))
+note = f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)
+article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
+if fmt == "fp16" and article:  # Article A measured the fp16 cache only
+    note += " " + f.t("trap.article_note", **article)
+st.caption(note)
 
 st.header(f.t("trap.chunk_title"))
-st.markdown(f.t("trap.chunk_lead"))
+st.markdown(f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
 custom = st.text_input(f.t("trap.custom"), "300, 300", key="updates", bind="query-params", help=f.t("trap.custom_help"))
 table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom)
 if error:
@@ -55,4 +62,4 @@ for c in cache:                      # one cache object per layer
     used_bytes += k.nbytes + v.nbytes
 # or, without touching the arrays: c.offset * kv_heads * (K row + V row bytes)
 allocated = sum(c.nbytes for c in cache)   # what .nbytes reports: the capacity""", language="python")
-st.markdown(f.t("trap.quantized"))
+st.markdown(f.t("trap.quantized", **geo))

@@ -34,7 +34,7 @@ m = st.columns(3)
 m[0].metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{grow['used'] / 2**30:,.3f} GiB")
 m[1].metric(f.t("growth.weights_m", w=weights), f"{grow['weights'] / 2**30:,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
 m[2].metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
-st.caption(f.t("growth.exact_note"))
+st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
 st.header(f.t("growth.layers_title"))
 layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", bind="query-params")

@@ -5,6 +5,7 @@ import streamlit as st
 from kvcore import hardware
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
+from kvcore import views
 from kvcore.views import ARTICLE_MODEL
 from kvsite import live, sections
 from kvsite.export import show_chart
@@ -41,7 +42,7 @@ if (fit := dec["fit"]) is not None:
                         kva=w["kv_bytes_a"] / 1e6, kvb=w["kv_bytes_b"] / 1e9, ta=w["tokens_per_s_a"], tb=w["tokens_per_s_b"]))
     chip = dec["chip"]
     st.info(f.t("decode.fit", bw=fit.bandwidth_gbps, peak=f"{chip.bandwidth_gbps:g} GB/s ({chip.chip}, {chip.source})" if chip else "—")
-            + "\n\n" + fit.verdict)
+            + "\n\n" + sections.verdict_text(fit, f.lang))
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
@@ -49,8 +50,9 @@ c = st.columns(4)
 chip_name = c[0].selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
 model = c[1].selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
 weights = c[2].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-default_eff = sections.default_efficiency(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
+article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
+default_eff = sections.default_efficiency(article)
 eff = c[3].slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", bind="query-params",
-                  help=f.t("decode.efficiency_help", eff=default_eff))
+                  help=f.t("decode.efficiency_help", eff=default_eff, chip=views.provenance(article)["chip"] if article else "—"))
 show_chart(f, sections.what_if(chip_name, model, weights, eff, f.lang)["chart"], "whatif_chart", f"kv-decode-whatif-{model}")
 st.caption(f.t("decode.caveat"))

@@ -6,7 +6,7 @@ from kvcore.calculator import FIT_SHARE
 from kvcore.formats import FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
-from kvcore.published import figures, source
+from kvcore.published import source
 from kvsite import sections
 from kvsite.export import show_chart
 from kvsite.frame import setup
@@ -20,8 +20,9 @@ model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-
 ctx = c[1].select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
 
 st.header(f.t("savings.heads_title"))
-show_chart(f, sections.heads(model, ctx, f.lang)["chart"], "heads_chart", f"kv-heads-{model}")
-st.markdown(f.t("savings.heads_text"))
+heads = sections.heads(model, ctx, f.lang)
+show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}")
+st.markdown(f.t("savings.heads_text") + "\n\n" + heads["text"])
 
 st.header(f.t("savings.formats_title"))
 default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
@@ -42,7 +43,7 @@ fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)
 if fits is None:
     st.error(f.t("savings.no_fit", mem=mem))
 else:
-    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gb", table=False)
+    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", table=False)
 st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
 
 st.header(f.t("savings.turbo_title"))
@@ -50,23 +51,20 @@ turbo = sections.turbo(f.lang)
 st.dataframe(turbo["claims"], hide_index=True, width="stretch", column_config={
     "claim": f.t("savings.claim"), "bits_per_value": st.column_config.NumberColumn(f.t("savings.bits"), format="%.3f"),
     "gib": st.column_config.NumberColumn("GiB", format="%.3f"), "vs_fp16": st.column_config.NumberColumn("fp16 ÷", format="%.2f")})
-st.markdown(f.t("savings.turbo_text"))
+st.markdown(turbo["text"])
 st.dataframe(turbo["padding"], hide_index=True, column_config={
     "head_dim_128": st.column_config.NumberColumn(f.t("savings.hd128"), format="%.3f"),
     "head_dim_64": st.column_config.NumberColumn(f.t("savings.hd64"), format="%.3f")})
 
 st.header(f.t("savings.tradeoffs_title"))
-p = figures()
-st.markdown(f.t("savings.tradeoffs", lo=p["turbo3_speed"]["drop_pct_low"], hi=p["turbo3_speed"]["drop_pct_high"],
-                speedup=p["turboquant_kernel"]["speedup_max"], b=source("article_b"), paper=source("turboquant_paper"),
-                google=source("google_research")))
+nums = sections.published_numbers()
+st.markdown(f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
     show_chart(f, sections.benchmark(bench, f.lang)["chart"], "bench_chart", "mlx-lm-benchmarks", table=False)
     st.caption(f.t("savings.bench_note", source=bench.data["citation"]["source"]))
 
 st.header(f.t("faq.title"))
-nums = {"lo": p["turbo3_speed"]["drop_pct_low"], "hi": p["turbo3_speed"]["drop_pct_high"], "speedup": p["turboquant_kernel"]["speedup_max"]}
 for q in ("smaller", "kv_vs_weights", "turboquant", "quality", "faster"):
     with st.expander(f.t(f"savings.faq_{q}_q")):
-        st.markdown(f.t(f"savings.faq_{q}_a", **(nums if q == "faster" else {})))
+        st.markdown(f.t(f"savings.faq_{q}_a", **nums))

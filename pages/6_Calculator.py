@@ -5,6 +5,7 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
+from kvcore.hardware import efficiency_range
 from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
 from kvcore.geometry import RUNTIMES, preset_names
 from kvcore.units import fmt_bytes
@@ -63,15 +64,15 @@ result, need, verdict = out["result"], out["need"], out["verdict"]
 m = st.columns(4)
 for col, label, value in ((m[0], f.t("calc.kv_total"), result["kv_bytes"]), (m[1], f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
                           (m[2], f.t("calc.total"), need), (m[3], f.t("calc.available"), mem.bytes)):
-    col.metric(label, fmt_bytes(value, decimal=False), help=f"{value:,} bytes = {fmt_bytes(value)}")
+    col.metric(label, fmt_bytes(value, decimal=False), help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)))
 st.caption(f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"])) + " · " + f.t("calc.available") + ": " + mem.reason)
 show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
 show(f.t(f"calc.verdict_{verdict.status}", share=f"{verdict.share:.0%}", need=fmt_bytes(need), available=fmt_bytes(mem.bytes)))
 st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
 if result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
     st.caption(f.t("calc.prefill_peak", peak=fmt_bytes(result["kv_prefill_peak_bytes"])))
-for note in result["notes"]:
-    st.caption(f":material/info: {note}")
+for code, window in calc_site.config_geometry(*src_key).note_codes:  # result["notes"] is the CLI's English
+    st.caption(":material/info: " + f.t(f"calc.note_{code}", window=window))
 
 if "levers" in out:
     st.subheader(f.t("calc.levers_title"))
@@ -99,8 +100,9 @@ show_chart(f, calc_site.memory_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt,
 st.subheader(f.t("calc.decode_title"))
 speed_chip = chip if chip != CUSTOM else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
 eff = calc_site.efficiency(f.recs)
+low, high, _ = efficiency_range()  # the published range the assumed share sits in
 st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
-           else f.t("calc.eff_assumed", share=f"{eff.share:.0%}"))
+           else f.t("calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)))
 dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, speed_chip, eff.share, f.lang)
 st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
 show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")

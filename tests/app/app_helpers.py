@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.ipc
+import yaml
 from streamlit.testing.v1 import AppTest
+
+from kvcore.formats import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
@@ -67,3 +71,48 @@ def texts(at: AppTest) -> str:
         parts += [str(e.value) for e in getattr(at, kind)]
     parts += [f"{m.label} {m.value}" for m in at.metric]
     return "\n".join(parts)
+
+
+def source_texts(recordings: Path) -> set[str]:
+    """Texts quoted from sources, which keep their own language: every multi-word string in the recordings,
+    kvcore/published.yaml and kvcore/hardware.yaml (titles, citations, notes), and the cache formats' sources."""
+    out = {f.source for f in FORMATS.values() if " " in f.source}
+
+    def leaves(node):
+        if isinstance(node, dict):
+            for v in node.values():
+                leaves(v)
+        elif isinstance(node, list):
+            for v in node:
+                leaves(v)
+        elif isinstance(node, str) and " " in node.strip():
+            out.add(node.strip())
+
+    for path in [*recordings.glob("*.yaml"), ROOT / "kvcore" / "published.yaml", ROOT / "kvcore" / "hardware.yaml"]:
+        leaves(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return out
+
+
+ENGLISH_WORD = re.compile(r"[(\"'“‘]*[A-Za-z][A-Za-z'’-]*[)\"'”’,.;:!?]*")
+
+
+def english_runs(text: str, sources: set[str] = frozenset(), words: int = 4) -> list[str]:
+    """Runs of `words` or more English words in `text`: an English sentence, even inside Japanese prose.
+
+    Code spans, URLs and source texts are removed first; a digit, a symbol or a Japanese character ends a run,
+    so names such as "Llama 3.1 8B Instruct" or "Apple M5 Pro" never make one.
+    Example: english_runs("メモリ律速です：decode follows bytes read at 10 GB/s") -> ["decode follows bytes read"]
+    """
+    for quoted in sorted(sources, key=len, reverse=True):
+        text = text.replace(quoted, " ")
+    text = re.sub(r"```.*?```|`[^`]*`|https?://\S+", " ", text, flags=re.S)
+    text = re.sub(r"[^\x00-\x7f]", " | ", text)  # Japanese text and full-width punctuation break a run
+    runs, run = [], []
+    for token in [*text.split(), "|"]:
+        if ENGLISH_WORD.fullmatch(token):
+            run.append(token)
+            continue
+        if len(run) >= words:
+            runs.append(" ".join(run))
+        run = []
+    return runs

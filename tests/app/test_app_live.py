@@ -121,3 +121,18 @@ def test_chart_exports_are_valid_png_and_svg():
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     svg = ET.fromstring(export.svg_text(chart))
     assert svg.tag.endswith("svg")
+
+
+def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
+    from kvsite.live import MACHINE
+
+    assert MACHINE.acquire(blocking=False)  # as if another reader's sweep were running
+    try:
+        at = _start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live"))
+        assert not at.exception and "job_decode" not in at.session_state
+        assert "Another live run is measuring" in texts(at)
+    finally:
+        MACHINE.release()
+    at = _wait(_start_sweep(at), "job_decode")  # free again: it runs, and releases the machine when done
+    assert at.session_state["job_decode"].state == "done" and MACHINE.acquire(blocking=False)
+    MACHINE.release()

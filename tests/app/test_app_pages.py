@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from app_helpers import CPU_DEMO, PAGES, charts, page, texts
+from app_helpers import CPU_DEMO, PAGES, charts, english_runs, page, source_texts, texts
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -26,11 +26,20 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
     title = at.title[0].value
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
-    if lang == "ja":  # every piece of prose on a Japanese page is Japanese (code, numbers and names aside)
+    if lang == "ja":  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
         prose = [str(e.value) for kind in ("header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
-                 for e in getattr(at, kind)] + [m.label for m in at.metric]
-        english = [p for p in prose if re.search("[A-Za-z]{3,}", p) and not JAPANESE.search(p)]
+                 for e in getattr(at, kind)]
+        prose += [t for m in at.metric for t in (m.label, m.proto.help)] + [e.label for e in at.expander]
+        sources = source_texts(rec_dir)
+        english = {p: runs for p in prose if (runs := english_runs(p, sources))}
         assert not english, english
+
+
+def test_english_runs_finds_a_sentence_inside_japanese():
+    assert english_runs("当てはめた帯域です。Not memory-bound: the points miss the line.") == [
+        "Not memory-bound: the points miss the line."]
+    assert english_runs("Llama 3.1 8B Instruct、`mlx_lm ignores sliding_window here` の Hugging Face 版") == []
+    assert english_runs("出典：Google Research, as reported by Article B", {"Google Research, as reported by Article B"}) == []
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -136,3 +145,26 @@ def test_recordings_page_lists_every_run(rec_dir):
     ids = set(next(d.value for d in at.dataframe if "recording" in d.value)["recording"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
+
+
+@pytest.mark.parametrize("model,expected", [("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
+                                            ("llama-3.1-70b", "serves 8 query heads"), ("llama-3.1-405b", "serves 16 query heads")])
+def test_savings_heads_text_states_the_selected_models_heads(rec_dir, model, expected):
+    assert expected in texts(page("pages/5_Savings.py", "en", model=model))
+
+
+def test_savings_heads_text_of_an_mla_model_says_it_caches_a_latent(rec_dir):
+    assert "caches one compressed latent of 512 values" in texts(page("pages/5_Savings.py", "en", model="deepseek-v3"))
+
+
+@pytest.mark.parametrize("fmt,shown", [("fp16", True), ("mlx-q4", False), ("mlx-q8", False)])
+def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
+    text = texts(page("pages/2_Nbytes_trap.py", "en", fmt=fmt))
+    assert ("Article A measured the same: 8.0 → 16.0 MiB allocated, 8.000 → 8.031 MiB used" in text) == shown
+    assert "So `1 + 256` ends at exactly 257 rows while `256 + 1` ends at 512, and `300 + 300` ends at 812" in text
+
+
+def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
+    assert "メモリ律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
+    at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
+    assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
