@@ -33,7 +33,7 @@ if picked := f.selected(event, "series"):
 if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
-        m = st.columns(4)
+        m = st.columns([3, 2, 2, 3])  # the bytes range needs the room
         m[0].metric(f.t("decode.bytes_token"), f"{w['bytes_a'] / 1e9:.3f} → {w['bytes_b'] / 1e9:.3f} GB")
         m[1].metric(f.t("decode.predicted"), f"{w['predicted_slowdown']:.2f}×")
         m[2].metric(f.t("decode.measured"), f"{w['measured_slowdown']:.2f}×")
