@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from kvcore.units import gib
 from kvsite.data import view
 from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup
 from kvsite import i18n, sections
@@ -16,7 +17,7 @@ geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = st.columns(4)
 c[0].metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo))
-c[1].metric(f.t("home.m_32k"), f"{n['kv_32k'] / 2**30:,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9))
+c[1].metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9))
 if "tokens_per_s_a" in n:
     c[2].metric(f.t("home.m_decode", **dec), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
                 help=f.t("home.m_decode_help", **dec))

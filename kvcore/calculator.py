@@ -22,9 +22,8 @@ from .formulas import (
     kv_bytes,
     kv_bytes_per_token,
     kv_prefill_peak_bytes,
-    layer_kv_bytes,
     max_context_within,
-    tokens_held,
+    per_layer_kv,
     weights_bytes,
 )
 from .geometry import Geometry
@@ -37,11 +36,7 @@ ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says other
 def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str = "bf16") -> dict:
     """Everything `calc --json` prints, as a dict; the calculator page shows the same numbers."""
     check_context(context, sequences)
-    per_layer = [
-        {"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
-         "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)}
-        for layer in geometry.layers
-    ]
+    per_layer = per_layer_kv(geometry, context, spec, sequences)
     total = kv_bytes(geometry, context, spec, sequences)
     return {
         "model": geometry.name,

@@ -72,6 +72,12 @@ def layer_kv_bytes(layer: Layer, context: int, spec: KvSpec) -> int:
     return tokens_held(layer, context) * bytes_per_token(layer, spec) + state_bytes(layer, spec)
 
 
+def per_layer_kv(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> list[dict]:
+    """One row per layer: its kind, the tokens it holds and its KV bytes (all sequences)."""
+    return [{"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
+             "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)} for layer in geometry.layers]
+
+
 def kv_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
     """Total steady-state KV bytes: sum over layers, times concurrent sequences."""
     check_context(context, sequences)
@@ -155,8 +161,9 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
     p = geometry.active_params if active else geometry.params
     if weights_format in DTYPE_BYTES:
         return p.total * DTYPE_BYTES[weights_format]
-    matrix = p.matrix * bits // 8 + p.matrix // group_size * 4  # 2-byte scale + 2-byte bias per group
-    router = p.router + p.router // 64 * 4  # 8 bits, group 64
+    scale_bias = 2 * DTYPE_BYTES["fp16"]  # one scale + one bias per group
+    matrix = p.matrix * bits // 8 + p.matrix // group_size * scale_bias
+    router = p.router + p.router // 64 * scale_bias  # 8 bits, group 64
     return matrix + router + p.vector * 2
 
 

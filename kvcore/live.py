@@ -16,11 +16,11 @@ from typing import Callable
 from .errors import KvError
 from .formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
 from .geometry import Geometry, parse_config
+from .units import MIB
 from .live_models import (LiveModel, fill_caches, guard, kv_spec, make_caches, random_kv, resolve_config, used_bytes)
 
 Progress = Callable[[int, int, str], None]
 StopCheck = Callable[[], bool]
-MIB = 1024**2
 ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as in reference/mlx_lm_caches.md
 PATTERNS: dict[str, list[list[int]]] = {
     "KVCache": [[257], [256, 1], [1, 256], [300, 300], [1000], [2048, 2047, 1], [2048, 2047, 1, 1], [500] * 8],

@@ -22,13 +22,14 @@ from .formulas import (
     kv_bytes,
     kv_bytes_per_token,
     max_context_within,
+    per_layer_kv,
     prefill_chunks,
     state_bytes,
     weights_bytes,
 )
 from .geometry import Geometry, load_preset, parse_config
 from .published import figures
-from .calculator import max_context, predict_decode
+from .calculator import max_context, memory_curves, predict_decode
 from .decode_model import chip_for, geometry_for
 from .recordings import Recording
 from .units import GIB, MIB
@@ -226,11 +227,8 @@ def crossover_context(geometry: Geometry, weights_format: str, spec: KvSpec, seq
 
 
 def per_layer(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1) -> pd.DataFrame:
-    from .formulas import layer_kv_bytes, tokens_held
-
-    return pd.DataFrame([{"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
-                          "kv_bytes": sequences * layer_kv_bytes(layer, context, spec),
-                          "mib": sequences * layer_kv_bytes(layer, context, spec) / MIB} for layer in geometry.layers])
+    df = pd.DataFrame(per_layer_kv(geometry, context, spec, sequences))
+    return df.assign(mib=df["kv_bytes"] / MIB)
 
 
 def growth_measured(recs: list[Recording]) -> pd.DataFrame:
@@ -339,11 +337,8 @@ def format_table(geometry: Geometry, formats: list[str], activation_dtype: str =
 
 
 def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> pd.DataFrame:
-    rows = []
-    for name in format_table(geometry, formats)["format"]:
-        spec = KvSpec(name, name)
-        rows += [{"context": t, "format": name, "gib": kv_bytes(geometry, t, spec) / GIB} for t in contexts(max_context)]
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), list(format_table(geometry, formats)["format"])))
+    return df.assign(gib=df["kv_bytes"] / GIB)[["context", "format", "gib"]]
 
 
 def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:

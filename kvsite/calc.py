@@ -9,7 +9,7 @@ import pandas as pd
 from kvcore import calculator
 from kvcore.formulas import MAX_CONTEXT, KvSpec
 from kvcore.geometry import Geometry, load_preset, parse_config, parse_json_text
-from kvcore.hardware import chips, get_chip, mac_gpu_share
+from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB
 
 from . import i18n
@@ -49,13 +49,14 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
                          format_func=lambda v: f"{v} GB", help=f.t("calc.ram_help"))
     else:
         ram = col_ram.number_input(f.t("calc.ram"), 1, 4096, 48, key="ramn", bind="query-params", help=f.t("calc.ram_help"))
-    share, source = mac_gpu_share(float(ram)) if c.unified else (1.0, "")
+    limit_gb, _ = gpu_memory_limit_gb(float(ram), c.unified)
+    share, source = mac_gpu_share(float(ram)) if c.unified else (1.0, "")  # for the translated reason
     override = col_limit.number_input(f.t("calc.override"), 0.0, 1e6, 0.0, step=1.0, key="limit", bind="query-params",
                                       help=f.t("calc.override_help"))
     if override > 0:
         return Memory(int(override * GIB), f.t("calc.reason_override"))
     reason = f.t("calc.reason_mac", share=f"{share:.0%}", source=source) if c.unified else f.t("calc.reason_gpu")
-    return Memory(int(ram * share * GIB), reason)
+    return Memory(int(limit_gb * GIB), reason)
 
 
 @section_cache(max_entries=32)

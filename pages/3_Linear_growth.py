@@ -4,6 +4,7 @@ import streamlit as st
 
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
+from kvcore.units import gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import sections
 from kvsite.export import show_chart
@@ -31,8 +32,8 @@ if rec is not None and not grow["points"]:
 
 cross = grow["crossover"]
 m = st.columns(3)
-m[0].metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{grow['used'] / 2**30:,.3f} GiB")
-m[1].metric(f.t("growth.weights_m", w=weights), f"{grow['weights'] / 2**30:,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
+m[0].metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{gib(grow['used']):,.3f} GiB")
+m[1].metric(f.t("growth.weights_m", w=weights), f"{gib(grow['weights']):,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
 m[2].metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
 st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
