@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.units import gib
 from kvsite.data import view
-from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup
+from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup, text
 from kvsite import i18n, sections
 
 f = setup("home")
@@ -36,5 +36,4 @@ for path in page_files():
         st.page_link(f"pages/{path.name}", label=f"**{f.t('nav.' + slug)}**", query_params={"lang": f.lang})
         st.caption(f.t(f"home.ch.{slug}", **geo))
 
-st.subheader(f.t("home.data_title"))
-st.markdown(f.t("home.data"))
+text("### " + f.t("home.data_title"), f.t("home.data"))

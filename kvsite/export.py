@@ -1,4 +1,4 @@
-"""A chart with its data: the interactive chart, the table, CSV / PNG / SVG downloads.
+"""A chart with its data: the interactive chart, then its table and CSV / PNG / SVG downloads in one expander.
 
 Chart specs are built by kvcore.charts inside a page section's cache and kept as Vega-Lite dicts whose
 datasets are already Arrow IPC bytes (what Streamlit would make of them on every rerun otherwise).
@@ -69,19 +69,25 @@ def svg_text(chart: alt.TopLevelMixin | dict) -> str:
 
 
 def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
-    """Show the chart (legend selection reported back) and offer its data as CSV and the chart as PNG/SVG."""
+    """Show the chart (legend selection reported back) and, below it, one expander with the chart's data
+    (as a table) and its CSV / PNG / SVG downloads. The expander is lazy: what is inside is sent only while
+    a reader has it open (a closed one costs a rerun ~0.05 ms where the table and three buttons cost ~1.2 ms).
+    """
     spec = chart.spec
     event = st.vega_lite_chart(dict(spec), on_select="rerun", key=key, width="stretch")  # Streamlit pops "datasets"
-    with st.container(horizontal=True):  # one row of buttons: one block, not columns (a block per column)
-        st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
-                           key=f"{key}_csv", on_click="ignore", icon=":material/table:")
-        st.download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
-                           key=f"{key}_png", on_click="ignore", icon=":material/image:")
-        st.download_button("SVG", lambda: svg_text(spec), f"{stem}.svg", "image/svg+xml",
-                           key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
-    if table:
-        with st.expander(frame.t("common.table")):
-            st.dataframe(chart.table, hide_index=True, width="stretch")
+    box = st.expander(frame.t("common.data" if table else "common.downloads"), key=f"{key}_data", on_change="rerun",
+                      icon=":material/download:")
+    if box.open:
+        with box:
+            with st.container(horizontal=True):  # one row of buttons: one block, not columns (a block per column)
+                st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
+                                   key=f"{key}_csv", on_click="ignore", icon=":material/table:")
+                st.download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
+                                   key=f"{key}_png", on_click="ignore", icon=":material/image:")
+                st.download_button("SVG", lambda: svg_text(spec), f"{stem}.svg", "image/svg+xml",
+                                   key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
+            if table:
+                st.dataframe(chart.table, hide_index=True, width="stretch")
     return event
 
 

@@ -36,7 +36,4 @@ if rec is not None:
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
 
-st.header(f.t("faq.title"))
-for q in ("what", "speed"):
-    with st.expander(f.t(f"mechanism.faq_{q}_q")):
-        st.markdown(f.t(f"mechanism.faq_{q}_a"))
+f.faq("mechanism", ("what", "speed"))

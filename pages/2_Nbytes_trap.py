@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore.views import ARTICLE_MODEL
 from kvsite import live, sections
 from kvsite.export import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, text
 
 CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through
 
@@ -42,8 +42,7 @@ if fmt == "fp16" and article:  # Article A measured the fp16 cache only
     note += " " + f.t("trap.article_note", **article)
 st.caption(note)
 
-st.header(f.t("trap.chunk_title"))
-st.markdown(f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
+text("## " + f.t("trap.chunk_title"), f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
 custom = st.text_input(f.t("trap.custom"), "300, 300", key="updates", bind="query-params", help=f.t("trap.custom_help"))
 table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom)
 if error:
@@ -54,8 +53,7 @@ st.dataframe(table, hide_index=True, width="stretch", column_config={
     "used_mib": st.column_config.NumberColumn(f.t("trap.col_used"), format="%.3f"),
     "slack_pct": st.column_config.NumberColumn(f.t("trap.col_slack"), format="%.1f %%")})
 
-st.header(f.t("trap.right_title"))
-st.markdown(f.t("trap.right_lead"))
+text("## " + f.t("trap.right_title"), f.t("trap.right_lead"))
 st.code("""used_bytes = 0
 for c in cache:                      # one cache object per layer
     k, v = c.keys_and_values()       # the used slice: offset rows, not the capacity

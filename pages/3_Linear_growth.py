@@ -43,7 +43,4 @@ show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"
            table=False)
 st.caption(f.t("growth.layers_note"))
 
-st.header(f.t("faq.title"))
-for q in ("why", "how_much"):
-    with st.expander(f.t(f"growth.faq_{q}_q")):
-        st.markdown(f.t(f"growth.faq_{q}_a"))
+f.faq("growth", ("why", "how_much"))

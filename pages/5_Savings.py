@@ -9,7 +9,7 @@ from kvcore.geometry import preset_names
 from kvcore.published import source
 from kvsite import sections
 from kvsite.export import show_chart
-from kvsite.frame import setup
+from kvsite.frame import setup, text
 
 f = setup("savings")
 st.title(f.t("savings.title"))
@@ -22,9 +22,7 @@ ctx = c[1].select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 13107
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
 show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}")
-st.markdown(f.t("savings.heads_text") + "\n\n" + heads["text"])
-
-st.header(f.t("savings.formats_title"))
+text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
 default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
@@ -56,15 +54,12 @@ st.dataframe(turbo["padding"], hide_index=True, column_config={
     "head_dim_128": st.column_config.NumberColumn(f.t("savings.hd128"), format="%.3f"),
     "head_dim_64": st.column_config.NumberColumn(f.t("savings.hd64"), format="%.3f")})
 
-st.header(f.t("savings.tradeoffs_title"))
 nums = sections.published_numbers()
-st.markdown(f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
+text("## " + f.t("savings.tradeoffs_title"),
+     f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
     show_chart(f, sections.benchmark(bench, f.lang)["chart"], "bench_chart", "mlx-lm-benchmarks", table=False)
     st.caption(f.t("savings.bench_note", source=bench.data["citation"]["source"]))
 
-st.header(f.t("faq.title"))
-for q in ("smaller", "kv_vs_weights", "turboquant", "quality", "faster"):
-    with st.expander(f.t(f"savings.faq_{q}_q")):
-        st.markdown(f.t(f"savings.faq_{q}_a", **nums))
+f.faq("savings", ("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

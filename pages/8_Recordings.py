@@ -5,7 +5,7 @@ import streamlit as st
 from kvsite import live, sections
 from kvsite.data import csv_bytes, yaml_bytes
 from kvsite.export import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")
 st.title(f.t("recordings.title"))
@@ -20,11 +20,16 @@ if ids:
     f.badge(rec)
     st.download_button(f.t("recordings.yaml"), lambda: yaml_bytes(rec), f"{rec.id}.yaml", "application/x-yaml", key="rec_yaml",
                        on_click="ignore", icon=":material/download:")
-    for section, rows, table in sections.recording_sections(rec):
-        st.markdown(f"**{f.t('recordings.section')}: `{section}`** — {len(rows)} {f.t('recordings.rows')}")
-        st.dataframe(table, hide_index=True, width="stretch")
-        st.download_button(f.t("common.csv"), lambda rows=rows: csv_bytes(rows), f"{rec.id}-{section}.csv", "text/csv",
-                           key=f"rec_csv_{section}", on_click="ignore")
+    parts = sections.recording_sections(rec)
+    # one tab per section; lazy (on_change="rerun"): only the open tab's table and button are sent
+    tabs = st.tabs([f"{section} · {len(rows)} {f.t('recordings.rows')}" for section, rows, _ in parts], key=f"rec_tab_{rec.id}",
+                   on_change="rerun") if parts else []
+    for tab, (section, rows, table) in zip(tabs, parts):
+        if tab.open:
+            with tab:
+                st.dataframe(table, hide_index=True, width="stretch")
+                st.download_button(f.t("common.csv"), lambda rows=rows: csv_bytes(rows), f"{rec.id}-{section}.csv",
+                                   "text/csv", key=f"rec_csv_{section}", on_click="ignore")
 
     st.header(f.t("recordings.compare_title"))
     decode_ids = [r.id for r in f.recs if r.has("decode")]
@@ -32,9 +37,9 @@ if ids:
     if chosen:
         show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang)["chart"], "compare_chart", "kv-recordings-decode")
 
-st.header(f.t("recordings.live_title"))
 if not f.live_ok:
+    st.header(f.t("recordings.live_title"))
     st.info(f.t(f.live_reason))
 else:
-    st.markdown(f.t("recordings.live_lead"))
+    text("## " + f.t("recordings.live_title"), f.t("recordings.live_lead"))
     live.job_panel(f, "suite")

@@ -65,6 +65,9 @@ def test_csv_download_matches_the_chart(server, page, ready):
     _open(page, f"{server}/Nbytes_trap?lang=en&tokens=300", ready)
     chart = page.locator("[data-testid='stVegaLiteChart']").first
     legend = {t.text_content() for t in chart.locator("g.role-legend text").all()}
+    assert page.locator("[data-testid='stDownloadButton']").count() == 0  # sent only once the reader opens the expander
+    page.get_by_text("Numbers behind the chart · CSV, PNG, SVG").first.click()
+    ready(page)
     with page.expect_download() as info:
         page.locator("[data-testid='stDownloadButton']").filter(has_text="CSV").first.click()
     rows = list(csv.DictReader(io.StringIO(open(info.value.path(), encoding="utf-8").read())))
