@@ -141,7 +141,9 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
         value = _value(default)
         value = value if value in options else options[0]
     wkey = f"{key}__w"
-    st.session_state[wkey] = value
+    state = st.session_state
+    if wkey not in state or state[wkey] != value:  # a write costs more than a read, and is rarely needed
+        state[wkey] = value
 
     def _sync():
         new = st.session_state[wkey]

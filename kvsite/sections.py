@@ -19,7 +19,7 @@ from kvcore.published import figures
 from kvcore.recordings import Recording
 
 from . import i18n
-from .data import arrow, section_cache
+from .data import arrow, md_table, section_cache
 from .export import make_chart
 
 cached = section_cache(max_entries=64)
@@ -32,8 +32,9 @@ def _tr(lang: str, prefix: str):
 # ---------------------------------------------------------------- facts the prose quotes
 
 
+@cached
 def article_geometry() -> dict:
-    """Article A's model as the prose states it: layers, KV heads, head_dim, fp16 bytes per value, block step."""
+    """Article A's model as the prose states it (shared: read it, never change it): layers, KV heads, head_dim, fp16 bytes per value, block step."""
     g = views.load_geometry(views.ARTICLE_MODEL)
     first = next(layer for layer in g.layers if layer.kind == "full")
     return {"layers": g.count("full"), "kv_heads": first.kv_heads, "head_dim": first.k_dim,
@@ -52,6 +53,7 @@ def home_decode(rec: Recording | None, numbers: dict) -> dict:
             "model": p["model"].split("/")[-1]}
 
 
+@cached
 def article_trap(rec: Recording | None) -> dict | None:
     """Article A's own trap figures at the block edge (allocated and used MiB), from its recording's rows."""
     rows = {r["tokens"]: r for r in rec.rows("trap")} if rec is not None else {}
@@ -61,6 +63,7 @@ def article_trap(rec: Recording | None) -> dict | None:
     return {"alloc_a": a["allocated_mib"], "alloc_b": b["allocated_mib"], "used_a": a["used_mib"], "used_b": b["used_mib"]}
 
 
+@cached
 def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
     """{p1: '1 + 256', c1: 257, ...}: the capacity mlx_lm's allocator ends at for each update pattern (allocsim)."""
     out = {"step": allocsim.STEP}
@@ -83,6 +86,7 @@ def verdict_text(fit: Fit, lang: str) -> str:
     return text
 
 
+@cached
 def published_numbers() -> dict:
     """The quoted trade-off figures of kvcore/published.yaml, by the names the prose uses."""
     p = figures()
@@ -145,13 +149,18 @@ def trap_recorded(tokens: int, fmt: str, lang: str, recs: list[Recording]) -> di
 
 
 @cached
-def chunking(fmt: str, patterns: tuple[str, ...], custom: str) -> tuple:
-    """(Arrow table, error text or None): the reader's pattern added unless it is one of ours or invalid."""
+def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tuple:
+    """(markdown table, error text or None): the reader's pattern added unless it is one of ours or invalid."""
     g = views.load_geometry(views.ARTICLE_MODEL)
+    error = None
     try:
-        return arrow(views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)), None
+        rows = views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)
     except KvError as e:
-        return arrow(views.chunking_table(g, list(patterns), fmt)), str(e)
+        rows, error = views.chunking_table(g, list(patterns), fmt), str(e)
+    t = lambda k: i18n.translate(lang, f"trap.col_{k}")  # noqa: E731
+    return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
+                           "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),
+                           "slack_pct": (t("slack"), "{:.1f} %")}), error
 
 
 # ---------------------------------------------------------------- 3 linear growth
@@ -275,7 +284,12 @@ def turbo(lang: str) -> dict:
               "block_values": fmt.block_values, "block_bytes": fmt.block_bytes, "block_bits": by.loc["block_layout", "bits_per_value"],
               "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
     claims["claim"] = claims["claim"].map(_tr(lang, "savings.claim_"))
-    return {"claims": arrow(claims), "padding": arrow(views.turbo_padding()), "text": i18n.translate(lang, "savings.turbo_text", **values)}
+    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}),
+            "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
+                                                        "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
+            "claims_data": claims, "text": i18n.translate(lang, "savings.turbo_text", **values)}
 
 
 @cached

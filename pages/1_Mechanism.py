@@ -10,10 +10,10 @@ f = setup("mechanism")
 st.title(f.t("mechanism.title"))
 st.markdown(f.t("mechanism.lead"))
 
-c = st.columns(3)
-prompt = c[0].slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")
-new = c[1].slider(f.t("mechanism.new"), 2, 500, 50, key="new", bind="query-params")
-with c[2]:
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")
+new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", bind="query-params")
+with c:
     per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
                           format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
 
@@ -22,10 +22,10 @@ event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work")
 if picked := f.selected(event, "mode"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
-m = st.columns(3)
-m[0].metric(f.t("mechanism.total_with"), f"{work['with']:,}")
-m[1].metric(f.t("mechanism.total_without"), f"{work['without']:,}")
-m[2].metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
+m = st.container(horizontal=True)
+m.metric(f.t("mechanism.total_with"), f"{work['with']:,}")
+m.metric(f.t("mechanism.total_without"), f"{work['without']:,}")
+m.metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
 st.caption(f.t("mechanism.work_note"))
 
 st.header(f.t("mechanism.measured_title"))

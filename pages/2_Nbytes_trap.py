@@ -15,9 +15,9 @@ geo = sections.article_geometry()
 st.markdown(f.t("trap.lead", **geo))
 rec = f.pick_source("trap", live=True)
 
-c = st.columns(2)
-tokens = c[0].slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", bind="query-params")
-fmt = c[1].selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", bind="query-params")
+fmt = c.selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
                      help=f.t("trap.format_help"))
 
 if rec == LIVE:
@@ -29,12 +29,12 @@ if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
 at = trap["at"]
-m = st.columns(4)
-m[0].metric(f.t("trap.alloc_at", n=256), f"{at[256, 'allocated']:.3f} MiB")
-m[1].metric(f.t("trap.alloc_at", n=257), f"{at[257, 'allocated']:.3f} MiB",
+m = st.container(horizontal=True)
+m.metric(f.t("trap.alloc_at", n=256), f"{at[256, 'allocated']:.3f} MiB")
+m.metric(f.t("trap.alloc_at", n=257), f"{at[257, 'allocated']:.3f} MiB",
             f"{at[257, 'allocated'] - at[256, 'allocated']:+.3f} MiB", delta_color="inverse")
-m[2].metric(f.t("trap.used_at", n=256), f"{at[256, 'used']:.3f} MiB")
-m[3].metric(f.t("trap.used_at", n=257), f"{at[257, 'used']:.3f} MiB",
+m.metric(f.t("trap.used_at", n=256), f"{at[256, 'used']:.3f} MiB")
+m.metric(f.t("trap.used_at", n=257), f"{at[257, 'used']:.3f} MiB",
             f"{at[257, 'used'] - at[256, 'used']:+.3f} MiB", delta_color="inverse")
 note = f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)
 article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
@@ -44,20 +44,15 @@ st.caption(note)
 
 text("## " + f.t("trap.chunk_title"), f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
 custom = st.text_input(f.t("trap.custom"), "300, 300", key="updates", bind="query-params", help=f.t("trap.custom_help"))
-table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom)
+table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang)
 if error:
     st.error(error)
-st.dataframe(table, hide_index=True, width="stretch", column_config={
-    "updates": f.t("trap.col_updates"), "tokens": f.t("trap.col_tokens"), "capacity": f.t("trap.col_capacity"),
-    "allocated_mib": st.column_config.NumberColumn(f.t("trap.col_alloc"), format="%.3f"),
-    "used_mib": st.column_config.NumberColumn(f.t("trap.col_used"), format="%.3f"),
-    "slack_pct": st.column_config.NumberColumn(f.t("trap.col_slack"), format="%.1f %%")})
-
-text("## " + f.t("trap.right_title"), f.t("trap.right_lead"))
-st.code("""used_bytes = 0
+RIGHT_WAY = """```python
+used_bytes = 0
 for c in cache:                      # one cache object per layer
     k, v = c.keys_and_values()       # the used slice: offset rows, not the capacity
     used_bytes += k.nbytes + v.nbytes
 # or, without touching the arrays: c.offset * kv_heads * (K row + V row bytes)
-allocated = sum(c.nbytes for c in cache)   # what .nbytes reports: the capacity""", language="python")
-st.markdown(f.t("trap.quantized", **geo))
+allocated = sum(c.nbytes for c in cache)   # what .nbytes reports: the capacity
+```"""
+text(table, "## " + f.t("trap.right_title"), f.t("trap.right_lead"), RIGHT_WAY, f.t("trap.quantized", **geo))

@@ -15,12 +15,12 @@ st.title(f.t("growth.title"))
 st.markdown(f.t("growth.lead"))
 rec = f.pick_source("growth")
 
-c = st.columns(5)
-model = c[0].selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-ctx = c[1].select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", bind="query-params")
-weights = c[2].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-kv = c[3].selectbox(f.t("common.kv_format"), ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"], key="kv", bind="query-params")
-seqs = c[4].number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
+ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", bind="query-params")
+weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+kv = c.selectbox(f.t("common.kv_format"), ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"], key="kv", bind="query-params")
+seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
 
 grow = sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
 st.code(grow["formula"], language=None, wrap_lines=True)
@@ -31,10 +31,10 @@ if rec is not None and not grow["points"]:
     st.caption(f.t("growth.no_points"))
 
 cross = grow["crossover"]
-m = st.columns(3)
-m[0].metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{gib(grow['used']):,.3f} GiB")
-m[1].metric(f.t("growth.weights_m", w=weights), f"{gib(grow['weights']):,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
-m[2].metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
+m = st.container(horizontal=True)
+m.metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{gib(grow['used']):,.3f} GiB")
+m.metric(f.t("growth.weights_m", w=weights), f"{gib(grow['weights']):,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
+m.metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
 st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
 st.header(f.t("growth.layers_title"))

@@ -46,13 +46,13 @@ if (fit := dec["fit"]) is not None:
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
-c = st.columns(4)
-chip_name = c[0].selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
-model = c[1].selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-weights = c[2].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+chip_name = c.selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
+model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
+weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 default_eff = sections.default_efficiency(article)
-eff = c[3].slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", bind="query-params",
+eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", bind="query-params",
                   help=f.t("decode.efficiency_help", eff=default_eff, chip=views.provenance(article)["chip"] if article else "—"))
 show_chart(f, sections.what_if(chip_name, model, weights, eff, f.lang)["chart"], "whatif_chart", f"kv-decode-whatif-{model}")
 st.caption(f.t("decode.caveat"))

@@ -34,9 +34,9 @@ st.dataframe(formats["table"], hide_index=True, width="stretch", column_config={
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
-c = st.columns(2)
-mem = c[0].slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-weights = c[1].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
+weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)
 if fits is None:
     st.error(f.t("savings.no_fit", mem=mem))
@@ -44,18 +44,9 @@ else:
     show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", table=False)
 st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
 
-st.header(f.t("savings.turbo_title"))
-turbo = sections.turbo(f.lang)
-st.dataframe(turbo["claims"], hide_index=True, width="stretch", column_config={
-    "claim": f.t("savings.claim"), "bits_per_value": st.column_config.NumberColumn(f.t("savings.bits"), format="%.3f"),
-    "gib": st.column_config.NumberColumn("GiB", format="%.3f"), "vs_fp16": st.column_config.NumberColumn("fp16 ÷", format="%.2f")})
-st.markdown(turbo["text"])
-st.dataframe(turbo["padding"], hide_index=True, column_config={
-    "head_dim_128": st.column_config.NumberColumn(f.t("savings.hd128"), format="%.3f"),
-    "head_dim_64": st.column_config.NumberColumn(f.t("savings.hd64"), format="%.3f")})
-
-nums = sections.published_numbers()
-text("## " + f.t("savings.tradeoffs_title"),
+turbo, nums = sections.turbo(f.lang), sections.published_numbers()
+text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"],
+     "## " + f.t("savings.tradeoffs_title"),
      f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:

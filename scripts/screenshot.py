@@ -38,13 +38,13 @@ def main() -> int:
     ap.add_argument("--lang", default="en", choices=("en", "ja"))
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshot.png"))
     ap.add_argument("--width", type=int, default=1400)
-    ap.add_argument("--height", type=int, default=3600, help="viewport height for --all (Streamlit scrolls inside the page)")
+    ap.add_argument("--height", type=int, help="viewport height (default: 3600 for --all, as Streamlit scrolls inside the page; 900 for --page)")
     a = ap.parse_args()
     if a.all:
         targets = [(path, lang, Path(a.all) / f"{name}-{lang}.png") for name, path in PAGES.items() for lang in ("en", "ja")]
-        shoot(targets, a.width, full_page=True, height=a.height)
+        shoot(targets, a.width, full_page=True, height=a.height or 3600)
     else:
-        shoot([(PAGES[a.page], a.lang, Path(a.out))], a.width, full_page=False)
+        shoot([(PAGES[a.page], a.lang, Path(a.out))], a.width, full_page=False, height=a.height or 900)
     return 0
 
 
