@@ -8,8 +8,7 @@ from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup, text
 from kvsite import i18n, sections
 
 f = setup("home")
-st.title(f.t("home.title"))
-st.markdown(f.t("home.lead"))
+f.intro("home")
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)

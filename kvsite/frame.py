@@ -109,6 +109,10 @@ class Frame:
                 if p["class"] == "other":
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
 
+    def intro(self, chapter: str, **values) -> None:
+        """The page's title (h1) and lead paragraph: `<chapter>.title` and `<chapter>.lead`, one element."""
+        text("# " + self.t(f"{chapter}.title"), self.t(f"{chapter}.lead", **values))
+
     def faq(self, chapter: str, questions: tuple[str, ...], **values) -> None:
         """The chapter's readers' questions, each answered in place, as one markdown element (a heading per
         question gives each answer an anchor to link to; one element, where an expander per question costs

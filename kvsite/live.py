@@ -90,11 +90,11 @@ def _measure(job: Job) -> None:
 
 
 def controls(f, kind: str) -> dict:
-    c = st.columns(4)
-    model = c[0].selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
-    weights = c[1].selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
-    contexts = c[2].multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
-    steps = c[3].slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
+    c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+    model = c.selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
+    weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
+    contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
+    steps = c.slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
     return {"model": model, "weights_format": weights, "contexts": sorted(contexts) or [256], "warmup": 2,
             "steps": steps, "repeats": 1 if steps < 8 else 3}
 
@@ -105,8 +105,8 @@ def job_panel(f, kind: str) -> Job | None:
     job: Job | None = st.session_state.get(key)
     running = job is not None and job.state == "running"
     params = controls(f, kind)
-    b = st.columns([1, 1, 4])
-    if b[0].button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
+    b = st.container(horizontal=True)  # two buttons at their own width
+    if b.button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
         if MACHINE.acquire(blocking=False):  # released by _run when the sweep ends, however it ends
             job = Job(kind, params, total=len(params["contexts"]))
             st.session_state[key] = job
@@ -114,7 +114,7 @@ def job_panel(f, kind: str) -> Job | None:
             running = True
         else:
             st.warning(f.t("live.busy"))
-    if b[1].button(f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"):
+    if b.button(f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"):
         job.stop.set()
     if job is None:
         return None

@@ -7,8 +7,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
 
 f = setup("mechanism")
-st.title(f.t("mechanism.title"))
-st.markdown(f.t("mechanism.lead"))
+f.intro("mechanism")
 
 c = st.container(horizontal=True)  # a row: one block, where columns cost one each
 prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")

@@ -10,9 +10,8 @@ from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, text
 CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through
 
 f = setup("nbytes_trap")
-st.title(f.t("trap.title"))
 geo = sections.article_geometry()
-st.markdown(f.t("trap.lead", **geo))
+f.intro("trap", **geo)
 rec = f.pick_source("trap", live=True)
 
 c = st.container(horizontal=True)  # a row: one block, where columns cost one each

@@ -11,8 +11,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup
 
 f = setup("linear_growth")
-st.title(f.t("growth.title"))
-st.markdown(f.t("growth.lead"))
+f.intro("growth")
 rec = f.pick_source("growth")
 
 c = st.container(horizontal=True)  # a row: one block, where columns cost one each

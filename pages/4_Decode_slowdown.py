@@ -12,8 +12,7 @@ from kvsite.export import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 
 f = setup("decode_slowdown")
-st.title(f.t("decode.title"))
-st.markdown(f.t("decode.lead"))
+f.intro("decode")
 rec = f.pick_source("decode", live=True)
 if rec == LIVE:
     job = live.job_panel(f, "decode")
@@ -33,11 +32,11 @@ if picked := f.selected(event, "series"):
 if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
-        m = st.columns([3, 2, 2, 3])  # the bytes range needs the room
-        m[0].metric(f.t("decode.bytes_token"), f"{w['bytes_a'] / 1e9:.3f} → {w['bytes_b'] / 1e9:.3f} GB")
-        m[1].metric(f.t("decode.predicted"), f"{w['predicted_slowdown']:.2f}×")
-        m[2].metric(f.t("decode.measured"), f"{w['measured_slowdown']:.2f}×")
-        m[3].metric(f.t("decode.implied"), f"{w['gbps_a']:.0f} / {w['gbps_b']:.0f} GB/s")
+        m = st.container(horizontal=True)  # one block; each metric takes the room its value needs
+        m.metric(f.t("decode.bytes_token"), f"{w['bytes_a'] / 1e9:.3f} → {w['bytes_b'] / 1e9:.3f} GB")
+        m.metric(f.t("decode.predicted"), f"{w['predicted_slowdown']:.2f}×")
+        m.metric(f.t("decode.measured"), f"{w['measured_slowdown']:.2f}×")
+        m.metric(f.t("decode.implied"), f"{w['gbps_a']:.0f} / {w['gbps_b']:.0f} GB/s")
         st.markdown(f.t("decode.check_text", a=w["context_a"], b=w["context_b"], w=w["weights_bytes"] / 1e9,
                         kva=w["kv_bytes_a"] / 1e6, kvb=w["kv_bytes_b"] / 1e9, ta=w["tokens_per_s_a"], tb=w["tokens_per_s_b"]))
     chip = dec["chip"]

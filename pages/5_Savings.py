@@ -12,8 +12,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, text
 
 f = setup("savings")
-st.title(f.t("savings.title"))
-st.markdown(f.t("savings.lead"))
+f.intro("savings")
 c = st.columns(3)
 names = preset_names()
 model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")

@@ -15,8 +15,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
 
 f = setup("calculator")
-st.title(f.t("calc.title"))
-st.markdown(f.t("calc.lead"))
+f.intro("calc")
 
 # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
 names = preset_names()

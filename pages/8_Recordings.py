@@ -8,8 +8,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")
-st.title(f.t("recordings.title"))
-st.markdown(f.t("recordings.lead"))
+f.intro("recordings")
 st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids))), hide_index=True, width="stretch")
 
 ids = [r.id for r in f.recs]

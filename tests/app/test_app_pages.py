@@ -24,7 +24,7 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert not at.exception, [e.message for e in at.exception]
     shown = texts(at)
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
-    title = at.title[0].value
+    title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[0]  # Frame.intro: "# title"
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
     if lang == "ja":  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
         prose = [str(e.value) for kind in ("header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
