@@ -261,7 +261,10 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     t = lambda k: i18n.translate(lang, k)  # noqa: E731
     return {"chart": make_chart(curve, "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True),
-            "table": arrow(views.format_table(g, list(fmts)))}
+            "table": md_table(views.format_table(g, list(fmts)), {
+                "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                "bytes_per_token": (t("savings.bytes_token"), "{:,}"), "vs_fp16": ("× fp16", "{:.3f}"),
+                "source": (t("savings.source"), None)})}
 
 
 @cached

@@ -13,10 +13,10 @@ from kvsite.frame import setup, text
 
 f = setup("savings")
 f.intro("savings")
-c = st.columns(3)
+c = st.container(horizontal=True)  # a row: one block, where columns cost one each
 names = preset_names()
-model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-ctx = c[1].select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
+model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
+ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
 
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
@@ -26,10 +26,7 @@ default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
 show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}")
-st.dataframe(formats["table"], hide_index=True, width="stretch", column_config={
-    "bits_per_value": st.column_config.NumberColumn(f.t("savings.bits"), format="%.3f"),
-    "bytes_per_token": st.column_config.NumberColumn(f.t("savings.bytes_token"), format="%d"),
-    "vs_fp16": st.column_config.NumberColumn("× fp16", format="%.3f")})
+st.markdown(formats["table"])
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))

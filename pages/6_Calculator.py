@@ -60,10 +60,10 @@ except KvError as e:
 result, need, verdict = out["result"], out["need"], out["verdict"]
 
 # ---- outputs: numbers, verdict, levers
-m = st.columns(4)
-for col, label, value in ((m[0], f.t("calc.kv_total"), result["kv_bytes"]), (m[1], f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
-                          (m[2], f.t("calc.total"), need), (m[3], f.t("calc.available"), mem.bytes)):
-    col.metric(label, fmt_bytes(value, decimal=False), help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)))
+m = st.container(horizontal=True)  # a row: one block, where columns cost one each
+for label, value in ((f.t("calc.kv_total"), result["kv_bytes"]), (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
+                     (f.t("calc.total"), need), (f.t("calc.available"), mem.bytes)):
+    m.metric(label, fmt_bytes(value, decimal=False), help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)))
 st.caption(f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"])) + " · " + f.t("calc.available") + ": " + mem.reason)
 show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
 show(f.t(f"calc.verdict_{verdict.status}", share=f"{verdict.share:.0%}", need=fmt_bytes(need), available=fmt_bytes(mem.bytes)))
@@ -76,19 +76,20 @@ for code, window in calc_site.config_geometry(*src_key).note_codes:  # result["n
 if "levers" in out:
     st.subheader(f.t("calc.levers_title"))
     t_max, s_max, ok_formats = out["levers"]
-    lv = st.columns(3)
-    lv[0].metric(f.t("calc.lever_context"), f"{t_max:,}" if t_max else "—", help=f.t("calc.lever_context_help"))
-    lv[1].metric(f.t("calc.lever_sequences"), f"{s_max:,}" if s_max else "—", help=f.t("calc.lever_sequences_help"))
-    lv[2].metric(f.t("calc.lever_formats"), ", ".join(ok_formats) if ok_formats else "—", help=f.t("calc.lever_formats_help"))
+    lv = st.container(horizontal=True)
+    lv.metric(f.t("calc.lever_context"), f"{t_max:,}" if t_max else "—", help=f.t("calc.lever_context_help"))
+    lv.metric(f.t("calc.lever_sequences"), f"{s_max:,}" if s_max else "—", help=f.t("calc.lever_sequences_help"))
+    lv.metric(f.t("calc.lever_formats"), ", ".join(ok_formats) if ok_formats else "—", help=f.t("calc.lever_formats_help"))
     if not (t_max or s_max or ok_formats):
         st.caption(f.t("calc.no_lever"))
 
 st.subheader(f.t("calc.formula_title"))
 st.code(result["formula"], language=None, wrap_lines=True)
 st.dataframe(out["numbers"], hide_index=True, key="numbers", column_config={"bytes": st.column_config.NumberColumn(format="%d")})
-with st.expander(f.t("calc.layers_title")):
-    st.dataframe(calc_site.layers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang),
-                 hide_index=True, width="stretch")
+layers = st.expander(f.t("calc.layers_title"), key="layers_open", on_change="rerun")  # lazy: the table is sent only while open
+if layers.open:
+    layers.dataframe(calc_site.layers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang),
+                     hide_index=True, width="stretch")
 
 # ---- chart: memory vs context per format, the available memory as a line
 st.subheader(f.t("calc.chart_title"))

@@ -139,3 +139,14 @@ def test_pasted_config_is_computed_and_a_bad_one_is_named(rec_dir):
     assert not at.exception and "larger than" in at.error[0].value
     at.text_area(key="pasted").input(json.dumps(load_preset("llama-3.2-1b")["config"])).run()  # and the page keeps working
     assert not at.error and numbers(at)["kv_bytes_per_token"] == 32768
+
+
+def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):
+    at = page(CALC, "en", model="gemma-3-4b", ctx=32768)
+    assert not any("layer" in d.value.columns for d in at.dataframe)  # a lazy expander: sent only while open
+    at.session_state["layers_open"] = True
+    at.run()
+    table = next(d.value for d in at.dataframe if "layer" in d.value.columns)
+    g = geometry("gemma-3-4b")
+    assert len(table) == len(g.layers)
+    assert set(table["kind"]) == {"full attention", "sliding window"}

@@ -168,3 +168,17 @@ def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
     assert "メモリ律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
     at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
+
+
+def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(rec_dir):
+    at = page("pages/2_Nbytes_trap.py", "en", tokens=300)
+    assert not at.get("download_button") and len(at.dataframe) == 0  # closed: nothing behind the chart is sent
+    at.session_state["trap_chart_data"] = True  # what a click on the expander does
+    at.run()
+    assert sorted(b.proto.label for b in at.get("download_button")) == ["CSV", "PNG", "SVG"]
+    table = at.dataframe[0].value
+    chart = charts(at)[0]["data"]
+    assert len(table) == len(chart) and table["tokens"].max() == chart["tokens"].max() == 300  # the chart's own rows
+    at.session_state["trap_chart_data"] = False
+    at.run()
+    assert not at.get("download_button")
