@@ -1,5 +1,26 @@
 """One exception type for input the engine refuses, carrying a sentence for the reader."""
 
+# The errors a reader of the site can cause, by code: a front end says them in the reader's language
+# from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
+CODES = frozenset({
+    "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
+    "config_heads", "config_object", "config_shape", "json_too_large", "json_invalid", "json_nested", "json_not_object",
+    "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
+    "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
+})
+
 
 class KvError(ValueError):
-    """Bad input: the message is one plain sentence meant for the reader (no traceback)."""
+    """Bad input: the message is one plain sentence meant for the reader (no traceback).
+
+    Errors a reader of the site can cause also carry a `code` (one of CODES) naming the sentence and the
+    `params` it quotes, so a front end can say it in another language. The English sentence has one home,
+    the raise site; str(e) is it.
+    """
+
+    def __init__(self, message: str, code: str | None = None, **params):
+        if code is not None and code not in CODES:
+            raise ValueError(f"unknown KvError code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.params = params

@@ -32,8 +32,8 @@ class CacheFormat:
         if self.kind == "mlx":
             if dim % group_size:
                 raise KvError(
-                    f"{self.name} needs a group size that divides head_dim: {group_size} does not divide {dim}."
-                )
+                    f"{self.name} needs a group size that divides head_dim: {group_size} does not divide {dim}.",
+                    "format_group", format=self.name, group=group_size, dim=dim)
             packed = dim * self.bits // 8  # uint32 words hold 32/bits codes
             return packed + 2 * (dim // group_size) * DTYPE_BYTES[scale_dtype]
         # ggml and turbo blocks: a row takes whole blocks. The TurboQuant fork zero-pads each

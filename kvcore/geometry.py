@@ -134,19 +134,20 @@ class _Cfg:
     def int(self, key: str, default: Any = ..., minimum: int = 1) -> int:
         value = self.get(key, None if default is ... else default)
         if value is None:
-            raise KvError(f"config.json is missing the field {key!r}.")
+            raise KvError(f"config.json is missing the field {key!r}.", "config_missing", field=key)
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
-            raise KvError(f"config.json field {key!r} must be a whole number, not {value!r}.")
+            raise KvError(f"config.json field {key!r} must be a whole number, not {value!r}.", "config_not_whole", field=key, value=value)
         limit = MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD
         if int(value) < minimum or int(value) > limit:
-            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).")
+            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).", "config_range",
+                          field=key, value=value, minimum=minimum, limit=limit)
         return int(value)
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
-            raise KvError(f"config.json field {key!r} must be true or false, not {value!r}.")
+            raise KvError(f"config.json field {key!r} must be true or false, not {value!r}.", "config_not_bool", field=key, value=value)
         return value
 
 
@@ -159,7 +160,7 @@ def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> t
     layer_types = cfg.get("layer_types")
     if layer_types is not None:
         if not isinstance(layer_types, list) or len(layer_types) != n_layers:
-            raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.")
+            raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
     window = cfg.get("sliding_window")
     if model_type == "gemma3_text":
         pattern = cfg.int("sliding_window_pattern")
@@ -195,12 +196,12 @@ def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list
         head_dim = cfg.int("head_dim")
     else:
         if hidden % n_heads:
-            raise KvError("config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.")
+            raise KvError("config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.", "config_head_dim")
         head_dim = hidden // n_heads
     if n_heads % kv_heads:
         raise KvError(
-            f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads})."
-        )
+            f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads}).",
+            "config_heads", heads=n_heads, kv_heads=kv_heads)
     if model_type == "qwen3_next":
         interval = cfg.int("full_attention_interval", 4)
         nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
@@ -315,11 +316,11 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     if runtime not in RUNTIMES:
         raise KvError(f"Unknown runtime {runtime!r}; valid runtimes: {', '.join(RUNTIMES)}.")
     if not isinstance(config, dict):
-        raise KvError("config.json must be a JSON object.")
+        raise KvError("config.json must be a JSON object.", "config_object")
     flat = _flatten(config)
     model_type = flat.get("model_type")
     if not isinstance(model_type, str):
-        raise KvError("config.json is missing the field 'model_type'.")
+        raise KvError("config.json is missing the field 'model_type'.", "config_missing", field="model_type")
     model_type = _MODEL_TYPE_ALIASES.get(model_type, model_type)
     if model_type == "deepseek_v2":
         model_type = "deepseek_v3"
@@ -330,7 +331,8 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
-        raise KvError(f"config.json has a field of the wrong shape for a {model_type} model ({e}).") from None
+        raise KvError(f"config.json has a field of the wrong shape for a {model_type} model ({e}).", "config_shape",
+                      model_type=model_type, detail=str(e)) from None
     return Geometry(
         name=name,
         model_type=model_type,
@@ -384,15 +386,17 @@ def read_config_file(path: str | Path) -> dict:
 def parse_json_text(text: str, label: str = "config.json") -> dict:
     """JSON text -> dict, or a KvError naming the line and column of the mistake."""
     if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
-        raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.")
+        raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.", "json_too_large",
+                      label=label, kb=MAX_CONFIG_BYTES // 1000)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise KvError(f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+        raise KvError(f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.", "json_invalid", label=label,
+                      detail=e.msg, line=e.lineno, column=e.colno) from None
     except RecursionError:
-        raise KvError(f"{label} is nested too deeply to be a config.json.") from None
+        raise KvError(f"{label} is nested too deeply to be a config.json.", "json_nested", label=label) from None
     if not isinstance(data, dict):
-        raise KvError(f"{label} must hold a JSON object.")
+        raise KvError(f"{label} must hold a JSON object.", "json_not_object", label=label)
     return data
 
 

@@ -74,9 +74,11 @@ def available_memory_bytes() -> int:
         return 8 * 1024**3
 
 
-def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None) -> int:
+def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
+          task: str = "decode", model: str = "") -> int:
     """Refuse a run whose peak (fixed + KV at the largest context, doubled for the copy at a
-    256-boundary) would not fit; return the estimate. The KvError names the largest context that fits.
+    256-boundary) would not fit; return the estimate. The KvError names the largest context that fits;
+    its code is guard_<task>_fits or guard_<task>_none (task: "decode" of `model`, or "growth").
     """
     from .units import fmt_bytes
 
@@ -93,7 +95,9 @@ def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int
     fits = max(0, (budget - fixed_bytes) // max(1, 2 * kv_per_token_bytes) - 512) // 256 * 256
     hint = f"the largest context that fits is about {fits:,} tokens" if fits >= 256 else "not even 256 tokens fit"
     raise KvError(f"{what} up to {max_context:,} tokens needs about {fmt_bytes(need)} but only "
-                  f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.")
+                  f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.",
+                  f"guard_{task}_{'fits' if fits >= 256 else 'none'}", model=model, max_context=max_context,
+                  need=fmt_bytes(need), budget=fmt_bytes(budget), fits=fits)
 
 
 # ---------------------------------------------------------------- models
@@ -166,7 +170,7 @@ def build_random(name: str, config: dict, weights_format: str = "mlx-q4", dtype:
         model_class, args_class = _get_classes(config)
         module = model_class(args_class.from_dict(config))
     except (ValueError, KeyError, TypeError) as e:
-        raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.") from None
+        raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.", "model_build", name=name, detail=str(e)) from None
     module.set_dtype(mx_dtype(float_format or dtype))
     if bits:
         nn.quantize(module, group_size=GROUP_SIZE, bits=bits,
@@ -192,9 +196,10 @@ def load_real(path_or_id: str) -> LiveModel:
 
             module, _tokenizer, config = mlx_lm.load(path_or_id, return_config=True)
     except (OSError, ValueError) as e:
-        raise KvError(f"Cannot load the model {path_or_id!r}: {e}.") from None
+        raise KvError(f"Cannot load the model {path_or_id!r}: {e}.", "model_load", name=path_or_id, detail=str(e)) from None
     except Exception as e:  # hub errors come in many types; one line for the reader
-        raise KvError(f"Cannot load the model {path_or_id!r} ({type(e).__name__}: {e}).") from None
+        raise KvError(f"Cannot load the model {path_or_id!r} ({type(e).__name__}: {e}).", "model_load", name=path_or_id,
+                      detail=f"{type(e).__name__}: {e}") from None
     quant = config.get("quantization") or config.get("quantization_config") or {}
     bits = quant.get("bits") if isinstance(quant, dict) else None
     dtype = _param_dtype(module)

@@ -163,12 +163,12 @@ def parse_updates(text: str) -> list[int]:
             part, _, times = part.partition("x")
             count = int(times) if times.isdigit() else -1
         if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
-            raise KvError(f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.")
+            raise KvError(f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.", "updates_bad", text=text)
         out += [int(part)] * count
         if len(out) > MAX_UPDATES:
-            raise KvError(f"At most {MAX_UPDATES:,} updates, please.")
+            raise KvError(f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES)
     if not out:
-        raise KvError("Give at least one update, such as '1, 256'.")
+        raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
     return out
 
 

@@ -29,11 +29,20 @@ def texts(lang: str) -> dict[str, str]:
     return _flatten(yaml.safe_load((FOLDER / f"{lang}.yaml").read_text(encoding="utf-8")))
 
 
-def translate(lang: str, key: str, **values) -> str:
+def translate(lang: str, key: str, /, **values) -> str:
     text = texts(lang).get(key)
     if text is None:  # a missing key shows itself rather than breaking the page (tests catch it)
         return f"⟨{key}⟩"
     return text.format(**values) if values else text
+
+
+def error_text(lang: str, error: Exception) -> str:
+    """An engine error in `lang`: a coded KvError through errors.<code> (its English sentence lives at the
+    raise site, so English and uncoded errors are str(error))."""
+    code = getattr(error, "code", None)
+    if lang == "en" or code is None or not has(lang, f"errors.{code}"):
+        return str(error)
+    return translate(lang, f"errors.{code}", **error.params)
 
 
 def has(lang: str, key: str) -> bool:

@@ -19,6 +19,8 @@ from kvcore.formats import FORMATS
 from kvcore.views import ARTICLE_MODEL
 from kvcore.recordings import Recording, RecordingError
 
+from . import i18n
+
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -36,7 +38,7 @@ class Job:
     total: int = 1
     text: str = ""
     state: str = "running"  # running | done | stopped | error
-    error: str = ""
+    error: Exception | None = None  # a KvError is said in the reader's language (_reason)
     model: dict | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     saved: str = ""
@@ -84,9 +86,9 @@ def _measure(job: Job) -> None:
     except live.Interrupted:
         job.state = "stopped"
     except KvError as e:  # the memory guard and bad input: one sentence for the reader
-        job.state, job.error = "error", str(e)
+        job.state, job.error = "error", e
     except Exception as e:  # never a traceback on the page
-        job.state, job.error = "error", f"{type(e).__name__}: {e}"
+        job.state, job.error = "error", e
 
 
 def controls(f, kind: str) -> dict:
@@ -135,13 +137,18 @@ def _poll(f, key: str) -> None:
         st.dataframe(pd.DataFrame(rows)[["context", "ms_per_token", "tokens_per_s"]], hide_index=True)
 
 
+def _reason(f, e: Exception) -> str:
+    """One sentence for the reader: the engine's refusal in the page's language, anything else by its type."""
+    return i18n.error_text(f.lang, e) if isinstance(e, KvError) else f"{type(e).__name__}: {e}"
+
+
 def _status(f, job: Job, key: str) -> None:
     if job.state == "running":
         _poll(f, key)
     elif job.state == "stopped":
         st.warning(f.t("live.stopped"))
     elif job.state == "error":
-        st.error(f.t("live.refused", reason=job.error))
+        st.error(f.t("live.refused", reason=_reason(f, job.error)))
     elif job.state == "done":
         st.success(f.t("live.done"))
         save_button(f, job)
@@ -179,7 +186,7 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
                                    progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))
             st.session_state["live_trap"] = (key, rows)
         except Exception as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
-            st.error(f.t("live.refused", reason=str(e) if isinstance(e, KvError) else f"{type(e).__name__}: {e}"))
+            st.error(f.t("live.refused", reason=_reason(f, e)))
         bar.empty()
     saved = st.session_state.get("live_trap")
     if not saved or saved[0] != key:

@@ -156,7 +156,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
     try:
         rows = views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)
     except KvError as e:
-        rows, error = views.chunking_table(g, list(patterns), fmt), str(e)
+        rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_text(lang, e)
     t = lambda k: i18n.translate(lang, f"trap.col_{k}")  # noqa: E731
     return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
                            "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),

@@ -10,6 +10,7 @@ from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
 from kvcore.geometry import RUNTIMES, preset_names
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
+from kvsite import i18n
 from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
 from kvsite.export import show_chart
 from kvsite.frame import setup, url_choice
@@ -55,7 +56,7 @@ if src == "config" and not text.strip():
 try:
     out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
-    st.error(f.t("calc.bad_input", message=str(e)))
+    st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
     st.stop()
 result, need, verdict = out["result"], out["need"], out["verdict"]
 

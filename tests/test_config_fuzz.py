@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +11,9 @@ from hypothesis import strategies as st
 from kvcore.calculator import calculate
 from kvcore.errors import KvError
 from kvcore.geometry import load_preset, parse_config, parse_json_text, preset_names
+from kvsite import i18n
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
@@ -18,10 +22,18 @@ JSON_VALUES = st.recursive(
 )
 
 
+def _said_in_japanese(e: KvError) -> None:
+    """A reader can paste any config.json: every refusal has a code, and its Japanese sentence formats."""
+    assert e.code is not None, str(e)
+    text = i18n.error_text("ja", e)
+    assert JAPANESE.search(text) and "⟨" not in text, text
+
+
 def _check(config):
     try:
         g = parse_config(config)
-    except KvError:
+    except KvError as e:
+        _said_in_japanese(e)
         return
     calculate(g, 1000, 1)
 
@@ -52,5 +64,5 @@ def test_a_million_layers_is_refused_quickly():
 def test_pathological_json_text_is_a_kverror(text):
     try:
         _check(parse_json_text(text))
-    except KvError:
-        pass
+    except KvError as e:
+        _said_in_japanese(e)

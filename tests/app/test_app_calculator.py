@@ -141,6 +141,16 @@ def test_pasted_config_is_computed_and_a_bad_one_is_named(rec_dir):
     assert not at.error and numbers(at)["kv_bytes_per_token"] == 32768
 
 
+def test_a_bad_config_is_named_in_japanese_on_the_japanese_page(rec_dir):
+    at = page(CALC, "ja", msrc="config")
+    config = dict(load_preset("qwen3-4b")["config"])
+    del config["num_hidden_layers"]
+    at.text_area(key="pasted").input(json.dumps(config)).run()
+    assert not at.exception and "config.json にフィールド 'num_hidden_layers' がありません" in at.error[0].value
+    at.text_area(key="pasted").input("{not json").run()
+    assert "config.json は正しい JSON ではありません：1 行 2 列" in at.error[0].value
+
+
 def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):
     at = page(CALC, "en", model="gemma-3-4b", ctx=32768)
     assert not any("layer" in d.value.columns for d in at.dataframe)  # a lazy expander: sent only while open

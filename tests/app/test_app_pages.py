@@ -14,7 +14,15 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 
 def test_language_files_have_the_same_keys():
-    assert set(i18n.texts("ja")) == set(i18n.texts("en"))
+    ja = {k for k in i18n.texts("ja") if not k.startswith("errors.")}  # errors.*: Japanese only (tests/test_errors.py)
+    assert ja == set(i18n.texts("en"))
+
+
+def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
+    at = page("pages/2_Nbytes_trap.py", "ja", updates="300, abc")
+    assert not at.exception
+    assert "'300, abc' はトークン数の並びとして読めません" in at.error[0].value
+    assert "is not a list" in page("pages/2_Nbytes_trap.py", "en", updates="300, abc").error[0].value
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
