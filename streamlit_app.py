@@ -14,14 +14,14 @@ rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)
 geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
-c = st.columns(4)
-c[0].metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo))
-c[1].metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9))
+c = st.container(horizontal=True, gap="large")  # one block; a metric takes its label's width, the row wraps
+c.metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo), width="content")
+c.metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9), width="content")
 if "tokens_per_s_a" in n:
-    c[2].metric(f.t("home.m_decode", **dec), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
-                help=f.t("home.m_decode_help", **dec))
-    c[3].metric(f.t("home.m_pred"), f"{n['predicted_slowdown']:.2f}×", f"{f.t('home.m_measured')} {n['measured_slowdown']:.2f}×",
-                delta_color="off", help=f.t("home.m_pred_help", **dec))
+    c.metric(f.t("home.m_decode", **dec), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
+                help=f.t("home.m_decode_help", **dec), width="content")
+    c.metric(f.t("home.m_pred"), f"{n['predicted_slowdown']:.2f}×", f"{f.t('home.m_measured')} {n['measured_slowdown']:.2f}×",
+                delta_color="off", help=f.t("home.m_pred_help", **dec), width="content")
 else:
     st.info(f.t("source.none"))
 st.caption(f.t("home.numbers_source", **dec))
