@@ -26,16 +26,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Server(str):
+    """A running server's base URL (a str), with the pid of the process started for it."""
+
+    pid: int
+
+
 @contextmanager
-def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: list[str] | None = None):
-    """Yields the base URL of a fresh server; stops it (and only it) afterwards."""
+def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: list[str] | None = None, app_dir: Path = ROOT):
+    """Yields the base URL of a fresh server for app_dir/streamlit_app.py; stops it (and only it) afterwards."""
     port = free_port()
     cmd = [*(prefix or []), sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless=true",
            "--server.address=127.0.0.1", f"--server.port={port}", "--server.fileWatcherType=none",
            "--browser.gatherUsageStats=false", "--client.toolbarMode=minimal"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=app_dir, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
+    base = Server(f"http://127.0.0.1:{port}")
+    base.pid = proc.pid
     try:
         deadline = time.time() + timeout_s
         while True:
