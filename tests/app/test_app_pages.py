@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+from pathlib import Path
 
 import pytest
 import yaml
@@ -190,3 +193,33 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
     at.session_state["trap_chart_data"] = False
     at.run()
     assert not at.get("download_button")
+
+
+# What a warm rerun may call in the engine: accessors and lookups, no arithmetic, parsing or chart building
+# (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
+RERUN_MAY_CALL = {
+    "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
+    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes"}, "published": {"source"},
+    "hardware": {"chips", "<listcomp>", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
+    "views": {"provenance", "source_class", "<genexpr>"},
+}
+
+
+@pytest.mark.parametrize("path", [None, *PAGES])
+def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
+    at = page(path, "en")
+    at.run()  # warm: every section of these inputs is cached now
+    calls = set()
+
+    def watch(frame, event, arg):
+        if event == "call" and f"{os.sep}kvcore{os.sep}" in frame.f_code.co_filename:
+            calls.add((Path(frame.f_code.co_filename).stem, frame.f_code.co_name))
+
+    threading.setprofile(watch)  # the script runs in its own thread
+    try:
+        at.run()
+    finally:
+        threading.setprofile(None)
+    assert not at.exception
+    work = sorted(f"{module}.{name}" for module, name in calls if name not in RERUN_MAY_CALL.get(module, ()))
+    assert not work, work
