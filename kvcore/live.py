@@ -212,7 +212,7 @@ def growth_probe(model: str | Geometry = "llama-3.2-1b", contexts: list[int] | N
     if any(l.kind in ("mla", "linear") for l in geometry.layers):
         raise KvError(f"The growth probe drives KVCache layers; {geometry.name} has MLA or linear layers.")
     contexts = sorted(contexts or [1024, 2048, 4096, 8192, 16384, 32768])
-    guard("The KV growth sweep", 0, kv_bytes(geometry, 1, kv_spec(kv_format, dtype)), contexts[-1], task="growth")
+    guard(0, kv_bytes(geometry, 1, kv_spec(kv_format, dtype)), contexts[-1], task="growth")
     ticker = _Ticker(len(contexts), progress, should_stop)
     rows = []
     for context in contexts:
@@ -300,8 +300,7 @@ def _fill_dtype(model: LiveModel, kv_format: str) -> str:
 
 def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int) -> None:
     spec = kv_spec(kv_format, model.dtype)
-    guard(f"Decoding {model.name}", model.weights_bytes(), kv_bytes(model.geometry, 1, spec), max_context + steps,
-          model=model.name)
+    guard(model.weights_bytes(), kv_bytes(model.geometry, 1, spec), max_context + steps, model=model.name)
 
 
 def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = None, warmup: int = 3, steps: int = 16,

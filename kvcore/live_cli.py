@@ -111,7 +111,7 @@ def _model(a):
         name, config = resolve_config(a.model)
         geometry = parse_config(config, name)
         contexts = getattr(a, "contexts", None) or [getattr(a, "prompt_tokens", 32) + getattr(a, "new_tokens", 64)]
-        guard(f"Decoding {name}", guess_weights_bytes(a.model, weights, a.weights_format) or 0,
+        guard(guess_weights_bytes(a.model, weights, a.weights_format) or 0,
               kv_bytes(geometry, 1, kv_spec(a.kv_format or "fp32", "fp32")), max(contexts), model=name)
     return get_model(a.model, weights, a.weights_format)
 

@@ -74,11 +74,12 @@ def available_memory_bytes() -> int:
         return 8 * 1024**3
 
 
-def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
+def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
           task: str = "decode", model: str = "") -> int:
     """Refuse a run whose peak (fixed + KV at the largest context, doubled for the copy at a
-    256-boundary) would not fit; return the estimate. The KvError names the largest context that fits;
-    its code is guard_<task>_fits or guard_<task>_none (task: "decode" of `model`, or "growth").
+    256-boundary) would not fit; return the estimate. The run is task "decode" (of `model`) or "growth"
+    (the KV growth sweep). The KvError names the largest context that fits; its code is
+    guard_<task>_fits or guard_<task>_none.
     """
     from .units import fmt_bytes
 
@@ -94,6 +95,7 @@ def guard(what: str, fixed_bytes: int, kv_per_token_bytes: int, max_context: int
         return need
     fits = max(0, (budget - fixed_bytes) // max(1, 2 * kv_per_token_bytes) - 512) // 256 * 256
     hint = f"the largest context that fits is about {fits:,} tokens" if fits >= 256 else "not even 256 tokens fit"
+    what = "The KV growth sweep" if task == "growth" else f"Decoding {model}"
     raise KvError(f"{what} up to {max_context:,} tokens needs about {fmt_bytes(need)} but only "
                   f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.",
                   f"guard_{task}_{'fits' if fits >= 256 else 'none'}", model=model, max_context=max_context,

@@ -85,9 +85,7 @@ def _measure(job: Job) -> None:
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"
-    except KvError as e:  # the memory guard and bad input: one sentence for the reader
-        job.state, job.error = "error", e
-    except Exception as e:  # never a traceback on the page
+    except Exception as e:  # the memory guard, bad input or an mlx failure: one sentence (_reason), never a traceback
         job.state, job.error = "error", e
 
 

@@ -292,7 +292,7 @@ def turbo(lang: str) -> dict:
                                         "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}),
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
                                                         "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
-            "claims_data": claims, "text": i18n.translate(lang, "savings.turbo_text", **values)}
+            "text": i18n.translate(lang, "savings.turbo_text", **values)}
 
 
 @cached

@@ -30,11 +30,11 @@ def test_import_kvcore_never_imports_mlx():
 def test_memory_guard_names_the_largest_context_that_fits():
     from kvcore.live_models import guard
 
-    assert guard("run", 1_000, 100, 1024, available=10**9) > 0
+    assert guard(1_000, 100, 1024, available=10**9) > 0
     with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
-        guard("run", 10**6, 32_768, 131_072, available=2 * 1024**3)
+        guard(10**6, 32_768, 131_072, available=2 * 1024**3, model="m")
     with pytest.raises(KvError, match="not even 256 tokens fit"):
-        guard("run", 4 * 1024**3, 32_768, 1024, available=2 * 1024**3)
+        guard(4 * 1024**3, 32_768, 1024, available=2 * 1024**3, model="m")
 
 
 mlx = pytest.mark.mlx
