@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.units import gib
 from kvsite.data import view
-from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, setup, text
+from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, row, setup, text
 from kvsite import i18n, sections
 
 f = setup("home")
@@ -14,7 +14,7 @@ rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)
 geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
-c = st.container(horizontal=True, gap="large")  # one block; a metric takes its label's width, the row wraps
+c = row(gap="large")  # a metric takes its label's width
 c.metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo), width="content")
 c.metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9), width="content")
 if "tokens_per_s_a" in n:

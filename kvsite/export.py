@@ -19,6 +19,7 @@ import vl_convert as vlc
 from kvcore import charts
 
 from .data import HASH_FUNCS, arrow, csv_bytes
+from .frame import row
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
                       icon=":material/download:")
     if box.open:
         with box:
-            with st.container(horizontal=True):  # one row of buttons: one block, not columns (a block per column)
+            with row():
                 st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
                                    key=f"{key}_csv", on_click="ignore", icon=":material/table:")
                 st.download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",

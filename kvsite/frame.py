@@ -128,6 +128,12 @@ class Frame:
             return []
 
 
+def row(**kwargs):
+    """Widgets or metrics side by side: one horizontal block (st.columns sends a block per column, each a
+    cost on every rerun); each item takes its share of the width, and the row wraps when it runs out."""
+    return st.container(horizontal=True, **kwargs)
+
+
 def text(*blocks: str) -> None:
     """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
     (~0.1 ms a rerun), and adjacent markdown looks the same either way."""

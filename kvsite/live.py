@@ -20,6 +20,7 @@ from kvcore.views import ARTICLE_MODEL
 from kvcore.recordings import Recording, RecordingError
 
 from . import i18n
+from .frame import row
 
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
@@ -90,7 +91,7 @@ def _measure(job: Job) -> None:
 
 
 def controls(f, kind: str) -> dict:
-    c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+    c = row()
     model = c.selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
     weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
     contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
@@ -105,7 +106,7 @@ def job_panel(f, kind: str) -> Job | None:
     job: Job | None = st.session_state.get(key)
     running = job is not None and job.state == "running"
     params = controls(f, kind)
-    b = st.container(horizontal=True)  # two buttons at their own width
+    b = row()
     if b.button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
         if MACHINE.acquire(blocking=False):  # released by _run when the sweep ends, however it ends
             job = Job(kind, params, total=len(params["contexts"]))

@@ -4,12 +4,12 @@ import streamlit as st
 
 from kvsite import sections
 from kvsite.export import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import row, setup, url_choice
 
 f = setup("mechanism")
 f.intro("mechanism")
 
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")
 new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", bind="query-params")
 with c:
@@ -21,7 +21,7 @@ event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work")
 if picked := f.selected(event, "mode"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
-m = st.container(horizontal=True)
+m = row()
 m.metric(f.t("mechanism.total_with"), f"{work['with']:,}")
 m.metric(f.t("mechanism.total_without"), f"{work['without']:,}")
 m.metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")

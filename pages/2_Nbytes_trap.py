@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore.views import ARTICLE_MODEL
 from kvsite import live, sections
 from kvsite.export import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, text
+from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
 CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through
 
@@ -14,7 +14,7 @@ geo = sections.article_geometry()
 f.intro("trap", **geo)
 rec = f.pick_source("trap", live=True)
 
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", bind="query-params")
 fmt = c.selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
                      help=f.t("trap.format_help"))
@@ -28,7 +28,7 @@ if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
 at = trap["at"]
-m = st.container(horizontal=True)
+m = row()
 m.metric(f.t("trap.alloc_at", n=256), f"{at[256, 'allocated']:.3f} MiB")
 m.metric(f.t("trap.alloc_at", n=257), f"{at[257, 'allocated']:.3f} MiB",
             f"{at[257, 'allocated'] - at[256, 'allocated']:+.3f} MiB", delta_color="inverse")

@@ -8,13 +8,13 @@ from kvcore.units import gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import sections
 from kvsite.export import show_chart
-from kvsite.frame import setup
+from kvsite.frame import row, setup
 
 f = setup("linear_growth")
 f.intro("growth")
 rec = f.pick_source("growth")
 
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
 ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
@@ -30,7 +30,7 @@ if rec is not None and not grow["points"]:
     st.caption(f.t("growth.no_points"))
 
 cross = grow["crossover"]
-m = st.container(horizontal=True)
+m = row()
 m.metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{gib(grow['used']):,.3f} GiB")
 m.metric(f.t("growth.weights_m", w=weights), f"{gib(grow['weights']):,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
 m.metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))

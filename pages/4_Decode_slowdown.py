@@ -9,7 +9,7 @@ from kvcore import views
 from kvcore.views import ARTICLE_MODEL
 from kvsite import live, sections
 from kvsite.export import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
 
 f = setup("decode_slowdown")
 f.intro("decode")
@@ -32,7 +32,7 @@ if picked := f.selected(event, "series"):
 if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
-        m = st.container(horizontal=True)  # one block; each metric takes the room its value needs
+        m = row()
         m.metric(f.t("decode.bytes_token"), f"{w['bytes_a'] / 1e9:.3f} → {w['bytes_b'] / 1e9:.3f} GB")
         m.metric(f.t("decode.predicted"), f"{w['predicted_slowdown']:.2f}×")
         m.metric(f.t("decode.measured"), f"{w['measured_slowdown']:.2f}×")
@@ -45,7 +45,7 @@ if (fit := dec["fit"]) is not None:
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 chip_name = c.selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
 model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")

@@ -9,11 +9,11 @@ from kvcore.geometry import preset_names
 from kvcore.published import source
 from kvsite import sections
 from kvsite.export import show_chart
-from kvsite.frame import setup, text
+from kvsite.frame import row, setup, text
 
 f = setup("savings")
 f.intro("savings")
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 names = preset_names()
 model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
 ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
@@ -30,7 +30,7 @@ st.markdown(formats["table"])
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
-c = st.container(horizontal=True)  # a row: one block, where columns cost one each
+c = row()
 mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)

@@ -13,7 +13,7 @@ from kvsite import calc as calc_site
 from kvsite import i18n
 from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
 from kvsite.export import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import row, setup, url_choice
 
 f = setup("calculator")
 f.intro("calc")
@@ -61,7 +61,7 @@ except KvError as e:
 result, need, verdict = out["result"], out["need"], out["verdict"]
 
 # ---- outputs: numbers, verdict, levers
-m = st.container(horizontal=True)  # a row: one block, where columns cost one each
+m = row()
 for label, value in ((f.t("calc.kv_total"), result["kv_bytes"]), (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
                      (f.t("calc.total"), need), (f.t("calc.available"), mem.bytes)):
     m.metric(label, fmt_bytes(value, decimal=False), help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)))
@@ -77,7 +77,7 @@ for code, window in calc_site.config_geometry(*src_key).note_codes:  # result["n
 if "levers" in out:
     st.subheader(f.t("calc.levers_title"))
     t_max, s_max, ok_formats = out["levers"]
-    lv = st.container(horizontal=True)
+    lv = row()
     lv.metric(f.t("calc.lever_context"), f"{t_max:,}" if t_max else "—", help=f.t("calc.lever_context_help"))
     lv.metric(f.t("calc.lever_sequences"), f"{s_max:,}" if s_max else "—", help=f.t("calc.lever_sequences_help"))
     lv.metric(f.t("calc.lever_formats"), ", ".join(ok_formats) if ok_formats else "—", help=f.t("calc.lever_formats_help"))
