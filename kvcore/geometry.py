@@ -84,6 +84,7 @@ class Geometry:
     tie_word_embeddings: bool
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
+    max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
 
     @property
     def num_layers(self) -> int:
@@ -111,6 +112,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
         "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+        "max_position_embeddings": 131072,
     },
 }
 _MODEL_TYPE_ALIASES = {"gemma3": "gemma3_text", "mistral": "llama", "smollm2": "llama"}
@@ -346,6 +348,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
         tie_word_embeddings=tied,
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
+        max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
     )
 
 

@@ -45,6 +45,11 @@ def error_text(lang: str, error: Exception) -> str:
     return translate(lang, f"errors.{code}", **error.params)
 
 
+def join(lang: str, *parts: str) -> str:
+    """Sentences of one paragraph: Japanese sentences follow each other without a space, English with one."""
+    return ("" if lang == "ja" else " ").join(p for p in parts if p)
+
+
 def has(lang: str, key: str) -> bool:
     return key in texts(lang)
 
