@@ -80,9 +80,9 @@ def verdict_text(fit: Fit, lang: str) -> str:
     text = t(fit.verdict_code, **nums)
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
-            text += " " + t("share", share=f"{fit.bandwidth_gbps / fit.peak_gbps:.0%}", peak=fit.peak_gbps)
+            text = i18n.join(lang, text, t("share", share=f"{fit.bandwidth_gbps / fit.peak_gbps:.0%}", peak=fit.peak_gbps))
         if fit.overhead_s > 0:
-            text += " " + t("overhead", ms=fit.overhead_s * 1e3)
+            text = i18n.join(lang, text, t("overhead", ms=fit.overhead_s * 1e3))
     return text
 
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.views import ARTICLE_MODEL
-from kvsite import live, sections
+from kvsite import i18n, live, sections
 from kvsite.export import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
@@ -38,7 +38,7 @@ m.metric(f.t("trap.used_at", n=257), f"{at[257, 'used']:.3f} MiB",
 note = f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)
 article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
 if fmt == "fp16" and article:  # Article A measured the fp16 cache only
-    note += " " + f.t("trap.article_note", **article)
+    note = i18n.join(f.lang, note, f.t("trap.article_note", **article))
 st.caption(note)
 
 text("## " + f.t("trap.chunk_title"), f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
