@@ -16,11 +16,6 @@ from kvsite import i18n
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 
-def test_language_files_have_the_same_keys():
-    ja = {k for k in i18n.texts("ja") if not k.startswith("errors.")}  # errors.*: Japanese only (tests/test_errors.py)
-    assert ja == set(i18n.texts("en"))
-
-
 def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "ja", updates="300, abc")
     assert not at.exception
@@ -44,6 +39,8 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
         sources = source_texts(rec_dir)
         english = {p: runs for p in prose if (runs := english_runs(p, sources))}
         assert not english, english
+        spaced = {p[:40]: spaces for p in prose if (spaces := i18n.stray_spaces(p))}  # joins in code included
+        assert not spaced, spaced
 
 
 def test_english_runs_finds_a_sentence_inside_japanese():
@@ -200,7 +197,7 @@ def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
 
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
-    assert "メモリ律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
+    assert "メモリ帯域律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
     at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
 
