@@ -197,7 +197,7 @@ def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
 
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
-    assert "メモリ帯域律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
+    assert "メモリ帯域律速（memory-bound）です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
     at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
 
