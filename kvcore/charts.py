@@ -203,7 +203,7 @@ def bar_chart(
 
 
 def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_title: str, labels: str,
-                  colors: dict | None = None, titles: dict | None = None) -> alt.LayerChart:
+                  colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = ()) -> alt.LayerChart:
     """Two bars per source (e.g. with / without a cache), side by side on one axis, each labelled with its value.
 
     df: one row per source and mode (the run's totals, not its running rows).
@@ -215,6 +215,6 @@ def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_ti
     enc = dict(y=y, x=x, yOffset=alt.YOffset(f"{mode}:N", sort=domain))
     bars = alt.Chart(df).mark_bar().encode(
         **enc, color=alt.Color(f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain),
-        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)), tooltip=_tooltip(df, [source, mode, value], titles)).add_params(sel)
+        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)), tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
     text = alt.Chart(df).mark_text(align="left", dx=3, fontSize=11).encode(**enc, text=f"{labels}:N")
     return alt.layer(bars, text).properties(height=alt.Step(26))

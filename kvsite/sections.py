@@ -143,13 +143,15 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     t = _t(lang)
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
+    chips = {r.id: views.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
-    df = df.assign(source=df["recording"].map(names) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
-                   mode=df["mode"].map(_tr(lang, "mechanism.")),
+    df = df.assign(run=df["recording"].map(chips) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
+                   source=df["recording"].map(names), mode=df["mode"].map(_tr(lang, "mechanism.")),
                    label=df["seconds"].map(lambda v: fmt_num(v, unit="s")))
-    titles = cols(lang, "source", "mode", "seconds")
-    table = df[["source", "mode", "seconds", "new_tokens"]].rename(columns=cols(lang, "source", "mode", "seconds", "new_tokens"))
-    return {"chart": make_chart(table, "measured_bars", df, "source", "mode", "seconds", t("mechanism.seconds"), "label", titles=titles),
+    titles = cols(lang, "run", "source", "mode", "seconds", "new_tokens")
+    table = df[["source", "mode", "seconds", "new_tokens"]].rename(columns=titles)
+    return {"chart": make_chart(table, "measured_bars", df, "run", "mode", "seconds", t("mechanism.seconds"), "label", titles=titles,
+                                tooltip=("source", "new_tokens")),
             "new_tokens": int(totals["new_tokens"]), "speedup": float(totals["speedup"])}
 
 
@@ -196,7 +198,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
     t = lambda k: i18n.translate(lang, f"trap.col_{k}")  # noqa: E731
     return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
                            "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),
-                           "slack_pct": (t("slack"), "{:.1f} %")}), error
+                           "slack_pct": (t("slack"), "{:.1f}%")}), error
 
 
 # ---------------------------------------------------------------- 3 linear growth

@@ -11,8 +11,8 @@ f = setup("mechanism")
 f.intro("mechanism")
 
 c = row()
-prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")
-new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", bind="query-params")
+prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
+new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params")
 with c:
     per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
                           format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"

@@ -15,7 +15,7 @@ f.intro("trap", **geo)
 rec = f.pick_source("trap", live=True)
 
 c = row()
-tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", bind="query-params")
+tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", format="localized", bind="query-params")
 fmt = c.selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
                      help=f.t("trap.format_help"))
 

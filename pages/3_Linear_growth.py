@@ -16,7 +16,7 @@ rec = f.pick_source("growth")
 
 c = row()
 model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", bind="query-params")
+ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", format_func="{:,}".format, bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 kv = c.selectbox(f.t("common.kv_format"), ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"], key="kv", bind="query-params")
 seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
@@ -39,7 +39,7 @@ m.metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("gr
 st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
 st.header(f.t("growth.layers_title"))
-layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", bind="query-params")
+layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", format_func="{:,}".format, bind="query-params")
 show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"], "layers_chart", f"kv-per-layer-{model}",
            table=False)
 st.caption(f.t("growth.layers_note"))

@@ -55,7 +55,7 @@ model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().in
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 default_eff = sections.default_efficiency(article)
-eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", bind="query-params",
+eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
                help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=views.provenance(article)["chip"] if article else "—"))
 what = sections.what_if(chip_name, model, weights, eff, f.lang)
 if what["chart"] is None:

@@ -16,7 +16,7 @@ f.intro("savings")
 c = row()
 names = preset_names()
 model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
+ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", format_func="{:,}".format, bind="query-params")
 
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
