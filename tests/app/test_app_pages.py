@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app_helpers import CPU_DEMO, PAGES, charts, english_runs, page, source_texts, texts
+from app_helpers import CPU_DEMO, PAGES, chart_labels, charts, english_label, english_runs, page, source_texts, texts
+from kvcore.formats import FORMATS
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.geometry import preset_names
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+NAMES = {*preset_names(), *FORMATS, *WEIGHT_FORMATS, "tok/s"}  # model ids, format names and units keep their spelling
 
 
 def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
@@ -41,6 +45,13 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
         assert not english, english
         spaced = {p[:40]: spaces for p in prose if (spaces := i18n.stray_spaces(p))}  # joins in code included
         assert not spaced, spaced
+        # what charts, tables and formulas say is Japanese too: titles, legends, tooltips, bar labels, column headers
+        labels = {text for c in charts(at) for text in chart_labels(c["spec"], c["data"])}
+        labels |= {str(col) for df in at.dataframe for col in df.value.columns}
+        english = sorted(text for text in labels if english_label(text, NAMES))
+        assert not english, english
+        formulas = [c.value for c in at.code if not c.language]
+        assert not [f for f in formulas if english_runs(f, sources, words=2)], formulas
 
 
 def test_english_runs_finds_a_sentence_inside_japanese():
