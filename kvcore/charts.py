@@ -204,17 +204,19 @@ def bar_chart(
 
 def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_title: str, labels: str,
                   colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = ()) -> alt.LayerChart:
-    """Two bars per source (e.g. with / without a cache), side by side on one axis, each labelled with its value.
+    """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
+    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns.
 
     df: one row per source and mode (the run's totals, not its running rows).
     """
     sel = alt.selection_point(name=SELECTION, fields=[mode], bind="legend")
     domain = list(dict.fromkeys(df[mode]))
-    y = alt.Y(f"{source}:N", title=None, axis=alt.Axis(labelLimit=150, labelFontSize=11))
-    x = alt.X(f"{value}:Q", title=value_title)
-    enc = dict(y=y, x=x, yOffset=alt.YOffset(f"{mode}:N", sort=domain))
+    x = alt.X(f"{source}:N", title=None, sort=None,
+              axis=alt.Axis(labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11))
+    enc = dict(x=x, y=alt.Y(f"{value}:Q", title=value_title), xOffset=alt.XOffset(f"{mode}:N", sort=domain))
     bars = alt.Chart(df).mark_bar().encode(
         **enc, color=alt.Color(f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain),
-        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)), tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
-    text = alt.Chart(df).mark_text(align="left", dx=3, fontSize=11).encode(**enc, text=f"{labels}:N")
-    return alt.layer(bars, text).properties(height=alt.Step(26))
+        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+        tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
+    text = alt.Chart(df).mark_text(baseline="bottom", dy=-3, fontSize=11).encode(**enc, text=f"{labels}:N")
+    return alt.layer(bars, text).properties(height=300)
