@@ -309,3 +309,31 @@ def test_llama_cpp_suggests_only_types_it_can_store():
     g = geometry("qwen-7b-chat")
     ok = calculator.formats_that_fit(g, 32768, 1, 15 << 30, 24 << 30, KvSpec())
     assert ok and set(ok) <= set(calculator.runtime_formats(g)) and "mlx-q4" not in ok
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
+    from kvcore.geometry import preset_names
+
+    for name in preset_names():
+        g = parse_config(load_preset(name)["config"], name, runtime)
+        r = calculator.calculate(g, 8192, 2, KvSpec("q8_0", "q8_0"))
+        assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
+        weights = r["weights_bytes"]
+        available = int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE) + 1  # room for four times this cache
+        assert calculator.max_context(g, KvSpec("q8_0", "q8_0"), 2, weights, available) >= 8192, name
+        assert calculator.max_sequences(g, KvSpec("q8_0", "q8_0"), 8192, weights, available) >= 2, name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sequences", "300"], "1 to 256 sequences (-np), not 300"),
+    (["--ubatch", "0"], "ubatch must be a whole number from 1 to"),
+])
+def test_bad_llama_cpp_settings_get_one_line_and_exit_2(args, message):
+    r = kvcore("calc", "--model", "gemma-2-2b", "--context", "8192", "--runtime", "llama.cpp", *args)
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_llama_cpp_settings_without_the_llama_cpp_runtime_are_refused():
+    r = kvcore("calc", "--model", "gemma-2-2b", "--context", "8192", "--kv-unified")
+    assert r.returncode == 2 and "add --runtime llama.cpp" in r.stderr
