@@ -12,7 +12,7 @@ import sys
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
-from .llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH, Options as LlamaOptions
+from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
 from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
 from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
 from .units import fmt_bytes
@@ -69,9 +69,7 @@ def _cmd_calc(a) -> int:
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
     geometry, preset = resolve_model(a.model, a.runtime)
     llama = None
-    if a.runtime == LCPP:
-        if a.sequences > LLAMA_MAX_SEQ:  # checked here so the sentence names llama.cpp's own limit
-            LlamaOptions(sequences=a.sequences)
+    if a.runtime == LCPP:  # --sequences is llama.cpp's -np (n_seq_max), at most LLAMA_MAX_SEQ
         llama = LlamaOptions(a.sequences, a.kv_unified, ubatch=a.ubatch, swa_full=a.swa_full)
     elif a.kv_unified or a.swa_full or a.ubatch != DEFAULT_UBATCH:
         raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")

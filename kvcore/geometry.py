@@ -2,9 +2,12 @@
 
 Example: parse_config(llama_3_2_1b_config).layers[0] ->
     Layer(index=0, kind="full", kv_heads=8, k_dim=64, v_dim=64)
-The layer rules follow mlx_lm's own model files (`mlx_lm/models/<model_type>.py`,
-mlx-lm 0.32.2); `runtime="reference"` follows the architecture as its config defines it
-(transformers / vLLM), which differs only where mlx_lm ignores an attention window.
+Every model_type is one entry in FAMILIES (data, not branches): its window rule per runtime, its
+defaults, older field spellings and parameter layout. The layer rules follow mlx_lm's model files
+(`mlx_lm/models/<model_type>.py`, mlx-lm 0.32.2) under `runtime="mlx_lm"`, llama.cpp's model code
+(`src/llama-model.cpp`, see kvcore.llamacpp) under `runtime="llama.cpp"`, and the architecture as its
+config defines it (transformers / vLLM) under `runtime="reference"`; they differ only in which
+attention windows a runtime applies. An unknown model_type is a KvError naming it.
 """
 
 from __future__ import annotations
