@@ -26,9 +26,11 @@ The rules, each from ggml-org/llama.cpp (file @ commit):
   `min(cells, max(256, GGML_PAD(used_max_p1, 256)))`.
 * Bytes per row -- `ggml_row_size(type, n) = type_size * n / block_size` (asserts n % block_size == 0);
   block sizes in kvcore.formats (ggml-common.h).
-* llama-server without `-np` -- `tools/server/server.cpp` @ aa6192d38defc9a5d9fb2987413f71b18f214270 sets
-  `n_parallel = 4` and `kv_unified = true` ("setting n_parallel = 4 and kv_unified = true"); later builds do the
-  same when `n_parallel` is left at its auto value -1 ("n_parallel is set to auto, using n_parallel = 4 and kv_unified = true").
+* llama-server without `-np` -- `tools/server/server.cpp` @ aa6192d38defc9a5d9fb2987413f71b18f214270:
+  `if (params.n_parallel == 1 && params.kv_unified == false && !params.has_speculative())` it sets
+  `n_parallel = 4` and `kv_unified = true` (so there an explicit `-np 1` becomes 4 slots too); later builds
+  do it only when `n_parallel` is left at its auto value -1 ("n_parallel is set to auto, using n_parallel = 4
+  and kv_unified = true"). An explicit `-np N` keeps `kv_unified = false` unless `--kv-unified` is given.
 * Defaults -- `common/common.h` (`common_params`): `n_batch = 2048`, `n_ubatch = 512`; `kv_unified = false`.
   `src/llama-cparams.h`: `LLAMA_MAX_SEQ 256`.
 
@@ -116,7 +118,10 @@ def swa_cells(base_cells: int, n_swa: int, n_ctx: int, options: Options) -> int:
 
 
 def read_cells(used: int, cells: int) -> int:
-    """Cells one attention step reads (get_n_kv): used cells padded to 256, at least 256, at most the cache.
+    """Cells one attention step reads (get_n_kv): `used` padded to 256, at least 256, at most the cache.
+
+    `used` is llama.cpp's used_max_p1, the highest occupied cell + 1: one sequence's tokens so far in its
+    own stream; in a unified cache, the furthest any sequence has pushed the shared array.
 
     Example: read_cells(700, 4096) -> 768.
     """
