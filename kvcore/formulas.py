@@ -30,7 +30,9 @@ class KvSpec:
     activation_dtype: str = "fp16"  # dtype of mlx scales/biases and of linear-attention conv state
 
     def __post_init__(self):
-        get_format(self.k_format), get_format(self.v_format)
+        # llama.cpp spellings (f16, f32) become the format's one name
+        object.__setattr__(self, "k_format", get_format(self.k_format).name)
+        object.__setattr__(self, "v_format", get_format(self.v_format).name)
         if self.group_size not in (32, 64, 128):
             raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
         if self.activation_dtype not in ("fp16", "bf16", "fp32"):
