@@ -39,7 +39,7 @@ def test_trap_probe_runs_live_in_the_page(rec_dir):
     at.button(key="live_trap_run").click().run()
     assert not at.exception
     data = charts(at)[0]["data"]
-    live = data[data["recording"] == "live"]
+    live = data[data["source"] == "Live on this machine"]
     alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
     assert (alloc[256], alloc[257]) == (8.0, 16.0)  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
 
@@ -74,7 +74,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     before = sorted(p.name for p in rec_dir.rglob("*"))
     at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
     at.button(key="live_trap_run").click().run()
-    assert any(d["recording"] == "live" for _, d in charts(at)[0]["data"].iterrows())
+    assert any(d["source"] == "Live on this machine" for _, d in charts(at)[0]["data"].iterrows())
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert "live_save_decode" not in [b.key for b in at.button]
     assert "cannot be saved" in texts(at)

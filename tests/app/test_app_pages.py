@@ -34,6 +34,8 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert not at.exception, [e.message for e in at.exception]
     shown = texts(at)
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
+    raw = re.findall(r"(?<![\w.,/-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])", re.sub(r"`[^`]*`|https?://\S+", " ", shown))
+    assert not raw, raw  # numbers for readers: 3 significant figures, thousands separators (kvcore.units.fmt_num)
     title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[0]  # Frame.intro: "# title"
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
     if lang == "ja":  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
@@ -232,7 +234,7 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
     "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
-    "hardware": {"chips", "<listcomp>", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
+    "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
     "views": {"provenance", "source_class", "<genexpr>"},
 }
 
