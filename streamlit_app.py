@@ -4,11 +4,12 @@ import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, gib
 from kvsite.data import view
-from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, row, setup, text
-from kvsite import i18n, sections
+from kvsite.chapters import CHAPTERS
+from kvsite.frame import DEFAULT_SOURCE, row, setup, text
+from kvsite import sections
 
 f = setup("home")
-f.intro("home")
+f.intro()
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)
@@ -27,12 +28,9 @@ else:
 st.caption(f.t("home.numbers_source", **dec))
 
 st.subheader(f.t("home.chapters"))
-for path in page_files():
-    slug = page_slug(path)
-    if not i18n.has(f.lang, f"home.ch.{slug}"):
-        continue
+for chapter in CHAPTERS:
     with st.container(border=True):
-        st.page_link(f"pages/{path.name}", label=f"**{f.t('nav.' + slug)}**", query_params={"lang": f.lang})
-        st.caption(f.t(f"home.ch.{slug}", **geo))
+        st.page_link(chapter.path, label=f"**{f.t('nav.' + chapter.slug)}**", query_params={"lang": f.lang})
+        st.caption(f.t(f"home.ch.{chapter.slug}", **geo))
 
 text("### " + f.t("home.data_title"), f.t("home.data"))

@@ -8,7 +8,7 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("mechanism")
-f.intro("mechanism")
+f.intro()
 
 c = row()
 prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
@@ -36,4 +36,4 @@ if rec is not None:
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
 
-f.faq("mechanism", ("what", "speed"))
+f.faq(("what", "speed"))

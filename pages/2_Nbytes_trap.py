@@ -11,7 +11,7 @@ CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns t
 
 f = setup("nbytes_trap")
 geo = sections.article_geometry()
-f.intro("trap", **geo)
+f.intro(**geo)
 rec = f.pick_source("trap", live=True)
 
 c = row()

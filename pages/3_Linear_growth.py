@@ -11,7 +11,7 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup
 
 f = setup("linear_growth")
-f.intro("growth")
+f.intro()
 rec = f.pick_source("growth")
 
 c = row()
@@ -44,4 +44,4 @@ show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"
            table=False)
 st.caption(f.t("growth.layers_note"))
 
-f.faq("growth", ("why", "how_much"))
+f.faq(("why", "how_much"))

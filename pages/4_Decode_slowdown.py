@@ -13,7 +13,7 @@ from kvsite.export import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
 
 f = setup("decode_slowdown")
-f.intro("decode")
+f.intro()
 rec = f.pick_source("decode", live=True)
 if rec == LIVE:
     job = live.job_panel(f, "decode")

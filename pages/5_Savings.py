@@ -12,7 +12,7 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup, text
 
 f = setup("savings")
-f.intro("savings")
+f.intro()
 c = row()
 names = preset_names()
 model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
@@ -53,4 +53,4 @@ if bench is not None:
     show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks")
     st.caption(f.t("savings.bench_note", source=bench.data["citation"]["source"]))
 
-f.faq("savings", ("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)
+f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

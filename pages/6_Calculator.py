@@ -16,7 +16,7 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("calculator")
-f.intro("calc")
+f.intro()
 
 # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
 names = preset_names()

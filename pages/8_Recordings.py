@@ -8,7 +8,7 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")
-f.intro("recordings")
+f.intro()
 st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids))), hide_index=True, width="stretch")
 
 ids = [r.id for r in f.recs]

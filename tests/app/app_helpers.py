@@ -13,10 +13,11 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from kvcore.formats import FORMATS
+from kvsite.chapters import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
-PAGES = sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))  # every page, as Streamlit lists them
+PAGES = [chapter.path for chapter in CHAPTERS]  # every chapter's page (kvsite/chapters.py)
 CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
 
 
