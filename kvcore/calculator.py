@@ -69,6 +69,8 @@ def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec
         "active_params": geometry.active_params.total,
         "formula": formula_text(geometry, context, spec, sequences),
         "notes": list(geometry.notes),
+        "max_position_embeddings": geometry.max_position_embeddings,
+        "beyond_max_position": beyond_max_position(geometry, context),
     }
 
 
@@ -106,6 +108,8 @@ def _calculate_llamacpp(geometry: Geometry, context: int, spec: KvSpec, weights_
         "log_lines": [c.log_line() for c in caches],
         "llama_cpp": {"sequences": options.sequences, "unified": options.unified, "batch": options.batch,
                       "ubatch": options.ubatch, "ubatch_used": llamacpp.micro_batch(context, options), "swa_full": options.swa_full},
+        "max_position_embeddings": geometry.max_position_embeddings,
+        "beyond_max_position": beyond_max_position(geometry, context),
     }
 
 
@@ -114,6 +118,16 @@ def kv_need(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1, 
     if geometry.runtime == LCPP:
         return llamacpp.kv_bytes(geometry, context, spec.k_format, spec.v_format, _llama_options(llama, sequences))
     return kv_bytes(geometry, context, spec, sequences)
+
+
+def beyond_max_position(geometry: Geometry, context: int) -> bool:
+    """True when `context` exceeds the model's `max_position_embeddings` (the longest context it was built for,
+    per its config.json): the memory is still what the cache would hold, but the model is not meant to run there.
+
+    Example: beyond_max_position(llama-3.1-8b, 131_073) -> True (its config says 131,072); a config without the field -> False.
+    """
+    limit = geometry.max_position_embeddings
+    return limit is not None and context > limit
 
 
 @dataclass(frozen=True)

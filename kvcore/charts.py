@@ -220,3 +220,27 @@ def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_ti
         tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
     text = alt.Chart(df).mark_text(baseline="bottom", dy=-3, fontSize=11).encode(**enc, text=f"{labels}:N")
     return alt.layer(bars, text).properties(height=300)
+
+
+
+def with_points(chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None) -> alt.LayerChart:
+    """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
+    reader's context), drawn over the lines and kept out of the legend.
+
+    Example: with_points(series_chart(df, "context", "tokens_per_s", ...), "context", "tokens_per_s",
+    pd.DataFrame([{"context": 32768, "tokens_per_s": 18.6, "label": "32,768: 18.6 tok/s"}])).
+    """
+    if marks is None or marks.empty:
+        return chart
+    base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
+    return alt.layer(chart,
+                     base.mark_point(size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5)
+                     .encode(tooltip=[alt.Tooltip("label:N", title=None)]),
+                     base.mark_text(align="left", baseline="bottom", dx=7, dy=-7, fontSize=11, fontWeight="bold", color="#333333")
+                     .encode(text="label:N"))
+
+
+def marked_series_chart(df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, *,
+                        marks: pd.DataFrame | None = None, **kwargs) -> alt.LayerChart:
+    """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
+    return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)

@@ -55,24 +55,31 @@ def source_class(rec: Recording) -> str:
 
 
 def provenance(rec: Recording) -> dict:
-    """The badge's fields: kind, label, chip, machine, model, method, versions, date, citation."""
+    """The badge's fields: kind, class, label, chip, machine, memory, model, weights and KV format, method (as recorded:
+    method_groups reads it), versions, date, command, citation (source, url, note). Empty where the recording is silent."""
     d, prov = rec.data, rec.data.get("provenance", {})
     machine = prov.get("machine", {})
     hw = d.get("hardware", {})
-    method = d.get("method", {})
     versions = prov.get("versions", {})
+    citation = d.get("citation", {})
     return {
         "kind": rec.kind,
         "class": source_class(rec),
         "label": rec.label,
         "chip": machine.get("chip") or hw.get("chip", ""),
+        "vendor": hw.get("vendor", ""),
         "machine": ", ".join(str(v) for v in (machine.get("os"), prov.get("backend") or hw.get("backend"), prov.get("device")) if v),
+        "memory_gb": machine.get("memory_gb") or hw.get("memory_gb") or "",
         "model": d["model"]["name"],
+        "weights_format": d["model"].get("weights_format", ""),
         "kv_format": d["model"].get("kv_format", ""),
-        "method": ", ".join(f"{k}: {v}" for k, v in method.items()) if isinstance(method, dict) else str(method),
+        "method": d.get("method", {}),
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "date": str(prov.get("date", "")),
-        "citation": d.get("citation", {}).get("source", ""),
+        "command": str(prov.get("command", "")),
+        "citation": citation.get("source", ""),
+        "url": citation.get("url", ""),
+        "note": citation.get("note", ""),
     }
 
 
@@ -84,6 +91,27 @@ def source_colors(recs: list[Recording]) -> dict[str, str]:
     from .charts import PALETTE
 
     return {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(sorted({r.id for r in recs}))}
+
+
+def method_groups(method) -> list[tuple[str, list[tuple[str, object]]]]:
+    """A recording's free-form method as (group, [(field, value), ...]): "" for the top-level fields, then one group
+    per nested mapping (a section's method, the backend) and per list of mappings (cross-checks: one item per entry,
+    named by its `check` field). Order as recorded.
+
+    Example: {"fill": "synthetic", "decode": {"warmup": 3}} -> [("", [("fill", "synthetic")]), ("decode", [("warmup", 3)])]
+    """
+    if not isinstance(method, dict):
+        return [("", [("note", str(method))])] if method else []
+    top, groups = [], []
+    for key, value in method.items():
+        if isinstance(value, dict):
+            groups.append((str(key), list(value.items())))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            groups.append((str(key), [(str(v.get("check", i + 1)), {k: x for k, x in v.items() if k != "check"})
+                                      for i, v in enumerate(value)]))
+        else:
+            top.append((str(key), value))
+    return ([("", top)] if top else []) + groups
 
 
 def section_frame(recs: list[Recording], section: str) -> pd.DataFrame:

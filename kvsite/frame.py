@@ -15,7 +15,7 @@ import streamlit as st
 from kvcore import recordings
 from kvcore.recordings import Recording
 
-from . import i18n
+from . import i18n, recording_text
 from .chapters import CHAPTERS, HOME, by_slug
 from .data import live_status, load_recordings, provenance, source_label
 
@@ -65,11 +65,12 @@ class Frame:
         if live and not self.live_ok:
             st.sidebar.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
-        self.badge(rec)
+        self.badge(rec, section)
         return rec
 
-    def badge(self, rec: Recording | str) -> None:
-        """The visible provenance of what the page shows: machine, chip, model, method, versions, date or citation."""
+    def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
+        """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
+        date or citation, in one line; full: every field as a list (the Recordings page)."""
         with st.container(border=True):
             if rec == LIVE:
                 import platform
@@ -81,13 +82,12 @@ class Frame:
                 return
             p = provenance(rec)
             st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
-            if p["kind"] == "published":
-                st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]))
+            if full:
+                st.markdown(recording_text.provenance_card(rec, self.lang))
             else:
-                st.caption(self.t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"],
-                                  method=p["method"], versions=p["versions"], date=p["date"]))
-                if p["class"] == "other":
-                    st.caption(":material/warning: " + self.t("badge.not_apple"))
+                st.caption(recording_text.badge_line(rec, section, self.lang))
+            if p["class"] == "other":  # measured, not on Apple Silicon
+                st.caption(":material/warning: " + self.t("badge.not_apple"))
 
     @property
     def texts(self) -> str:

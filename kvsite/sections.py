@@ -23,6 +23,7 @@ from kvcore.units import GIB, fmt_num, fmt_pct
 from . import i18n
 from .data import arrow, md_table, section_cache
 from .export import make_chart
+from .recording_text import group_name, translated_table
 
 cached = section_cache(max_entries=64)
 
@@ -438,17 +439,26 @@ def benchmark(rec: Recording, lang: str) -> dict:
 
 
 @cached
-def recordings_table(recs: list[Recording], local_ids: tuple[str, ...]) -> object:
-    return arrow(views.recordings_table(recs, set(local_ids)))
+def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: str) -> object:
+    """Every recording, one row each, with headers, kinds, places and section names in `lang`."""
+    df = views.recordings_table(recs, set(local_ids))
+    if df.empty:
+        return arrow(df)
+    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    sep = t("recordings.list_sep")
+    df = df.assign(kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")), where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
+                   date=df["date"].str[:10],
+                   sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs])
+    return arrow(translated_table(df, lang, "recordings.col_"))
 
 
 @cached
-def recording_sections(rec: Recording) -> list[tuple]:
-    """(section, rows, Arrow table) per section of one recording."""
+def recording_sections(rec: Recording, lang: str) -> list[tuple]:
+    """(section, its name in `lang`, rows as recorded, Arrow table with headers in `lang`) per section of one recording."""
     out = []
     for section in rec.data["sections"]:
         rows = views.section_frame([rec], section).drop(columns=["source", "recording"])
-        out.append((section, rows, arrow(rows)))
+        out.append((section, group_name(lang, section), rows, arrow(translated_table(rows, lang))))
     return out
 
 

@@ -136,3 +136,27 @@ def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
     at = _wait(_start_sweep(at), "job_decode")  # free again: it runs, and releases the machine when done
     assert at.session_state["job_decode"].state == "done" and MACHINE.acquire(blocking=False)
     MACHINE.release()
+
+
+def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_dir):
+    # the same job panel runs the Recordings page's suite; a decode sweep is its quick part (the suite's
+    # without-cache comparison takes minutes on a shared CPU)
+    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)), "job_decode")
+    assert at.session_state["job_decode"].state == "done" and not at.exception
+
+    def results():  # the run's own table, headers in the page's language
+        return [d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value]
+
+    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == [256]
+    assert {"live_save_decode", "live_discard_decode"} <= {b.key for b in at.button}
+    at.run()  # a rerun (any widget) keeps them
+    assert len(results()) == 1
+    at.button(key="live_discard_decode").click().run()
+    assert "job_decode" not in at.session_state and not results() and not (rec_dir / "local").exists()
+
+    at = _wait(_start_sweep(at, contexts=(256,)), "job_decode")
+    at.button(key="live_save_decode").click().run()
+    assert len(list((rec_dir / "local").glob("*.yaml"))) == 1
+    at.run()  # saved: the run is a recording now; the panel says where it went
+    assert not results() and "live_save_decode" not in {b.key for b in at.button}
+    assert "ローカルの記録" in texts(at)

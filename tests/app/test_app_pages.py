@@ -187,9 +187,49 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
 
 def test_recordings_page_lists_every_run(rec_dir):
     at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
-    ids = set(next(d.value for d in at.dataframe if "recording" in d.value)["recording"])
+    ids = set(next(d.value for d in at.dataframe if "ID" in d.value)["ID"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
+
+
+@pytest.mark.parametrize("lang, fields, method", [
+    ("en", ["**Machine and backend**: Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0), 16 GB RAM", "**Chip**: Test CPU 9000", "**Model**: cpu-demo",
+            "**KV format**: fp32", "**Versions**: python 3.11.2, mlx 0.32.4, mlx_lm 0.32.2, kvcore 0.1.0",
+            "**Date**: 2026-11-29 00:00 UTC", "**Command**: `tests/app fixture`"],
+     "fill: synthetic; 3 warm-up steps; 16 timed steps; 3 repeats"),
+    ("ja", ["**マシンとバックエンド**：Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0)、RAM 16 GB", "**チップ**：Test CPU 9000", "**モデル**：cpu-demo",
+            "**KV の形式**：fp32", "**日時**：2026-11-29 00:00 UTC"],
+     "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し")])
+def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_dir, lang, fields, method):
+    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
+    card = next(m.value for m in at.markdown if m.value.startswith("- **"))
+    for field in fields:
+        assert "- " + field in card.splitlines()
+    assert f"  - {method}" in card.splitlines()
+    assert "{" not in card and "warmup" not in card  # no mapping dumped as it is stored
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang):
+    at = page("pages/8_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
+    card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
+    command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
+    assert not [line for line in card if "`" in line and not line.startswith(command)]  # `field`: a field without words
+    groups = [line.split("**")[1] for line in card if line.startswith("  - **")]
+    assert groups == [i18n.translate(lang, f"recordings.section_{g}") for g in
+                      ("trap", "growth", "decode", "mechanism", "backend", "cross_checks")]
+
+
+def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
+    at = page("pages/8_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
+    listing, section = (d.value for d in at.dataframe)
+    assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
+    assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
+    assert all(JAPANESE.search(s) for s in listing["データ"])
+    assert [t.label.split(" · ")[0] for t in at.tabs] == [".nbytes の罠", "KV の増え方", "decode 速度", "キャッシュの有無"]
+    assert all(JAPANESE.search(c) for c in section.columns), list(section.columns)  # the open tab: the trap rows
+    assert "token by token" not in set(section["追加の仕方"]) and "1 トークンずつ" in set(section["追加の仕方"])
+    assert set(section["キャッシュのクラス"]) == {"KVCache", "RotatingKVCache", "QuantizedKVCache"}  # code names stay
 
 
 @pytest.mark.parametrize("model,expected", [("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
