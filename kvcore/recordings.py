@@ -33,6 +33,9 @@ from pathlib import Path
 
 import yaml
 
+from .errors import KvError
+from .textfile import read_text_file
+
 SCHEMA_VERSION = 1
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
 LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
@@ -221,13 +224,9 @@ def load(path: Path) -> Recording:
     """One recording file, validated; RecordingError names the file and the problem."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RecordingError(f"{path.name}: larger than {MAX_FILE_BYTES // 1_000_000} MB")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RecordingError(f"{path.name}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise RecordingError(f"{path.name}: not UTF-8 text") from None
+        text = read_text_file(path, MAX_FILE_BYTES, path.name)
+    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
+        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}") from None
     rec = parse_text(text, path.name)
     rec.path = path
     return rec
