@@ -9,8 +9,10 @@ Example: build_model("llama-3.2-1b").summary() -> {"name": "llama-3.2-1b", "weig
 
 from __future__ import annotations
 
+import difflib
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,15 +140,28 @@ def resolve_config(model: str) -> tuple[str, dict]:
         if not (path / "config.json").is_file():
             raise KvError(f"{model} is a folder without a config.json; that is not a model directory.")
         return path.name, read_config_file(path / "config.json")
-    if model.endswith(".json") or path.is_file():
+    if model.endswith(".json") or path.exists():  # a FIFO or a device is refused by the reader, not read
         return path.stem, read_config_file(path)
     if model in preset_names():
         return model, dict(load_preset(model)["config"])
+    if looks_like_path(model):
+        raise KvError(f"{model} does not exist; give a preset, cpu-demo, a config.json or a model folder.")
     if "/" in model:
         raise KvError(f"{model} is not a preset, a config.json or a model folder here; a Hugging Face id is loaded "
                       "(downloaded by mlx_lm.load) by decode, mechanism and record.")
-    load_preset(model)  # raises the 'did you mean' error
-    raise AssertionError
+    known = [*BUILTIN_CONFIGS, *preset_names()]
+    close = difflib.get_close_matches(model.lower(), known, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else " Run `python -m kvcore presets` for the list (or use cpu-demo)."
+    raise KvError(f"Unknown model {model!r}.{hint}")
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")  # owner/name, as the hub spells them
+
+
+def looks_like_path(text: str) -> bool:
+    """A path a person typed (absolute, ./, ../, ~, a .json file or a folder separator beyond owner/name), not a hub id."""
+    return (text.startswith(("/", "./", "../", "~", ".\\")) or text.endswith(".json") or os.sep in text.replace("/", "", 1)
+            or (os.altsep is not None and text.count(os.altsep) > 1)) and not Path(text).exists()
 
 
 def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
@@ -187,7 +202,10 @@ def load_real(path_or_id: str) -> LiveModel:
     """
     import mlx.core as mx
 
-    path = Path(path_or_id)
+    path = Path(path_or_id).expanduser()
+    if not path.exists() and not HUB_ID.fullmatch(path_or_id):
+        raise KvError(f"{path_or_id} does not exist (and is not a Hugging Face id like owner/name); give a model folder "
+                      "with *.safetensors or a hub id.", "model_load", name=path_or_id, detail="no such folder")
     try:
         if path.is_dir():
             from mlx_lm.utils import load_model
@@ -236,7 +254,7 @@ def is_loadable(model: str) -> bool:
     path = Path(model)
     if path.is_dir():
         return any(path.glob("*.safetensors"))
-    return model.count("/") == 1 and not model.endswith(".json") and not path.exists() and model not in BUILTIN_CONFIGS
+    return HUB_ID.fullmatch(model) is not None and not model.endswith(".json") and not path.exists()
 
 
 def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:

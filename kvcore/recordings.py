@@ -249,8 +249,15 @@ def dump_text(data: dict) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+def _slug(text: str, limit: int = 60) -> str:
+    """A file stem from a title: lower-case words joined by '-', at most `limit` characters, cut between words."""
+    words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-").split("-")
+    stem = words[0][:limit]
+    for word in words[1:]:
+        if len(stem) + 1 + len(word) > limit:
+            break
+        stem += "-" + word
+    return stem or "run"
 
 
 def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:
