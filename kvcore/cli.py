@@ -1,4 +1,4 @@
-"""`python -m kvcore`: calc, presets, selftest (and the live probes, which import mlx lazily).
+"""`python -m kvcore`: calc, presets, selftest, doctor (and the live probes, which import mlx lazily).
 
 Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 """
@@ -110,6 +110,12 @@ def _cmd_selftest(a) -> int:
     return 1 if failed else 0
 
 
+def _cmd_doctor(a) -> int:
+    from .doctor import print_report
+
+    return print_report()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kvcore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -131,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     ps.set_defaults(run=_cmd_presets)
     st = sub.add_parser("selftest", help="check the engine against the source articles' figures")
     st.set_defaults(run=_cmd_selftest)
+    dr = sub.add_parser("doctor", help="this machine for a bug report: backend, chip, memory, versions, which probes can start")
+    dr.set_defaults(run=_cmd_doctor)
     try:
         from .live_cli import add_live_commands
     except ImportError:

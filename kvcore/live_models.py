@@ -40,40 +40,62 @@ BUILTIN_CONFIGS: dict[str, dict] = {
 # ---------------------------------------------------------------- backend
 
 
-def backend() -> dict:
-    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
+def _mx():
+    """mlx.core, imported on first use (tests stand in for the Metal build's API here: tests/test_metal_api.py)."""
     import mlx.core as mx
 
-    metal = mx.metal.is_available() and mx.default_device() == mx.gpu
+    return mx
+
+
+def metal_info() -> dict | None:
+    """Metal's device info (mlx 0.32.4: `mx.device_info(mx.gpu)`: device_name, architecture, memory_size,
+    max_recommended_working_set_size, max_buffer_length, resource_limit), or None without a Metal GPU.
+
+    The deprecated `mx.metal.device_info()` warns on every call; it is never used.
+    """
+    try:
+        mx = _mx()
+        if not mx.is_available(mx.gpu):
+            return None
+        return dict(mx.device_info(mx.gpu))
+    except (ImportError, AttributeError, RuntimeError, ValueError):
+        return None
+
+
+def backend() -> dict:
+    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
+    mx = _mx()
+    metal = mx.is_available(mx.gpu) and mx.default_device() == mx.gpu
     return {"backend": "mlx metal" if metal else "mlx cpu", "device": str(mx.default_device()),
             "dtype": "fp16" if metal else "fp32"}
 
 
 def mx_dtype(name: str):
-    import mlx.core as mx
-
+    mx = _mx()
     return {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[name]
+
+
+def available_memory() -> tuple[int, str]:
+    """(bytes the backend may use, where that figure comes from): Metal's recommended working set, else
+    MemAvailable (Linux) or the free pages."""
+    info = metal_info()
+    if info and info.get("max_recommended_working_set_size"):
+        return int(info["max_recommended_working_set_size"]), "Metal's recommended working set (mx.device_info)"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free pages (sysconf)"
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3, "unknown (8 GiB assumed)"
 
 
 def available_memory_bytes() -> int:
     """Memory the backend may use: Metal's recommended working set, else MemAvailable (Linux) or free pages."""
-    try:
-        import mlx.core as mx
-
-        if mx.metal.is_available():
-            return int(mx.metal.device_info()["max_recommended_working_set_size"])
-    except (ImportError, KeyError, AttributeError):
-        pass
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 8 * 1024**3
+    return available_memory()[0]
 
 
 def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
@@ -323,6 +345,10 @@ def used_bytes(cache) -> int:
 
 
 def _chip() -> str:
+    """The chip's name: Metal's device name on a Mac (e.g. "Apple M3 Max"), else the CPU's brand string."""
+    info = metal_info()
+    if info and info.get("device_name"):
+        return str(info["device_name"])
     if platform.system() == "Darwin":
         import subprocess
 
@@ -341,13 +367,10 @@ def _chip() -> str:
 
 
 def _memory_gb() -> float:
-    try:
-        import mlx.core as mx
-
-        if mx.metal.is_available():
-            return round(mx.metal.device_info()["memory_size"] / 1e9, 1)
-    except (ImportError, KeyError, AttributeError):
-        pass
+    """The machine's memory in GB (10^9 bytes): Metal's memory_size on a Mac, else MemTotal or the physical pages."""
+    info = metal_info()
+    if info and info.get("memory_size"):
+        return round(int(info["memory_size"]) / 1e9, 1)
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
