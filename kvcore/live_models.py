@@ -26,7 +26,7 @@ LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
 
-# The CPU demonstration model (reference/mlx_lm_caches.md): small enough that KV reads dominate
+# The CPU demonstration model (random weights, no download): small enough that KV reads dominate
 # decode time within minutes on a laptop CPU.
 BUILTIN_CONFIGS: dict[str, dict] = {
     "cpu-demo": {

@@ -287,7 +287,7 @@ def test_mechanism_prints_the_model_and_which_columns_are_per_token():
 def test_a_preset_cites_its_public_config_json_and_nothing_internal(path):
     preset = json.loads(path.read_text(encoding="utf-8"))
     hf_id = preset["hf_id"]
-    assert re.fullmatch(rf"https://huggingface\.co/{re.escape(hf_id)}/blob/[0-9a-f]{{40}}/config\.json", preset["source"]) \
-        or preset["source"] == f"https://huggingface.co/{hf_id}/blob/main/config.json", preset["source"]
+    assert re.fullmatch(rf"https://huggingface\.co/{re.escape(hf_id)}/blob/[0-9a-f]{{40}}/config\.json", preset["source"]), \
+        preset["source"]  # the public file at a fixed revision
     text = json.dumps({k: v for k, v in preset.items() if k != "config"})
     assert not re.search(r"search-index|\bids? \d{6,}|reference/", text, flags=re.I), text
