@@ -211,28 +211,22 @@ def test_record_into_etc_passwd_fails_at_once():
 
 
 @mlx
-def test_probes_save_only_when_asked_and_label_runs_apart(tmp_path):
-    env = {"KVCORE_RECORDINGS_DIR": str(tmp_path), "KVCORE_READ_ONLY": ""}
-    r = kvcore("probe", "--model", "cpu-demo", "--tokens", "3", env=env)
-    assert r.returncode == 0, r.stderr
-    assert "saved" not in r.stdout and not (tmp_path / "local").exists()
+def test_probes_save_only_when_asked_and_label_runs_apart(tmp_path, monkeypatch, capsys):
+    from kvcore import cli
+
+    monkeypatch.setenv("KVCORE_RECORDINGS_DIR", str(tmp_path))
+    monkeypatch.delenv("KVCORE_READ_ONLY", raising=False)
+    probe = ["probe", "--model", "cpu-demo", "--tokens", "3"]
+    assert cli.main(probe) == 0
+    assert "saved" not in capsys.readouterr().out and not (tmp_path / "local").exists()
     for _ in range(2):
-        r = kvcore("probe", "--model", "cpu-demo", "--tokens", "3", "--save", env=env)
-        assert r.returncode == 0 and "saved" in r.stdout, r.stderr
-    paths = sorted((tmp_path / "local").glob("*.yaml"))
-    assert len(paths) == 2
-    labels = [recordings.load(p).label for p in paths]
-    assert all("trap" in label and "cpu-demo" in label for label in labels)
-    r = kvcore("kv", "--model", "cpu-demo", "--contexts", "256", "--save", env=env)
-    assert r.returncode == 0, r.stderr
-    labels = {recordings.load(p).label for p in (tmp_path / "local").glob("*.yaml")}
-    assert any("growth" in label for label in labels) and any("trap" in label for label in labels)
-
-
-@mlx
-def test_out_alone_saves_there(tmp_path):
-    r = kvcore("probe", "--model", "cpu-demo", "--tokens", "3", "--out", str(tmp_path / "runs"), env={"KVCORE_READ_ONLY": ""})
-    assert r.returncode == 0, r.stderr
+        assert cli.main([*probe, "--save"]) == 0 and "saved" in capsys.readouterr().out
+    assert cli.main(["kv", "--model", "cpu-demo", "--contexts", "256", "--save"]) == 0
+    labels = [recordings.load(p).label for p in sorted((tmp_path / "local").glob("*.yaml"))]
+    assert len(labels) == 3
+    assert sum("trap" in label and "cpu-demo" in label for label in labels) == 2
+    assert sum("growth" in label for label in labels) == 1
+    assert cli.main([*probe, "--out", str(tmp_path / "runs")]) == 0  # --out alone saves there
     assert len(list((tmp_path / "runs").glob("*.yaml"))) == 1
 
 
@@ -271,13 +265,14 @@ def test_reference_rules_do_not_claim_mlx_lm_prefill():
 
 
 @mlx
-def test_mechanism_prints_the_model_and_which_columns_are_per_token():
-    r = kvcore("mechanism", "--model", "cpu-demo", "--weights-format", "fp32", "--new-tokens", "2", "--prompt-tokens", "2",
-               timeout=120)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0].startswith("model      cpu-demo (random weights, fp32")
-    assert "per token" in r.stdout and "with ms/token" in r.stdout and "with s so far" in r.stdout
+def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
+    from kvcore import cli
+
+    argv = ["mechanism", "--model", "cpu-demo", "--weights-format", "fp32", "--new-tokens", "2", "--prompt-tokens", "2"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("model      cpu-demo (random weights, fp32")
+    assert "per token" in out and "with ms/token" in out and "with s so far" in out
 
 
 # ---------------------------------------------------------------- presets cite the public config only
