@@ -377,7 +377,10 @@ def read_config_file(path: str | Path) -> dict:
     The bytes come through kvcore.textfile (size-limited, regular files only, UTF-8).
     """
     path = Path(path)
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise KvError(f"{path} is a folder without a config.json; give a config.json or a model folder.", "file_folder",
+                          label=str(path))
         path = path / "config.json"
     return parse_json_text(read_text_file(path, MAX_CONFIG_BYTES), str(path))
 
@@ -430,8 +433,8 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
 
 
 def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name or a path to a config.json -> (geometry, preset metadata or {})."""
-    if model.endswith(".json") or "/" in model or Path(model).is_file():
+    """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
+    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)
     return parse_config(preset["config"], preset["name"], runtime), preset

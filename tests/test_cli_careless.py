@@ -129,6 +129,8 @@ def test_calc_accepts_a_model_folder_like_the_live_commands(tmp_path):
     r = kvcore("calc", "--model", str(tmp_path), "--context", "1000", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kv_bytes"] == 1000 * 32768
+    (tmp_path / "config.json").unlink()
+    one_line(kvcore("calc", "--model", str(tmp_path), "--context", "10"), "is a folder without a config.json")
 
 
 # ---------------------------------------------------------------- hints and wording
