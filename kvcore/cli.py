@@ -6,7 +6,9 @@ Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import sys
 
 from .errors import KvError
@@ -21,7 +23,12 @@ EXIT_BAD_INPUT = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
-        raise KvError(f"{message} (see `{self.prog} --help`).")  # prog: "python -m kvcore" or "python -m kvcore calc"
+        hint = ""
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:  # a mistyped command or choice: name the nearest
+            close = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
+        raise KvError(f"{message} (see `{self.prog} --help`).{hint}")  # prog: "python -m kvcore" or "python -m kvcore calc"
 
 
 def whole_number(label: str, low: int, high: int):

@@ -143,7 +143,8 @@ def test_a_doubled_kvcore_is_named():
 
 def test_an_unknown_command_points_at_the_right_help():
     err = one_line(kvcore("nosuch"), "invalid choice")
-    assert "`python -m kvcore --help`" in err
+    assert "`python -m kvcore --help`" in err and "Did you mean" not in err
+    one_line(kvcore("docter"), "Did you mean doctor?")
 
 
 @mlx
