@@ -84,6 +84,7 @@ def rows() -> list[tuple[str, str]]:
            ("system", f"{platform.system()} {platform.release()} ({platform.machine()})"),
            ("mlx", _version("mlx")), ("mlx-lm", _version("mlx-lm"))]
     mlx_missing = _importable("mlx.core")
+    broken = None if mlx_missing else _backend_works()
     if mlx_missing:
         out += [("backend", f"none: {mlx_missing}"),
                 ("install", "mlx and mlx-lm: `.venv/bin/pip install mlx mlx-lm` on a Mac, `mlx[cpu] mlx-lm` on Linux")]
@@ -101,14 +102,13 @@ def rows() -> list[tuple[str, str]]:
             out.append(("metal", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in sorted(info.items()))))
         elif platform.system() == "Darwin":
             out.append(("metal", "not available: this mlx sees no Metal GPU (an Intel Mac, or a CPU-only build)"))
-        broken = _backend_works()
         if broken:
             out.append(("compute", broken))
     for command, needs in NEEDS.items():
         reasons = [mlx_missing] if mlx_missing else []
         if not mlx_missing:
             reasons += [r for module, _ in needs if (r := _importable(module))]
-            if (broken := _backend_works()) and command == "probe":
+            if broken:
                 reasons.append(broken)
         out.append((command, "can start" if not reasons else "cannot start: " + "; ".join(dict.fromkeys(reasons))))
     if not mlx_missing:
