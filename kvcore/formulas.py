@@ -108,6 +108,16 @@ def kv_bytes_per_token(geometry: Geometry, spec: KvSpec = KvSpec()) -> int:
     return sum(bytes_per_token(layer, spec) for layer in geometry.layers)
 
 
+def kv_bytes_per_token_at(geometry: Geometry, context: int, spec: KvSpec = KvSpec()) -> int:
+    """Bytes one more token adds to a sequence already `context` tokens long: a sliding layer whose window is
+    full adds nothing (it drops its oldest token), so past the window only full and MLA layers grow.
+
+    Example: Gemma-3 at 100,000 tokens -> only its 1-in-6 global layers' bytes per token.
+    """
+    return sum(bytes_per_token(layer, spec) for layer in geometry.layers
+               if layer.kind != "sliding" or context < layer.window)
+
+
 def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_STEP) -> int:
     """Tokens a layer holds at most during mlx_lm's chunked prefill of `context` tokens.
 
@@ -193,7 +203,7 @@ def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequ
             row = f"2 x {heads} KV heads x {k_dim} dims"
         else:
             row = f"{heads} KV heads x (K {k_dim} + V {v_dim} dims)"
-        terms.append(f"{n} {kind} layers x {row} [{per:,} B/token] x {held_text} tokens")
+        terms.append(f"{n} {kind} layers x {row} [{per:,} B/token/layer] x {held_text} tokens")
     seq = f"{sequences} sequences x " if sequences > 1 else ""
     total = kv_bytes(geometry, context, spec, sequences)
     return f"{seq}(" + " + ".join(terms) + f") = {total:,} bytes ({spec.k_format} K, {spec.v_format} V)"

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KvError
+from .textfile import decode_text, read_text_file
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
+MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
 MAX_FIELD = 10**9  # any count or size in a config
 MAX_LAYERS = 1024  # the largest real models have ~130; the engine loops over layers
 
@@ -460,24 +462,54 @@ def load_preset(name: str) -> dict:
 
 
 def read_config_file(path: str | Path) -> dict:
-    """Read a config.json from disk, or raise a KvError that names the problem."""
+    """Read a config.json from disk (a model folder: its config.json), or raise a KvError that names the problem.
+
+    The bytes come through kvcore.textfile (size-limited, regular files only, UTF-8).
+    """
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise KvError(f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise KvError(f"Cannot read {path}: {e.strerror or e}.") from None
-    except UnicodeDecodeError:
-        raise KvError(f"{path} is not a UTF-8 text file.") from None
-    return parse_json_text(text, str(path))
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise KvError(f"{path} is a folder without a config.json; give a config.json or a model folder.", "file_folder",
+                          label=str(path))
+        path = path / "config.json"
+    return parse_json_text(read_text_file(path, MAX_CONFIG_BYTES), str(path))
 
 
-def parse_json_text(text: str, label: str = "config.json") -> dict:
-    """JSON text -> dict, or a KvError naming the line and column of the mistake."""
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text (strings skipped), in one pass; no recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
+    """JSON text (or an uploaded file's bytes) -> dict, or a KvError naming the problem: too large, binary,
+    not UTF-8, nested deeper than MAX_JSON_DEPTH, or the line and column of the mistake.
+    """
+    if isinstance(text, bytes):
+        text = decode_text(text, MAX_CONFIG_BYTES, label)
     if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
         raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.", "json_too_large",
                       label=label, kb=MAX_CONFIG_BYTES // 1000)
+    if "\x00" in text:
+        raise KvError(f"{label} is a binary file, not text.", "file_binary", label=label)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise KvError(f"{label} is nested too deeply to be a config.json.", "json_nested", label=label)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -491,8 +523,8 @@ def parse_json_text(text: str, label: str = "config.json") -> dict:
 
 
 def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name or a path to a config.json -> (geometry, preset metadata or {})."""
-    if model.endswith(".json") or "/" in model or Path(model).is_file():
+    """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
+    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)
     return parse_config(preset["config"], preset["name"], runtime), preset

@@ -42,7 +42,7 @@ def _memo_store() -> dict:
 
 
 _memo_lock = threading.Lock()
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = (str, bytes, int, float, bool, type(None))  # bytes: an uploaded file, checked by the engine
 
 
 def _key(value):

@@ -26,7 +26,7 @@ c = st.columns([3, 2])
 if src == "config":
     upload = c[0].file_uploader(f.t("calc.upload"), type=["json"], key="upload")
     pasted = c[0].text_area(f.t("calc.paste"), key="pasted", height=140)  # size checked by the engine
-    text = upload.getvalue().decode("utf-8", "replace") if upload is not None else pasted
+    text = upload.getvalue() if upload is not None else pasted  # bytes: the engine checks size, binary, UTF-8
     label = upload.name if upload is not None else "config.json"
     st.caption(f.t("calc.config_url_note"))
 else:

@@ -132,7 +132,7 @@ def test_hostile_yaml_gives_a_named_error(tmp_path, text):
 
 
 def test_an_oversized_file_is_refused(tmp_path):
-    with pytest.raises(RecordingError, match="big.yaml: larger than"):
+    with pytest.raises(RecordingError, match="big.yaml: is larger than"):
         _load_text(tmp_path, "# " + "x" * (recordings.MAX_FILE_BYTES + 10), "big.yaml")
 
 
