@@ -39,7 +39,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("decode_slowdown", "4_Decode_slowdown.py", "decode", "decode"),
     Chapter("savings", "5_Savings.py", "savings"),
     Chapter("calculator", "6_Calculator.py", "calc"),
-    Chapter("recordings", "8_Recordings.py", "recordings"),
+    Chapter("recordings", "7_Recordings.py", "recordings"),
 )
 
 

@@ -186,7 +186,7 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
 
 
 def test_recordings_page_lists_every_run(rec_dir):
-    at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
+    at = page("pages/7_Recordings.py", "en", rec=CPU_DEMO)
     ids = set(next(d.value for d in at.dataframe if "ID" in d.value)["ID"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
@@ -201,7 +201,7 @@ def test_recordings_page_lists_every_run(rec_dir):
             "**KV の形式**：fp32", "**日時**：2026-11-29 00:00 UTC"],
      "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し")])
 def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_dir, lang, fields, method):
-    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
+    at = page("pages/7_Recordings.py", lang, rec=CPU_DEMO)
     card = next(m.value for m in at.markdown if m.value.startswith("- **"))
     for field in fields:
         assert "- " + field in card.splitlines()
@@ -211,7 +211,7 @@ def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_d
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang):
-    at = page("pages/8_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/7_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
     card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
     command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
     assert not [line for line in card if "`" in line and not line.startswith(command)]  # `field`: a field without words
@@ -221,7 +221,7 @@ def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang)
 
 
 def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
-    at = page("pages/8_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/7_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
     listing, section = (d.value for d in at.dataframe)
     assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
     assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
