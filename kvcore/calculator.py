@@ -97,6 +97,10 @@ def _calculate_llamacpp(geometry: Geometry, context: int, spec: KvSpec, weights_
         "kv_bytes": total,
         "kv_bytes_per_sequence": total // options.sequences,
         "kv_bytes_per_token": per_token,
+        # what one more token of -c adds: the rows of the layers whose cache spans the whole context (not the SWA one)
+        "kv_bytes_per_token_at_context": sum(llamacpp.row_bytes(spec.k_format, k) + llamacpp.row_bytes(spec.v_format, v)
+                                             for c in caches if c.name in ("kv", "non-swa")
+                                             for k, v in (llamacpp.kv_widths(geometry.layers[i]) for i in c.layers)),
         "kv_prefill_peak_bytes": total,  # allocated up front: no growth during prefill
         "per_layer": llamacpp.per_layer(geometry, caches, spec.k_format, spec.v_format),
         "weights_format": weights_format,

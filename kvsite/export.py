@@ -36,6 +36,9 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     from streamlit import dataframe_util
 
     spec = chart.to_dict()
+    # Streamlit's default autosize ("fit") fits the height too, so a legend under the plot would squeeze it on a
+    # phone; fit-x fits the width and lets the legend add height.
+    spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})
     spec["datasets"] = {name: dataframe_util.convert_anything_to_arrow_bytes(rows)
                         for name, rows in spec.get("datasets", {}).items()}
     return spec

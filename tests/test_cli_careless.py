@@ -285,7 +285,9 @@ def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
 def test_a_preset_cites_its_public_config_json_and_nothing_internal(path):
     preset = json.loads(path.read_text(encoding="utf-8"))
     hf_id = preset["hf_id"]
-    assert re.fullmatch(rf"https://huggingface\.co/{re.escape(hf_id)}/blob/[0-9a-f]{{40}}/config\.json", preset["source"]), \
+    hf = rf"https://huggingface\.co/{re.escape(hf_id)}/blob/[0-9a-f]{{40}}/config\.json"
+    mirror = r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+"  # a gated or unrevisioned config, quoted at a commit
+    assert re.fullmatch(hf, preset["source"]) or re.fullmatch(mirror, preset["source"]), \
         preset["source"]  # the public file at a fixed revision
     text = json.dumps({k: v for k, v in preset.items() if k != "config"})
     assert not re.search(r"search-index|\bids? \d{6,}|reference/", text, flags=re.I), text
