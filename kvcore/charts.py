@@ -145,3 +145,36 @@ def grouped_bars(df: pd.DataFrame, category: str, group: str, value: str, cat_ti
         .add_params(sel)
         .properties(height=70)
     )
+
+
+def slowdown_scatter(
+    df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, identity_title: str, *,
+    tooltip: tuple[str, ...] = (), height: int = 380,
+) -> alt.LayerChart:
+    """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
+    tooltip). The legend sits below the plot in one column (long run names on a 390 px phone) and selects.
+
+    Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
+    memory read; above it something besides bytes grows with the context.
+    """
+    domain = list(dict.fromkeys(df[color]))
+    hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    palette = (PALETTE * (len(domain) // len(PALETTE) + 1))[: len(domain)] or PALETTE
+    enc_color = alt.Color(f"{color}:N", title=None, scale=alt.Scale(domain=domain, range=palette),
+                          legend=alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=340, symbolLimit=0))
+    # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
+    scale = alt.Scale(type="log", domain=[1, hi], nice=False)
+    ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
+    x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.12))
+    tip = _tooltip(df, [color, *tooltip, x, y])
+    identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
+    line_id = alt.Chart(identity).mark_line(color="#888", strokeDash=[6, 4], strokeWidth=1.5).encode(
+        x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
+    order = "context" if "context" in df else x
+    runs = alt.Chart(df).mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True)).encode(
+        x=x_enc, y=y_enc, color=enc_color, opacity=opacity, order=alt.Order(f"{order}:Q"), tooltip=tip,
+        detail=f"{color}:N").add_params(sel)
+    return alt.layer(line_id, runs).properties(height=height)

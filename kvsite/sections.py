@@ -232,6 +232,23 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
                                 log_x=True, log_y=True)}
 
 
+@cached
+def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
+    """Every run's measured slowdown against the bytes model's (views.slowdown_vs_bytes): the chart, a table of
+    each run's longest context, and the runs shown. None when no run has two points and a model."""
+    frame = views.slowdown_vs_bytes(recs)
+    if frame.empty:
+        return None
+    t = lambda k: i18n.translate(lang, f"decode.{k}")  # noqa: E731
+    chart = make_chart(frame, "slowdown_scatter", frame, "predicted_slowdown", "measured_slowdown", "run", t("sb_x"), t("sb_y"),
+                       t("sb_identity"), tooltip=("chip", "runtime", "model", "context", "tokens_per_s"))
+    summary = views.slowdown_summary(frame)
+    table = md_table(summary, {"run": (t("sb_run"), None), "context_first": (t("sb_from"), "{:,}"),
+                               "context": (t("sb_to"), "{:,}"), "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
+                               "measured_slowdown": (t("sb_measured"), "{:.2f}×"), "ratio": (t("sb_ratio"), "{:.2f}")})
+    return {"chart": chart, "table": table, "runs": tuple(summary["run"])}
+
+
 # ---------------------------------------------------------------- 5 savings
 
 

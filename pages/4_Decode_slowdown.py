@@ -55,3 +55,11 @@ eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff",
                   help=f.t("decode.efficiency_help", eff=default_eff, chip=views.provenance(article)["chip"] if article else "—"))
 show_chart(f, sections.what_if(chip_name, model, weights, eff, f.lang)["chart"], "whatif_chart", f"kv-decode-whatif-{model}")
 st.caption(f.t("decode.caveat"))
+
+st.header(f.t("decode.sb_title"))
+st.markdown(f.t("decode.sb_lead"))
+if (sb := sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
+    show_chart(f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes")
+    st.markdown(sb["table"])
+    st.caption(f.t("decode.sb_table_note"))
+st.markdown(f.t("decode.sb_where"))
