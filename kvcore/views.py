@@ -73,6 +73,12 @@ def provenance(rec: Recording) -> dict:
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "date": str(prov.get("date", "")),
         "citation": d.get("citation", {}).get("source", ""),
+        # a published run's source details (empty when the recording has none)
+        "url": d.get("citation", {}).get("url", ""),
+        "author": d.get("citation", {}).get("author", ""),
+        "published": str(d.get("citation", {}).get("date", "")),
+        "grade": d.get("citation", {}).get("grade", ""),
+        "runtime": _runtime(rec) if isinstance(d.get("runtime"), dict) else "",
     }
 
 

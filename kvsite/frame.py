@@ -102,7 +102,9 @@ class Frame:
             p = provenance(rec)
             st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
             if p["kind"] == "published":
-                st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]))
+                source = self.t("badge.source", url=p["url"], author=p["author"], date=p["published"], runtime=p["runtime"],
+                                grade=p["grade"] or "—") if p["url"] else ""
+                st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]) + source)
             else:
                 st.caption(self.t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"],
                                   method=p["method"], versions=p["versions"], date=p["date"]))
