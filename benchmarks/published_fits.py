@@ -35,7 +35,9 @@ def rows() -> list[dict]:
                "points": len(rec.rows("decode")),
                "contexts": f"{rec.rows('decode')[0]['context']:,}–{rec.rows('decode')[-1]['context']:,}"}
         if fit is None:
-            row.update(fit="no fit", why=rec.data["model"].get("architecture_note") or "no model geometry in kvcore")
+            model = rec.data["model"]
+            kind = "hybrid model" if model.get("hybrid") else "unusual model" if model.get("unusual") else "model"
+            row.update(fit="no fit", why=f"no fit: {kind} without a kvcore geometry")
         else:
             row.update(fit=f"{fit.bandwidth_gbps:.0f} GB/s" + (f" of {chip.bandwidth_gbps:g}" if chip else ""),
                        overhead=f"{fit.overhead_s * 1e3:.2f} ms" if fit.fitted_overhead else "—",
@@ -65,7 +67,7 @@ def main() -> None:
     for r in table:
         print(f"{r['run']}  [{r['grade']}, {r['chip']}, {r['points']} points, {r['contexts']}]")
         if r["fit"] == "no fit":
-            print(f"    no fit: {r['why']}")
+            print(f"    {r['why']}")
             continue
         print(f"    BW_eff {r['fit']}, fixed {r['overhead']}, RMS {r['rms']}, {r['verdict']}")
         print(f"    residuals {r['residuals']}")
