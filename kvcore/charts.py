@@ -178,4 +178,6 @@ def slowdown_scatter(
     runs = alt.Chart(df).mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True)).encode(
         x=x_enc, y=y_enc, color=enc_color, opacity=opacity, order=alt.Order(f"{order}:Q"), tooltip=tip,
         detail=f"{color}:N").add_params(sel)
-    return alt.layer(line_id, runs).properties(height=height)
+    # fit-x: the plot keeps its height and the legend under it adds to the chart's (Streamlit's default "fit"
+    # would squeeze the plot to make room for a long legend)
+    return alt.layer(line_id, runs).properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))

@@ -9,6 +9,7 @@ Schema (version 1):
     kind: measured | published
     title: str
     label: str                  # how the UI names it, e.g. "CPU demonstration (Linux) — not Apple Silicon"
+    short_label: str            # optional: a name short enough for a phone's legend, e.g. "M3 Max · Llama-3.3-70B · mlx-lm"
     citation: {source: str, url: str, note: str}           # published only (url/note optional)
         # optional for published runs: author, date, grade (A, A-, B, C), command (quoted verbatim),
         # settings (what the source states besides the command), context_rule (how `context` is read)
@@ -87,6 +88,11 @@ class Recording:
     @property
     def label(self) -> str:
         return self.data.get("label", self.title)
+
+    @property
+    def short_label(self) -> str:
+        """A name for tight places (a legend on a phone): short_label when the file has one, else label."""
+        return self.data.get("short_label", self.label)
 
     @property
     def bundled(self) -> bool:
@@ -184,8 +190,9 @@ def validate(data) -> dict:
     if kind not in ("measured", "published"):
         raise RecordingError(f"'kind' must be 'measured' or 'published', not {kind!r}")
     _text(data, "title")
-    if "label" in data:
-        _text(data, "label")
+    for key in ("label", "short_label"):
+        if key in data:
+            _text(data, key)
     if kind == "published":
         _published_extras(data)
     else:

@@ -418,7 +418,7 @@ def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
         first = points.iloc[0]
         p = provenance(rec)
         frames.append(pd.DataFrame({
-            "run": rec.label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
+            "run": rec.short_label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
             "runtime": _runtime(rec), "model": p["model"],
             "context": points["context"].astype(int), "tokens_per_s": points["tokens_per_s"].astype(float),
             "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
