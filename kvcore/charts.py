@@ -153,7 +153,7 @@ def slowdown_scatter(
 ) -> alt.LayerChart:
     """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
     tooltip). The legend sits below the plot in one column and selects: long run names on a 390 px phone
-    (labels cut at 270 px, in full in the tooltip).
+    (labels cut at 240 px, in full in the tooltip).
 
     Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
     memory read; above it something besides bytes grows with the context.
@@ -163,7 +163,7 @@ def slowdown_scatter(
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     palette = (PALETTE * (len(domain) // len(PALETTE) + 1))[: len(domain)] or PALETTE
     enc_color = alt.Color(f"{color}:N", title=None, scale=alt.Scale(domain=domain, range=palette),
-                          legend=alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=270, symbolLimit=0))
+                          legend=alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=240, symbolLimit=0))
     # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
     scale = alt.Scale(type="log", domain=[1, hi], nice=False)
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
