@@ -168,3 +168,19 @@ def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
 def test_no_run_no_frame():
     assert views.slowdown_vs_bytes([]).empty
     assert views.slowdown_summary(views.slowdown_vs_bytes([])).empty
+
+
+def test_the_fit_report_lists_every_published_decode_run():
+    import importlib.util
+
+    path = recordings.BUNDLED_DIR.parent / "benchmarks" / "published_fits.py"
+    spec = importlib.util.spec_from_file_location("published_fits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {r["run"]: r for r in module.rows()}
+    assert set(rows) == {r.id for r in BUNDLED if r.kind == "published" and r.has("decode")}
+    for run, row in rows.items():
+        if row["fit"] == "no fit":
+            assert row["why"].startswith("no fit:")
+        else:
+            assert len(row["residuals"].split()) == row["points"] and row["verdict"]
