@@ -12,8 +12,9 @@ import sys
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
+from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
 from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
-from .geometry import load_preset, parse_config, preset_names, resolve_model
+from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
 from .units import fmt_bytes
 
 EXIT_BAD_INPUT = 2
@@ -39,6 +40,12 @@ def _positive_int(label: str, limit: int):
 
 def _print_calc(r: dict) -> None:
     print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
+    if "log_lines" in r:  # llama.cpp: the lines it logs for its caches, to hold against a real log
+        o = r["llama_cpp"]
+        print(f"llama.cpp  -c {r['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} -ub {o['ubatch']}"
+              f" (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}")
+        for cache, line in zip(r["caches"], r["log_lines"]):
+            print(f"  {cache['name']:<9} {line}")
     print(f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}")
     print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B; {r['kv_bytes_per_token']:,} B per token)")
     if r["kv_prefill_peak_bytes"] != r["kv_bytes"]:
@@ -61,7 +68,12 @@ def _cmd_calc(a) -> int:
     v = a.v_format or a.kv_format or "fp16"
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
     geometry, preset = resolve_model(a.model, a.runtime)
-    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"))
+    llama = None
+    if a.runtime == LCPP:  # --sequences is llama.cpp's -np (n_seq_max), at most LLAMA_MAX_SEQ
+        llama = LlamaOptions(a.sequences, a.kv_unified, ubatch=a.ubatch, swa_full=a.swa_full)
+    elif a.kv_unified or a.swa_full or a.ubatch != DEFAULT_UBATCH:
+        raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")
+    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"), llama)
     result["source"] = preset.get("source", a.model)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -106,14 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
     c.add_argument("--model", required=True, help="preset name or path to a config.json")
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
-    c.add_argument("--sequences", default=1, type=_positive_int("sequences", MAX_SEQUENCES))
+    c.add_argument("--sequences", default=1, type=_positive_int("sequences", MAX_SEQUENCES),
+                   help="concurrent sequences (llama.cpp: -np, its n_seq_max)")
     c.add_argument("--kv-format", choices=None, help=f"K and V format: {', '.join(FORMATS)}")
     c.add_argument("--k-format")
     c.add_argument("--v-format")
     c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
     c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
     c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
-    c.add_argument("--runtime", default="mlx_lm", help="mlx_lm (default) or reference (the config's own window rules)")
+    c.add_argument("--runtime", default="mlx_lm", choices=RUNTIMES,
+                   help="mlx_lm (default), llama.cpp (its preallocated caches) or reference (the config's own window rules)")
+    c.add_argument("--kv-unified", action="store_true", help="llama.cpp: one cache stream shared by all sequences (-kvu)")
+    c.add_argument("--ubatch", default=DEFAULT_UBATCH, type=_positive_int("ubatch", MAX_UBATCH),
+                   help=f"llama.cpp: micro-batch -ub (default {DEFAULT_UBATCH}); it sizes the sliding-window cache")
+    c.add_argument("--swa-full", action="store_true", help="llama.cpp: a full-size sliding-window cache (--swa-full)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(run=_cmd_calc)
     ps = sub.add_parser("presets", help="list the bundled model presets")

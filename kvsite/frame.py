@@ -18,7 +18,7 @@ from kvcore import recordings
 from kvcore.recordings import Recording
 
 from . import i18n
-from .data import live_status, load_recordings, provenance
+from .data import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "streamlit_app.py"
@@ -62,9 +62,7 @@ class Frame:
         """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
         if rec == LIVE:
             return self.t("source.live")
-        p = provenance(rec)
-        where = self.t("source.local") if rec.id in self.local_ids else ""
-        return f"{self.t('source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
+        return source_label(rec, self.lang, rec.id in self.local_ids)
 
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]

@@ -34,7 +34,7 @@ if ids:
     decode_ids = [r.id for r in f.recs if r.has("decode")]
     chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
     if chosen:
-        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang)["chart"], "compare_chart", "kv-recordings-decode")
+        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode")
 
 if not f.live_ok:
     st.header(f.t("recordings.live_title"))
