@@ -237,7 +237,10 @@ def slowdown_scatter(
     domain = list(dict.fromkeys(df[color]))
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", legend=legend(symbolLimit=0), scale=color_scale(domain, colors))
+    # the legend starts under the plot, right of the y axis (~70 px in on a phone): labels cut at 230 px
+    # (in full in the tooltip) keep it inside a 390 px screen where LABEL_LIMIT's 330 would not
+    enc_color = alt.Color(f"{color}:N", scale=color_scale(domain, colors),
+                          legend=alt.Legend(title=None, orient="bottom", direction="vertical", labelLimit=230, symbolLimit=0))
     # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
     scale = alt.Scale(type="log", domain=[1, hi], nice=False)
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
