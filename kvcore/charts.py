@@ -244,3 +244,39 @@ def marked_series_chart(df: pd.DataFrame, x: str, y: str, color: str, x_title: s
                         marks: pd.DataFrame | None = None, **kwargs) -> alt.LayerChart:
     """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
     return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
+
+
+def slowdown_scatter(
+    df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, identity_title: str, *,
+    tooltip: tuple[str, ...] = (), height: int = 380, colors: dict | None = None, titles: dict | None = None,
+) -> alt.LayerChart:
+    """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
+    tooltip). The legend sits under the plot, one run per line, and selects; autosize fit-x keeps the plot's
+    height however long the legend is (Streamlit's default "fit" would squeeze the plot to make room for it).
+
+    Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
+    memory read; above it something besides bytes grows with the context; below it a fixed cost hides growth.
+    Example: slowdown_scatter(views.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
+    """
+    domain = list(dict.fromkeys(df[color]))
+    hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    # the legend starts under the plot, right of the y axis (~70 px in on a phone): labels cut at 230 px
+    # (in full in the tooltip) keep it inside a 390 px screen where LABEL_LIMIT's 330 would not
+    enc_color = alt.Color(f"{color}:N", scale=color_scale(domain, colors),
+                          legend=alt.Legend(title=None, orient="bottom", direction="vertical", labelLimit=230, symbolLimit=0))
+    # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
+    scale = alt.Scale(type="log", domain=[1, hi], nice=False)
+    ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
+    x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.12))
+    tip = _tooltip(df, [color, *tooltip, x, y], titles)
+    identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
+    line_id = alt.Chart(identity).mark_line(color="#888888", strokeDash=[6, 4], strokeWidth=1.5).encode(
+        x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
+    order = "context" if "context" in df else x
+    runs = alt.Chart(df).mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True)).encode(
+        x=x_enc, y=y_enc, color=enc_color, opacity=opacity, order=alt.Order(f"{order}:Q"), tooltip=tip,
+        detail=f"{color}:N").add_params(sel)
+    return alt.layer(line_id, runs).properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))

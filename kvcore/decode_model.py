@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import KvError
 from .formats import FORMATS
-from .formulas import WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
+from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
 from .geometry import Geometry, load_preset, parse_config
 from .hardware import Chip, get_chip
 
@@ -139,7 +139,7 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
         kv = model.get("kv_format", "fp16")
         kv = kv if kv in FORMATS else "fp16"
         weights = model.get("weights_format", "bf16")
-        weights = weights if weights in WEIGHT_FORMATS else "bf16"
+        weights = weights if weights in ALL_WEIGHT_FORMATS else "bf16"
         return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
     except KvError:
         return None

@@ -9,13 +9,21 @@ Schema (version 1):
     kind: measured | published
     title: str
     label: str                  # how the UI names it, e.g. "CPU demonstration (Linux) — not Apple Silicon"
+    short_label: str            # optional: a name short enough for a phone's legend, e.g. "M3 Max · Llama-3.3-70B · mlx-lm"
     citation: {source: str, url: str, note: str}           # published only (url/note optional)
+        # optional for published runs: author, date, grade (A, A-, B, C), command (quoted verbatim),
+        # settings (what the source states besides the command), context_rule (how `context` is read)
+    runtime: {name: str, version: str}                     # published only, optional: the engine that ran
+    hardware: {chip, vendor, backend, memory_gb, chip_stated: bool, chip_note}   # published only, optional
     provenance: {machine: {os, chip, memory_gb}, backend, device,
                  versions: {python, mlx, mlx_lm, kvcore}, date, command}   # measured only
     model: {name: str, source: str, weights_format: str, kv_format: str, ...}
+        # optional: quantization (as the source names it), preset_note, hybrid / unusual (bool) with
+        # architecture_note: a model whose KV is not plain attention over every layer
     method: {...}               # fill, warmup, steps, repeats, ... (free-form mapping)
     sections:                   # at least one; each a list of rows with these numeric fields
-      decode:    context, tokens_per_s [, ms_per_token, spread_ms, repeats]
+      decode:    context, tokens_per_s [, ms_per_token, spread_ms, repeats, depth, prompt_tokens,
+                 generation_tokens, tokens_per_s_min, tokens_per_s_max]
       trap:      tokens, allocated_mib, used_mib, theory_mib [, cache]
       growth:    context, allocated_mib, used_mib, theory_mib [, active_mib, peak_mib]
       mechanism: new_tokens, with_cache_s, without_cache_s
@@ -46,7 +54,8 @@ MAX_NUMBER = 1e15
 
 SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # section: (required numeric fields, optional numeric fields)
-    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms")),
+    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "depth",
+                                            "prompt_tokens", "generation_tokens", "tokens_per_s_min", "tokens_per_s_max")),
     "trap": (("tokens", "allocated_mib", "used_mib", "theory_mib"), ("capacity",)),
     "growth": (("context", "allocated_mib", "used_mib", "theory_mib"), ("active_mib", "peak_mib")),
     "mechanism": (("new_tokens", "with_cache_s", "without_cache_s"), ("with_cache_step_ms", "without_cache_step_ms")),
@@ -54,6 +63,8 @@ SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 TEXT_FIELDS = {"trap": ("cache", "pattern"), "benchmark": ("name",), "decode": ("kv_format",), "growth": (), "mechanism": ()}
 REQUIRED_TEXT = {"benchmark": ("name",)}
+GRADES = ("A", "A-", "B", "C")  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
+CITATION_TEXT = ("url", "note", "author", "date", "command", "settings", "context_rule")
 
 
 class RecordingError(ValueError):
@@ -80,6 +91,11 @@ class Recording:
     @property
     def label(self) -> str:
         return self.data.get("label", self.title)
+
+    @property
+    def short_label(self) -> str:
+        """A name for tight places (a legend on a phone): short_label when the file has one, else label."""
+        return self.data.get("short_label", self.label)
 
     @property
     def bundled(self) -> bool:
@@ -147,6 +163,26 @@ def _text(data: dict, key: str, where: str = "") -> str:
     return value
 
 
+def _published_extras(data: dict) -> None:
+    """A published run's citation (source required; url, author, date, command... optional but texts),
+    grade, runtime and model flags."""
+    citation = _mapping(data, "citation")
+    _text(citation, "source", "citation.")
+    for key in CITATION_TEXT:
+        if key in citation:
+            _text(citation, key, "citation.")
+    if "url" in citation and not citation["url"].startswith("https://"):
+        raise RecordingError(f"citation.url must be an https:// address, not {citation['url']!r}")
+    if "grade" in citation and citation["grade"] not in GRADES:
+        raise RecordingError(f"citation.grade must be one of {', '.join(GRADES)}, not {citation['grade']!r}")
+    if "runtime" in data:
+        _text(_mapping(data, "runtime"), "name", "runtime.")
+    model = data.get("model")
+    for key in ("hybrid", "unusual"):
+        if isinstance(model, dict) and key in model and not isinstance(model[key], bool):
+            raise RecordingError(f"model.{key} must be true or false")
+
+
 def validate(data) -> dict:
     """Check a recording's structure; return it unchanged or raise RecordingError (no file name)."""
     if not isinstance(data, dict):
@@ -157,10 +193,11 @@ def validate(data) -> dict:
     if kind not in ("measured", "published"):
         raise RecordingError(f"'kind' must be 'measured' or 'published', not {kind!r}")
     _text(data, "title")
-    if "label" in data:
-        _text(data, "label")
+    for key in ("label", "short_label"):
+        if key in data:
+            _text(data, key)
     if kind == "published":
-        _text(_mapping(data, "citation"), "source", "citation.")
+        _published_extras(data)
     else:
         prov = _mapping(data, "provenance")
         for key in ("backend", "date", "command"):

@@ -80,6 +80,11 @@ def provenance(rec: Recording) -> dict:
         "citation": citation.get("source", ""),
         "url": citation.get("url", ""),
         "note": citation.get("note", ""),
+        # a published run's source details (empty when the recording has none)
+        "author": citation.get("author", ""),
+        "published": str(citation.get("date", "")),
+        "grade": citation.get("grade", ""),
+        "runtime": _runtime(rec) if isinstance(d.get("runtime"), dict) else "",
     }
 
 
@@ -534,3 +539,58 @@ def key_numbers(rec: Recording | None) -> dict:
     if check:
         out.update(check)
     return out
+
+
+# ---------------------------------------------------------------- 4 decode: slowdown against the bytes model
+
+
+def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
+    """Every run's measured slowdown against what the bytes model predicts, one row per decode point.
+
+    measured_slowdown = time per token at the context / at the run's shortest context (= tok/s there / here);
+    predicted_slowdown = bytes read per token at the context / at the shortest (active weights + KV, with the
+    run's own model, weights format and KV format). A memory-bound run sits on the identity line; one whose
+    measured slowdown is steeper than its bytes (kernels, latency) sits above it. The first point of every
+    run is (1, 1). Runs without a model geometry or with fewer than two points are left out.
+    Example: Article A's M5 Pro run -> (1, 1) at 1,024 tokens, (2.43, 2.45) at 32,768.
+    """
+    frames = []
+    for rec in recs:
+        points = decode_points(rec)
+        if len(points) < 2 or "bytes_per_token" not in points:
+            continue
+        points = points.sort_values("context", kind="stable").reset_index(drop=True)
+        first = points.iloc[0]
+        p = provenance(rec)
+        frames.append(pd.DataFrame({
+            "run": rec.short_label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
+            "runtime": _runtime(rec), "model": p["model"],
+            "context": points["context"].astype(int), "tokens_per_s": points["tokens_per_s"].astype(float),
+            "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
+            "bytes_per_token": points["bytes_per_token"].astype(int),
+            "predicted_slowdown": points["bytes_per_token"] / first["bytes_per_token"],
+            "measured_slowdown": first["tokens_per_s"] / points["tokens_per_s"],
+        }))
+    columns = ["run", "recording", "kind", "chip", "runtime", "model", "context", "tokens_per_s", "ms_per_token",
+               "bytes_per_token", "predicted_slowdown", "measured_slowdown"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def _runtime(rec: Recording) -> str:
+    """The engine a run used: a published run's runtime (name and version), a measured run's backend."""
+    runtime = rec.data.get("runtime")
+    if isinstance(runtime, dict):
+        name, version = str(runtime.get("name", "")), str(runtime.get("version", ""))
+        return version if version.lower().startswith(name.lower()) else " ".join(filter(None, (name, version)))
+    prov = rec.data.get("provenance", {})
+    return str(prov.get("backend") or rec.data.get("hardware", {}).get("backend") or "—")
+
+
+def slowdown_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each run's last (longest-context) point of slowdown_vs_bytes, with measured ÷ predicted:
+    1 on the identity line, above 1 when decode slows more than its bytes grow."""
+    if frame.empty:
+        return frame.assign(context_first=[], ratio=[])
+    first = frame.groupby("recording", sort=False)["context"].min().rename("context_first")
+    last = frame.loc[frame.groupby("recording", sort=False)["context"].idxmax()].join(first, on="recording")
+    return last.assign(ratio=last["measured_slowdown"] / last["predicted_slowdown"]).reset_index(drop=True)

@@ -149,6 +149,8 @@ def source_label(rec: Recording, lang: str, local: bool = False) -> str:
 
     p = provenance(rec)
     where = i18n.translate(lang, "source.local") if local else ""
+    if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
+        return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
     return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 
 

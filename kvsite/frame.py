@@ -85,7 +85,9 @@ class Frame:
             if full:
                 st.markdown(recording_text.provenance_card(rec, self.lang))
             else:
-                st.caption(recording_text.badge_line(rec, section, self.lang))
+                source = (self.t("badge.source", url=p["url"], author=p["author"], date=p["published"], runtime=p["runtime"],
+                                 grade=p["grade"] or "—") if p["kind"] == "published" and p["url"] else "")
+                st.caption(recording_text.badge_line(rec, section, self.lang) + source)
             if p["class"] == "other":  # measured, not on Apple Silicon
                 st.caption(":material/warning: " + self.t("badge.not_apple"))
 

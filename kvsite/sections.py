@@ -341,6 +341,28 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
 WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own limit is shorter
 
 
+@cached
+def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
+    """Every run's measured slowdown against the bytes model's (views.slowdown_vs_bytes): the chart (each run named
+    and coloured as everywhere on the site), a table of each run's longest context, and the runs shown.
+    None when no run has two points and a model."""
+    frame = views.slowdown_vs_bytes(recs)
+    if frame.empty:
+        return None
+    t, names = lambda k: i18n.translate(lang, f"decode.{k}"), source_names(recs, lang)  # noqa: E731
+    frame = frame.assign(run=frame["recording"].map(names))
+    fields = ["run", "chip", "runtime", "model", "context", "tokens_per_s", "predicted_slowdown", "measured_slowdown"]
+    titles = cols(lang, *fields)
+    chart = make_chart(frame[fields].rename(columns=titles), "slowdown_scatter", frame, "predicted_slowdown", "measured_slowdown",
+                       "run", t("sb_x"), t("sb_y"), t("sb_identity"), tooltip=("chip", "runtime", "model", "context", "tokens_per_s"),
+                       colors=source_colors(recs, lang), titles=titles)
+    summary = views.slowdown_summary(frame)
+    table = md_table(summary, {"run": (t("sb_run"), None), "context_first": (t("sb_from"), "{:,}"),
+                               "context": (t("sb_to"), "{:,}"), "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
+                               "measured_slowdown": (t("sb_measured"), "{:.2f}×"), "ratio": (t("sb_ratio"), "{:.2f}")})
+    return {"chart": chart, "table": table, "runs": tuple(summary["run"])}
+
+
 # ---------------------------------------------------------------- 5 savings
 
 

@@ -65,3 +65,11 @@ else:
     if what["text"]:
         st.caption(what["text"])
 st.caption(what["caveat"])
+
+st.header(f.t("decode.sb_title"))
+st.markdown(f.t("decode.sb_lead"))
+if (sb := sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
+    show_chart(f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes")
+    st.markdown(sb["table"])
+    st.caption(f.t("decode.sb_table_note"))
+st.markdown(f.t("decode.sb_where"))

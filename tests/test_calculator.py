@@ -83,9 +83,23 @@ def test_suggested_formats_fit_and_the_others_do_not():
 
 def test_efficiency_comes_from_the_article_recording():
     recordings, _ = load_all()
-    eff = efficiency(recordings)
+    article = [r for r in recordings if r.id == "published-article-a-m5-pro"]
+    eff = efficiency(article)
     assert "Article A" in eff.source
     assert eff.share == pytest.approx(210.84 / get_chip("M5 Pro").bandwidth_gbps, rel=0.01)
+
+
+def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
+    """With the bundled published series: every memory-bound fit on a chip with a known peak counts once."""
+    from kvcore.decode_model import chip_for, fit_run
+
+    recordings, _ = load_all()
+    counted = [(r, fit_run(r), chip_for(r)) for r in recordings]
+    counted = [(r, f, c) for r, f, c in counted if f is not None and c is not None and f.memory_bound]
+    assert len(counted) >= 3  # Article A, the M3 Max 70B run, the M3 Ultra runs
+    eff = efficiency(recordings)
+    assert eff.share == pytest.approx(sum(f.bandwidth_gbps / c.bandwidth_gbps for _, f, c in counted) / len(counted))
+    assert all(r.title in eff.source for r, _, _ in counted)
 
 
 def test_without_recordings_the_efficiency_is_a_stated_assumption():

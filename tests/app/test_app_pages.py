@@ -153,10 +153,11 @@ def test_decode_worked_check_matches_the_article(rec_dir):
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
+    what_if = lambda at: [c for c in charts(at) if "predicted_slowdown" not in c["data"]][-1]["data"]  # noqa: E731
     at = page("pages/4_Decode_slowdown.py", "en")
-    before = charts(at)[-1]["data"]["tokens_per_s"].max()
+    before = what_if(at)["tokens_per_s"].max()
     at.selectbox(key="chip").select("M4 Max (40-core GPU)").run()
-    assert charts(at)[-1]["data"]["tokens_per_s"].max() > before
+    assert what_if(at)["tokens_per_s"].max() > before
 
 
 def test_numbers_follow_the_recording(rec_dir):

@@ -1,0 +1,48 @@
+"""The decode page's "every run against the bytes model" section: every run with a model and two points is on
+the chart, in both languages, with its values from the engine frame and the identity line."""
+
+from __future__ import annotations
+
+import pytest
+
+from app_helpers import charts, page, texts
+from kvcore import recordings, views
+
+
+def _runs(folder, lang: str) -> list[str]:
+    """Every run the engine frame holds, by the name the site gives it in `lang` (legends, pickers)."""
+    from kvsite.sections import source_names
+
+    recs, errors = recordings.load_all([folder])
+    assert not errors
+    names = source_names(recs, lang)
+    return [names[rid] for rid in dict.fromkeys(views.slowdown_vs_bytes(recs)["recording"])]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_section_shows_every_run_in_both_languages(rec_dir, lang):
+    at = page("pages/4_Decode_slowdown.py", lang)
+    assert not at.exception, [e.message for e in at.exception]
+    expected = _runs(rec_dir, lang)
+    assert len(expected) >= 9  # 8 bundled published and measured runs with a model, plus the test fixture's run
+    chart = next(c for c in charts(at) if "predicted_slowdown" in c["data"])
+    data = chart["data"].dropna(subset=["run"])
+    assert list(dict.fromkeys(data["run"])) == expected
+    first = data.loc[data.groupby("run", sort=False)["context"].idxmin()]
+    assert (first["measured_slowdown"] == 1).all() and (first["predicted_slowdown"] == 1).all()
+    legend = chart["spec"]["layer"][1]["encoding"]["color"]["legend"]
+    assert legend["orient"] == "bottom"  # phones: the long run names under the plot, not beside it
+    shown = texts(at)
+    assert all(run in shown for run in expected)  # the table under the chart names every run
+    title = {"en": "Every run against the bytes model", "ja": "すべての実行をバイト数のモデルと比べる"}[lang]
+    assert title in shown
+    assert ("PR #13583" in shown) and (("kernel, not the bytes" in shown) if lang == "en" else ("カーネル" in shown))
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_recordings_page_badge_links_a_published_run_to_its_source(rec_dir, lang):
+    at = page("pages/8_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit")
+    assert not at.exception, [e.message for e in at.exception]
+    badge = next(c.value for c in at.caption if "mlx-examples/issues/1029" in c.value)
+    assert "chigkim" in badge and "2024-12-15" in badge and "mlx-lm 0.20.4, MLX 0.21.1" in badge
+    assert ("[source](" if lang == "en" else "[出典](") in badge
