@@ -303,12 +303,50 @@ def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int
     guard(model.weights_bytes(), kv_bytes(model.geometry, 1, spec), max_context + steps, model=model.name)
 
 
+SWEEP_ORDER = "contexts visited in a fresh shuffled order each pass (seeded), a fresh cache every visit"
+SWEEP_SPREAD = "min_ms/max_ms and q1_ms/q3_ms (interquartile range) of the per-pass medians listed in pass_ms"
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of `values`, the 'inclusive' method (numpy's default
+    linear interpolation between order statistics), so a single value gives (v, v, v).
+
+    Example: quartiles([1, 2, 3, 4, 5]) -> (2.0, 3.0, 4.0).
+    """
+    if len(values) == 1:
+        return (values[0],) * 3
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def pass_orders(contexts: list[int], passes: int, seed: int = 0) -> list[list[int]]:
+    """The order in which each pass visits `contexts`: a fresh random shuffle per pass (seeded, so a
+    run can be repeated), so that drift of a shared machine over the run lands on every context
+    alike instead of bending the curve the way a fixed short-to-long order would.
+
+    Example: pass_orders([256, 1024, 4096], 2) -> two permutations of the three contexts.
+    """
+    import random
+
+    rng = random.Random(seed)
+    orders = []
+    for _ in range(passes):
+        order = list(contexts)
+        rng.shuffle(order)
+        orders.append(order)
+    return orders
+
+
 def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                 repeats: int = 3, progress: Progress | None = None, should_stop: StopCheck | None = None) -> list[dict]:
+                 repeats: int = 3, progress: Progress | None = None, should_stop: StopCheck | None = None,
+                 seed: int = 0, on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """ms/token vs context: each context's cache filled synthetically with T+1 random K/V rows
     (evaluated before timing, so the first step pays no reallocation), `warmup` untimed steps, the
-    median of `steps` timed steps; the sweep is repeated `repeats` times and each row gives the
-    median of the repeat medians with min, max and spread (max - min).
+    median of `steps` timed steps. `repeats` passes over the contexts, each pass in its own shuffled
+    order (pass_orders), a fresh cache every visit. Each row gives the median of its per-pass
+    medians (ms_per_token), their min, max and spread (max - min), their interquartile range
+    (q1_ms, q3_ms) and the per-pass medians themselves (pass_ms, in pass order).
+    on_rows(rows) is called after every visit with the rows so far (a live page shows them as they come).
     """
     import mlx.core as mx
 
@@ -317,20 +355,28 @@ def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = 
     _decode_guard(model, contexts[-1], kv_format, warmup + steps)
     ticker = _Ticker(repeats * len(contexts), progress, should_stop)
     medians: dict[int, list[float]] = {t: [] for t in contexts}
-    for r in range(repeats):
-        for context in contexts:
+    for r, order in enumerate(pass_orders(contexts, repeats, seed)):
+        for context in order:
             caches = make_caches(model, kv_format)
             fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
             medians[context].append(statistics.median(time_steps(model, caches, warmup, steps, ticker)))
             del caches
             mx.clear_cache()
-            ticker.tick(f"decode: {context:,} tokens (repeat {r + 1}/{repeats})")
+            if on_rows:
+                on_rows(_decode_rows(medians, kv_format))
+            ticker.tick(f"decode: {context:,} tokens (pass {r + 1}/{repeats})")
+    return _decode_rows(medians, kv_format)
+
+
+def _decode_rows(medians: dict[int, list[float]], kv_format: str) -> list[dict]:
     rows = []
-    for context in contexts:
-        ms = statistics.median(medians[context])
-        rows.append({"context": context, "ms_per_token": ms, "tokens_per_s": 1000 / ms, "min_ms": min(medians[context]),
-                     "max_ms": max(medians[context]), "spread_ms": max(medians[context]) - min(medians[context]),
-                     "repeats": repeats, "kv_format": kv_format})
+    for context, ms_list in medians.items():
+        if not ms_list:
+            continue
+        q1, ms, q3 = quartiles(ms_list)
+        rows.append({"context": context, "ms_per_token": ms, "tokens_per_s": 1000 / ms, "min_ms": min(ms_list),
+                     "max_ms": max(ms_list), "spread_ms": max(ms_list) - min(ms_list), "q1_ms": q1, "q3_ms": q3,
+                     "pass_ms": list(ms_list), "repeats": len(ms_list), "kv_format": kv_format})
     return rows
 
 

@@ -15,7 +15,8 @@ Schema (version 1):
     model: {name: str, source: str, weights_format: str, kv_format: str, ...}
     method: {...}               # fill, warmup, steps, repeats, ... (free-form mapping)
     sections:                   # at least one; each a list of rows with these numeric fields
-      decode:    context, tokens_per_s [, ms_per_token, spread_ms, repeats]
+      decode:    context, tokens_per_s [, ms_per_token, min_ms, max_ms, spread_ms, q1_ms, q3_ms, repeats,
+                 pass_ms: [ms per pass, in pass order]]   # spread over passes; older files lack q1/q3/pass_ms
       trap:      tokens, allocated_mib, used_mib, theory_mib [, cache]
       growth:    context, allocated_mib, used_mib, theory_mib [, active_mib, peak_mib]
       mechanism: new_tokens, with_cache_s, without_cache_s
@@ -43,7 +44,7 @@ MAX_NUMBER = 1e15
 
 SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # section: (required numeric fields, optional numeric fields)
-    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms")),
+    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms")),
     "trap": (("tokens", "allocated_mib", "used_mib", "theory_mib"), ("capacity",)),
     "growth": (("context", "allocated_mib", "used_mib", "theory_mib"), ("active_mib", "peak_mib")),
     "mechanism": (("new_tokens", "with_cache_s", "without_cache_s"), ("with_cache_step_ms", "without_cache_step_ms")),
@@ -51,6 +52,17 @@ SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 TEXT_FIELDS = {"trap": ("cache", "pattern"), "benchmark": ("name",), "decode": ("kv_format",), "growth": (), "mechanism": ()}
 REQUIRED_TEXT = {"benchmark": ("name",)}
+LIST_FIELDS = {"decode": ("pass_ms",)}  # optional lists of numbers (the per-pass medians behind a point's spread)
+MAX_LIST = 10_000
+
+
+def known_fields(section: str) -> set[str]:
+    """Every field a row of `section` may carry (numbers, texts and lists of numbers).
+
+    Example: "pass_ms" in known_fields("decode") -> True.
+    """
+    required, optional = SECTIONS[section]
+    return set(required) | set(optional) | set(TEXT_FIELDS[section]) | set(LIST_FIELDS.get(section, ()))
 
 
 class RecordingError(ValueError):
@@ -188,6 +200,11 @@ def validate(data) -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}")
+                elif key in LIST_FIELDS.get(name, ()):
+                    if not isinstance(value, list) or not value or len(value) > MAX_LIST:
+                        raise RecordingError(f"{where}.{key} must be a non-empty list of numbers")
+                    for j, item in enumerate(value):
+                        _number(item, f"{where}.{key}[{j}]")
                 elif key in TEXT_FIELDS[name]:
                     if not isinstance(value, str):
                         raise RecordingError(f"{where}.{key} must be text")
