@@ -380,13 +380,16 @@ def _decode_rows(medians: dict[int, list[float]], kv_format: str) -> list[dict]:
     return rows
 
 
-def _synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker) -> float:
-    """Median ms/token after a synthetic fill of context + 1 tokens (the guard checked first); frees the cache."""
+def synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker: _Ticker | None = None,
+                 kv: list | None = None) -> float:
+    """Median ms/token after writing context + 1 rows of K/V into fresh caches (random, or `kv[i]` =
+    (K, V) per layer, e.g. a real prefill's saved K/V); the guard is checked first; frees the cache.
+    """
     import mlx.core as mx
 
     _decode_guard(model, context, kv_format, warmup + steps)
     caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
+    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format), kv=kv)
     ms = statistics.median(time_steps(model, caches, warmup, steps, ticker))
     del caches
     mx.clear_cache()
@@ -400,7 +403,7 @@ def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = N
 
     kv_format = kv_format or model.dtype
     ticker = _Ticker(2, progress, should_stop)
-    synthetic = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
+    synthetic = synthetic_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"synthetic fill at {context:,}")
     caches = make_caches(model, kv_format)
     t0 = time.perf_counter()
@@ -412,27 +415,40 @@ def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = N
             "ratio": real / synthetic, "prefill_s": prefill_s}
 
 
-def generate_step_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
-    """Cross-check at one context: this harness's ms/token vs mlx_lm's own generate_step (same
-    synthetic fill; generate_step times the gap between yielded tokens).
+def generate_step_ms(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
+                     ticker: _Ticker | None = None) -> float:
+    """Median ms/token of mlx_lm's own generate_step after the same synthetic fill as the harness
+    (generate_step adds the prompt token itself, so `context` rows are written): the gaps between
+    yielded tokens after `warmup` untimed ones. Frees the cache.
     """
     import mlx.core as mx
     from mlx_lm.generate import generate_step
 
     kv_format = kv_format or model.dtype
-    ticker = _Ticker(2, progress, should_stop)
-    harness = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
-    ticker.tick(f"harness at {context:,}")
+    _decode_guard(model, context, kv_format, warmup + steps)
     caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))  # generate_step adds the prompt token itself
+    fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))
     stamps = []
     for _ in generate_step(mx.array([7]), model.module, prompt_cache=caches, max_tokens=warmup + steps + 1):
         stamps.append(time.perf_counter())
-        ticker.check()
-    gaps = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])][warmup:]
+        if ticker:
+            ticker.check()
+    del caches
+    mx.clear_cache()
+    return statistics.median([(b - a) * 1000 for a, b in zip(stamps, stamps[1:])][warmup:])
+
+
+def generate_step_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
+                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
+    """Cross-check at one context: this harness's ms/token vs mlx_lm's own generate_step (same
+    synthetic fill; generate_step times the gap between yielded tokens).
+    """
+    kv_format = kv_format or model.dtype
+    ticker = _Ticker(2, progress, should_stop)
+    harness = synthetic_ms(model, context, kv_format, warmup, steps, ticker)
+    ticker.tick(f"harness at {context:,}")
+    ours = generate_step_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"generate_step at {context:,}")
-    ours = statistics.median(gaps)
     return {"check": "generate_step", "context": context, "harness_ms": harness, "generate_step_ms": ours,
             "ratio": harness / ours}
 
