@@ -4,10 +4,10 @@ A shared machine drifts by tens of per cent within minutes, so a check that time
 measures the drift, not the method (this check once gave x0.730 and x1.412 in two runs minutes
 apart). Each A/B check here is therefore paired: after one untimed A and B, `--rounds` rounds of
 A and B back to back, a fresh cache for every measurement, the order alternating (A B, B A, A B,
-...) so that a steady drift favours neither; the figure is the median of the per-round ratios B/A, and its spread is their
-interquartile range (and min-max). A claim is made only as far as that spread supports it: "within
-10 %" when the whole interquartile range lies inside ±10 %, "outside" when it lies wholly beyond,
-else "not resolved at this spread".
+...) so that a steady drift favours neither; the figure is the median of the per-round ratios B/A,
+and its spread is their interquartile range (and min-max). A claim is made only as far as that
+spread supports it: "within 10 %" when the whole interquartile range lies inside ±10 %, "outside"
+when it lies wholly beyond, else "not resolved at this spread".
 
 1. Synthetic fill vs real prefill (A/B): ms/token at one context after writing random K/V into
    fresh caches (A) vs after writing a real prefill's K/V into fresh caches (B). The real
