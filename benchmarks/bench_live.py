@@ -2,12 +2,12 @@
 
 A shared machine drifts by tens of per cent within minutes, so a check that times A once and B once
 measures the drift, not the method (this check once gave x0.730 and x1.412 in two runs minutes
-apart). Each A/B check here is therefore paired: after one untimed A and B, `--rounds` rounds of
-A and B back to back, a fresh cache for every measurement, the order alternating (A B, B A, A B,
-...) so that a steady drift favours neither; the figure is the median of the per-round ratios B/A,
-and its spread is their interquartile range (and min-max). A claim is made only as far as that
-spread supports it: "within 10 %" when the whole interquartile range lies inside ±10 %, "outside"
-when it lies wholly beyond, else "not resolved at this spread".
+apart). Each A/B check here is therefore paired: after one untimed A and B, `--rounds` rounds,
+a fresh cache for every measurement, the order alternating (A B, B A, A B, ...) so that a steady
+drift favours neither; the figure is the median of the per-round ratios B/A, and its spread is
+their interquartile range (and min-max). A claim is made only as far as that spread supports it:
+"within 10 %" when the whole interquartile range lies inside ±10 %, "outside" when it lies wholly
+beyond, else "not resolved at this spread".
 
 1. Synthetic fill vs real prefill (A/B): ms/token at one context after writing random K/V into
    fresh caches (A) vs after writing a real prefill's K/V into fresh caches (B). The real
@@ -17,13 +17,17 @@ when it lies wholly beyond, else "not resolved at this spread".
    https://github.com/ggml-org/llama.cpp/blob/0104b151c56d54143e2e3554aabe9e2b2b8dbdba/tools/llama-bench/llama-bench.cpp).
    Below 2,048 tokens the prefill is a single chunk, so the restored cache has the prefill's own
    capacity (checked: `prefill_capacity` = `restored_capacity`); what differs between A and B is the
-   K/V content. Expected: within 10 %.
+   K/V content. Within a round A and B decode step by step in turn (kvcore.live.paired_steps), so a
+   busy machine's swings, which last seconds, land on both; the round's ratio is the median B step
+   over the median A step. Expected: within 10 %.
 2. Cost of a full 256 -> 32K sweep: synthetic fills (measured) vs real prefills to the same
    contexts (measured where affordable, extrapolated beyond; see `extrapolation` in the output).
    Expected >= 20x faster. One measurement per run, not paired: the claim is a lower bound far
    from the goal, and a real prefill per round would cost minutes.
 3. The harness's ms/token (B) vs mlx_lm's own generate_step (A) at the same context, the same
-   synthetic fill, a fresh cache each. Expected: within 10 %.
+   synthetic fill, a fresh cache each; A and B alternate as whole measurements (19 steps each), not
+   step by step: generate_step evaluates the next token asynchronously while it yields the last,
+   so a harness step slipped between its yields would be timed inside its gaps. Expected: within 10 %.
 
 Usage: .venv/bin/python benchmarks/bench_live.py [--model cpu-demo] [--weights-format fp32] [--rounds 15]
 Writes benchmarks/out/bench_live.json and .md (git-ignored), or --out-name NAME.json/.md.
@@ -36,12 +40,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from statistics import median
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcore.live import decode_sweep, generate_step_ms, prefill, quartiles, synthetic_ms  # noqa: E402
+from kvcore.live import decode_sweep, generate_step_ms, paired_steps, prefill, quartiles, synthetic_ms  # noqa: E402
 from kvcore.live_models import backend, fill_caches, get_model, make_caches, provenance  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
@@ -62,15 +67,23 @@ def paired(a: Callable[[], float], b: Callable[[], float], rounds: int, label: s
     """One untimed round of A and B (first calls pay one-off costs: allocator, kernels, caches), then
     `rounds` rounds of A and B back to back, alternating which goes first; median and spread of B/A.
     """
-    a(), b()
+    def one_round(b_first: bool) -> tuple[float, float]:
+        if b_first:
+            b_ms = b()
+            return a(), b_ms
+        a_ms = a()
+        return a_ms, b()
+
+    return paired_rounds(one_round, rounds, label)
+
+
+def paired_rounds(one_round: Callable[[bool], tuple[float, float]], rounds: int, label: str) -> dict:
+    """One untimed round, then `rounds` rounds of one_round(b_first) -> (A ms, B ms), B first in every
+    other round; the median of the per-round ratios B/A with their quartiles and min-max."""
+    one_round(False)
     rows = []
     for i in range(rounds):
-        if i % 2 == 0:
-            a_ms = a()
-            b_ms = b()
-        else:
-            b_ms = b()
-            a_ms = a()
+        a_ms, b_ms = one_round(i % 2 == 1)
         rows.append({"round": i + 1, "first": "A" if i % 2 == 0 else "B", "a_ms": a_ms, "b_ms": b_ms, "ratio": b_ms / a_ms})
         print(f"   {label} round {i + 1}/{rounds}: {a_ms:.2f} vs {b_ms:.2f} ms/token -> x{b_ms / a_ms:.3f}", flush=True)
     ratios = [r["ratio"] for r in rows]
@@ -101,8 +114,16 @@ def synthetic_vs_real(model, context: int, warmup: int, steps: int, rounds: int)
     restored_capacity = restored[0].keys.shape[2]
     del caches, restored
     mx.clear_cache()
-    out = paired(lambda: synthetic_ms(model, context, model.dtype, warmup, steps),
-                 lambda: synthetic_ms(model, context, model.dtype, warmup, steps, kv=saved), rounds, "1.")
+    def one_round(b_first: bool) -> tuple[float, float]:
+        a, b = make_caches(model, model.dtype), make_caches(model, model.dtype)
+        fill_caches(a, model.geometry, context + 1, model.dtype)
+        fill_caches(b, model.geometry, context + 1, model.dtype, kv=saved)
+        a_ms, b_ms = paired_steps(model, a, b, warmup, steps, b_first=b_first)
+        del a, b
+        mx.clear_cache()
+        return median(a_ms), median(b_ms)
+
+    out = paired_rounds(one_round, rounds, "1.")
     return {"context": context, "a": "synthetic fill (random K/V)", "b": "real prefill's K/V, restored", **out,
             "prefill_s": prefill_s, "prefill_capacity": capacity,
             "restored_capacity": restored_capacity}
@@ -182,8 +203,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     summary = {"command": " ".join(["python", *sys.argv]), "provenance": provenance(" ".join(sys.argv)),
                "model": model.summary(), "wall_s": time.perf_counter() - t_start,
-               "method": {"pairing": "one untimed A and B, then A and B back to back per round, order alternating, "
-                                     "fresh caches; median of B/A with interquartile range and min-max", "tolerance": TOLERANCE,
+               "method": {"pairing": "one untimed round, then rounds with fresh caches, B first in every other round; "
+                                     "check 1 interleaves A and B step by step within a round, check 3 alternates "
+                                     "whole measurements; median of B/A with interquartile range and min-max", "tolerance": TOLERANCE,
                           "warmup": a.warmup, "steps": a.steps, "rounds": a.rounds},
                "synthetic_vs_real_prefill": one, "sweep_cost": two, "harness_vs_generate_step": three}
     (out / f"{a.out_name}.json").write_text(json.dumps(summary, indent=2))

@@ -281,6 +281,28 @@ def time_steps(model: LiveModel, caches: list, warmup: int, steps: int, ticker: 
     return times
 
 
+def paired_steps(model: LiveModel, caches_a: list, caches_b: list, warmup: int, steps: int,
+                 b_first: bool = False) -> tuple[list[float], list[float]]:
+    """ms of each timed decode step on two caches, their steps interleaved (A B, B A, A B, ... after
+    `warmup` untimed pairs), so that a busy machine's drift lands on both alike: an A/B comparison
+    that a sequential one (all of A, then all of B) turns into a comparison of two moments.
+
+    Example: paired_steps(model, synthetic, restored, 3, 16) -> ([16 ms values], [16 ms values]).
+    """
+    import mlx.core as mx
+
+    tokens = {"a": mx.array([[7]]), "b": mx.array([[7]])}
+    caches = {"a": caches_a, "b": caches_b}
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for i in range(warmup + steps):
+        for arm in (("b", "a") if (i % 2 == 0) == b_first else ("a", "b")):
+            t0 = time.perf_counter()
+            tokens[arm] = _step(model, caches[arm], tokens[arm])
+            if i >= warmup:
+                times[arm].append((time.perf_counter() - t0) * 1000)
+    return times["a"], times["b"]
+
+
 def prefill(model: LiveModel, caches: list, tokens: int, chunk: int = 2048, ticker: _Ticker | None = None) -> None:
     """A real prefill of `tokens` random token ids, in generate_step's chunks, evaluated chunk by chunk."""
     import mlx.core as mx

@@ -206,6 +206,19 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
 
 
 @mlx
+def test_paired_steps_time_both_caches_step_by_step(tiny_model):
+    from kvcore.live import paired_steps
+    from kvcore.live_models import fill_caches, make_caches
+
+    a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
+    fill_caches(a, tiny_model.geometry, 40, "fp32")
+    fill_caches(b, tiny_model.geometry, 90, "fp32")
+    a_ms, b_ms = paired_steps(tiny_model, a, b, warmup=2, steps=5, b_first=True)
+    assert len(a_ms) == len(b_ms) == 5 and min(a_ms + b_ms) > 0
+    assert (a[0].offset, b[0].offset) == (47, 97)  # every step decoded one token on each cache
+
+
+@mlx
 def test_quantized_kv_decodes(tiny_model):
     from kvcore.live import cache_geometry, decode_sweep
 
