@@ -64,9 +64,8 @@ def verdict(q1: float, q3: float, tolerance: float = TOLERANCE) -> str:
 
 
 def paired(a: Callable[[], float], b: Callable[[], float], rounds: int, label: str) -> dict:
-    """One untimed round of A and B (first calls pay one-off costs: allocator, kernels, caches), then
-    `rounds` rounds of A and B back to back, alternating which goes first; median and spread of B/A.
-    """
+    """Whole measurements A and B back to back in each round, alternating which goes first (paired_rounds)."""
+
     def one_round(b_first: bool) -> tuple[float, float]:
         if b_first:
             b_ms = b()
@@ -78,8 +77,9 @@ def paired(a: Callable[[], float], b: Callable[[], float], rounds: int, label: s
 
 
 def paired_rounds(one_round: Callable[[bool], tuple[float, float]], rounds: int, label: str) -> dict:
-    """One untimed round, then `rounds` rounds of one_round(b_first) -> (A ms, B ms), B first in every
-    other round; the median of the per-round ratios B/A with their quartiles and min-max."""
+    """One untimed round (first calls pay one-off costs: allocator, kernels, caches), then `rounds`
+    rounds of one_round(b_first) -> (A ms, B ms), B first in every other round; the median of the
+    per-round ratios B/A with their quartiles and min-max."""
     one_round(False)
     rows = []
     for i in range(rounds):
@@ -87,10 +87,10 @@ def paired_rounds(one_round: Callable[[bool], tuple[float, float]], rounds: int,
         rows.append({"round": i + 1, "first": "A" if i % 2 == 0 else "B", "a_ms": a_ms, "b_ms": b_ms, "ratio": b_ms / a_ms})
         print(f"   {label} round {i + 1}/{rounds}: {a_ms:.2f} vs {b_ms:.2f} ms/token -> x{b_ms / a_ms:.3f}", flush=True)
     ratios = [r["ratio"] for r in rows]
-    q1, median, q3 = quartiles(ratios)
-    return {"rounds": rows, "median_ratio": median, "q1_ratio": q1, "q3_ratio": q3, "min_ratio": min(ratios),
-            "max_ratio": max(ratios), "a_median_ms": quartiles([r["a_ms"] for r in rows])[1],
-            "b_median_ms": quartiles([r["b_ms"] for r in rows])[1], "verdict": verdict(q1, q3)}
+    q1, mid, q3 = quartiles(ratios)
+    return {"rounds": rows, "median_ratio": mid, "q1_ratio": q1, "q3_ratio": q3, "min_ratio": min(ratios),
+            "max_ratio": max(ratios), "a_median_ms": median(r["a_ms"] for r in rows),
+            "b_median_ms": median(r["b_ms"] for r in rows), "verdict": verdict(q1, q3)}
 
 
 def spread_text(check: dict) -> str:
@@ -114,6 +114,7 @@ def synthetic_vs_real(model, context: int, warmup: int, steps: int, rounds: int)
     restored_capacity = restored[0].keys.shape[2]
     del caches, restored
     mx.clear_cache()
+
     def one_round(b_first: bool) -> tuple[float, float]:
         a, b = make_caches(model, model.dtype), make_caches(model, model.dtype)
         fill_caches(a, model.geometry, context + 1, model.dtype)
@@ -125,8 +126,7 @@ def synthetic_vs_real(model, context: int, warmup: int, steps: int, rounds: int)
 
     out = paired_rounds(one_round, rounds, "1.")
     return {"context": context, "a": "synthetic fill (random K/V)", "b": "real prefill's K/V, restored", **out,
-            "prefill_s": prefill_s, "prefill_capacity": capacity,
-            "restored_capacity": restored_capacity}
+            "prefill_s": prefill_s, "prefill_capacity": capacity, "restored_capacity": restored_capacity}
 
 
 def sweep_cost(model, measured_prefill: list[int], known: dict[int, float], warmup: int, steps: int) -> dict:
