@@ -106,12 +106,16 @@ def series_chart(
     points: pd.DataFrame | None = None, log_x: bool = False, log_y: bool = False,
     dashed: str | list | None = None, height: int = 340, legend_title: str = "", step: bool = False,
     colors: dict | None = None, rules: pd.DataFrame | None = None, titles: dict | None = None,
+    error: tuple[str, str] | None = None,
 ) -> alt.LayerChart:
     """Lines per `color` value, optional measured points (same columns) on top, one legend that selects.
 
     dashed: `color` values drawn dashed (e.g. 'theory' over 'used', which it equals).
     rules: vertical marks (columns `x`, `label`), e.g. the model's context limit.
     titles: tooltip titles by field (the pages' translations).
+    error: (low, high) columns of the points (of the lines when there are no points) drawn as a
+    vertical bar at each x, e.g. a decode point's spread over passes in tokens/s; rows without
+    them (older recordings) get no bar. Example: error=("tokens_per_s_low", "tokens_per_s_high").
     """
     frames = [d for d in (df, points) if d is not None and not d.empty]
     if log_x or log_y:
@@ -123,7 +127,9 @@ def series_chart(
     enc_color = alt.Color(f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors))
     x_scale = _scale(log_x, xs)
     x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, xs, x_title), scale=x_scale)
-    y_enc = alt.Y(f"{y}:Q", axis=_axis(log_y, both[y], y_title), scale=_scale(log_y, both[y]))
+    y_values = pd.concat([both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True)
+    y_scale = _scale(log_y, y_values)
+    y_enc = alt.Y(f"{y}:Q", axis=_axis(log_y, y_values, y_title), scale=y_scale)
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
     layers = []
@@ -143,6 +149,8 @@ def series_chart(
         shape = alt.Shape("source:N", legend=None if same else legend())
         layer = mark.encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip)
         layers.append(layer if layers else layer.add_params(sel))
+    if error:
+        layers.append(_error_bars(frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y))
     layers += _rules(rules, x, x_scale)
     return alt.layer(*layers).properties(height=height)
 
@@ -173,6 +181,19 @@ def trap_chart(curve: pd.DataFrame, points: pd.DataFrame | None, names: dict, x_
         layers.append(alt.Chart(points).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8).encode(
             x=x, y=y, color=color, opacity=opacity, shape=shape, tooltip=_tooltip(points, ["series", "tokens", "mib", "source"], titles)))
     return alt.layer(*layers).properties(height=height)
+
+
+def _error_bars(df: pd.DataFrame, x: str, error: tuple[str, str], color: str, x_enc, y_scale, enc_color, opacity,
+                log_y: bool) -> alt.Chart:
+    """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
+    low, high = error
+    bars = df.dropna(subset=[low, high]) if {low, high} <= set(df) else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
+    if log_y:
+        bars = _positive(bars, [low, high])
+    tip = _tooltip(bars, [color, x, low, high])
+    return (alt.Chart(bars).mark_rule(strokeWidth=1.6)
+            .encode(x=x_enc, y=alt.Y(f"{low}:Q", scale=y_scale, axis=None), y2=alt.Y2(f"{high}:Q"), color=enc_color,
+                    opacity=opacity, tooltip=tip))
 
 
 def bar_chart(

@@ -281,6 +281,28 @@ def time_steps(model: LiveModel, caches: list, warmup: int, steps: int, ticker: 
     return times
 
 
+def paired_steps(model: LiveModel, caches_a: list, caches_b: list, warmup: int, steps: int,
+                 b_first: bool = False) -> tuple[list[float], list[float]]:
+    """ms of each timed decode step on two caches, their steps interleaved (A B, B A, A B, ... after
+    `warmup` untimed pairs), so that a busy machine's drift lands on both alike: an A/B comparison
+    that a sequential one (all of A, then all of B) turns into a comparison of two moments.
+
+    Example: paired_steps(model, synthetic, restored, 3, 16) -> ([16 ms values], [16 ms values]).
+    """
+    import mlx.core as mx
+
+    tokens = {"a": mx.array([[7]]), "b": mx.array([[7]])}
+    caches = {"a": caches_a, "b": caches_b}
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for i in range(warmup + steps):
+        for arm in (("b", "a") if (i % 2 == 0) == b_first else ("a", "b")):
+            t0 = time.perf_counter()
+            tokens[arm] = _step(model, caches[arm], tokens[arm])
+            if i >= warmup:
+                times[arm].append((time.perf_counter() - t0) * 1000)
+    return times["a"], times["b"]
+
+
 def prefill(model: LiveModel, caches: list, tokens: int, chunk: int = 2048, ticker: _Ticker | None = None) -> None:
     """A real prefill of `tokens` random token ids, in generate_step's chunks, evaluated chunk by chunk."""
     import mlx.core as mx
@@ -303,12 +325,50 @@ def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int
     guard(model.weights_bytes(), kv_bytes(model.geometry, 1, spec), max_context + steps, model=model.name)
 
 
+SWEEP_ORDER = "contexts visited in a fresh shuffled order each pass (seeded), a fresh cache every visit"
+SWEEP_SPREAD = "min_ms/max_ms and q1_ms/q3_ms (interquartile range) of the per-pass medians listed in pass_ms"
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of `values`, the 'inclusive' method (numpy's default
+    linear interpolation between order statistics), so a single value gives (v, v, v).
+
+    Example: quartiles([1, 2, 3, 4, 5]) -> (2.0, 3.0, 4.0).
+    """
+    if len(values) == 1:
+        return (values[0],) * 3
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def pass_orders(contexts: list[int], passes: int, seed: int = 0) -> list[list[int]]:
+    """The order in which each pass visits `contexts`: a fresh random shuffle per pass (seeded, so a
+    run can be repeated), so that drift of a shared machine over the run lands on every context
+    alike instead of bending the curve the way a fixed short-to-long order would.
+
+    Example: pass_orders([256, 1024, 4096], 2) -> two permutations of the three contexts.
+    """
+    import random
+
+    rng = random.Random(seed)
+    orders = []
+    for _ in range(passes):
+        order = list(contexts)
+        rng.shuffle(order)
+        orders.append(order)
+    return orders
+
+
 def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                 repeats: int = 3, progress: Progress | None = None, should_stop: StopCheck | None = None) -> list[dict]:
+                 repeats: int = 3, progress: Progress | None = None, should_stop: StopCheck | None = None,
+                 seed: int = 0, on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """ms/token vs context: each context's cache filled synthetically with T+1 random K/V rows
     (evaluated before timing, so the first step pays no reallocation), `warmup` untimed steps, the
-    median of `steps` timed steps; the sweep is repeated `repeats` times and each row gives the
-    median of the repeat medians with min, max and spread (max - min).
+    median of `steps` timed steps. `repeats` passes over the contexts, each pass in its own shuffled
+    order (pass_orders), a fresh cache every visit. Each row gives the median of its per-pass
+    medians (ms_per_token), their min, max and spread (max - min), their interquartile range
+    (q1_ms, q3_ms) and the per-pass medians themselves (pass_ms, in pass order).
+    on_rows(rows) is called after every visit with the rows so far (a live page shows them as they come).
     """
     import mlx.core as mx
 
@@ -317,30 +377,41 @@ def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = 
     _decode_guard(model, contexts[-1], kv_format, warmup + steps)
     ticker = _Ticker(repeats * len(contexts), progress, should_stop)
     medians: dict[int, list[float]] = {t: [] for t in contexts}
-    for r in range(repeats):
-        for context in contexts:
+    for r, order in enumerate(pass_orders(contexts, repeats, seed)):
+        for context in order:
             caches = make_caches(model, kv_format)
             fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
             medians[context].append(statistics.median(time_steps(model, caches, warmup, steps, ticker)))
             del caches
             mx.clear_cache()
-            ticker.tick(f"decode: {context:,} tokens (repeat {r + 1}/{repeats})")
+            if on_rows:
+                on_rows(_decode_rows(medians, kv_format))
+            ticker.tick(f"decode: {context:,} tokens (pass {r + 1}/{repeats})")
+    return _decode_rows(medians, kv_format)
+
+
+def _decode_rows(medians: dict[int, list[float]], kv_format: str) -> list[dict]:
     rows = []
-    for context in contexts:
-        ms = statistics.median(medians[context])
-        rows.append({"context": context, "ms_per_token": ms, "tokens_per_s": 1000 / ms, "min_ms": min(medians[context]),
-                     "max_ms": max(medians[context]), "spread_ms": max(medians[context]) - min(medians[context]),
-                     "repeats": repeats, "kv_format": kv_format})
+    for context, ms_list in medians.items():
+        if not ms_list:
+            continue
+        q1, ms, q3 = quartiles(ms_list)
+        rows.append({"context": context, "ms_per_token": ms, "tokens_per_s": 1000 / ms, "min_ms": min(ms_list),
+                     "max_ms": max(ms_list), "spread_ms": max(ms_list) - min(ms_list), "q1_ms": q1, "q3_ms": q3,
+                     "pass_ms": list(ms_list), "repeats": len(ms_list), "kv_format": kv_format})
     return rows
 
 
-def _synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker) -> float:
-    """Median ms/token after a synthetic fill of context + 1 tokens (the guard checked first); frees the cache."""
+def synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker: _Ticker | None = None,
+                 kv: list | None = None) -> float:
+    """Median ms/token after writing context + 1 rows of K/V into fresh caches (random, or `kv[i]` =
+    (K, V) per layer, e.g. a real prefill's saved K/V); the guard is checked first; frees the cache.
+    """
     import mlx.core as mx
 
     _decode_guard(model, context, kv_format, warmup + steps)
     caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
+    fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format), kv=kv)
     ms = statistics.median(time_steps(model, caches, warmup, steps, ticker))
     del caches
     mx.clear_cache()
@@ -354,7 +425,7 @@ def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = N
 
     kv_format = kv_format or model.dtype
     ticker = _Ticker(2, progress, should_stop)
-    synthetic = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
+    synthetic = synthetic_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"synthetic fill at {context:,}")
     caches = make_caches(model, kv_format)
     t0 = time.perf_counter()
@@ -366,27 +437,40 @@ def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = N
             "ratio": real / synthetic, "prefill_s": prefill_s}
 
 
-def generate_step_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
-    """Cross-check at one context: this harness's ms/token vs mlx_lm's own generate_step (same
-    synthetic fill; generate_step times the gap between yielded tokens).
+def generate_step_ms(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
+                     ticker: _Ticker | None = None) -> float:
+    """Median ms/token of mlx_lm's own generate_step after the same synthetic fill as the harness
+    (generate_step adds the prompt token itself, so `context` rows are written): the gaps between
+    yielded tokens after `warmup` untimed ones. Frees the cache.
     """
     import mlx.core as mx
     from mlx_lm.generate import generate_step
 
     kv_format = kv_format or model.dtype
-    ticker = _Ticker(2, progress, should_stop)
-    harness = _synthetic_ms(model, context, kv_format, warmup, steps, ticker)
-    ticker.tick(f"harness at {context:,}")
+    _decode_guard(model, context, kv_format, warmup + steps)
     caches = make_caches(model, kv_format)
-    fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))  # generate_step adds the prompt token itself
+    fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))
     stamps = []
     for _ in generate_step(mx.array([7]), model.module, prompt_cache=caches, max_tokens=warmup + steps + 1):
         stamps.append(time.perf_counter())
-        ticker.check()
-    gaps = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])][warmup:]
+        if ticker:
+            ticker.check()
+    del caches
+    mx.clear_cache()
+    return statistics.median([(b - a) * 1000 for a, b in zip(stamps, stamps[1:])][warmup:])
+
+
+def generate_step_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
+                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
+    """Cross-check at one context: this harness's ms/token vs mlx_lm's own generate_step (same
+    synthetic fill; generate_step times the gap between yielded tokens).
+    """
+    kv_format = kv_format or model.dtype
+    ticker = _Ticker(2, progress, should_stop)
+    harness = synthetic_ms(model, context, kv_format, warmup, steps, ticker)
+    ticker.tick(f"harness at {context:,}")
+    ours = generate_step_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"generate_step at {context:,}")
-    ours = statistics.median(gaps)
     return {"check": "generate_step", "context": context, "harness_ms": harness, "generate_step_ms": ours,
             "ratio": harness / ours}
 

@@ -221,7 +221,7 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live import decode_sweep, generate_step_check, real_prefill_check
+    from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
     from .live_models import backend
     from .live_record import model_info
 
@@ -234,7 +234,8 @@ def _cmd_decode(a) -> int:
     for r in rows:
         r["slowdown"] = r["ms_per_token"] / base
     _print_table(rows, [("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("tokens_per_s", "tok/s", ".2f"),
-                        ("min_ms", "min ms", ".2f"), ("max_ms", "max ms", ".2f"), ("slowdown", "vs first", ".2f")])
+                        ("min_ms", "min ms", ".2f"), ("q1_ms", "q1 ms", ".2f"), ("q3_ms", "q3 ms", ".2f"),
+                        ("max_ms", "max ms", ".2f"), ("slowdown", "vs first", ".2f")])
     checks = []
     if a.check_prefill:
         checks.append(_run(real_prefill_check, model, a.check_prefill, kv_format, a.warmup, a.steps))
@@ -244,6 +245,7 @@ def _cmd_decode(a) -> int:
         print("check      " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items()))
     method = {"decode": {"fill": "synthetic: random K/V for T+1 tokens, evaluated before timing", "warmup": a.warmup,
                          "steps": a.steps, "repeats": a.repeats, "statistic": "median of repeat medians",
+                         "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
                          "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
               "backend": backend()}
     if checks:
@@ -287,7 +289,8 @@ def _cmd_record(a) -> int:
                 check_context=a.check_context, title=a.title, label=a.label)
     for name in ("decode", "growth"):
         print(f"\n{name}")
-        cols = ([("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("spread_ms", "spread ms", ".2f")]
+        cols = ([("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("q1_ms", "q1 ms", ".2f"),
+                 ("q3_ms", "q3 ms", ".2f"), ("spread_ms", "spread ms", ".2f")]
                 if name == "decode" else
                 [("context", "context", ","), ("allocated_mib", "alloc MiB", ".1f"), ("used_mib", "used MiB", ".1f"),
                  ("peak_mib", "peak MiB", ".1f")])

@@ -12,20 +12,22 @@ from pathlib import Path
 
 from . import recordings
 from .geometry import Geometry
-from .live import (Interrupted, Progress, StopCheck, decode_sweep, generate_step_check, growth_probe,
-                   mechanism_probe, real_prefill_check, trap_probe)
+from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
+                   growth_probe, mechanism_probe, real_prefill_check, trap_probe)
 from .live_models import LiveModel, backend, provenance
 
-ROW_FIELDS = {name: set(req) | set(opt) | set(recordings.TEXT_FIELDS[name])
-              for name, (req, opt) in recordings.SECTIONS.items()}
+ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
 
 
 def section_rows(section: str, rows: list[dict]) -> list[dict]:
     """Keep the fields the recording schema knows for `section` (probe rows carry more, e.g. exact bytes)."""
     keep = ROW_FIELDS[section]
-    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items() if k in keep and v is not None}
-            for row in rows]
+
+    def tidy(v):
+        return round(v, 6) if isinstance(v, float) else [tidy(x) for x in v] if isinstance(v, list) else v
+
+    return [{k: tidy(v) for k, v in row.items() if k in keep and v is not None} for row in rows]
 
 
 def default_label(prov: dict) -> str:
@@ -105,6 +107,7 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
                    "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"},
         "decode": {"fill": "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing",
                    "warmup": warmup, "steps": steps, "repeats": repeats, "statistic": "median of repeat medians",
+                   "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
                    "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
         "mechanism": {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
                       "without_cache": "full forward over prompt + generated tokens every step"},

@@ -22,8 +22,9 @@ Schema (version 1):
         # architecture_note: a model whose KV is not plain attention over every layer
     method: {...}               # fill, warmup, steps, repeats, ... (free-form mapping)
     sections:                   # at least one; each a list of rows with these numeric fields
-      decode:    context, tokens_per_s [, ms_per_token, spread_ms, repeats, depth, prompt_tokens,
-                 generation_tokens, tokens_per_s_min, tokens_per_s_max]
+      decode:    context, tokens_per_s [, ms_per_token, min_ms, max_ms, spread_ms, q1_ms, q3_ms, repeats,
+                 pass_ms: [ms per pass, in pass order], depth, prompt_tokens, generation_tokens,
+                 tokens_per_s_min, tokens_per_s_max]   # spread over passes; older files lack q1/q3/pass_ms
       trap:      tokens, allocated_mib, used_mib, theory_mib [, cache]
       growth:    context, allocated_mib, used_mib, theory_mib [, active_mib, peak_mib]
       mechanism: new_tokens, with_cache_s, without_cache_s
@@ -54,7 +55,7 @@ MAX_NUMBER = 1e15
 
 SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # section: (required numeric fields, optional numeric fields)
-    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "depth",
+    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "depth",
                                             "prompt_tokens", "generation_tokens", "tokens_per_s_min", "tokens_per_s_max")),
     "trap": (("tokens", "allocated_mib", "used_mib", "theory_mib"), ("capacity",)),
     "growth": (("context", "allocated_mib", "used_mib", "theory_mib"), ("active_mib", "peak_mib")),
@@ -65,6 +66,17 @@ TEXT_FIELDS = {"trap": ("cache", "pattern"), "benchmark": ("name",), "decode": (
 REQUIRED_TEXT = {"benchmark": ("name",)}
 GRADES = ("A", "A-", "B", "C")  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
 CITATION_TEXT = ("url", "note", "author", "date", "command", "settings", "context_rule")
+LIST_FIELDS = {"decode": ("pass_ms",)}  # optional lists of numbers (the per-pass medians behind a point's spread)
+MAX_LIST = 10_000
+
+
+def known_fields(section: str) -> set[str]:
+    """Every field a row of `section` may carry (numbers, texts and lists of numbers).
+
+    Example: "pass_ms" in known_fields("decode") -> True.
+    """
+    required, optional = SECTIONS[section]
+    return set(required) | set(optional) | set(TEXT_FIELDS[section]) | set(LIST_FIELDS.get(section, ()))
 
 
 class RecordingError(ValueError):
@@ -228,6 +240,11 @@ def validate(data) -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}")
+                elif key in LIST_FIELDS.get(name, ()):
+                    if not isinstance(value, list) or not value or len(value) > MAX_LIST:
+                        raise RecordingError(f"{where}.{key} must be a non-empty list of numbers")
+                    for j, item in enumerate(value):
+                        _number(item, f"{where}.{key}[{j}]")
                 elif key in TEXT_FIELDS[name]:
                     if not isinstance(value, str):
                         raise RecordingError(f"{where}.{key} must be text")

@@ -6,14 +6,14 @@ Example: recording_from({"decode": rows}, model, prov, {"fill": "synthetic"})["k
 
 from __future__ import annotations
 
-from .recordings import SECTIONS, TEXT_FIELDS
+from .recordings import known_fields
 
 
 def _clean(section: str, row: dict) -> dict:
     """Keep only the fields the schema knows for this section."""
-    required, optional = SECTIONS[section]
-    keep = set(required) | set(optional) | set(TEXT_FIELDS[section])
-    return {k: (float(v) if isinstance(v, float) else v) for k, v in row.items() if k in keep and v is not None}
+    keep = known_fields(section)
+    return {k: (float(v) if isinstance(v, float) else [float(x) for x in v] if isinstance(v, list) else v)
+            for k, v in row.items() if k in keep and v is not None}
 
 
 def label_for(provenance: dict) -> str:

@@ -348,6 +348,23 @@ def decode_points(rec: Recording) -> pd.DataFrame:
     return df.assign(source=rec.label, recording=rec.id)
 
 
+SPREADS = {"iqr": ("q1_ms", "q3_ms"), "range": ("min_ms", "max_ms")}
+
+
+def decode_spread(points: pd.DataFrame, spread: str = "iqr") -> pd.DataFrame:
+    """Each decode point's spread over passes as tokens/s bounds for error bars: tokens_per_s_low =
+    1000 / slower ms, tokens_per_s_high = 1000 / faster ms, from the interquartile range ("iqr":
+    q1_ms/q3_ms) or the min-max ("range"). Rows without those fields (older recordings) get NaN.
+
+    Example: a row with q1_ms 20, q3_ms 25 -> tokens_per_s_low 40.0, tokens_per_s_high 50.0.
+    """
+    fast, slow = SPREADS[spread]
+    out = points.copy()
+    for col, ms in (("tokens_per_s_low", slow), ("tokens_per_s_high", fast)):
+        out[col] = 1000 / out[ms] if ms in out else float("nan")
+    return out
+
+
 def decode_fit(rec: Recording) -> tuple[decode_model.Fit, pd.DataFrame] | None:
     """The fitted bytes/BW_eff model for a run and its curve over the run's context range (log-spaced)."""
     points = decode_points(rec)

@@ -53,7 +53,10 @@ class Job:
             return None
         from kvcore.live_models import provenance
 
-        method = {"fill": "synthetic (random K/V, T+1 rows)", **{k: v for k, v in self.params.items() if k != "model"}}
+        from kvcore.live import SWEEP_ORDER, SWEEP_SPREAD
+
+        method = {"fill": "synthetic (random K/V, T+1 rows)", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
+                  **{k: v for k, v in self.params.items() if k != "model"}}
         data = runs.recording_from(self.sections, self.model, provenance("streamlit live mode"), method)
         return Recording(None, data)
 
@@ -75,11 +78,17 @@ def _measure(job: Job) -> None:
         stop = job.stop.is_set
         if job.kind in ("decode", "suite"):
             job.sections["decode"] = []
-            for i, ctx in enumerate(p["contexts"]):  # one context at a time: rows arrive as they are measured
-                job.text = f"decode: {ctx:,} tokens"
-                job.sections["decode"] += live.decode_sweep(model, [ctx], warmup=p["warmup"], steps=p["steps"],
-                                                            repeats=p["repeats"], should_stop=stop)
-                job.progress(i + 1, len(p["contexts"]) + (2 if job.kind == "suite" else 0), job.text)
+            after = 2 if job.kind == "suite" else 0  # growth and mechanism follow in a suite
+
+            def progress(done: int, total: int, text: str) -> None:
+                job.progress(done, total + after, text)
+
+            def show(rows: list[dict]) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
+                job.sections["decode"] = rows
+
+            job.sections["decode"] = live.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
+                                                       repeats=p["repeats"], progress=progress, should_stop=stop,
+                                                       on_rows=show)
         if job.kind == "suite":
             job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
                                                        dtype=model.dtype, should_stop=stop)

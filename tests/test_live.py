@@ -145,10 +145,77 @@ def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats
     rows = decode_sweep(tiny_model, [300, 16, 64], warmup=1, steps=3, repeats=2, progress=lambda d, t, s: seen.append((d, t)))
     assert [r["context"] for r in rows] == [16, 64, 300]
     for r in rows:
-        assert r["repeats"] == 2 and r["min_ms"] <= r["ms_per_token"] <= r["max_ms"]
+        assert r["repeats"] == 2 and r["min_ms"] <= r["q1_ms"] <= r["ms_per_token"] <= r["q3_ms"] <= r["max_ms"]
         assert r["spread_ms"] == pytest.approx(r["max_ms"] - r["min_ms"])
         assert r["tokens_per_s"] == pytest.approx(1000 / r["ms_per_token"])
+        assert len(r["pass_ms"]) == 2 and r["ms_per_token"] == pytest.approx(sum(r["pass_ms"]) / 2)
+        assert (min(r["pass_ms"]), max(r["pass_ms"])) == (r["min_ms"], r["max_ms"])
     assert seen[-1] == (6, 6)
+
+
+def test_passes_visit_every_context_once_each_in_a_shuffled_order():
+    from kvcore.live import pass_orders
+
+    contexts = [256, 512, 1024, 2048, 4096, 8192]
+    orders = pass_orders(contexts, 5, seed=3)
+    assert len(orders) == 5 and all(sorted(o) == contexts for o in orders)
+    assert len({tuple(o) for o in orders}) > 1  # not one order repeated
+    assert any(o != contexts for o in orders) and pass_orders(contexts, 5, seed=3) == orders  # shuffled, repeatable
+    assert pass_orders(contexts, 5, seed=4) != orders
+
+
+def test_quartiles_match_numpys_default_percentiles():
+    import numpy as np
+
+    from kvcore.live import quartiles
+
+    for values in ([5.0], [3.0, 1.0], [1, 2, 3, 4, 5], [9.5, 1.25, 7, 3, 3, 40, 2.5]):
+        q1, q2, q3 = quartiles(values)
+        assert (q1, q2, q3) == pytest.approx(tuple(np.percentile(values, [25, 50, 75])))
+
+
+@mlx
+def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(tiny_model):
+    from kvcore.live import decode_sweep, pass_orders
+
+    texts, partial = [], []
+    contexts = [16, 32, 48, 64]
+    rows = decode_sweep(tiny_model, contexts, warmup=0, steps=1, repeats=3, seed=1,
+                        progress=lambda d, t, text: texts.append(text), on_rows=lambda r: partial.append(r))
+    visited = [int(t.split()[1].replace(",", "")) for t in texts]
+    expected = pass_orders(contexts, 3, seed=1)
+    assert visited == [c for order in expected for c in order]  # the sweep follows the shuffled orders
+    assert len({tuple(o) for o in expected}) > 1
+    assert all(len(r["pass_ms"]) == 3 for r in rows)  # every context measured in every pass
+    assert [len(p) for p in partial[:4]] == [1, 2, 3, 4] and partial[-1] == rows
+    assert partial[0][0]["context"] == expected[0][0] and partial[0][0]["repeats"] == 1
+
+
+@mlx
+def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
+    from kvcore.live import decode_sweep
+    from kvcore.live_record import build_recording
+
+    rows = decode_sweep(tiny_model, [16, 40], warmup=0, steps=2, repeats=3)
+    data = build_recording({"decode": rows}, {"name": "tiny", "source": "random weights"}, {"fill": "synthetic"}, "test")
+    rec = recordings.load(recordings.save(data, tmp_path))
+    for saved, measured in zip(rec.rows("decode"), rows):
+        assert saved["q1_ms"] == pytest.approx(measured["q1_ms"], abs=1e-6)
+        assert saved["q3_ms"] == pytest.approx(measured["q3_ms"], abs=1e-6)
+        assert saved["pass_ms"] == pytest.approx(measured["pass_ms"], abs=1e-6) and len(saved["pass_ms"]) == 3
+
+
+@mlx
+def test_paired_steps_time_both_caches_step_by_step(tiny_model):
+    from kvcore.live import paired_steps
+    from kvcore.live_models import fill_caches, make_caches
+
+    a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
+    fill_caches(a, tiny_model.geometry, 40, "fp32")
+    fill_caches(b, tiny_model.geometry, 90, "fp32")
+    a_ms, b_ms = paired_steps(tiny_model, a, b, warmup=2, steps=5, b_first=True)
+    assert len(a_ms) == len(b_ms) == 5 and min(a_ms + b_ms) > 0
+    assert (a[0].offset, b[0].offset) == (47, 97)  # every step decoded one token on each cache
 
 
 @mlx

@@ -141,6 +141,24 @@ def test_a_valid_recording_round_trips_exactly(tmp_path):
     assert recordings.load(path).data == VALID
 
 
+def test_a_decode_rows_per_pass_spread_round_trips_and_older_rows_without_it_still_load(tmp_path):
+    data = copy.deepcopy(VALID)
+    assert not {"q1_ms", "q3_ms", "pass_ms"} & set(data["sections"]["decode"][0])  # an older row: still valid
+    recordings.validate(copy.deepcopy(data))
+    data["sections"]["decode"].append({"context": 512, "tokens_per_s": 30.0, "ms_per_token": 33.3, "min_ms": 31.0,
+                                       "max_ms": 40.0, "q1_ms": 32.0, "q3_ms": 35.5, "pass_ms": [31.0, 33.3, 40, 32.0, 35.5],
+                                       "repeats": 5})
+    assert recordings.load(recordings.save(copy.deepcopy(data), tmp_path)).data == data
+
+
+@pytest.mark.parametrize("value", [[], ["1"], [-1.0], 3.5, "1, 2", [1.0, None], [True], [[1.0]], [1e300]])
+def test_a_bad_pass_list_is_refused_with_its_place(tmp_path, value):
+    data = copy.deepcopy(VALID)
+    data["sections"]["decode"][0]["pass_ms"] = value
+    with pytest.raises(RecordingError, match=r"^p\.yaml: sections\.decode\[0\]\.pass_ms"):
+        _load_text(tmp_path, yaml.safe_dump(data), "p.yaml")
+
+
 def test_save_never_overwrites(tmp_path):
     first = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")
     second = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")

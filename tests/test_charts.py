@@ -1,0 +1,52 @@
+"""kvcore.charts options on real data: the decode chart's error bars (spread over passes)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from kvcore import charts, views
+
+
+def _layers(chart) -> tuple[list[dict], dict]:
+    spec = chart.to_dict()
+    return spec["layer"], spec.get("datasets", {})
+
+
+def _rows(layer: dict, datasets: dict) -> list[dict]:
+    return datasets[layer["data"]["name"]]
+
+
+@pytest.mark.mlx
+def test_decode_points_get_error_bars_from_their_spread_over_passes():
+    from kvcore.live import decode_sweep
+    from kvcore.live_models import build_random
+
+    tiny = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 128,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 128,
+            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
+    rows = decode_sweep(build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], warmup=0, steps=3, repeats=4)
+    older = {"context": 96, "tokens_per_s": 30.0, "ms_per_token": 1000 / 30}  # a recording made before the spread
+    points = views.decode_spread(pd.DataFrame([*rows, older]).assign(source="live"))
+    chart = charts.series_chart(None, "context", "tokens_per_s", "source", "context", "tokens/s", points=points,
+                                log_x=True, log_y=True, error=("tokens_per_s_low", "tokens_per_s_high"))
+    layers, data = _layers(chart)
+    (bar,) = [l for l in layers if l["mark"]["type"] == "rule"]
+    assert bar["encoding"]["y"]["field"] == "tokens_per_s_low" and bar["encoding"]["y2"]["field"] == "tokens_per_s_high"
+    drawn = {r["context"]: (r["tokens_per_s_low"], r["tokens_per_s_high"]) for r in _rows(bar, data)}
+    assert set(drawn) == {16, 48}  # the older row has no bar
+    for r in rows:
+        low, high = drawn[r["context"]]
+        assert low == pytest.approx(1000 / r["q3_ms"]) and high == pytest.approx(1000 / r["q1_ms"])
+        assert low <= r["tokens_per_s"] <= high
+    y_domain = bar["encoding"]["y"]["scale"]["domain"]  # the log axis spans the bars, not only the points
+    assert y_domain[0] <= min(v[0] for v in drawn.values()) and y_domain[1] >= max(v[1] for v in drawn.values())
+
+
+def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
+    points = pd.DataFrame([{"context": 256, "tokens_per_s": 25.0, "min_ms": 38.0, "max_ms": 42.0, "source": "a"}])
+    ranged = views.decode_spread(points, "range")
+    assert ranged.loc[0, "tokens_per_s_low"] == pytest.approx(1000 / 42) and ranged.loc[0, "tokens_per_s_high"] == pytest.approx(1000 / 38)
+    assert math.isnan(views.decode_spread(points).loc[0, "tokens_per_s_low"])  # no q1/q3: no interquartile bar
+    plain, _ = _layers(charts.series_chart(None, "context", "tokens_per_s", "source", "c", "t", points=points))
+    assert [l["mark"]["type"] for l in plain] == ["point"]
