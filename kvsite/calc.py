@@ -6,16 +6,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kvcore import calculator
-from kvcore.formulas import MAX_CONTEXT, KvSpec
-from kvcore.geometry import Geometry, load_preset, parse_config, parse_json_text
+from kvcore import calculator, llamacpp
+from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
+from kvcore.geometry import LCPP, RUNTIMES, Geometry, load_preset, parse_config, parse_json_text
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
 from . import i18n
 from .data import arrow, md_table, section_cache
 from .export import make_chart
-from .sections import limit_rule
+from .sections import formula_markdown, limit_rule
 
 CUSTOM = "custom"
 NUMBERS = ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes", "weights_bytes_active")
@@ -61,11 +61,23 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
 
 
 @section_cache(max_entries=32)
-def config_geometry(text: str | None, name: str, runtime: str) -> Geometry:
-    """A preset (text None) or a pasted config.json -> geometry; KvError names the problem field."""
+def config_geometry(text: str | bytes | None, name: str, runtime: str, llama: tuple | None = None) -> Geometry:
+    """A preset (text None) or a pasted config.json -> geometry; KvError names the problem field.
+
+    The model source `src` the page passes around is (text, name, runtime, llama): llama is llama.cpp's
+    (unified cache, micro-batch, swa_full) under that runtime, None under the others (see llama_options).
+    """
     if text is None:
         return parse_config(load_preset(name)["config"], name, runtime)
     return parse_config(parse_json_text(text, name), name, runtime)
+
+
+def llama_options(src: tuple, seqs: int) -> llamacpp.Options | None:
+    """llama.cpp's Options for a model source: -np seqs and the page's (unified, micro-batch, swa_full); None elsewhere."""
+    if len(src) < 4 or src[3] is None:
+        return None
+    unified, ubatch, swa_full = src[3]
+    return llamacpp.Options(seqs, unified=unified, ubatch=ubatch, swa_full=swa_full)
 
 
 # ---------------------------------------------------------------- cached sections (read-only results)
@@ -77,16 +89,16 @@ cached = section_cache(max_entries=64)
 @cached
 def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
     """calc --json's numbers, the verdict, and (when it does not fit) the three levers."""
-    g, spec = config_geometry(*src), KvSpec(k, v)
-    result = calculator.calculate(g, ctx, seqs, spec, w)
+    g, spec, opts = config_geometry(*src), KvSpec(k, v), llama_options(src, seqs)
+    result = calculator.calculate(g, ctx, seqs, spec, w, llama=opts)
     need = result["weights_bytes"] + result["kv_bytes"]
     out = {"result": result, "need": need, "verdict": calculator.verdict(need, mem_bytes),
            "layers": pd.DataFrame(result["per_layer"])}
     if out["verdict"].status != "fits":
         weights = result["weights_bytes"]
-        out["levers"] = (calculator.max_context(g, spec, seqs, weights, mem_bytes),
-                         calculator.max_sequences(g, spec, ctx, weights, mem_bytes),
-                         calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec))
+        out["levers"] = (calculator.max_context(g, spec, seqs, weights, mem_bytes, opts),
+                         calculator.max_sequences(g, spec, ctx, weights, mem_bytes, opts),
+                         calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec, opts))
     return out
 
 
@@ -118,7 +130,7 @@ def memory_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, 
     g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
     contexts = chart_contexts(ctx)
     formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
-    curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats))
+    curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats, llama_options(src, seqs)))
     line = pd.DataFrame([{"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes} for c in (contexts[0], contexts[-1])])
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
     return make_chart(data, "series_chart", data, "context", "gib", "format", t("common.context"), "GiB", log_x=True,
@@ -154,3 +166,30 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
 def efficiency(recs: list) -> calculator.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
     return calculator.efficiency(recs)
+
+
+@cached
+def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
+    """The same model, context and sequences under each runtime's rules (fp16 K and V, llama.cpp with the page's
+    options or its defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
+    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    rows = []
+    for runtime in RUNTIMES:
+        g = config_geometry(src[0], src[1], runtime)
+        opts = llama_options(src, seqs) if runtime == src[2] else None
+        r = calculator.calculate(g, ctx, seqs, KvSpec("fp16", "fp16"), "bf16", llama=opts)
+        why = [t(f"calc.note_{code}", window=window) for code, window in g.note_codes]
+        if runtime == LCPP:
+            cells = ", ".join(t("calc.cmp_cells", name=c["name"], cells=f"{c['cells']:,}", streams=c["streams"]) for c in r["caches"])
+            why.insert(0, t("calc.cmp_llamacpp", cells=cells))
+        rows.append({"runtime": runtime, "kv": fmt_bytes(r["kv_bytes"], decimal=False), "bytes": r["kv_bytes"],
+                     "why": i18n.join(lang, *why) or "—"})
+    return md_table(pd.DataFrame(rows), {"runtime": (t("calc.runtime"), "`{}`"), "kv": (t("calc.cmp_kv"), None),
+                                         "bytes": (t("calc.col_bytes"), "{:,}"), "why": (t("calc.cmp_why"), None)})
+
+
+@cached
+def formula(src: tuple, ctx: int, seqs: int, k: str, v: str, lang: str) -> str:
+    """The KV formula with this model's numbers, written out in `lang` (mlx_lm and reference rules)."""
+    g, spec = config_geometry(*src), KvSpec(k, v)
+    return formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang)

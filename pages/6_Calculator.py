@@ -7,7 +7,9 @@ from kvcore.errors import KvError
 from kvcore.formats import FORMATS
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
-from kvcore.geometry import RUNTIMES, preset_names
+from kvcore.geometry import LCPP, RUNTIMES, preset_names
+from kvcore.formats import LLAMACPP_TYPES
+from kvcore.llamacpp import DEFAULT_UBATCH, MAX_UBATCH
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
 from kvsite import i18n
@@ -41,15 +43,23 @@ st.session_state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log s
 c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}",
                    on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
 seqs = c[2].number_input(f.t("calc.sequences"), 1, MAX_SEQUENCES, 1, key="seq", bind="query-params")
-k_fmt = c[3].selectbox(f.t("calc.k_format"), list(FORMATS), index=1, key="k", bind="query-params")
-v_fmt = c[4].selectbox(f.t("calc.v_format"), list(FORMATS), index=1, key="v", bind="query-params")
+kv_formats = list(LLAMACPP_TYPES) if runtime == LCPP else list(FORMATS)  # llama.cpp stores its own -ctk/-ctv types only
+k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
+v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
 w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 
 c = st.columns([2, 1, 1])
 chip = url_choice(c[0].selectbox, f.t("calc.machine"), chip_names(), "M4 Pro", "chip", format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n)
 mem = available_memory(f, chip, c[1], c[2])
 
-src_key = (text, label, runtime) if src == "config" else (None, model, runtime)
+llama = None
+if runtime == LCPP:  # llama.cpp's options that decide its cache; -np is the sequences above
+    lc = row()
+    unified = lc.checkbox(f.t("calc.kv_unified"), False, key="uni", bind="query-params", help=f.t("calc.kv_unified_help"))
+    ubatch = lc.number_input(f.t("calc.ubatch"), 1, MAX_UBATCH, DEFAULT_UBATCH, key="ub", bind="query-params", help=f.t("calc.ubatch_help"))
+    swa_full = lc.checkbox(f.t("calc.swa_full"), False, key="swafull", bind="query-params", help=f.t("calc.swa_full_help"))
+    llama = (bool(unified), int(ubatch), bool(swa_full))
+src_key = (text, label, runtime, llama) if src == "config" else (None, model, runtime, llama)
 if src == "config" and not text.strip():
     st.info(f.t("calc.paste_prompt"))
     st.stop()
@@ -87,12 +97,21 @@ if "levers" in out:
         st.caption(f.t("calc.no_lever"))
 
 st.subheader(f.t("calc.formula_title"))
-st.code(result["formula"], language=None, wrap_lines=True)
+if runtime == LCPP:  # the lines llama.cpp prints when it allocates: hold them against your own log
+    st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
+    st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
+else:
+    st.code(calc_site.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang), language=None, wrap_lines=True)
 st.markdown(calc_site.numbers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang))
 layers = st.expander(f.t("calc.layers_title"), key="layers_open", on_change="rerun")  # lazy: the table is sent only while open
 if layers.open:
     layers.dataframe(calc_site.layers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang),
                      hide_index=True, width="stretch")
+
+cmp = st.expander(f.t("calc.cmp_title"), key="cmp_open", on_change="rerun")  # lazy: computed while open
+if cmp.open:
+    cmp.markdown(f.t("calc.cmp_lead", n=f"{int(ctx):,}", seqs=int(seqs)))
+    cmp.markdown(calc_site.runtimes_compared(src_key, int(ctx), int(seqs), f.lang))
 
 # ---- chart: memory vs context per format, the available memory as a line
 st.subheader(f.t("calc.chart_title"))

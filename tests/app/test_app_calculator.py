@@ -229,3 +229,43 @@ def test_no_speed_is_predicted_where_it_does_not_fit_and_the_reason_is_given(rec
     nothing = page(CALC, lang, model="llama-3.1-405b", chip="custom", gib=16)  # the weights alone do not fit
     assert not nothing.exception and not any("tok/s" in m.value for m in nothing.metric)
     assert len(charts(nothing)) == 1 and any("16.00 GiB" in i.value for i in nothing.info)  # the memory chart only
+
+
+# ---------------------------------------------------------------- llama.cpp as the runtime (issue 11)
+
+
+def test_llama_cpp_runtime_prints_its_own_log_lines_with_its_options(rec_dir):
+    at = page(CALC, "en", model="gpt-oss-20b", ctx=131072, rt="llama.cpp", k="fp16", v="fp16")
+    assert not at.exception
+    log = next(c.value for c in at.code)
+    assert "size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs)" in log  # non-SWA, as llama.cpp logs it
+    assert "size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs)" in log  # SWA: 128-token window + 512 micro-batch
+    assert numbers(at)["kv_bytes"] == (3072 + 18) * 2**20
+    at = page(CALC, "en", model="gpt-oss-20b", ctx=131072, rt="llama.cpp", ub=2048)
+    assert "size =   54.00 MiB (  2304 cells" in next(c.value for c in at.code)  # the micro-batch widens the SWA cache
+
+
+def test_llama_cpp_unified_cache_changes_the_streams(rec_dir):
+    split = page(CALC, "en", model="gemma-2-2b", ctx=8192, rt="llama.cpp", seq=4)
+    unified = page(CALC, "en", model="gemma-2-2b", ctx=8192, rt="llama.cpp", seq=4, uni="True")
+    assert "(  2048 cells,  13 layers,  4/4 seqs)" in next(c.value for c in split.code)
+    assert "size =  416.00 MiB (  8192 cells,  13 layers,  4/1 seqs)" in next(c.value for c in unified.code)
+
+
+def test_llama_cpp_offers_only_its_own_cache_types(rec_dir):
+    at = page(CALC, "en", rt="llama.cpp")
+    assert "mlx-q4" not in at.selectbox(key="k").options and "q5_1" in at.selectbox(key="k").options
+    assert "mlx-q4" in page(CALC, "en").selectbox(key="k").options
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_same_model_under_each_runtime_says_why_they_differ(rec_dir, lang):
+    at = page(CALC, lang, model="mistral-7b-v0.1", ctx=10000)
+    at.session_state["cmp_open"] = True
+    at.run()
+    table = next(m.value for m in at.markdown if m.value.startswith("| " + i18n.translate(lang, "calc.runtime") + " |"))
+    rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines()[2:]}
+    assert set(rows) == {"mlx_lm", "llama.cpp", "reference"}
+    assert "10,240" in rows["llama.cpp"]  # 10,000 cells padded to 256
+    assert "4,096" in rows["reference"]  # the config's own window, which mlx_lm ignores
+    assert not at.exception

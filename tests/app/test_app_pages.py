@@ -34,7 +34,7 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert not at.exception, [e.message for e in at.exception]
     shown = texts(at)
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
-    raw = re.findall(r"(?<![\w.,/-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])", re.sub(r"`[^`]*`|https?://\S+", " ", shown))
+    raw = re.findall(r"(?<![\w.,/#-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])", re.sub(r"`[^`]*`|https?://\S+", " ", shown))
     assert not raw, raw  # numbers for readers: 3 significant figures, thousands separators (kvcore.units.fmt_num)
     title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[0]  # Frame.intro: "# title"
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
