@@ -54,7 +54,7 @@ EXPECTED = {
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
     "pages/5_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
     "pages/6_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
-                              "pasted"},
+                              "~pasted"},
     "pages/8_Recordings.py": {"rec"},
 }
 KINDS = ("slider", "select_slider", "selectbox", "number_input", "text_input", "text_area", "multiselect", "radio",
@@ -64,12 +64,12 @@ MAX_INTERACTION_OPTIONS = 12  # an unbound selectbox: its first options (live co
 
 # ---------------------------------------------------------------- url_choice options, as the page passes them
 
-CHOICES: dict[str, list[str]] = {}  # URL key -> the raw options (as URL strings) of this run's url_choice widgets
+CHOICES: dict[str, list] = {}  # URL key -> the raw options of this run's url_choice widgets
 _url_choice = kvsite.frame.url_choice
 
 
 def _spy_url_choice(widget, label, options, default, key, *args, **kwargs):
-    CHOICES[key] = [str(o) for o in options]
+    CHOICES[key] = list(options)
     return _url_choice(widget, label, options, default, key, *args, **kwargs)
 
 
@@ -83,15 +83,20 @@ def spy_url_choice(monkeypatch):
 
 @dataclass
 class Knob:
-    """One widget: its kind, key, URL parameter (None: not URL state), values to try, and the state it appeared in."""
+    """One widget: its kind, key, URL parameter (None: not URL state), values to try, and the state it appeared in.
+
+    values: URL strings (or lists of them for a multiselect); for a widget the URL does not hold, Python values.
+    raw: URL string -> the value to set by interaction (None: the value can only be set through the URL).
+    """
 
     kind: str
     key: str
     param: str | None
-    values: list  # URL strings (or lists of them); for interaction, Python values
+    values: list
     outside: list = field(default_factory=list)  # values the widget refuses or clamps (deliberately invalid)
     base: dict = field(default_factory=dict)
     strategy: object = None  # hypothesis strategy over URL values (None: interaction only)
+    raw: object = None
 
     @property
     def name(self) -> str:
@@ -102,15 +107,36 @@ def _num(v: float, is_int: bool) -> str:
     return str(int(v)) if is_int else f"{round(v, 9):g}"
 
 
+def model_limits() -> set[int]:
+    """Every preset's max_position_embeddings: where a context widget crosses a model's limit."""
+    return {n for name in preset_names() if (n := load_preset(name)["config"].get("max_position_embeddings"))}
+
+
 def _range_values(lo: float, hi: float, step: float, default: float, is_int: bool) -> list[float]:
-    """Ends, one step in from each end, the default, the middle (on the step grid), and powers of ten and two
-    in between (a range of 1 ... 100,000,000 has its boundaries at 2^k and 10^k)."""
+    """Ends, one step in from each end, the default, the middle (on the step grid); for a wide integer range
+    also the powers of ten and the presets' context limits with one past each (a calculator's boundaries)."""
     mid = lo + round((hi - lo) / 2 / step) * step
     vals = {lo, hi, min(hi, lo + step), max(lo, hi - step), default, mid}
     if is_int and hi / max(lo, 1) > 1000:
         vals |= {10 ** k for k in range(12) if lo < 10 ** k < hi}
-        vals |= {v for k in range(8, 40, 4) for v in (2 ** k, 2 ** k + 1) if lo < v < hi}
+        vals |= {v for n in model_limits() for v in (n, n + 1) if lo < v < hi}
     return sorted(vals)
+
+
+def _spread(options: list, most: int) -> list:
+    """At most `most` options, both ends included, evenly spaced (every one when there are few)."""
+    if len(options) <= most:
+        return list(options)
+    return [options[round(i * (len(options) - 1) / (most - 1))] for i in range(most)]
+
+
+def every_one(options: list) -> bool:
+    """Options the sweep takes all of, however many: data sources (recording ids) and model presets."""
+    ids = {p.stem for p in (ROOT / "recordings").glob("*.yaml")} | {CPU_DEMO, kvsite.frame.LIVE}
+    return bool(options) and all(str(o) in ids or str(o) in preset_names() for o in options)
+
+
+MAX_OPTIONS = 12  # other long option lists (29 chips, 11 formats): a spread of 12, ends included; hypothesis draws any
 
 
 def knobs_of(at: AppTest, base: dict) -> list[Knob]:
@@ -130,8 +156,10 @@ def knobs_of(at: AppTest, base: dict) -> list[Knob]:
 def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None:
     proto = el.proto
     if param is not None and key.endswith("__w"):  # url_choice: the raw options the page passed
-        opts = CHOICES[param]
-        return Knob(kind, key, param, opts, base=base, strategy=hs.sampled_from(opts))
+        raw = {str(o): o for o in CHOICES[param]}
+        opts = list(raw)
+        vals = opts if every_one(opts) else _spread(opts, MAX_OPTIONS)
+        return Knob(kind, key, param, vals, ["no-such-option"], base, hs.sampled_from(opts), raw)
     if kind in ("slider", "number_input"):
         is_int = proto.data_type == proto.INT
         lo = el.min if el.min is not None else -1e6
@@ -141,29 +169,33 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
         vals = _range_values(lo, hi, step, default, is_int)
         if param is None:
             return Knob(kind, key, None, [lo, hi, default])
-        outside = [_num(lo - step, is_int), _num(hi + step, is_int), "abc", ""]
+        outside = [_num(lo - step, is_int), _num(hi + step, is_int), "abc"]
         if is_int:
             strat = hs.integers(int(lo), int(hi)).map(lambda v: str(int(lo + (v - lo) // step * step)))
         else:
             strat = hs.floats(lo, hi, allow_nan=False).map(lambda v: _num(lo + round((v - lo) / step) * step, False))
-        return Knob(kind, key, param, [_num(v, is_int) for v in vals], outside, base,
-                    hs.one_of(strat, hs.sampled_from([_num(v, is_int) for v in vals])))
+        urls = [_num(v, is_int) for v in vals]
+        return Knob(kind, key, param, urls, outside, base, hs.one_of(strat, hs.sampled_from(urls)),
+                    {u: int(u) if is_int else float(u) for u in urls})
     if kind in ("selectbox", "radio", "select_slider"):
         opts = list(proto.options)
+        raws = [_literal(o) for o in opts]
+        recoverable = all(r is not None and el.format_func(r) == o for r, o in zip(raws, opts))
+        if kind == "selectbox":  # set by position, whatever its values are
+            raw = {o: i for i, o in enumerate(opts)}
+        else:
+            raw = dict(zip(opts, raws)) if recoverable else None
+        vals = opts if every_one(opts) else _spread(opts, MAX_OPTIONS)
         if param is None:
-            if kind == "select_slider":
-                raw = [_literal(o) for o in opts]
-                if any(r is None or el.format_func(r) != o for r, o in zip(raw, opts)):
-                    return None  # options not recoverable from their labels
-                return Knob(kind, key, None, raw)
-            return Knob(kind, key, None, list(range(min(len(opts), MAX_INTERACTION_OPTIONS))))
-        return Knob(kind, key, param, opts, ["no-such-option"], base, hs.sampled_from(opts))
+            return Knob(kind, key, None, [raw[o] for o in vals]) if raw is not None else None
+        return Knob(kind, key, param, vals, ["no-such-option"], base, hs.sampled_from(opts), raw)
     if kind == "multiselect":
         opts = list(proto.options)
         if param is None:
             return Knob(kind, key, None, [[], list(el.value)[:1]])
-        return Knob(kind, key, param, ["", *([o] for o in opts), opts], [["no-such-option"]], base,
-                    hs.lists(hs.sampled_from(opts), unique=True))
+        vals = ["", *([o] for o in _spread(opts, MAX_OPTIONS)), opts]
+        return Knob(kind, key, param, vals, [["no-such-option"]], base, hs.lists(hs.sampled_from(opts), unique=True),
+                    "multi" if all(el.format_func(o) == o for o in opts) else None)
     if kind in ("text_input", "text_area"):
         default = proto.default if proto.HasField("default") else ""
         valid = [default] if default else []
@@ -171,11 +203,13 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
             valid.append(json.dumps(load_preset(preset_names()[0])["config"]))
         if param is None:
             return Knob(kind, key, None, valid + ODD_TEXT)
-        return Knob(kind, key, param, valid, ODD_TEXT, base, hs.one_of(hs.sampled_from(valid + ODD_TEXT), hs.text(max_size=40)))
+        return Knob(kind, key, param, valid + ODD_TEXT, [], base,
+                    hs.one_of(hs.sampled_from(valid + ODD_TEXT), hs.text(max_size=40)), "text")
     if kind in ("checkbox", "toggle"):
         if param is None:
             return Knob(kind, key, None, [True, False])
-        return Knob(kind, key, param, ["true", "false"], [], base, hs.sampled_from(["true", "false"]))
+        return Knob(kind, key, param, ["true", "false"], [], base, hs.sampled_from(["true", "false"]),
+                    {"true": True, "false": False})
     return None  # a segmented control not bound through url_choice: none today
 
 
@@ -183,14 +217,41 @@ def _literal(label: str):
     try:
         return ast.literal_eval(label.replace(",", ""))
     except (ValueError, SyntaxError):
-        return None
+        return label
+
+
+def element(at: AppTest, knob: Knob):
+    return next((e for e in at.get(knob.kind) if e.key == knob.key), None)
+
+
+def interact(at: AppTest, knob: Knob, value) -> bool:
+    """Set the widget as a reader would (False: it is not on the page, or this value has no interaction)."""
+    el = element(at, knob)
+    if el is None:
+        return False
+    if knob.param is None:
+        if knob.kind == "selectbox":
+            el.select_index(value)
+        else:
+            el.set_value(value)
+        return True
+    if knob.raw is None:
+        return False
+    if knob.raw == "multi":
+        el.set_value([] if value == "" else list(value))
+    elif knob.raw == "text":
+        el.set_value(value)
+    elif knob.kind == "selectbox" and not knob.key.endswith("__w"):
+        el.select_index(knob.raw[value])
+    else:
+        el.set_value(knob.raw[value])
+    return True
 
 
 # ---------------------------------------------------------------- one run and its checks
 
-def run(path: str | None, lang: str, params: dict, action=None) -> AppTest:
-    """The page opened at ?lang=..&params (AppTest's first run reads the URL as a browser's first load does);
-    `action(at)` then changes a widget the URL does not hold, and the page reruns."""
+def run(path: str | None, lang: str, params: dict) -> AppTest:
+    """The page opened at ?lang=..&params: AppTest's first run reads the URL as a browser's first load does."""
     CHOICES.clear()
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["lang"] = lang
@@ -198,20 +259,17 @@ def run(path: str | None, lang: str, params: dict, action=None) -> AppTest:
         at.query_params[k] = v
     if path:
         at.switch_page(path)
-    at.run()
-    if action is not None and not at.exception:
-        CHOICES.clear()
-        action(at)
-        at.run()
-    return at
+    return at.run()
 
 
 def where(path: str | None, lang: str, params: dict, action_text: str = "") -> str:
     return f"{path or 'streamlit_app.py'} ?{urlencode({'lang': lang, **params}, doseq=True)}{action_text}"
 
 
-def verdict_prefixes(lang: str) -> list[str]:
-    return [i18n.texts(lang)[k].split("{")[0].strip() for k in VERDICT_KEYS if i18n.has(lang, k)]
+def verdicts(lang: str) -> list[re.Pattern]:
+    """The verdict sentences as patterns ({placeholders} match anything)."""
+    return [re.compile(".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S)
+            for k in VERDICT_KEYS if i18n.has(lang, k)]
 
 
 def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
@@ -222,8 +280,7 @@ def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
     if out:
         return out
     errors = [str(e.value) for e in at.error]
-    verdicts = verdict_prefixes(lang)
-    unexplained = [e for e in errors if not any(p and e.startswith(p) for p in verdicts)]
+    unexplained = [e for e in errors if not any(v.fullmatch(e.strip()) for v in verdicts(lang))]
     if unexplained and invalid is None:
         out.append(f"error shown on valid input: {unexplained[0][:160]!r}")
     if len(errors) > 1:
@@ -284,82 +341,101 @@ def took(at: AppTest, knob: Knob, value) -> str | None:
 
 # ---------------------------------------------------------------- the sweep: every widget, every value
 
-SWEPT: dict[tuple, tuple[list[str], dict[str, Knob], int]] = {}
+SWEPT: dict[str | None, tuple[list[str], dict[str, Knob], int]] = {}
+LANGS = ("ja", "en")
 
 
-def sweep(path: str | None, lang: str) -> tuple[list[str], dict[str, Knob], int]:
-    """Every widget of the page through its values, breadth first: a widget that appears only in some state is
-    swept from that state. Returns (failures, the widgets found by name, number of runs); cached per page and
-    language (the recordings folder is the same in every test)."""
-    if (path, lang) in SWEPT:
-        return SWEPT[(path, lang)]
+def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
+    """Every widget of the page through its values, breadth first; a widget that appears only in some state
+    (?chip=custom) is swept from that state. Each widget's far end and the values it refuses go through the URL
+    (a fresh page, as a shared link opens); the other values are set on an open page, as a reader would, in
+    Japanese and English in turn (a fresh page costs ~3x a rerun). Returns (failures, widgets by name, runs);
+    cached per page (every test's recordings folder holds the same files)."""
+    if path in SWEPT:
+        return SWEPT[path]
     failures: list[str] = []
-    at = run(path, lang, {})
-    failures += [f"{where(path, lang, {})}: {p}" for p in problems(at, lang)]
-    found = {k.name: k for k in knobs_of(at, {})}
-    queue, runs = list(found.values()), 1
-    while queue:
-        knob = queue.pop(0)
-        tries = [(v, False) for v in knob.values] + [(v, True) for v in knob.outside]
-        for value, outside in tries:
-            if knob.param is not None:
-                params = {**knob.base, knob.param: value}
-                at, desc = run(path, lang, params), where(path, lang, params)
-            else:
-                params, desc = dict(knob.base), where(path, lang, knob.base, f" then {knob.key} := {str(value)[:40]!r}")
-                at = run(path, lang, params, action=lambda a, k=knob, v=value: _interact(a, k, v))
-            runs += 1
-            text_input = knob.kind in ("text_input", "text_area")
-            invalid = str(value) if (outside or (text_input and value in ODD_TEXT)) else None
-            failures += [f"{desc}: {p}" for p in problems(at, lang, invalid)]
-            if not outside and knob.param is not None and not at.exception and (miss := took(at, knob, value)):
-                failures.append(f"{desc}: the URL's value did not reach the widget ({miss})")
-            if at.exception:
-                continue
+    found: dict[str, Knob] = {}
+    queue: list[Knob] = []
+    runs = 0
+
+    def check(at, lang, params, desc, invalid=None, knob=None, value=None):
+        failures.extend(f"{desc}: {p}" for p in problems(at, lang, invalid))
+        if knob is not None and value is not None and not at.exception and (miss := took(at, knob, value)):
+            failures.append(f"{desc}: the URL's value did not reach the widget ({miss})")
+        if not at.exception and params is not None:
             for new in knobs_of(at, params):
                 if new.name not in found:
                     found[new.name] = new
                     queue.append(new)
-    SWEPT[(path, lang)] = (failures, found, runs)
-    return SWEPT[(path, lang)]
+
+    for lang in LANGS:
+        at = run(path, lang, {})
+        runs += 1
+        check(at, lang, {}, where(path, lang, {}))
+    while queue:
+        knob = queue.pop(0)
+        is_text = knob.kind in ("text_input", "text_area")
+        by_url = [] if knob.param is None else [(knob.values[-1], None), *((v, str(v)) for v in knob.outside)]
+        if knob.param is not None and knob.raw is None:  # no interaction for it: every value through the URL
+            by_url = [(v, None) for v in knob.values] + by_url[1:]
+        for value, invalid in by_url:
+            params = {**knob.base, knob.param: value}
+            at = run(path, "ja", params)
+            runs += 1
+            odd = str(value) if is_text and value in ODD_TEXT else invalid
+            check(at, "ja", params, where(path, "ja", params), odd, knob if invalid is None else None, value)
+        if knob.param is not None and knob.raw is None:
+            continue
+        pages: dict[str, AppTest] = {}
+        for i, value in enumerate(v for v in knob.values if not (by_url and v == knob.values[-1])):
+            lang = LANGS[i % 2]
+            at = pages.get(lang)
+            if at is None or at.exception:
+                at = pages[lang] = run(path, lang, knob.base)
+                runs += 1
+            if not interact(at, knob, value):
+                failures.append(f"{where(path, lang, knob.base)}: widget {knob.key} not found to set {str(value)[:40]!r}")
+                break
+            at.run()
+            runs += 1
+            if knob.param is None:
+                params, desc = None, where(path, lang, knob.base, f" then {knob.key} := {str(value)[:40]!r}")
+            else:
+                params = {**knob.base, knob.param: value}
+                desc = where(path, lang, params)
+            odd = str(value) if is_text and value in ODD_TEXT else None
+            check(at, lang, params, desc, odd)
+    SWEPT[path] = (failures, found, runs)
+    return SWEPT[path]
 
 
-def _interact(at: AppTest, knob: Knob, value) -> None:
-    el = next(e for e in at.get(knob.kind) if e.key == knob.key)
-    if knob.kind in ("selectbox", "radio") and isinstance(value, int):
-        el.select_index(value) if knob.kind == "selectbox" else el.set_value(el.options[value])
-    else:
-        el.set_value(value)
-
-
-@pytest.mark.parametrize("lang", ["ja", "en"])
 @pytest.mark.parametrize("path", [None, *PAGES])
-def test_every_widget_through_its_whole_range(rec_dir, path, lang):
-    failures, found, runs = sweep(path, lang)
+def test_every_widget_through_its_whole_range(rec_dir, path):
+    failures, found, runs = sweep(path)
     missing = EXPECTED.get(path, set()) - set(found)
     assert not missing, f"the sweep did not find {missing} on {path}: found {sorted(found)}"
-    assert not failures, f"{len(failures)} of {runs} states fail:\n" + "\n".join(failures[:40])
+    assert not failures, f"{len(failures)} failures in {runs} runs:\n" + "\n".join(failures[:40])
 
 
 def test_every_data_source_and_preset_is_swept(rec_dir):
     """The sweep reaches every recording with the page's section (the test recording included) and every preset."""
-    _, trap, _ = sweep("pages/2_Nbytes_trap.py", "ja")
+    _, trap, _ = sweep("pages/2_Nbytes_trap.py")
     assert CPU_DEMO in trap["src"].values and "published-article-a-m5-pro" in trap["src"].values
-    _, calc, _ = sweep("pages/6_Calculator.py", "ja")
+    _, calc, _ = sweep("pages/6_Calculator.py")
     assert set(calc["model"].values) == set(preset_names())
-    assert calc["gib"].base == {"chip": "custom"} and calc["pasted"].base == {"msrc": "config"}
+    assert calc["gib"].base == {"chip": "custom"} and calc["~pasted"].base == {"msrc": "config"}
 
 
 # ---------------------------------------------------------------- random whole states (hypothesis)
 
 @pytest.mark.parametrize("path", PAGES)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(data=hs.data())
 def test_random_states_from_the_url(rec_dir, path, data):
     """A query string drawn over every URL-bound widget the sweep found (a widget that needs a state, such as
     ?gib= after ?chip=custom, brings that state along), in either language."""
-    _, found, _ = sweep(path, "ja")
+    _, found, _ = sweep(path)
     lang = data.draw(hs.sampled_from(["ja", "en"]), label="lang")
     params: dict = {}
     for name in sorted(found):
