@@ -63,3 +63,22 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
         if c["right"] > width:
             problems.append(f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen")
     assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
+
+
+def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):
+    """scripts/screenshot.py --all: Streamlit scrolls inside its own container, so the viewport is grown to the
+    content; the page's last block (Savings' FAQ, its longest page) must then lie inside it."""
+    import importlib.util
+
+    from kvsite.server import ROOT
+
+    spec = importlib.util.spec_from_file_location("screenshot", ROOT / "scripts" / "screenshot.py")
+    shot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shot)
+    tab.set_viewport_size({"width": PHONE, "height": 900})
+    tab.goto(f"{server}/{PAGES['savings']}?lang=ja")
+    wait_ready(tab)
+    height = shot.fit_to_content(tab, PHONE, 900)
+    last = tab.locator("[data-testid='stMarkdownContainer']").last
+    bottom = tab.evaluate("el => el.getBoundingClientRect().bottom", last.element_handle())
+    assert height > 3600 and bottom <= height, (height, bottom)
