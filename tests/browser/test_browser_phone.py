@@ -49,9 +49,13 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
     wait_ready(tab)
     tab.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
                                      .every(c => c.querySelector('svg.marks g.role-frame'))""", timeout=30_000)
-    tab.wait_for_timeout(300)  # Vega's resize to the container settles
     assert tab.locator("[data-testid='stException']").count() == 0, tab.locator("[data-testid='stException']").first.inner_text()[:500]
-    charts = tab.evaluate(PLOTS_JS)
+    charts, before = tab.evaluate(PLOTS_JS), None
+    for _ in range(10):  # Vega resizes to its container after drawing: read until two readings agree
+        if charts == before:
+            break
+        tab.wait_for_timeout(250)
+        charts, before = tab.evaluate(PLOTS_JS), charts
     assert name == "home" or charts, "no chart drawn"
     problems = []
     for c in charts:
