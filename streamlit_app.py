@@ -2,13 +2,14 @@
 
 import streamlit as st
 
-from kvcore.units import gib
+from kvcore.units import fmt_num, fmt_ratio, gib
 from kvsite.data import view
-from kvsite.frame import DEFAULT_SOURCE, page_files, page_slug, row, setup, text
-from kvsite import i18n, sections
+from kvsite.chapters import CHAPTERS
+from kvsite.frame import DEFAULT_SOURCE, row, setup, text
+from kvsite import sections
 
 f = setup("home")
-f.intro("home")
+f.intro()
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = view("key_numbers", rec)
@@ -18,21 +19,18 @@ c = row(gap="large")  # a metric takes its label's width
 c.metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo), width="content")
 c.metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9), width="content")
 if "tokens_per_s_a" in n:
-    c.metric(f.t("home.m_decode", **dec), f"{n['tokens_per_s_a']:.0f} → {n['tokens_per_s_b']:.0f}",
+    c.metric(f.t("home.m_decode", **dec), f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])}",
                 help=f.t("home.m_decode_help", **dec), width="content")
-    c.metric(f.t("home.m_pred"), f"{n['predicted_slowdown']:.2f}×", f"{f.t('home.m_measured')} {n['measured_slowdown']:.2f}×",
-                delta_color="off", help=f.t("home.m_pred_help", **dec), width="content")
+    c.metric(f.t("home.m_pred"), fmt_ratio(n["predicted_slowdown"]), f"{f.t('home.m_measured')} {fmt_ratio(n['measured_slowdown'])}",
+             delta_color="off", delta_arrow="off", help=f.t("home.m_pred_help", **dec), width="content")
 else:
     st.info(f.t("source.none"))
 st.caption(f.t("home.numbers_source", **dec))
 
 st.subheader(f.t("home.chapters"))
-for path in page_files():
-    slug = page_slug(path)
-    if not i18n.has(f.lang, f"home.ch.{slug}"):
-        continue
+for chapter in CHAPTERS:
     with st.container(border=True):
-        st.page_link(f"pages/{path.name}", label=f"**{f.t('nav.' + slug)}**", query_params={"lang": f.lang})
-        st.caption(f.t(f"home.ch.{slug}", **geo))
+        st.page_link(chapter.path, label=f"**{f.t('nav.' + chapter.slug)}**", query_params={"lang": f.lang})
+        st.caption(f.t(f"home.ch.{chapter.slug}", **geo))
 
 text("### " + f.t("home.data_title"), f.t("home.data"))

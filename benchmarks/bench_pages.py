@@ -56,10 +56,12 @@ from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from kvsite.chapters import CHAPTERS  # noqa: E402
+
 APP = str(ROOT / "streamlit_app.py")
-PAGES = [None, *(f"pages/{p.name}" for p in sorted((ROOT / "pages").glob("*.py")))]
+PAGES = [None, *(chapter.path for chapter in CHAPTERS)]
 BASELINE = "one-line page"
-GOAL = 3.0
 
 
 def share_bytecode() -> None:
@@ -172,14 +174,13 @@ def main() -> int:
     rows = measure(a.runs, a.lang, a.seed)
     width = max(len(r["page"]) for r in rows)
     mode = "scripts compiled every run" if a.compile_each_run else "bytecode cached as in the server"
-    print(f"{'page':<{width}}  median ms  script ms  elements  ratio  (goal <= {GOAL:g}x, {a.runs} runs each, {mode})")
+    print(f"{'page':<{width}}  median ms  script ms  elements  ratio  ({a.runs} runs each, {mode}; no goal: readers wait for the round trip, see bench_server.py)")
     for r in rows:
-        flag = "" if r["ratio"] <= GOAL or r["calibration"] else "  over goal"
-        print(f"{r['page']:<{width}}  {r['median_ms']:9.1f}  {r['script_ms']:9.1f}  {r['elements']:8d}  {r['ratio']:5.2f}{flag}")
+        print(f"{r['page']:<{width}}  {r['median_ms']:9.1f}  {r['script_ms']:9.1f}  {r['elements']:8d}  {r['ratio']:5.2f}")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(rows, indent=2))
-    return 0 if all(r["ratio"] <= GOAL for r in rows if not r["calibration"]) else 1
+    return 0
 
 
 if __name__ == "__main__":

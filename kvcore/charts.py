@@ -1,7 +1,9 @@
 """Altair charts from the long-form DataFrames of kvcore.views: pure functions, no Streamlit.
 
-Every chart has tooltips and a legend that selects (a named point selection bound to the
-legend, so Streamlit can report it). Titles come in as arguments: the pages translate them.
+Every chart has tooltips and a legend that selects (a named point selection bound to the legend, so
+Streamlit can report it). Legends sit under the plot, so a phone's 390 px go to the plot. Titles and
+labels come in as arguments: the pages translate them. A source (recording) keeps one colour everywhere:
+callers pass `colors` from kvcore.views.source_colors.
 Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.LayerChart.
 """
 
@@ -13,7 +15,22 @@ import altair as alt
 import pandas as pd
 
 SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
-PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf"]
+PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf",
+           "#1f3a93", "#8c564b", "#2ca02c", "#d62728", "#9467bd", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78"]
+LABEL_LIMIT = 330  # px: a legend label fits a phone's chart width
+MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
+
+
+def legend(title: str = "", **kwargs) -> alt.Legend:
+    """A legend under the plot, one entry per line (labels of any length stay readable on a phone)."""
+    return alt.Legend(title=title or None, orient="bottom", direction="vertical", labelLimit=LABEL_LIMIT, **kwargs)
+
+
+def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
+    """Colours for `domain`: from `colors` (a source's colour site-wide) where given, else the palette in order."""
+    colors = colors or {}
+    free = iter(c for c in PALETTE if c not in colors.values())
+    return alt.Scale(domain=domain, range=[colors.get(v) or next(free, "#888888") for v in domain])
 
 
 def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
@@ -26,20 +43,28 @@ def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks per decade within [lo, hi], for log axes that read as round numbers.
+    """Round ticks for a log axis within [lo, hi]: 1-2-5 per decade, 1-2-3-5 or every integer multiple when
+    that gives fewer than three (a range inside one decade still gets labels).
 
-    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0].
+    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0]; log_ticks(3.4, 9) -> [4.0, 5.0, 6.0, 7.0, 8.0, 9.0].
     """
-    ticks, k = [], math.floor(math.log10(lo)) if lo > 0 else 0
-    while 10**k <= hi * 1.000001:
-        ticks += [m * 10**k for m in (1, 2, 5) if lo * 0.999999 <= m * 10**k <= hi * 1.000001]
-        k += 1
+    if lo <= 0 or hi <= 0:
+        return []
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks, k = [], math.floor(math.log10(lo))
+        while 10**k <= hi * 1.000001:
+            ticks += [m * 10**k for m in mantissas if lo * 0.999999 <= m * 10**k <= hi * 1.000001]
+            k += 1
+        if len(ticks) >= 3:
+            break
+    if len(ticks) < 2:  # narrower than one step of the integers: the ends themselves
+        ticks = [lo, hi]
     return [float(f"{t:.6g}") for t in ticks]
 
 
 def _axis(log: bool, values: pd.Series, title: str) -> alt.Axis:
     if log and len(values) and (values > 0).any():
-        return alt.Axis(title=title, values=log_ticks(float(values[values > 0].min()), float(values.max())))
+        return alt.Axis(title=title, values=log_ticks(float(values[values > 0].min()), float(values.max())), format="~g")
     return alt.Axis(title=title)
 
 
@@ -51,97 +76,171 @@ def _positive(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return df[keep]
 
 
-def _tooltip(df: pd.DataFrame, fields: list[str]) -> list[alt.Tooltip]:
+def _tooltip(df: pd.DataFrame, fields: list[str], titles: dict | None = None) -> list[alt.Tooltip]:
+    """Tooltips for `fields` present in df: integers with separators, other numbers to 3 significant figures."""
     out = []
     for f in fields:
         if f not in df:
             continue
+        title = (titles or {}).get(f)
         if not pd.api.types.is_numeric_dtype(df[f]):
-            out.append(alt.Tooltip(f, type="nominal"))
+            out.append(alt.Tooltip(f, type="nominal", title=title))
             continue
         integer = bool((df[f].dropna() % 1 == 0).all())
-        out.append(alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.4~f"))
+        out.append(alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.3~r", title=title))
     return out
 
 
+def _rules(rules: pd.DataFrame | None, x: str, scale: alt.Scale) -> list:
+    """Vertical marks with a label (a model's context limit, the reader's context): columns `x` and `label`."""
+    if rules is None or rules.empty:
+        return []
+    base = alt.Chart(rules).encode(x=alt.X(f"{x}:Q", scale=scale))
+    return [base.mark_rule(color="#555555", strokeDash=[2, 3], strokeWidth=1.5).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
+            base.mark_text(align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333").encode(
+                text="label:N", y=alt.value(0))]
+
+
 def series_chart(
-    df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, *,
+    df: pd.DataFrame | None, x: str, y: str, color: str, x_title: str, y_title: str, *,
     points: pd.DataFrame | None = None, log_x: bool = False, log_y: bool = False,
-    dashed: str | None = None, height: int = 340, legend_title: str = "", step: bool = False,
+    dashed: str | list | None = None, height: int = 340, legend_title: str = "", step: bool = False,
+    colors: dict | None = None, rules: pd.DataFrame | None = None, titles: dict | None = None,
 ) -> alt.LayerChart:
     """Lines per `color` value, optional measured points (same columns) on top, one legend that selects.
 
-    dashed: a `color` value drawn dashed (e.g. 'theory' over 'used', which it equals).
+    dashed: `color` values drawn dashed (e.g. 'theory' over 'used', which it equals).
+    rules: vertical marks (columns `x`, `label`), e.g. the model's context limit.
+    titles: tooltip titles by field (the pages' translations).
     """
     frames = [d for d in (df, points) if d is not None and not d.empty]
     if log_x or log_y:
         frames = [_positive(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
     both = pd.concat(frames, ignore_index=True)
+    xs = both[x] if rules is None or rules.empty else pd.concat([both[x], rules[x]], ignore_index=True)
     domain = list(dict.fromkeys(both[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", title=legend_title or None, legend=alt.Legend(labelLimit=320),
-                          scale=alt.Scale(domain=domain, range=PALETTE[: len(domain)] or PALETTE))
-    x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, both[x], x_title), scale=_scale(log_x, both[x]))
+    enc_color = alt.Color(f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors))
+    x_scale = _scale(log_x, xs)
+    x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, xs, x_title), scale=x_scale)
     y_enc = alt.Y(f"{y}:Q", axis=_axis(log_y, both[y], y_title), scale=_scale(log_y, both[y]))
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
     layers = []
     line_df = frames[0] if df is not None and not df.empty else None
     if line_df is not None:
-        tip = _tooltip(line_df, [color, x, y, "source"])
+        tip = _tooltip(line_df, [color, x, y, "source"], titles)
         line = alt.Chart(line_df).mark_line(interpolate="step-after" if step else "linear", strokeWidth=2.2)
         enc = dict(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, tooltip=tip)
-        if dashed:
-            enc["strokeDash"] = alt.condition(alt.datum[color] == dashed, alt.value([6, 4]), alt.value([1, 0]))
+        if dashed_values:
+            enc["strokeDash"] = alt.condition(alt.FieldOneOfPredicate(field=color, oneOf=dashed_values), alt.value([6, 4]), alt.value([1, 0]))
         layers.append(line.encode(**enc).add_params(sel))
     if points is not None and not points.empty:
         pts = frames[-1]
-        tip = _tooltip(pts, [color, x, y, "source"])
+        tip = _tooltip(pts, [color, x, y, "source"], titles)
         mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
         same = "source" not in pts or set(pts["source"]) <= set(pts[color])  # the colour already names the source
-        shape = alt.Shape("source:N", title=None, legend=None if same else alt.Legend(labelLimit=320))
+        shape = alt.Shape("source:N", legend=None if same else legend())
         layer = mark.encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip)
         layers.append(layer if layers else layer.add_params(sel))
+    layers += _rules(rules, x, x_scale)
+    return alt.layer(*layers).properties(height=height)
+
+
+def trap_chart(curve: pd.DataFrame, points: pd.DataFrame | None, names: dict, x_title: str, y_title: str,
+               titles: dict | None = None, height: int = 340) -> alt.LayerChart:
+    """The .nbytes trap from its breakpoints: allocated as steps, used as a wide band, theory dashed on top of it
+    (they are equal, and both stay visible), measured points (column `source`) over all three.
+
+    curve: columns tokens, series (names["allocated" | "used" | "theory"]), mib.
+    """
+    order = [names["allocated"], names["used"], names["theory"]]
+    sel = alt.selection_point(name=SELECTION, fields=["series"], bind="legend")
+    color = alt.Color("series:N", legend=legend(), scale=color_scale(order), sort=order)
+    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False))
+    y = alt.Y("mib:Q", title=y_title)
+    tip = _tooltip(curve, ["series", "tokens", "mib"], titles)
+
+    def part(name: str, **mark):
+        return alt.Chart(curve[curve["series"] == name]).mark_line(**mark).encode(x=x, y=y, color=color, opacity=opacity, tooltip=tip)
+
+    layers = [part(names["allocated"], interpolate="step-after", strokeWidth=2.4).add_params(sel),
+              part(names["used"], strokeWidth=7, strokeOpacity=0.45),
+              part(names["theory"], strokeWidth=1.8, strokeDash=[6, 4])]
+    if points is not None and not points.empty:
+        shape = alt.Shape("source:N", legend=legend())
+        layers.append(alt.Chart(points).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8).encode(
+            x=x, y=y, color=color, opacity=opacity, shape=shape, tooltip=_tooltip(points, ["series", "tokens", "mib", "source"], titles)))
     return alt.layer(*layers).properties(height=height)
 
 
 def bar_chart(
     df: pd.DataFrame, category: str, value: str, color: str, cat_title: str, value_title: str, *,
     log: bool = False, height: "int | dict | alt.Step | None" = None, extra_tooltip: tuple[str, ...] = (), sort: list | None = None,
-) -> alt.Chart:
-    """Horizontal bars, one per row, coloured (and legend-selectable) by `color`."""
+    colors: dict | None = None, titles: dict | None = None, labels: str | None = None, show_legend: bool = True,
+) -> alt.LayerChart:
+    """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
+    printed at the end of each bar (the number a reader came for, readable without hovering)."""
     data = _positive(df, [value]) if log else df
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     domain = list(dict.fromkeys(data[color]))
-    return (
+    y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
+    x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale())
+    bars = (
         alt.Chart(data)
         .mark_bar()
-        .encode(
-            y=alt.Y(f"{category}:N", title=cat_title, sort=sort or None),
-            x=alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale()),
-            color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(labelLimit=320),
-                            scale=alt.Scale(domain=domain, range=PALETTE[: len(domain)])),
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-            tooltip=_tooltip(data, list(dict.fromkeys([category, value, color, *extra_tooltip]))),
-        )
+        .encode(y=y, x=x,
+                color=alt.Color(f"{color}:N", legend=legend() if show_legend else None, scale=color_scale(domain, colors)),
+                opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+                tooltip=_tooltip(data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles))
         .add_params(sel)
-        .properties(height=height or alt.Step(30))
     )
+    layers = [bars]
+    if labels:
+        layers.append(alt.Chart(data).mark_text(align="left", dx=3, fontSize=11).encode(y=y, x=x, text=f"{labels}:N"))
+    return alt.layer(*layers).properties(height=height or alt.Step(30))
 
 
-def grouped_bars(df: pd.DataFrame, category: str, group: str, value: str, cat_title: str, value_title: str) -> alt.Chart:
-    """Bars for each `category`, side by side per `group` (e.g. with / without cache per source)."""
-    sel = alt.selection_point(name=SELECTION, fields=[group], bind="legend")
-    return (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            y=alt.Y(f"{group}:N", title=None),
-            x=alt.X(f"{value}:Q", title=value_title),
-            row=alt.Row(f"{category}:N", title=cat_title, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=420)),
-            color=alt.Color(f"{group}:N", title=None),
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-            tooltip=_tooltip(df, [category, group, value]),
-        )
-        .add_params(sel)
-        .properties(height=70)
-    )
+def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_title: str, labels: str,
+                  colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = ()) -> alt.LayerChart:
+    """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
+    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns.
+
+    df: one row per source and mode (the run's totals, not its running rows).
+    """
+    sel = alt.selection_point(name=SELECTION, fields=[mode], bind="legend")
+    domain = list(dict.fromkeys(df[mode]))
+    x = alt.X(f"{source}:N", title=None, sort=None,
+              axis=alt.Axis(labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11))
+    enc = dict(x=x, y=alt.Y(f"{value}:Q", title=value_title), xOffset=alt.XOffset(f"{mode}:N", sort=domain))
+    bars = alt.Chart(df).mark_bar().encode(
+        **enc, color=alt.Color(f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain),
+        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+        tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
+    text = alt.Chart(df).mark_text(baseline="bottom", dy=-3, fontSize=11).encode(**enc, text=f"{labels}:N")
+    return alt.layer(bars, text).properties(height=300)
+
+
+
+def with_points(chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None) -> alt.LayerChart:
+    """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
+    reader's context), drawn over the lines and kept out of the legend.
+
+    Example: with_points(series_chart(df, "context", "tokens_per_s", ...), "context", "tokens_per_s",
+    pd.DataFrame([{"context": 32768, "tokens_per_s": 18.6, "label": "32,768: 18.6 tok/s"}])).
+    """
+    if marks is None or marks.empty:
+        return chart
+    base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
+    return alt.layer(chart,
+                     base.mark_point(size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5)
+                     .encode(tooltip=[alt.Tooltip("label:N", title=None)]),
+                     base.mark_text(align="left", baseline="bottom", dx=7, dy=-7, fontSize=11, fontWeight="bold", color="#333333")
+                     .encode(text="label:N"))
+
+
+def marked_series_chart(df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, *,
+                        marks: pd.DataFrame | None = None, **kwargs) -> alt.LayerChart:
+    """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
+    return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)

@@ -1,4 +1,4 @@
-"""`python -m kvcore`: calc, presets, selftest (and the live probes, which import mlx lazily).
+"""`python -m kvcore`: calc, presets, selftest, doctor (and the live probes, which import mlx lazily).
 
 Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 """
@@ -6,14 +6,17 @@ Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import sys
 
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
+from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
 from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
-from .geometry import load_preset, parse_config, preset_names, resolve_model
+from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
 from .units import fmt_bytes
 
 EXIT_BAD_INPUT = 2
@@ -21,27 +24,48 @@ EXIT_BAD_INPUT = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
-        raise KvError(f"{message} (see `python -m kvcore {self.prog.split()[-1]} --help`).")
+        hint = ""
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:  # a mistyped command or choice: name the nearest
+            close = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
+        raise KvError(f"{message} (see `{self.prog} --help`).{hint}")  # prog: "python -m kvcore" or "python -m kvcore calc"
 
 
-def _positive_int(label: str, limit: int):
+def whole_number(label: str, low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (1,024 and 1_024 accepted); one wording for every option."""
     def parse(text: str) -> int:
         try:
-            value = int(text.replace("_", "").replace(",", ""))
+            value = int(text.strip().replace("_", "").replace(",", ""))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number from 1 to {limit:,}, not {text!r}") from None
-        if not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number from 1 to {limit:,}, not {value:,}")
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{label} must be a whole number from {low:,} to {high:,}, not {text!r}")
         return value
 
     return parse
 
 
+def _positive_int(label: str, limit: int):
+    return whole_number(label, 1, limit)
+
+
 def _print_calc(r: dict) -> None:
     print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
+    if "log_lines" in r:  # llama.cpp: the lines it logs for its caches, to hold against a real log
+        o = r["llama_cpp"]
+        print(f"llama.cpp  -c {r['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} -ub {o['ubatch']}"
+              f" (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}")
+        for cache, line in zip(r["caches"], r["log_lines"]):
+            print(f"  {cache['name']:<9} {line}")
     print(f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}")
-    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B; {r['kv_bytes_per_token']:,} B per token)")
-    if r["kv_prefill_peak_bytes"] != r["kv_bytes"]:
+    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
+    if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
+        print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
+    else:  # sliding layers stop growing once their window is full
+        print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
+              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full)")
+    if r["kv_prefill_peak_bytes"] != r["kv_bytes"] and r["runtime"] == "mlx_lm":
         print(f"  prefill peak (mlx_lm chunked prefill): {fmt_bytes(r['kv_prefill_peak_bytes'])}")
     print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
           f" {r['active_params']:,} read per token)")
@@ -61,7 +85,12 @@ def _cmd_calc(a) -> int:
     v = a.v_format or a.kv_format or "fp16"
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
     geometry, preset = resolve_model(a.model, a.runtime)
-    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"))
+    llama = None
+    if a.runtime == LCPP:  # --sequences is llama.cpp's -np (n_seq_max), at most LLAMA_MAX_SEQ
+        llama = LlamaOptions(a.sequences, a.kv_unified, ubatch=a.ubatch, swa_full=a.swa_full)
+    elif a.kv_unified or a.swa_full or a.ubatch != DEFAULT_UBATCH:
+        raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")
+    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"), llama)
     result["source"] = preset.get("source", a.model)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -100,20 +129,32 @@ def _cmd_selftest(a) -> int:
     return 1 if failed else 0
 
 
+def _cmd_doctor(a) -> int:
+    from .doctor import print_report
+
+    return print_report()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kvcore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
     c.add_argument("--model", required=True, help="preset name or path to a config.json")
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
-    c.add_argument("--sequences", default=1, type=_positive_int("sequences", MAX_SEQUENCES))
+    c.add_argument("--sequences", default=1, type=_positive_int("sequences", MAX_SEQUENCES),
+                   help="concurrent sequences (llama.cpp: -np, its n_seq_max)")
     c.add_argument("--kv-format", choices=None, help=f"K and V format: {', '.join(FORMATS)}")
     c.add_argument("--k-format")
     c.add_argument("--v-format")
     c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
     c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
     c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
-    c.add_argument("--runtime", default="mlx_lm", help="mlx_lm (default) or reference (the config's own window rules)")
+    c.add_argument("--runtime", default="mlx_lm", choices=RUNTIMES,
+                   help="mlx_lm (default), llama.cpp (its preallocated caches) or reference (the config's own window rules)")
+    c.add_argument("--kv-unified", action="store_true", help="llama.cpp: one cache stream shared by all sequences (-kvu)")
+    c.add_argument("--ubatch", default=DEFAULT_UBATCH, type=_positive_int("ubatch", MAX_UBATCH),
+                   help=f"llama.cpp: micro-batch -ub (default {DEFAULT_UBATCH}); it sizes the sliding-window cache")
+    c.add_argument("--swa-full", action="store_true", help="llama.cpp: a full-size sliding-window cache (--swa-full)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(run=_cmd_calc)
     ps = sub.add_parser("presets", help="list the bundled model presets")
@@ -121,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     ps.set_defaults(run=_cmd_presets)
     st = sub.add_parser("selftest", help="check the engine against the source articles' figures")
     st.set_defaults(run=_cmd_selftest)
+    dr = sub.add_parser("doctor", help="this machine for a bug report: backend, chip, memory, versions, which probes can start")
+    dr.set_defaults(run=_cmd_doctor)
     try:
         from .live_cli import add_live_commands
     except ImportError:
@@ -130,12 +173,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def missing_package_line(e: ModuleNotFoundError) -> str:
+    """One line for a missing dependency: which package, and how to install it (mlx is needed only to measure)."""
+    top = (e.name or "").split(".")[0]
+    package = {"yaml": "PyYAML", "mlx_lm": "mlx-lm"}.get(top, top)
+    if top in ("mlx", "mlx_lm"):
+        how = ("this command measures with mlx: install mlx and mlx-lm (`.venv/bin/pip install mlx mlx-lm` on a Mac, "
+               "`mlx[cpu] mlx-lm` on Linux), or use calc, presets and selftest, which need neither")
+    else:
+        how = "install the project's requirements: `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt`, then run `.venv/bin/python -m kvcore`"
+    return f"error: the Python package {package} is not installed; {how}."
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["kvcore"]:
+            raise KvError("`kvcore` is written twice: type `python -m kvcore calc ...` (or `--help`), not `python -m kvcore kvcore ...`.")
         args = build_parser().parse_args(argv)
         return args.run(args)
     except KvError as e:
         print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ModuleNotFoundError as e:
+        print(missing_package_line(e), file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # output piped into `head`
         return 0

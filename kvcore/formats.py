@@ -2,8 +2,10 @@
 
 A *row* is one head's key (or value) vector for one token: `dim` values.
 Example: row_bytes("mlx-q4", 64) -> 32 packed bytes + 2 groups x (scale + bias) x 2 B = 40.
-Sources: mlx_lm `QuantizedKVCache` (scales/biases in the activation dtype), ggml
-`block_q8_0`/`block_q4_0`, AtomicBot-ai/atomic-llama-cpp-turboquant `ggml-common.h`.
+Sources: mlx_lm `QuantizedKVCache` (scales/biases in the activation dtype); ggml's blocks in
+ggml-org/llama.cpp `ggml/src/ggml-common.h` (32 values per block: q8_0 34 B, q4_0 18 B, q4_1 20 B,
+q5_0 22 B, q5_1 24 B, iq4_nl 18 B, from its static_asserts on sizeof(block_*)); AtomicBot-ai/atomic-llama-cpp-turboquant
+`ggml-common.h`. llama.cpp's own type names (`ggml_type_name`: f32, f16) are accepted as aliases.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ FORMATS: dict[str, CacheFormat] = {
         CacheFormat("mlx-q4", "mlx", 4, source="mlx_lm QuantizedKVCache(bits=4)"),
         CacheFormat("q8_0", "ggml", 8, 32, 34, source="ggml block_q8_0: fp16 scale + 32 int8"),
         CacheFormat("q4_0", "ggml", 4, 32, 18, source="ggml block_q4_0: fp16 scale + 16 bytes"),
+        CacheFormat("q4_1", "ggml", 4, 32, 20, source="ggml block_q4_1: fp16 scale + fp16 min + 16 bytes"),
+        CacheFormat("q5_0", "ggml", 5, 32, 22, source="ggml block_q5_0: fp16 scale + 4 bytes high bits + 16 bytes"),
+        CacheFormat("q5_1", "ggml", 5, 32, 24, source="ggml block_q5_1: fp16 scale + fp16 min + 4 bytes high bits + 16 bytes"),
+        CacheFormat("iq4_nl", "ggml", 4, 32, 18, source="ggml block_iq4_nl: fp16 scale + 16 bytes (non-linear 4-bit codebook)"),
         CacheFormat("turbo4", "turbo", 4, 128, 68, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo4_0"),
         CacheFormat("turbo3", "turbo", 3, 128, 50, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo3_0"),
         CacheFormat("turbo2", "turbo", 2, 128, 34, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo2_0"),
@@ -65,9 +71,22 @@ FORMATS: dict[str, CacheFormat] = {
 }
 
 
+# llama.cpp's spellings (ggml_type_name) of the plain types; every other llama.cpp KV type has our name already.
+ALIASES = {"f32": "fp32", "f16": "fp16"}
+
+# The K/V types llama.cpp accepts for -ctk/-ctv: common/arg.cpp `kv_cache_types`
+# (ggml-org/llama.cpp@145b6280d6aa1890e22457143dad0badb3fd6820): F32 F16 BF16 Q8_0 Q4_0 Q4_1 IQ4_NL Q5_0 Q5_1.
+LLAMACPP_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+
+def ggml_name(name: str) -> str:
+    """The name llama.cpp prints for a format (its ggml_type_name). Example: ggml_name("fp16") -> "f16"."""
+    return {v: k for k, v in ALIASES.items()}.get(name, name)
+
+
 def get_format(name: str) -> CacheFormat:
-    """The format called `name`, or a KvError listing the valid names."""
+    """The format called `name` (or a llama.cpp alias such as f16), or a KvError listing the valid names."""
     try:
-        return FORMATS[name]
+        return FORMATS[ALIASES.get(name, name)]
     except KeyError:
         raise KvError(f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}.") from None

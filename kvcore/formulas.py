@@ -30,7 +30,9 @@ class KvSpec:
     activation_dtype: str = "fp16"  # dtype of mlx scales/biases and of linear-attention conv state
 
     def __post_init__(self):
-        get_format(self.k_format), get_format(self.v_format)
+        # llama.cpp spellings (f16, f32) become the format's one name
+        object.__setattr__(self, "k_format", get_format(self.k_format).name)
+        object.__setattr__(self, "v_format", get_format(self.v_format).name)
         if self.group_size not in (32, 64, 128):
             raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
         if self.activation_dtype not in ("fp16", "bf16", "fp32"):
@@ -104,6 +106,16 @@ def max_context_within(geometry: Geometry, budget_bytes: float, spec: KvSpec = K
 def kv_bytes_per_token(geometry: Geometry, spec: KvSpec = KvSpec()) -> int:
     """Bytes one more token adds while no window is full (full, MLA and sliding layers)."""
     return sum(bytes_per_token(layer, spec) for layer in geometry.layers)
+
+
+def kv_bytes_per_token_at(geometry: Geometry, context: int, spec: KvSpec = KvSpec()) -> int:
+    """Bytes one more token adds to a sequence already `context` tokens long: a sliding layer whose window is
+    full adds nothing (it drops its oldest token), so past the window only full and MLA layers grow.
+
+    Example: Gemma-3 at 100,000 tokens -> only its 1-in-6 global layers' bytes per token.
+    """
+    return sum(bytes_per_token(layer, spec) for layer in geometry.layers
+               if layer.kind != "sliding" or context < layer.window)
 
 
 def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_STEP) -> int:
@@ -191,7 +203,37 @@ def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequ
             row = f"2 x {heads} KV heads x {k_dim} dims"
         else:
             row = f"{heads} KV heads x (K {k_dim} + V {v_dim} dims)"
-        terms.append(f"{n} {kind} layers x {row} [{per:,} B/token] x {held_text} tokens")
+        terms.append(f"{n} {kind} layers x {row} [{per:,} B/token/layer] x {held_text} tokens")
     seq = f"{sequences} sequences x " if sequences > 1 else ""
     total = kv_bytes(geometry, context, spec, sequences)
     return f"{seq}(" + " + ".join(terms) + f") = {total:,} bytes ({spec.k_format} K, {spec.v_format} V)"
+
+
+def formula_terms(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> dict:
+    """The KV formula as Article A writes it, `2 × layers × KV heads × head_dim × bytes × tokens`, one term per
+    kind of layer, as data for a page to print in its language (kvcore.formulas.formula_text is the CLI's English).
+
+    Bytes per value include a format's scales and padding (row bytes / head_dim), so each term multiplies out exactly.
+    Returns {"terms": [{kind, layers, kv_heads, k_dim, v_dim, k_bytes, v_bytes, same, tokens, window, state_bytes,
+    bytes}], "sequences", "context", "total", "per_token"} with per_token the bytes one more token adds to every layer.
+    Example (Llama-3.2-1B, fp16, 32,768): one term 2 × 16 × 8 × 64 × 2 × 32,768 = 1,073,741,824.
+    """
+    groups: dict[tuple, int] = {}
+    for layer in geometry.layers:
+        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
+        groups[key] = groups.get(key, 0) + 1
+    k_fmt, v_fmt = get_format(spec.k_format), get_format(spec.v_format)
+    terms = []
+    for (kind, heads, k_dim, v_dim, window, conv, state), n in groups.items():
+        layer = Layer(0, kind, heads, k_dim, v_dim, window, conv, state)
+        term = {"kind": kind, "layers": n, "kv_heads": heads, "k_dim": k_dim, "v_dim": v_dim, "window": window,
+                "tokens": tokens_held(layer, context), "state_bytes": state_bytes(layer, spec)}
+        if kind != "linear":
+            term["k_bytes"] = k_fmt.row_bytes(k_dim, spec.group_size, spec.activation_dtype) / k_dim
+            term["v_bytes"] = v_fmt.row_bytes(v_dim, spec.group_size, spec.activation_dtype) / v_dim
+            term["same"] = k_dim == v_dim and term["k_bytes"] == term["v_bytes"] and kind != "mla"
+        term["bytes"] = n * layer_kv_bytes(layer, context, spec)
+        terms.append(term)
+    per_token = sum(bytes_per_token(layer, spec) for layer in geometry.layers if tokens_held(layer, context) == context)
+    return {"terms": terms, "sequences": sequences, "context": context, "per_token": per_token,
+            "total": kv_bytes(geometry, context, spec, sequences)}

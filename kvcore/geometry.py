@@ -2,9 +2,12 @@
 
 Example: parse_config(llama_3_2_1b_config).layers[0] ->
     Layer(index=0, kind="full", kv_heads=8, k_dim=64, v_dim=64)
-The layer rules follow mlx_lm's own model files (`mlx_lm/models/<model_type>.py`,
-mlx-lm 0.32.2); `runtime="reference"` follows the architecture as its config defines it
-(transformers / vLLM), which differs only where mlx_lm ignores an attention window.
+Every model_type is one entry in FAMILIES (data, not branches): its window rule per runtime, its
+defaults, older field spellings and parameter layout. The layer rules follow mlx_lm's model files
+(`mlx_lm/models/<model_type>.py`, mlx-lm 0.32.2) under `runtime="mlx_lm"`, llama.cpp's model code
+(`src/llama-model.cpp`, see kvcore.llamacpp) under `runtime="llama.cpp"`, and the architecture as its
+config defines it (transformers / vLLM) under `runtime="reference"`; they differ only in which
+attention windows a runtime applies. An unknown model_type is a KvError naming it.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KvError
+from .textfile import decode_text, read_text_file
 
 PRESETS_DIR = Path(__file__).parent / "presets"
-RUNTIMES = ("mlx_lm", "reference")
-LAYER_KINDS = ("full", "sliding", "mla", "linear")
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
+MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
 MAX_FIELD = 10**9  # any count or size in a config
 MAX_LAYERS = 1024  # the largest real models have ~130; the engine loops over layers
 
@@ -84,6 +87,7 @@ class Geometry:
     tie_word_embeddings: bool
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
+    max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
 
     @property
     def num_layers(self) -> int:
@@ -106,21 +110,14 @@ def _flatten(config: dict) -> dict:
     return flat
 
 
-# transformers' config-class defaults for fields a real config.json may leave out
-_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {
-        "vocab_size": 262208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
-        "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
-    },
-}
-_MODEL_TYPE_ALIASES = {"gemma3": "gemma3_text", "mistral": "llama", "smollm2": "llama"}
-
-
 class _Cfg:
     """Typed reads from a flattened config; errors name the field."""
 
-    def __init__(self, config: dict, defaults: dict):
-        self.c, self.d = config, defaults
+    def __init__(self, config: dict, family: "Family"):
+        self.c, self.d = dict(config), family.defaults
+        for old, new in family.aliases.items():  # an older spelling counts when the newer one is absent
+            if self.c.get(new) is None and self.c.get(old) is not None:
+                self.c[new] = self.c[old]
 
     def has(self, key: str) -> bool:
         return self.c.get(key) is not None or key in self.d
@@ -151,49 +148,138 @@ class _Cfg:
         return value
 
 
+# ---------------------------------------------------------------- model families (data)
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one `model_type` caches per layer and how its parameters are laid out, as data.
+
+    Each field answers one question the layer and parameter rules ask; a new family is one
+    entry in FAMILIES (and its test), never a new branch. `windows` maps each runtime to the
+    window rule it applies (see WINDOW_RULES); a runtime not listed applies `none`.
+    """
+
+    model_type: str
+    attention: str = "gqa"  # "gqa" (K and V per KV head), "mla" (one latent, DeepSeek), "hybrid_linear" (Qwen3-Next)
+    windows: dict[str, str] = field(default_factory=dict)  # runtime -> window rule
+    defaults: dict[str, Any] = field(default_factory=dict)  # transformers' config-class defaults for absent fields
+    aliases: dict[str, str] = field(default_factory=dict)  # older config spelling -> the field the rules read
+    head_dim_field: str = "head_dim"  # the field that names the head width when present (Qwen v1: kv_channels)
+    tied: str = "config"  # "config" (tie_word_embeddings, default tie_default), "always", "never"
+    tie_default: bool = False  # mlx_lm's default when the config is silent
+    norms_per_layer: int = 2
+    qk_norm: bool = False  # per-head q_norm and k_norm (2 x head_dim)
+    attention_extras: str = ""  # "qkv_bias", "llama_bias" (attention_bias flag), "gpt_oss" (all biases + sinks), "qwen_v1"
+    gated_q: bool = False  # Qwen3-Next doubles q_proj for its output gate
+    ffn: str = "dense"  # "dense", "llama" (mlp_bias flag), "qwen_v1" (two halves), "moe_qwen", "moe_gpt_oss", "moe_deepseek"
+
+
+# Window rules, by name: which layers keep a sliding window (returns flags and reader notes).
+#   none:            every layer full
+#   layer_types:     the config's layer_types list when present, else the next rule named after "|"
+#   pattern:         every sliding_window_pattern-th layer full (Gemma 3)
+#   alternate:       even layers sliding, odd layers full (gpt-oss, Gemma 2)
+#   every_layer:     one window on every layer when sliding_window is set (Mistral v0.1, Phi-3 in transformers)
+#   ignored:         sliding_window is set but this runtime caches the full context (a note says so)
+#   disabled:        llama.cpp turns this family's window off (Phi-3; a note says so)
+#   max_window:      layers from max_window_layers on, when use_sliding_window (Qwen2/3 in transformers)
+MLX, REF, LCPP = "mlx_lm", "reference", "llama.cpp"
+RUNTIMES = (MLX, LCPP, REF)
+
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (
+    # Llama 1/2/3, Mistral, SmolLM2: full attention; Llama 1/2 have no num_key_value_heads (full MHA).
+    # llama.cpp's LLM_ARCH_LLAMA has no sliding window (Mistral-7B-v0.1's window is not applied).
+    Family("llama", windows={MLX: "layer_types|ignored", REF: "layer_types|every_layer", LCPP: "layer_types|ignored"},
+           tie_default=True, attention_extras="llama_bias", ffn="llama"),
+    # Qwen v1 (QWenLMHeadModel): full MHA, head width kv_channels; the first configs spell fields GPT-2 style.
+    Family("qwen", head_dim_field="kv_channels", tied="never", attention_extras="qwen_v1", ffn="qwen_v1",
+           aliases={"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+                    "ffn_hidden_size": "intermediate_size", "padded_vocab_size": "vocab_size"}),
+    Family("qwen2", windows={REF: "max_window"}, tie_default=True, attention_extras="qkv_bias"),
+    Family("qwen3", windows={REF: "max_window"}, qk_norm=True),
+    Family("qwen3_moe", windows={REF: "max_window"}, qk_norm=True, ffn="moe_qwen"),
+    Family("qwen3_next", attention="hybrid_linear", qk_norm=True, gated_q=True, ffn="moe_qwen"),
+    # Phi-3: transformers applies sliding_window on every layer; mlx_lm ignores it; llama.cpp disables it
+    # ("Phi SWA is currently disabled", https://github.com/ggml-org/llama.cpp/pull/13676).
+    Family("phi3", windows={MLX: "ignored", REF: "every_layer", LCPP: "disabled"}),
+    # Gemma 2: even layers slide (transformers, llama.cpp set_swa_pattern(2)); mlx_lm's gemma2.py caches every layer in full.
+    Family("gemma2", windows={MLX: "ignored", REF: "alternate", LCPP: "alternate"}, tied="always", norms_per_layer=4,
+           defaults={"head_dim": 256, "sliding_window": 4096}),
+    Family("gemma3_text", windows={MLX: "pattern", REF: "layer_types|pattern", LCPP: "pattern"}, tie_default=True,
+           norms_per_layer=4, qk_norm=True,
+           defaults={"vocab_size": 262208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
+                     "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+                     "max_position_embeddings": 131072}),
+    Family("gpt_oss", windows={MLX: "layer_types|alternate", REF: "layer_types|alternate", LCPP: "layer_types|alternate"},
+           tied="never", attention_extras="gpt_oss", ffn="moe_gpt_oss"),
+    Family("deepseek_v3", attention="mla", tied="never", ffn="moe_deepseek"),
+)}
+MODEL_TYPE_ALIASES = {"gemma3": "gemma3_text", "mistral": "llama", "smollm2": "llama", "deepseek_v2": "deepseek_v3"}
+
+
+def family_for(model_type: str) -> Family:
+    """The family a config's `model_type` belongs to, or a KvError naming it (never silent Llama rules)."""
+    family = FAMILIES.get(MODEL_TYPE_ALIASES.get(model_type, model_type))
+    if family is None:
+        known = ", ".join(sorted(set(FAMILIES) | set(MODEL_TYPE_ALIASES)))
+        raise KvError(f"model_type {model_type!r} is not a model family kvcore knows; known: {known}.", "model_unknown",
+                      model_type=model_type, known=known)
+    return family
+
+
+
 # ---------------------------------------------------------------- layer rules
 
+_NOTE_TEXT = {
+    "sliding_ignored": "mlx_lm ignores sliding_window={window} here and caches the full context",
+    "sliding_ignored_llamacpp": "llama.cpp ignores sliding_window={window} for this architecture and caches the full context",
+    "sliding_disabled": "llama.cpp disables Phi-3's sliding_window={window} and caches the full context",
+    "sliding_every_layer": "every layer keeps a {window}-token window (as transformers and vLLM run it)",
+}
 
-def _sliding_flags(cfg: _Cfg, model_type: str, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
-    """Which layers use a sliding window, per mlx_lm's model file or per the config; notes are (code, window, text)."""
-    notes: list[tuple[str, int, str]] = []
+
+def _note(code: str, window: int) -> tuple[str, int, str]:
+    return code, window, _NOTE_TEXT[code].format(window=window)
+
+
+def _sliding_flags(cfg: _Cfg, family: Family, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
+    """Which layers keep a sliding window under `runtime`, by the family's window rule; notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
-    if layer_types is not None:
-        if not isinstance(layer_types, list) or len(layer_types) != n_layers:
-            raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
+    if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
+        raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
     window = cfg.get("sliding_window")
-    if model_type == "gemma3_text":
-        pattern = cfg.int("sliding_window_pattern")
-        if runtime == "reference" and layer_types:
-            return [t == "sliding_attention" for t in layer_types], notes
-        return [i % pattern != pattern - 1 for i in range(n_layers)], notes
-    if layer_types and model_type in ("llama", "gpt_oss"):
-        return [t == "sliding_attention" for t in layer_types], notes
-    if model_type == "gpt_oss":  # no layer_types: mlx_lm and transformers alternate sliding, full
-        return [i % 2 == 0 for i in range(n_layers)], notes
-    if model_type == "llama" and window:
-        # Mistral-7B-v0.1 style: one window for every layer, no layer_types.
-        if runtime == "reference":
-            notes.append(("sliding_every_layer", window, f"every layer keeps a {window}-token window (as transformers and vLLM run it)"))
-            return [True] * n_layers, notes
-        notes.append(("sliding_ignored", window, f"mlx_lm ignores sliding_window={window} here and caches the full context"))
-        return [False] * n_layers, notes
-    if model_type in ("qwen2", "qwen3", "qwen3_moe") and runtime == "reference" and cfg.get("use_sliding_window"):
-        start = cfg.int("max_window_layers", 0, minimum=0)
-        return [i >= start for i in range(n_layers)], notes
-    return [False] * n_layers, notes
+    for rule in family.windows.get(runtime, "none").split("|"):
+        if rule == "layer_types":
+            if layer_types:
+                return [t == "sliding_attention" for t in layer_types], []
+            continue
+        if rule == "pattern":
+            pattern = cfg.int("sliding_window_pattern")
+            return [i % pattern != pattern - 1 for i in range(n_layers)], []
+        if rule == "alternate":
+            return [i % 2 == 0 for i in range(n_layers)], []
+        if rule == "every_layer" and window:
+            return [True] * n_layers, [_note("sliding_every_layer", cfg.int("sliding_window"))]
+        if rule in ("ignored", "disabled") and window:
+            code = "sliding_disabled" if rule == "disabled" else "sliding_ignored_llamacpp" if runtime == LCPP else "sliding_ignored"
+            return [False] * n_layers, [_note(code, cfg.int("sliding_window"))]
+        if rule == "max_window" and cfg.get("use_sliding_window"):
+            start = cfg.int("max_window_layers", 0, minimum=0)
+            return [i >= start for i in range(n_layers)], []
+    return [False] * n_layers, []
 
 
-def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
+def _layers(cfg: _Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
-    if cfg.has("kv_lora_rank"):  # MLA: one latent (kv_lora_rank) + one shared rope key per token
+    if family.attention == "mla":  # one latent (kv_lora_rank) + one shared rope key per token
         latent, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
         return [Layer(i, "mla", 1, latent, rope) for i in range(n_layers)], []
-    kv_heads = cfg.int("num_key_value_heads", n_heads)  # absent -> full multi-head attention
-    if cfg.has("head_dim"):
-        head_dim = cfg.int("head_dim")
+    kv_heads = cfg.int("num_key_value_heads", n_heads)  # absent -> full multi-head attention (Llama 1/2, Qwen v1)
+    if cfg.has(family.head_dim_field):
+        head_dim = cfg.int(family.head_dim_field)
     else:
         if hidden % n_heads:
             raise KvError("config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.", "config_head_dim")
@@ -202,7 +288,7 @@ def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list
         raise KvError(
             f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads}).",
             "config_heads", heads=n_heads, kv_heads=kv_heads)
-    if model_type == "qwen3_next":
+    if family.attention == "hybrid_linear":  # Qwen3-Next: gated delta net layers, full attention every interval-th
         interval = cfg.int("full_attention_interval", 4)
         nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
         dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
@@ -215,7 +301,7 @@ def _layers(cfg: _Cfg, model_type: str, runtime: str) -> tuple[list[Layer], list
             for i in range(n_layers)
         ]
         return layers, []
-    sliding, notes = _sliding_flags(cfg, model_type, n_layers, runtime)
+    sliding, notes = _sliding_flags(cfg, family, n_layers, runtime)
     window = cfg.int("sliding_window") if any(sliding) else None
     layers = [
         Layer(i, "sliding", kv_heads, head_dim, head_dim, window) if s else Layer(i, "full", kv_heads, head_dim, head_dim)
@@ -231,7 +317,7 @@ def _mlp(h: int, inter: int) -> Params:
     return Params(matrix=3 * h * inter)
 
 
-def _attention(cfg: _Cfg, model_type: str, layer: Layer) -> Params:
+def _attention(cfg: _Cfg, family: Family, layer: Layer) -> Params:
     h, nh = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     if layer.kind == "mla":
         q_lora = cfg.get("q_lora_rank")
@@ -250,21 +336,26 @@ def _attention(cfg: _Cfg, model_type: str, layer: Layer) -> Params:
             vector=conv_dim * cfg.int("linear_conv_kernel_dim") + 2 * nv + dv,
         )
     hd, kvh = layer.k_dim, layer.kv_heads
-    q_out = nh * hd * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next gates its attention output
+    q_out = nh * hd * (2 if family.gated_q else 1)
     p = Params(matrix=h * q_out + 2 * h * kvh * hd + nh * hd * h)
-    if model_type == "qwen2" or (model_type == "llama" and cfg.bool("attention_bias", False)):
-        p += Params(vector=(nh + 2 * kvh) * hd + (h if model_type == "llama" else 0))
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_next"):
-        p += Params(vector=2 * hd)  # q_norm, k_norm
-    if model_type == "gpt_oss":
+    extras = family.attention_extras
+    if extras == "qkv_bias":
+        p += Params(vector=(nh + 2 * kvh) * hd)
+    elif extras == "llama_bias" and cfg.bool("attention_bias", False):
+        p += Params(vector=(nh + 2 * kvh) * hd + h)
+    elif extras == "gpt_oss":
         p += Params(vector=(nh + 2 * kvh) * hd + h + nh)  # q/k/v/o biases + attention sinks
+    elif extras == "qwen_v1":  # c_attn has a bias; c_proj has one unless no_bias
+        p += Params(vector=3 * nh * hd + (0 if cfg.bool("no_bias", True) else h))
+    if family.qk_norm:
+        p += Params(vector=2 * hd)  # q_norm, k_norm
     return p
 
 
-def _ffn(cfg: _Cfg, model_type: str, i: int) -> tuple[Params, Params]:
+def _ffn(cfg: _Cfg, family: Family, i: int) -> tuple[Params, Params]:
     """(all parameters, parameters one token reads) of layer i's feed-forward block."""
     h = cfg.int("hidden_size")
-    if model_type == "deepseek_v3":
+    if family.ffn == "moe_deepseek":
         if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
             p = _mlp(h, cfg.int("intermediate_size"))
             return p, p
@@ -272,41 +363,42 @@ def _ffn(cfg: _Cfg, model_type: str, i: int) -> tuple[Params, Params]:
         shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
         router = Params(vector=h * experts + experts)  # MoEGate: plain arrays (never quantized) + bias
         return router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k
-    if model_type == "gpt_oss":
+    if family.ffn == "moe_gpt_oss":
         experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")
         expert = Params(matrix=3 * h * inter, vector=2 * inter + h)
         router = Params(router=h * experts, vector=experts)
         return router + expert * experts, router + expert * top_k
-    if model_type in ("qwen3_moe", "qwen3_next"):
+    if family.ffn == "moe_qwen":
         experts = cfg.int("num_experts", 0, minimum=0)
         mlp_only = cfg.get("mlp_only_layers") or []
         if experts and i not in mlp_only and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
             top_k, inter = cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
             router = Params(router=h * experts)
-            if model_type == "qwen3_next":
+            if family.gated_q:  # Qwen3-Next: a shared expert and its gate
                 router += _mlp(h, cfg.int("shared_expert_intermediate_size")) + Params(router=h)
             return router + _mlp(h, inter) * experts, router + _mlp(h, inter) * top_k
+    if family.ffn == "qwen_v1":  # w1, w2: hidden -> intermediate_size / 2; c_proj back
+        half = cfg.int("intermediate_size") // 2
+        p = _mlp(h, half) + (Params() if cfg.bool("no_bias", True) else Params(vector=h))
+        return p, p
     p = _mlp(h, cfg.int("intermediate_size"))
-    if model_type == "llama" and cfg.bool("mlp_bias", False):
+    if family.ffn == "llama" and cfg.bool("mlp_bias", False):
         p += Params(vector=2 * cfg.int("intermediate_size") + h)
     return p, p
 
 
-def _params(cfg: _Cfg, model_type: str, layers: list[Layer]) -> tuple[Params, Params, bool]:
+def _params(cfg: _Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Params, bool]:
     h, vocab = cfg.int("hidden_size"), cfg.int("vocab_size")
-    # mlx_lm's defaults: llama and qwen2 tie when the config is silent; gpt_oss and deepseek_v3 always keep lm_head
-    tied = model_type not in ("gpt_oss", "deepseek_v3") and cfg.bool(
-        "tie_word_embeddings", model_type in ("llama", "qwen2", "gemma3_text")
-    )
-    norms_per_layer = 4 if model_type == "gemma3_text" else 2
+    tied = {"always": True, "never": False}.get(family.tied)
+    if tied is None:
+        tied = cfg.bool("tie_word_embeddings", family.tie_default)
     base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
     total, active = base, base
     for layer in layers:
-        attn = _attention(cfg, model_type, layer) + Params(vector=norms_per_layer * h)
-        ffn_all, ffn_active = _ffn(cfg, model_type, layer.index)
+        attn = _attention(cfg, family, layer) + Params(vector=family.norms_per_layer * h)
+        ffn_all, ffn_active = _ffn(cfg, family, layer.index)
         total, active = total + attn + ffn_all, active + attn + ffn_active
     return total, active, tied
-
 
 # ---------------------------------------------------------------- entry points
 
@@ -321,13 +413,12 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     model_type = flat.get("model_type")
     if not isinstance(model_type, str):
         raise KvError("config.json is missing the field 'model_type'.", "config_missing", field="model_type")
-    model_type = _MODEL_TYPE_ALIASES.get(model_type, model_type)
-    if model_type == "deepseek_v2":
-        model_type = "deepseek_v3"
-    cfg = _Cfg(flat, _FAMILY_DEFAULTS.get(model_type, {}))
+    family = family_for(model_type)
+    model_type = family.model_type
+    cfg = _Cfg(flat, family)
     try:
-        layers, notes = _layers(cfg, model_type, runtime)
-        params, active, tied = _params(cfg, model_type, layers)
+        layers, notes = _layers(cfg, family, runtime)
+        params, active, tied = _params(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
@@ -346,6 +437,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
         tie_word_embeddings=tied,
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
+        max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
     )
 
 
@@ -370,24 +462,54 @@ def load_preset(name: str) -> dict:
 
 
 def read_config_file(path: str | Path) -> dict:
-    """Read a config.json from disk, or raise a KvError that names the problem."""
+    """Read a config.json from disk (a model folder: its config.json), or raise a KvError that names the problem.
+
+    The bytes come through kvcore.textfile (size-limited, regular files only, UTF-8).
+    """
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise KvError(f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise KvError(f"Cannot read {path}: {e.strerror or e}.") from None
-    except UnicodeDecodeError:
-        raise KvError(f"{path} is not a UTF-8 text file.") from None
-    return parse_json_text(text, str(path))
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise KvError(f"{path} is a folder without a config.json; give a config.json or a model folder.", "file_folder",
+                          label=str(path))
+        path = path / "config.json"
+    return parse_json_text(read_text_file(path, MAX_CONFIG_BYTES), str(path))
 
 
-def parse_json_text(text: str, label: str = "config.json") -> dict:
-    """JSON text -> dict, or a KvError naming the line and column of the mistake."""
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text (strings skipped), in one pass; no recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
+    """JSON text (or an uploaded file's bytes) -> dict, or a KvError naming the problem: too large, binary,
+    not UTF-8, nested deeper than MAX_JSON_DEPTH, or the line and column of the mistake.
+    """
+    if isinstance(text, bytes):
+        text = decode_text(text, MAX_CONFIG_BYTES, label)
     if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
         raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.", "json_too_large",
                       label=label, kb=MAX_CONFIG_BYTES // 1000)
+    if "\x00" in text:
+        raise KvError(f"{label} is a binary file, not text.", "file_binary", label=label)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise KvError(f"{label} is nested too deeply to be a config.json.", "json_nested", label=label)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -401,8 +523,8 @@ def parse_json_text(text: str, label: str = "config.json") -> dict:
 
 
 def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name or a path to a config.json -> (geometry, preset metadata or {})."""
-    if model.endswith(".json") or "/" in model or Path(model).is_file():
+    """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
+    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)
     return parse_config(preset["config"], preset["name"], runtime), preset

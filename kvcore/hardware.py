@@ -28,7 +28,12 @@ def _table() -> dict:
 
 
 def chips() -> list[Chip]:
-    return [Chip(c["chip"], float(c["bandwidth_gbps"]), tuple(c["memory_gb"]), c["unified"], c["source"]) for c in _table()["chips"]]
+    return list(_chips())
+
+
+@lru_cache(maxsize=1)
+def _chips() -> tuple[Chip, ...]:
+    return tuple(Chip(c["chip"], float(c["bandwidth_gbps"]), tuple(c["memory_gb"]), c["unified"], c["source"]) for c in _table()["chips"])
 
 
 def get_chip(name: str) -> Chip:

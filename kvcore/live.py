@@ -21,7 +21,7 @@ from .live_models import (LiveModel, fill_caches, guard, kv_spec, make_caches, r
 
 Progress = Callable[[int, int, str], None]
 StopCheck = Callable[[], bool]
-ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as in reference/mlx_lm_caches.md
+ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as mlx_lm builds it for a 512-token window (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py)
 PATTERNS: dict[str, list[list[int]]] = {
     "KVCache": [[257], [256, 1], [1, 256], [300, 300], [1000], [2048, 2047, 1], [2048, 2047, 1, 1], [500] * 8],
     "QuantizedKVCache": [[257], [1, 256], [300, 300], [1000]],

@@ -1,15 +1,18 @@
 """`python -m kvcore probe | kv | decode | mechanism | record`: live measurement on mlx_lm caches.
 
-Each command prints a table, shows a progress bar on the terminal, and (unless --no-save or
-read-only mode) saves its rows as a recording in recordings/local/ or --out. Ctrl-C aborts and
-saves nothing. mlx is imported only when a command runs.
+Each command prints a table and shows a progress bar on the terminal. `record` saves one recording
+(recordings/local/ or --out; --no-save prints only); probe, kv, decode and mechanism save only when
+asked (--save or --out). The destination is checked before anything is measured; read-only mode
+saves nothing. Ctrl-C aborts and saves nothing. mlx is imported only when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
+from pathlib import Path
 
 from .errors import KvError
 
@@ -26,33 +29,29 @@ def _contexts(text: str) -> list[int]:
 
 
 def _parse_contexts(text: str) -> list[int]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or "" in items:
+        raise KvError(f"contexts must be whole numbers separated by single commas (e.g. 256,1024,4K), not {text!r}")
     try:
-        values = [int(t.strip().replace("_", "").upper().replace("K", "")) * (1024 if t.strip().upper().endswith("K") else 1)
-                  for t in text.split(",") if t.strip()]
+        values = [int(t.replace("_", "").upper().replace("K", "")) * (1024 if t.upper().endswith("K") else 1) for t in items]
     except ValueError:
-        raise KvError(f"contexts must be whole numbers separated by commas (e.g. 256,1024,4K), not {text!r}.") from None
-    if not values or any(not 1 <= v <= MAX_LIVE_CONTEXT for v in values):
-        raise KvError(f"every context must be from 1 to {MAX_LIVE_CONTEXT:,} tokens, not {text!r}.")
+        raise KvError(f"contexts must be whole numbers separated by commas (e.g. 256,1024,4K), not {text!r}") from None
+    if any(not 1 <= v <= MAX_LIVE_CONTEXT for v in values):
+        raise KvError(f"every context must be a whole number from 1 to {MAX_LIVE_CONTEXT:,}, not {text!r}")
     return sorted(set(values))
 
 
 def _count(label: str, low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number from {low} to {high}, not {text!r}.")
-        return value
-    return parse
+    from .cli import whole_number  # one wording for every whole-number option
+
+    return whole_number(label, low, high)
 
 
 def _kv_format(text: str) -> str:
     from .live_models import KV_FORMATS
 
     if text not in KV_FORMATS:
-        raise argparse.ArgumentTypeError(f"--kv-format must be one of {', '.join(KV_FORMATS)}, not {text!r}.")
+        raise argparse.ArgumentTypeError(f"--kv-format must be one of {', '.join(KV_FORMATS)}, not {text!r}")
     return text
 
 
@@ -60,7 +59,7 @@ def _stem(text: str) -> str:
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
-        raise argparse.ArgumentTypeError(f"--name must be letters, digits, '.', '_' or '-' (no folders), not {text!r}.")
+        raise argparse.ArgumentTypeError(f"--name must be letters, digits, '.', '_' or '-' (no folders), not {text!r}")
     return text
 
 
@@ -116,18 +115,51 @@ def _model(a):
     return get_model(a.model, weights, a.weights_format)
 
 
+def _wants_save(a) -> bool:
+    """record saves unless --no-save; probe, kv, decode and mechanism save only with --save or --out."""
+    return not a.no_save if a.command == "record" else bool(a.save or a.out)
+
+
+def _out_folder(a):
+    from . import recordings
+
+    return Path(a.out).expanduser() if a.out else recordings.local_dir()
+
+
+def check_destination(a) -> None:
+    """Refuse, before anything is measured, a run whose recording could not be saved where it is asked to go."""
+    if a.out and a.no_save:
+        raise KvError("--no-save and --out contradict each other: give one of them.")
+    if getattr(a, "save", False) and a.no_save:
+        raise KvError("--no-save and --save contradict each other: give one of them.")
+    if not _wants_save(a):
+        return
+    from . import recordings
+
+    if recordings.read_only():
+        return  # the run is measured and printed; _save says why nothing was written
+    folder = _out_folder(a)
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise KvError(f"--out {folder}: {existing} is a file, not a folder; give a folder for the recording.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise KvError(f"--out {folder}: the folder {existing} cannot be written; give another folder.")
+
+
 def _save(a, sections: dict, model: dict, method: dict) -> None:
     from . import recordings
     from .live_record import build_recording, save_run
 
     data = build_recording(sections, model, method, command_line(), getattr(a, "title", None), getattr(a, "label", None))
-    if a.no_save:
+    if not getattr(a, "label", None):  # runs of one command on one machine differ by what, which model and when
+        data["label"] = f"{data['label']} — {', '.join(data['sections'])}, {model['name']}, {data['provenance']['date'][:16]}"
+    if not _wants_save(a):
         return
     if recordings.read_only():
         print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
         return
     try:
-        path = save_run(data, a.out)
+        path = save_run(data, _out_folder(a))
     except recordings.RecordingError as e:
         raise KvError(str(e)) from None
     print(f"saved {path}")
@@ -226,11 +258,14 @@ def _cmd_mechanism(a) -> int:
     from .live_record import model_info
 
     model = _model(a)
+    print(f"model      {model.name} ({'random weights' if model.weights == 'random' else model.weights}, "
+          f"{model.weights_format}, activations {model.dtype}); prompt {a.prompt_tokens:,} tokens; {backend()['backend']}")
     rows = _run(mechanism_probe, model, a.new_tokens, a.prompt_tokens)
     shown = [r for r in rows if r["new_tokens"] in (1, 2, a.new_tokens) or r["new_tokens"] % max(1, a.new_tokens // 8) == 0]
-    _print_table(shown, [("new_tokens", "new tokens", ","), ("with_cache_step_ms", "with ms", ".1f"),
-                         ("without_cache_step_ms", "without ms", ".1f"), ("with_cache_s", "with s", ".2f"),
-                         ("without_cache_s", "without s", ".2f")])
+    print("columns    ms/token: the time of that one new token (per token); s so far: all new tokens up to it")
+    _print_table(shown, [("new_tokens", "new tokens", ","), ("with_cache_step_ms", "with ms/token", ".1f"),
+                         ("without_cache_step_ms", "without ms/token", ".1f"), ("with_cache_s", "with s so far", ".2f"),
+                         ("without_cache_s", "without s so far", ".2f")])
     last = rows[-1]
     print(f"total      {a.new_tokens} new tokens: {last['with_cache_s']:.2f} s with the cache, "
           f"{last['without_cache_s']:.2f} s without ({last['without_cache_s'] / last['with_cache_s']:.2f}x)")
@@ -267,7 +302,7 @@ def _cmd_record(a) -> int:
         print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
         return 0
     try:
-        print(f"saved {save_run(data, a.out, a.name)}")
+        print(f"saved {save_run(data, _out_folder(a), a.name)}")
     except recordings.RecordingError as e:
         raise KvError(str(e)) from None
     return 0
@@ -276,10 +311,16 @@ def _cmd_record(a) -> int:
 # ---------------------------------------------------------------- parser
 
 
-def _common(p, model_default: str, model_help: str) -> None:
+def _common(p, model_default: str, model_help: str, saves: bool = False) -> None:
     p.add_argument("--model", default=model_default, help=model_help)
-    p.add_argument("--out", help="folder for the recording (default: recordings/local/)")
-    p.add_argument("--no-save", action="store_true", help="print only; save no recording")
+    if saves:  # record
+        p.add_argument("--out", help="folder for the recording (default: recordings/local/, or $KVCORE_RECORDINGS_DIR/local/)")
+        p.add_argument("--no-save", action="store_true", help="print only; save no recording")
+    else:
+        p.add_argument("--save", action="store_true", help="also save the run as a recording in recordings/local/ "
+                                                            "(default: print only)")
+        p.add_argument("--out", help="save the run as a recording in this folder (implies --save)")
+        p.add_argument("--no-save", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old scripts
     p.add_argument("--title", help="recording title")
     p.add_argument("--label", help="how the site names the recording")
 
@@ -297,6 +338,14 @@ def _model_args(p, decode: bool = True) -> None:
         p.add_argument("--repeats", type=_count("repeats", 1, 100), default=3)
 
 
+def _checked(command):
+    """Run `command` after the checks that need no measurement (where the recording would go)."""
+    def run(a) -> int:
+        check_destination(a)
+        return command(a)
+    return run
+
+
 MODEL_HELP = ("preset name, cpu-demo, a config.json, a model folder, or a Hugging Face id "
               "(e.g. mlx-community/Llama-3.2-1B-Instruct-4bit; downloaded by mlx_lm.load)")
 
@@ -307,7 +356,7 @@ def add_live_commands(sub) -> None:
     p.add_argument("--kv-format", default="fp16", choices=["fp16", "bf16", "fp32"], help="dtype of the K/V tensors")
     p.add_argument("--kv-bits", type=int, default=8, choices=[4, 8], help="QuantizedKVCache bits")
     p.add_argument("--tokens", type=_count("tokens", 1, 100_000), default=1025, help="token-by-token steps")
-    p.set_defaults(run=_cmd_probe)
+    p.set_defaults(run=_checked(_cmd_probe))
 
     p = sub.add_parser("kv", help="KV memory vs context on real caches: allocated, used, theory, allocator, peak")
     _common(p, "llama-3.2-1b", "preset name, cpu-demo or a config.json (its cache geometry)")
@@ -315,7 +364,7 @@ def add_live_commands(sub) -> None:
     p.add_argument("--kv-format", type=_kv_format, default="fp16")
     p.add_argument("--activation-dtype", default="fp16", choices=["fp16", "bf16", "fp32"],
                    help="dtype of the K/V tensors (and of quantized scales)")
-    p.set_defaults(run=_cmd_kv)
+    p.set_defaults(run=_checked(_cmd_kv))
 
     p = sub.add_parser("decode", help="decode ms/token vs context (synthetic fill, warm-up, median, repeats)")
     _common(p, "llama-3.2-1b", MODEL_HELP)
@@ -325,17 +374,17 @@ def add_live_commands(sub) -> None:
                    help="also time decode after a real prefill at this context")
     p.add_argument("--check-generate", type=_count("--check-generate", 1, MAX_LIVE_CONTEXT), metavar="CONTEXT",
                    help="also time mlx_lm's generate_step at this context")
-    p.set_defaults(run=_cmd_decode)
+    p.set_defaults(run=_checked(_cmd_decode))
 
     p = sub.add_parser("mechanism", help="N new tokens with the cache vs recomputing the prefix every step")
     _common(p, "llama-3.2-1b", MODEL_HELP)
     _model_args(p, decode=False)
     p.add_argument("--new-tokens", type=_count("--new-tokens", 1, 4096), default=64)
     p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1, 65536), default=32)
-    p.set_defaults(run=_cmd_mechanism)
+    p.set_defaults(run=_checked(_cmd_mechanism))
 
     p = sub.add_parser("record", help="trap + growth + decode + mechanism into one recording")
-    _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism")
+    _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism", saves=True)
     _model_args(p)
     p.add_argument("--geometry", help="preset or config.json whose cache geometry the trap and growth probes use "
                                       "(default: the model's)")
@@ -348,4 +397,4 @@ def add_live_commands(sub) -> None:
     p.add_argument("--name", type=_stem, help="file name of the recording, without .yaml (default: date + title)")
     p.add_argument("--check-context", type=_count("--check-context", 1, MAX_LIVE_CONTEXT),
                    help="also cross-check decode at this context: real prefill and mlx_lm generate_step")
-    p.set_defaults(run=_cmd_record)
+    p.set_defaults(run=_checked(_cmd_record))

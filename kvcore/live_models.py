@@ -9,8 +9,10 @@ Example: build_model("llama-3.2-1b").summary() -> {"name": "llama-3.2-1b", "weig
 
 from __future__ import annotations
 
+import difflib
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
 
-# The CPU demonstration model (reference/mlx_lm_caches.md): small enough that KV reads dominate
+# The CPU demonstration model (random weights, no download): small enough that KV reads dominate
 # decode time within minutes on a laptop CPU.
 BUILTIN_CONFIGS: dict[str, dict] = {
     "cpu-demo": {
@@ -38,40 +40,62 @@ BUILTIN_CONFIGS: dict[str, dict] = {
 # ---------------------------------------------------------------- backend
 
 
-def backend() -> dict:
-    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
+def _mx():
+    """mlx.core, imported on first use (tests stand in for the Metal build's API here: tests/test_metal_api.py)."""
     import mlx.core as mx
 
-    metal = mx.metal.is_available() and mx.default_device() == mx.gpu
+    return mx
+
+
+def metal_info() -> dict | None:
+    """Metal's device info (mlx 0.32.4: `mx.device_info(mx.gpu)`: device_name, architecture, memory_size,
+    max_recommended_working_set_size, max_buffer_length, resource_limit), or None without a Metal GPU.
+
+    The deprecated `mx.metal.device_info()` warns on every call; it is never used.
+    """
+    try:
+        mx = _mx()
+        if not mx.is_available(mx.gpu):
+            return None
+        return dict(mx.device_info(mx.gpu))
+    except (ImportError, AttributeError, RuntimeError, ValueError):
+        return None
+
+
+def backend() -> dict:
+    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
+    mx = _mx()
+    metal = mx.is_available(mx.gpu) and mx.default_device() == mx.gpu
     return {"backend": "mlx metal" if metal else "mlx cpu", "device": str(mx.default_device()),
             "dtype": "fp16" if metal else "fp32"}
 
 
 def mx_dtype(name: str):
-    import mlx.core as mx
-
+    mx = _mx()
     return {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[name]
+
+
+def available_memory() -> tuple[int, str]:
+    """(bytes the backend may use, where that figure comes from): Metal's recommended working set, else
+    MemAvailable (Linux) or the free pages."""
+    info = metal_info()
+    if info and info.get("max_recommended_working_set_size"):
+        return int(info["max_recommended_working_set_size"]), "Metal's recommended working set (mx.device_info)"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free pages (sysconf)"
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3, "unknown (8 GiB assumed)"
 
 
 def available_memory_bytes() -> int:
     """Memory the backend may use: Metal's recommended working set, else MemAvailable (Linux) or free pages."""
-    try:
-        import mlx.core as mx
-
-        if mx.metal.is_available():
-            return int(mx.metal.device_info()["max_recommended_working_set_size"])
-    except (ImportError, KeyError, AttributeError):
-        pass
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 8 * 1024**3
+    return available_memory()[0]
 
 
 def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
@@ -138,15 +162,28 @@ def resolve_config(model: str) -> tuple[str, dict]:
         if not (path / "config.json").is_file():
             raise KvError(f"{model} is a folder without a config.json; that is not a model directory.")
         return path.name, read_config_file(path / "config.json")
-    if model.endswith(".json") or path.is_file():
+    if model.endswith(".json") or path.exists():  # a FIFO or a device is refused by the reader, not read
         return path.stem, read_config_file(path)
     if model in preset_names():
         return model, dict(load_preset(model)["config"])
+    if looks_like_path(model):
+        raise KvError(f"{model} does not exist; give a preset, cpu-demo, a config.json or a model folder.")
     if "/" in model:
         raise KvError(f"{model} is not a preset, a config.json or a model folder here; a Hugging Face id is loaded "
                       "(downloaded by mlx_lm.load) by decode, mechanism and record.")
-    load_preset(model)  # raises the 'did you mean' error
-    raise AssertionError
+    known = [*BUILTIN_CONFIGS, *preset_names()]
+    close = difflib.get_close_matches(model.lower(), known, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else " Run `python -m kvcore presets` for the list (or use cpu-demo)."
+    raise KvError(f"Unknown model {model!r}.{hint}")
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")  # owner/name, as the hub spells them
+
+
+def looks_like_path(text: str) -> bool:
+    """A path a person typed (absolute, ./, ../, ~, a .json file or a folder separator beyond owner/name), not a hub id."""
+    return (text.startswith(("/", "./", "../", "~", ".\\")) or text.endswith(".json") or os.sep in text.replace("/", "", 1)
+            or (os.altsep is not None and text.count(os.altsep) > 1)) and not Path(text).exists()
 
 
 def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
@@ -187,7 +224,10 @@ def load_real(path_or_id: str) -> LiveModel:
     """
     import mlx.core as mx
 
-    path = Path(path_or_id)
+    path = Path(path_or_id).expanduser()
+    if not path.exists() and not HUB_ID.fullmatch(path_or_id):
+        raise KvError(f"{path_or_id} does not exist (and is not a Hugging Face id like owner/name); give a model folder "
+                      "with *.safetensors or a hub id.", "model_load", name=path_or_id, detail="no such folder")
     try:
         if path.is_dir():
             from mlx_lm.utils import load_model
@@ -236,7 +276,7 @@ def is_loadable(model: str) -> bool:
     path = Path(model)
     if path.is_dir():
         return any(path.glob("*.safetensors"))
-    return model.count("/") == 1 and not model.endswith(".json") and not path.exists() and model not in BUILTIN_CONFIGS
+    return HUB_ID.fullmatch(model) is not None and not model.endswith(".json") and not path.exists()
 
 
 def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:
@@ -305,6 +345,10 @@ def used_bytes(cache) -> int:
 
 
 def _chip() -> str:
+    """The chip's name: Metal's device name on a Mac (e.g. "Apple M3 Max"), else the CPU's brand string."""
+    info = metal_info()
+    if info and info.get("device_name"):
+        return str(info["device_name"])
     if platform.system() == "Darwin":
         import subprocess
 
@@ -323,13 +367,10 @@ def _chip() -> str:
 
 
 def _memory_gb() -> float:
-    try:
-        import mlx.core as mx
-
-        if mx.metal.is_available():
-            return round(mx.metal.device_info()["memory_size"] / 1e9, 1)
-    except (ImportError, KeyError, AttributeError):
-        pass
+    """The machine's memory in GB (10^9 bytes): Metal's memory_size on a Mac, else MemTotal or the physical pages."""
+    info = metal_info()
+    if info and info.get("memory_size"):
+        return round(int(info["memory_size"]) / 1e9, 1)
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):

@@ -33,6 +33,9 @@ from pathlib import Path
 
 import yaml
 
+from .errors import KvError
+from .textfile import read_text_file
+
 SCHEMA_VERSION = 1
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
 LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
@@ -221,13 +224,9 @@ def load(path: Path) -> Recording:
     """One recording file, validated; RecordingError names the file and the problem."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RecordingError(f"{path.name}: larger than {MAX_FILE_BYTES // 1_000_000} MB")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RecordingError(f"{path.name}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise RecordingError(f"{path.name}: not UTF-8 text") from None
+        text = read_text_file(path, MAX_FILE_BYTES, path.name)
+    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
+        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}") from None
     rec = parse_text(text, path.name)
     rec.path = path
     return rec
@@ -250,8 +249,15 @@ def dump_text(data: dict) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+def _slug(text: str, limit: int = 60) -> str:
+    """A file stem from a title: lower-case words joined by '-', at most `limit` characters, cut between words."""
+    words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-").split("-")
+    stem = words[0][:limit]
+    for word in words[1:]:
+        if len(stem) + 1 + len(word) > limit:
+            break
+        stem += "-" + word
+    return stem or "run"
 
 
 def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:

@@ -2,7 +2,7 @@
 
 Each check: (what the site claims, computed by the engine from the presets, the published value).
 Sources: Article A (Llama-3.2-1B on mlx_lm, M5 Pro), Article B (KV calculator, Llama 3.1 8B),
-reference/mlx_lm_caches.md (quantized cache layout).
+mlx_lm's QuantizedKVCache (quantized cache layout, https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py).
 """
 
 from __future__ import annotations

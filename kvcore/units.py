@@ -1,8 +1,49 @@
-"""Display units: bytes stay bytes until shown; MiB/GiB (1024-based) and GB (1000-based) both named."""
+"""Display units and numbers for readers: bytes stay bytes until shown; MiB/GiB (1024-based) and GB
+(1000-based) both named; every number a page, chart or CLI prints goes through `fmt_num` or `fmt_bytes`.
+
+Example: fmt_num(26.7775) -> '26.8'; fmt_num(131072) -> '131,072'; fmt_bytes(2**30) -> '1.00 GiB (1.07 GB)'.
+"""
 
 from __future__ import annotations
 
+import math
+
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
+SIG = 3  # significant figures a reader sees by default
+
+
+def fmt_num(x: float, sig: int = SIG, unit: str = "") -> str:
+    """A number for readers: whole numbers in full with thousands separators, others to `sig` significant figures.
+
+    Example: fmt_num(0.72879) -> '0.729'; fmt_num(210.84) -> '211'; fmt_num(292.0) -> '292'; fmt_num(3.5, unit='GB/s') -> '3.5 GB/s'.
+    """
+    x = float(x)
+    if not math.isfinite(x):
+        text = "—"
+    elif x == int(x) or abs(x) >= 10**sig:
+        text = f"{round(x):,}"
+    else:
+        decimals = max(0, sig - 1 - math.floor(math.log10(abs(x))))
+        text = f"{x:,.{decimals}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_ratio(x: float, sig: int = SIG) -> str:
+    """A ratio such as a slowdown, to `sig` significant figures (trailing zeros kept: they are significant).
+
+    Example: fmt_ratio(2.4271) -> '2.43×'; fmt_ratio(2.0) -> '2.00×'; fmt_ratio(47.31) -> '47.3×'.
+    """
+    if not (math.isfinite(x) and x > 0):
+        return "—"
+    decimals = max(0, sig - 1 - math.floor(math.log10(x)))
+    return f"{x:,.{decimals}f}×"
+
+
+def fmt_pct(share: float) -> str:
+    """A share as a percentage without a space (house style): fmt_pct(0.6867) -> '69%'."""
+    return f"{share:.0%}"
 
 
 def fmt_bytes(n: float, decimal: bool = True) -> str:
@@ -14,10 +55,6 @@ def fmt_bytes(n: float, decimal: bool = True) -> str:
             binary = f"{n / size:,.2f} {unit}"
             return f"{binary} ({n / dec_size:,.2f} {dec})" if decimal else binary
     raise AssertionError("unreachable")
-
-
-def mib(n: float) -> float:
-    return n / MIB
 
 
 def gib(n: float) -> float:

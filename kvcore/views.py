@@ -55,25 +55,63 @@ def source_class(rec: Recording) -> str:
 
 
 def provenance(rec: Recording) -> dict:
-    """The badge's fields: kind, label, chip, machine, model, method, versions, date, citation."""
+    """The badge's fields: kind, class, label, chip, machine, memory, model, weights and KV format, method (as recorded:
+    method_groups reads it), versions, date, command, citation (source, url, note). Empty where the recording is silent."""
     d, prov = rec.data, rec.data.get("provenance", {})
     machine = prov.get("machine", {})
     hw = d.get("hardware", {})
-    method = d.get("method", {})
     versions = prov.get("versions", {})
+    citation = d.get("citation", {})
     return {
         "kind": rec.kind,
         "class": source_class(rec),
         "label": rec.label,
         "chip": machine.get("chip") or hw.get("chip", ""),
+        "vendor": hw.get("vendor", ""),
         "machine": ", ".join(str(v) for v in (machine.get("os"), prov.get("backend") or hw.get("backend"), prov.get("device")) if v),
+        "memory_gb": machine.get("memory_gb") or hw.get("memory_gb") or "",
         "model": d["model"]["name"],
+        "weights_format": d["model"].get("weights_format", ""),
         "kv_format": d["model"].get("kv_format", ""),
-        "method": ", ".join(f"{k}: {v}" for k, v in method.items()) if isinstance(method, dict) else str(method),
+        "method": d.get("method", {}),
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "date": str(prov.get("date", "")),
-        "citation": d.get("citation", {}).get("source", ""),
+        "command": str(prov.get("command", "")),
+        "citation": citation.get("source", ""),
+        "url": citation.get("url", ""),
+        "note": citation.get("note", ""),
     }
+
+
+def source_colors(recs: list[Recording]) -> dict[str, str]:
+    """One colour per recording id, the same on every page and chart: the palette in order of the sorted ids.
+
+    Example: source_colors(all recordings)["published-article-a-m5-pro"] -> '#4c78a8' wherever it is drawn.
+    """
+    from .charts import PALETTE
+
+    return {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(sorted({r.id for r in recs}))}
+
+
+def method_groups(method) -> list[tuple[str, list[tuple[str, object]]]]:
+    """A recording's free-form method as (group, [(field, value), ...]): "" for the top-level fields, then one group
+    per nested mapping (a section's method, the backend) and per list of mappings (cross-checks: one item per entry,
+    named by its `check` field). Order as recorded.
+
+    Example: {"fill": "synthetic", "decode": {"warmup": 3}} -> [("", [("fill", "synthetic")]), ("decode", [("warmup", 3)])]
+    """
+    if not isinstance(method, dict):
+        return [("", [("note", str(method))])] if method else []
+    top, groups = [], []
+    for key, value in method.items():
+        if isinstance(value, dict):
+            groups.append((str(key), list(value.items())))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            groups.append((str(key), [(str(v.get("check", i + 1)), {k: x for k, x in v.items() if k != "check"})
+                                      for i, v in enumerate(value)]))
+        else:
+            top.append((str(key), value))
+    return ([("", top)] if top else []) + groups
 
 
 def section_frame(recs: list[Recording], section: str) -> pd.DataFrame:
@@ -109,13 +147,24 @@ def mechanism_work(prompt_tokens: int, new_tokens: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def mechanism_totals(rec: Recording) -> dict:
+    """A run's totals: its mechanism rows are running totals (one per new token), so the run is its last row,
+    the largest N. Example (Article B): {"new_tokens": 300, "with_cache_s": 11.7, "without_cache_s": 61, "speedup": 5.21}."""
+    last = max(rec.rows("mechanism"), key=lambda r: r["new_tokens"])
+    return {"new_tokens": int(last["new_tokens"]), "with_cache_s": float(last["with_cache_s"]),
+            "without_cache_s": float(last["without_cache_s"]), "speedup": float(last["without_cache_s"]) / float(last["with_cache_s"])}
+
+
 def mechanism_measured(recs: list[Recording]) -> pd.DataFrame:
-    df = section_frame(recs, "mechanism")
-    if df.empty:
-        return df
-    df["speedup"] = df["without_cache_s"] / df["with_cache_s"]
-    return df.melt(id_vars=["source", "recording", "new_tokens", "speedup"],
-                   value_vars=["with_cache_s", "without_cache_s"], var_name="mode", value_name="seconds")
+    """Two rows per run with a mechanism section (with / without a cache): the run's totals at its largest N."""
+    rows = []
+    for r in recs:
+        if not r.has("mechanism"):
+            continue
+        t = mechanism_totals(r)
+        rows += [{"recording": r.id, "new_tokens": t["new_tokens"], "mode": mode, "seconds": t[f"{mode}_s"], "speedup": t["speedup"]}
+                 for mode in ("with_cache", "without_cache")]
+    return pd.DataFrame(rows, columns=["recording", "new_tokens", "mode", "seconds", "speedup"])
 
 
 # ---------------------------------------------------------------- 2 the .nbytes trap
@@ -128,27 +177,62 @@ def _full_layers(geometry: Geometry):
     return layers
 
 
-def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16", updates: list[int] | None = None) -> pd.DataFrame:
-    """Allocated (`.nbytes`), used (offset) and theory MiB after each update (default: one token at a time)."""
-    updates = updates or [1] * max_tokens
+TRAP_CACHE, TRAP_PATTERN = "KVCache", "token by token"  # the trap chart's cache class and update pattern
+
+
+def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16") -> pd.DataFrame:
+    """Allocated (`.nbytes`), used (offset) and theory MiB of KVCache fed one token at a time, from breakpoints:
+    allocated where the capacity steps (1, 257, 513, ...) and at the end, used and theory (straight lines) at
+    both ends. A handful of rows whatever `max_tokens` is; draw allocated with step-after interpolation.
+
+    Example: trap_curve(Llama-3.2-1B, 600) allocated rows at 1, 257, 513, 600: 8, 16, 24, 24 MiB.
+    """
     spec = KvSpec(kv_format, kv_format)
-    layers = _full_layers(geometry)
-    per_token = sum(bytes_per_token(layer, spec) for layer in layers)
-    rows = []
-    for state in allocsim.trace("KVCache", updates):
-        rows += [
-            {"tokens": state.offset, "series": "allocated", "mib": state.capacity * per_token / MIB},
-            {"tokens": state.offset, "series": "used", "mib": state.offset * per_token / MIB},
-            {"tokens": state.offset, "series": "theory", "mib": kv_bytes(geometry, state.offset, spec) / MIB},
-        ]
+    per_token = sum(bytes_per_token(layer, spec) for layer in _full_layers(geometry))
+    rows, capacity = [], None
+    for state in allocsim.trace("KVCache", [1] * max_tokens):
+        if state.capacity != capacity or state.offset == max_tokens:
+            capacity = state.capacity
+            rows.append({"tokens": state.offset, "series": "allocated", "mib": capacity * per_token / MIB})
+    for t in (1, max_tokens):
+        rows += [{"tokens": t, "series": "used", "mib": t * per_token / MIB},
+                 {"tokens": t, "series": "theory", "mib": kv_bytes(geometry, t, spec) / MIB}]
     return pd.DataFrame(rows)
 
 
-def trap_measured(recs: list[Recording]) -> pd.DataFrame:
-    df = section_frame(recs, "trap")
-    if df.empty:
-        return df
-    return df.melt(id_vars=["source", "recording", "tokens"], value_vars=["allocated_mib", "used_mib", "theory_mib"],
+def trap_at(geometry: Geometry, tokens: tuple[int, ...], kv_format: str = "fp16") -> dict:
+    """{(n, "allocated" | "used"): MiB} after n single-token updates, for each n in `tokens` (allocsim)."""
+    per_token = sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in _full_layers(geometry))
+    out = {}
+    for n in tokens:
+        state = allocsim.simulate("KVCache", [1] * n)
+        out[n, "allocated"], out[n, "used"] = state.capacity * per_token / MIB, state.offset * per_token / MIB
+    return out
+
+
+def trap_format(rec: Recording) -> str:
+    """The cache format a recording's trap section measured (its method, else its geometry's or model's KV format)."""
+    method = rec.data.get("method", {})
+    trap = method.get("trap", {}) if isinstance(method, dict) else {}
+    model = rec.data["model"]
+    return str((trap.get("kv_dtype") if isinstance(trap, dict) else None) or model.get("geometry_kv_format") or model.get("kv_format") or "fp16")
+
+
+def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFrame:
+    """Measured points of the trap chart: KVCache fed token by token, in `kv_format`, from every recording that
+    measured that; rows of other cache classes (QuantizedKVCache, RotatingKVCache) and update patterns are left out."""
+    frames = []
+    for r in recs:
+        if not r.has("trap") or trap_format(r) != kv_format:
+            continue
+        rows = [row for row in r.rows("trap")
+                if row.get("cache", TRAP_CACHE) == TRAP_CACHE and row.get("pattern", TRAP_PATTERN) == TRAP_PATTERN]
+        if rows:
+            frames.append(pd.DataFrame(rows).assign(recording=r.id))
+    if not frames:
+        return pd.DataFrame(columns=["recording", "tokens", "series", "mib"])
+    df = pd.concat(frames, ignore_index=True)
+    return df.melt(id_vars=["recording", "tokens"], value_vars=["allocated_mib", "used_mib", "theory_mib"],
                    var_name="series", value_name="mib").assign(series=lambda d: d["series"].str.removesuffix("_mib"))
 
 
@@ -288,11 +372,31 @@ def worked_check(rec: Recording) -> dict | None:
             "gbps_a": float(a["implied_gbps"]), "gbps_b": float(b["implied_gbps"])}
 
 
+def chip_memory_bytes(chip: hardware.Chip) -> int | None:
+    """The most memory a model may use on `chip`: its largest memory option (vendors' "GB" are GiB) within
+    macOS's default GPU share on a Mac; None when the hardware table lists no sizes for it."""
+    if not chip.memory_gb:
+        return None
+    gb, _ = hardware.gpu_memory_limit_gb(float(max(chip.memory_gb)), chip.unified)
+    return int(gb * GIB)
+
+
 def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: hardware.Chip, efficiency: float,
             max_context: int) -> pd.DataFrame:
-    """Predicted tok/s vs context on a chip: at its peak bandwidth and at `efficiency` x peak."""
-    ctxs = contexts(max_context, 256)
-    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
+    """Predicted tok/s vs context on a chip, at its peak bandwidth and at `efficiency` x peak: only at contexts the
+    model supports (max_position_embeddings) and whose weights + KV fit in the chip's largest memory.
+
+    Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
+    """
+    limit = min(max_context, geometry.max_position_embeddings or max_context)
+    ctxs = [t for t in contexts(max_context, 256) if t <= limit] + ([limit] if limit % 256 or limit & (limit - 1) else [])
+    memory = chip_memory_bytes(chip)
+    if memory is not None:
+        weights = weights_bytes(geometry, weights_format)
+        ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
+    if not ctxs:
+        return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
+    frames = [pd.DataFrame(predict_decode(geometry, sorted(set(ctxs)), spec, weights_format, chip.chip, share)).assign(series=series)
               for series, share in (("peak", 1.0), ("effective", efficiency))]
     return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]
 
@@ -305,20 +409,39 @@ def _with_kv_heads(geometry: Geometry, heads: int) -> Geometry:
     return dataclasses.replace(geometry, layers=layers)
 
 
-def heads_compare(geometry: Geometry, context: int, spec: KvSpec = KvSpec()) -> pd.DataFrame:
-    """KV bytes at `context` if every attention head kept its own K/V (MHA), as configured, or one shared (MQA)."""
+def mla_mha_dims(config: dict) -> tuple[int, int] | None:
+    """For an MLA model, the per-head K and V dims of the multi-head attention its latent replaces
+    (qk_nope_head_dim + qk_rope_head_dim, v_head_dim), from its config.json; None for other models."""
+    if not all(isinstance(config.get(k), int) for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")):
+        return None
+    return config["qk_nope_head_dim"] + config["qk_rope_head_dim"], config["v_head_dim"]
+
+
+def heads_compare(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), mha_dims: tuple[int, int] | None = None) -> pd.DataFrame:
+    """KV bytes at `context` if every attention head kept its own K/V (MHA), as configured, or one shared (MQA).
+
+    An MLA model caches one latent per token: compared with the MHA it replaces (every head's K and V at
+    `mha_dims`, see mla_mha_dims) when those dims are known.
+    """
     actual = max((l.kv_heads for l in geometry.layers if l.kind in ("full", "sliding")), default=0)
-    variants = [("mha", geometry.num_attention_heads), ("gqa" if 1 < actual < geometry.num_attention_heads else "this", actual), ("mqa", 1)]
     if any(l.kind == "mla" for l in geometry.layers):
-        variants = [("mla", 0)]
-    rows = []
-    for name, heads in variants:
-        g = geometry if heads in (0, actual) else _with_kv_heads(geometry, heads)
-        rows.append({"variant": name, "kv_heads": heads or None, "kv_bytes": kv_bytes(g, context, spec)})
+        variants = [("mha", geometry.num_attention_heads, _mla_as_mha(geometry, mha_dims))] if mha_dims else []
+        variants.append(("mla", None, geometry))
+    else:
+        variants = [("mha", geometry.num_attention_heads), ("gqa" if 1 < actual < geometry.num_attention_heads else "this", actual), ("mqa", 1)]
+        variants = [(name, heads, geometry if heads == actual else _with_kv_heads(geometry, heads)) for name, heads in variants]
+    rows = [{"variant": name, "kv_heads": heads, "kv_bytes": kv_bytes(g, context, spec)} for name, heads, g in variants]
     df = pd.DataFrame(rows)
     df["gib"] = df["kv_bytes"] / GIB
     df["vs_mha"] = df["kv_bytes"] / df["kv_bytes"].max()
     return df
+
+
+def _mla_as_mha(geometry: Geometry, dims: tuple[int, int]) -> Geometry:
+    k_dim, v_dim = dims
+    layers = tuple(dataclasses.replace(l, kind="full", kv_heads=geometry.num_attention_heads, k_dim=k_dim, v_dim=v_dim)
+                   if l.kind == "mla" else l for l in geometry.layers)
+    return dataclasses.replace(geometry, layers=layers)
 
 
 def format_table(geometry: Geometry, formats: list[str], activation_dtype: str = "fp16") -> pd.DataFrame:
@@ -336,16 +459,39 @@ def format_table(geometry: Geometry, formats: list[str], activation_dtype: str =
     return pd.DataFrame(rows)
 
 
+def format_groups(geometry: Geometry, formats: list[str]) -> dict[str, str]:
+    """Each format's legend name: formats that cost the same bytes per token on this model share one line and one
+    name (mlx-q8 and q8_0 both take 8.5 bits per value at group 64 / block 32). Example: {"mlx-q8": "mlx-q8 = q8_0", ...}."""
+    table = format_table(geometry, formats)
+    names = {}
+    for _, group in table.groupby("bytes_per_token", sort=False):
+        label = " = ".join(group["format"])
+        names.update({name: label for name in group["format"]})
+    return names
+
+
 def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> pd.DataFrame:
-    df = pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), list(format_table(geometry, formats)["format"])))
-    return df.assign(gib=df["kv_bytes"] / GIB)[["context", "format", "gib"]]
+    """KV GiB vs context per format, one line per distinct cost (see format_groups), up to the model's own limit."""
+    names = format_groups(geometry, formats)
+    keep = []  # the first format of each group draws the group's line
+    for name, label in names.items():
+        if all(names[k] != label for k in keep):
+            keep.append(name)
+    df = pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), keep))
+    return df.assign(gib=df["kv_bytes"] / GIB, format=df["format"].map(names))[["context", "format", "gib"]]
 
 
 def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:
-    """Longest context per KV format that the calculator calls "fits" in `memory_gib` (vendors' "GB" of RAM are GiB)."""
+    """Longest context per KV format that the calculator calls "fits" in `memory_gib` (vendors' "GB" of RAM are GiB),
+    capped at the model's max_position_embeddings (`capped` says where the model, not the memory, sets the limit)."""
     weights, available = weights_bytes(geometry, weights_format), int(memory_gib * GIB)
-    rows = [{"format": name, "max_context": max_context(geometry, KvSpec(name, name), sequences, weights, available)}
-            for name in format_table(geometry, formats)["format"]]
+    model_max = geometry.max_position_embeddings
+    rows = []
+    for name in format_table(geometry, formats)["format"]:
+        memory_max = max_context(geometry, KvSpec(name, name), sequences, weights, available)
+        capped = bool(model_max and memory_max > model_max)
+        rows.append({"format": name, "max_context": model_max if capped else memory_max, "memory_max_context": memory_max,
+                     "capped": capped})
     return pd.DataFrame(rows)
 
 

@@ -10,11 +10,12 @@ from kvcore import calculator
 from kvcore.formulas import MAX_CONTEXT, KvSpec
 from kvcore.geometry import Geometry, load_preset, parse_config, parse_json_text
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
-from kvcore.units import GIB
+from kvcore.units import GIB, fmt_bytes
 
 from . import i18n
-from .data import arrow, section_cache
+from .data import arrow, md_table, section_cache
 from .export import make_chart
+from .sections import limit_rule
 
 CUSTOM = "custom"
 NUMBERS = ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes", "weights_bytes_active")
@@ -80,7 +81,6 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
     result = calculator.calculate(g, ctx, seqs, spec, w)
     need = result["weights_bytes"] + result["kv_bytes"]
     out = {"result": result, "need": need, "verdict": calculator.verdict(need, mem_bytes),
-           "numbers": arrow(pd.DataFrame([{"quantity": q, "bytes": result[q]} for q in NUMBERS])),
            "layers": pd.DataFrame(result["per_layer"])}
     if out["verdict"].status != "fits":
         weights = result["weights_bytes"]
@@ -88,6 +88,17 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
                          calculator.max_sequences(g, spec, ctx, weights, mem_bytes),
                          calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec))
     return out
+
+
+@cached
+def numbers_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str) -> str:
+    """numbers()' byte counts as a markdown table in `lang`: each quantity's name, its size in readable units and
+    its exact bytes."""
+    result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
+    t = lambda key: i18n.translate(lang, key)  # noqa: E731
+    rows = pd.DataFrame([{"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]} for q in NUMBERS])
+    return md_table(rows, {"quantity": (t("calc.col_quantity"), None), "size": (t("calc.col_size"), None),
+                           "bytes": (t("calc.col_bytes"), "{:,}")})
 
 
 @cached
@@ -110,19 +121,33 @@ def memory_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, 
     curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats))
     line = pd.DataFrame([{"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes} for c in (contexts[0], contexts[-1])])
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
-    return make_chart(data, "series_chart", data, "context", "gib", "format", t("common.context"), "GiB", log_x=True, log_y=True,
-                      dashed=t("calc.available_line"))
+    return make_chart(data, "series_chart", data, "context", "gib", "format", t("common.context"), "GiB", log_x=True,
+                      log_y=True, dashed=t("calc.available_line"), rules=limit_rule(g, contexts[-1], lang))
 
 
 @cached
-def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, chip: str, share: float, lang: str) -> dict:
-    """Predicted tok/s vs context on `chip` at `share` of its peak, and the value at the reader's context."""
+def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, chip: str, share: float,
+                 lang: str) -> dict:
+    """Predicted tok/s vs context on `chip` at `share` of its peak, marked at the reader's context ("here").
+
+    When weights + KV do not fit at `ctx`, nothing is predicted there (here None) and the curve stops at the
+    longest context that fits (`fits_to`; 0: not even one token, no chart).
+    """
     g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
-    rows = calculator.predict_decode(g, chart_contexts(ctx), KvSpec(k, v), w, chip, share, seqs)
-    here = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs)[0]["tokens_per_s"]
+    out = numbers(src, ctx, seqs, k, v, w, mem_bytes)
+    fits = out["verdict"].status != "no"
+    fits_to = ctx if fits else out["levers"][0]
+    if fits_to < 1:
+        return {"chart": None, "here": None, "fits_to": 0}
+    contexts = chart_contexts(ctx) if fits else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
+    rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs)
+    here = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs)[0]["tokens_per_s"] if fits else None
     dec = pd.DataFrame(rows).assign(series=t("calc.predicted"))
-    return {"chart": make_chart(dec, "series_chart", dec, "context", "tokens_per_s", "series", t("common.context"), "tokens/s",
-                                log_x=True), "here": here}
+    marks = (pd.DataFrame([{"context": ctx, "tokens_per_s": here, "label": f"{ctx:,}: {here:,.1f} tok/s"}])
+             if here is not None else None)
+    return {"chart": make_chart(dec, "marked_series_chart", dec, "context", "tokens_per_s", "series", t("common.context"),
+                                t("common.tok_s"), log_x=True, rules=limit_rule(g, contexts[-1], lang), marks=marks),
+            "here": here, "fits_to": fits_to}
 
 
 @section_cache(max_entries=8)

@@ -42,7 +42,7 @@ def _memo_store() -> dict:
 
 
 _memo_lock = threading.Lock()
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = (str, bytes, int, float, bool, type(None))  # bytes: an uploaded file, checked by the engine
 
 
 def _key(value):
@@ -140,6 +140,16 @@ def geometry(preset: str):
 def provenance(rec: Recording) -> dict:
     """views.provenance(rec), once per recording object (read-only: shared)."""
     return memo(rec, "provenance", views.provenance)
+
+
+def source_label(rec: Recording, lang: str, local: bool = False) -> str:
+    """How the site names a source in pickers and legends: its kind (published / measured on Apple Silicon / CPU
+    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'."""
+    from . import i18n
+
+    p = provenance(rec)
+    where = i18n.translate(lang, "source.local") if local else ""
+    return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:

@@ -7,9 +7,7 @@ Example (a page):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import streamlit as st
@@ -17,30 +15,14 @@ import streamlit as st
 from kvcore import recordings
 from kvcore.recordings import Recording
 
-from . import i18n
-from .data import live_status, load_recordings, provenance
+from . import i18n, recording_text
+from .chapters import CHAPTERS, HOME, by_slug
+from .data import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRY = "streamlit_app.py"
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
 LANG_NAMES = {"ja": "日本語", "en": "English"}
-
-
-def page_files() -> list[Path]:
-    """pages/*.py in Streamlit's order (numeric prefix), as the folder-based multipage mode sees them."""
-    folder = ROOT / "pages"
-    return list(_page_files(folder, folder.stat().st_mtime_ns))
-
-
-@lru_cache(maxsize=4)
-def _page_files(folder: Path, mtime_ns: int) -> tuple[Path, ...]:  # a page added or removed changes the mtime
-    return tuple(sorted(p for p in folder.glob("*.py") if not p.name.startswith((".", "_"))))
-
-
-def page_slug(path: Path) -> str:
-    """'pages/2_Nbytes_trap.py' -> 'nbytes_trap' (the i18n key under nav.)."""
-    return re.sub(r"^\d+_", "", path.stem).lower()
 
 
 @dataclass
@@ -62,9 +44,7 @@ class Frame:
         """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
         if rec == LIVE:
             return self.t("source.live")
-        p = provenance(rec)
-        where = self.t("source.local") if rec.id in self.local_ids else ""
-        return f"{self.t('source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
+        return source_label(rec, self.lang, rec.id in self.local_ids)
 
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]
@@ -85,11 +65,12 @@ class Frame:
         if live and not self.live_ok:
             st.sidebar.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
-        self.badge(rec)
+        self.badge(rec, section)
         return rec
 
-    def badge(self, rec: Recording | str) -> None:
-        """The visible provenance of what the page shows: machine, chip, model, method, versions, date or citation."""
+    def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
+        """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
+        date or citation, in one line; full: every field as a list (the Recordings page)."""
         with st.container(border=True):
             if rec == LIVE:
                 import platform
@@ -101,24 +82,28 @@ class Frame:
                 return
             p = provenance(rec)
             st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
-            if p["kind"] == "published":
-                st.caption(self.t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"]))
+            if full:
+                st.markdown(recording_text.provenance_card(rec, self.lang))
             else:
-                st.caption(self.t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"],
-                                  method=p["method"], versions=p["versions"], date=p["date"]))
-                if p["class"] == "other":
-                    st.caption(":material/warning: " + self.t("badge.not_apple"))
+                st.caption(recording_text.badge_line(rec, section, self.lang))
+            if p["class"] == "other":  # measured, not on Apple Silicon
+                st.caption(":material/warning: " + self.t("badge.not_apple"))
 
-    def intro(self, chapter: str, **values) -> None:
-        """The page's title (h1) and lead paragraph: `<chapter>.title` and `<chapter>.lead`, one element."""
-        text("# " + self.t(f"{chapter}.title"), self.t(f"{chapter}.lead", **values))
+    @property
+    def texts(self) -> str:
+        """This page's prefix in the language files (kvsite/chapters.py)."""
+        return by_slug(self.page).texts
 
-    def faq(self, chapter: str, questions: tuple[str, ...], **values) -> None:
+    def intro(self, **values) -> None:
+        """The page's title (h1) and lead paragraph: `<texts>.title` and `<texts>.lead`, one element."""
+        text("# " + self.t(f"{self.texts}.title"), self.t(f"{self.texts}.lead", **values))
+
+    def faq(self, questions: tuple[str, ...], **values) -> None:
         """The chapter's readers' questions, each answered in place, as one markdown element (a heading per
         question gives each answer an anchor to link to; one element, where an expander per question costs
         ~0.3 ms a rerun each)."""
         text(f"## {self.t('faq.title')}",
-             *(f"#### {self.t(f'{chapter}.faq_{q}_q')}\n\n{self.t(f'{chapter}.faq_{q}_a', **values)}" for q in questions))
+             *(f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}" for q in questions))
 
     def selected(self, event, field_name: str) -> list[str]:
         """Legend values the reader picked in a chart (empty: nothing picked)."""
@@ -188,11 +173,9 @@ def setup(page: str) -> Frame:
         t = lambda key, **kw: i18n.translate(lang, key, **kw)  # noqa: E731
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.
-        st.page_link(ENTRY, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
-        for path in page_files():
-            slug = page_slug(path)
-            name = t("nav." + slug) if i18n.has(lang, "nav." + slug) else path.stem.split("_", 1)[-1].replace("_", " ")
-            st.page_link(f"pages/{path.name}", label=name, query_params={"lang": lang})
+        st.page_link(HOME.path, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
+        for chapter in CHAPTERS:
+            st.page_link(chapter.path, label=t("nav." + chapter.slug), query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
     read_only = recordings.read_only() or not recordings.writable(recordings.local_dir())
     live_ok, live_reason = live_status()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,6 +35,25 @@ def translate(lang: str, key: str, /, **values) -> str:
     if text is None:  # a missing key shows itself rather than breaking the page (tests catch it)
         return f"⟨{key}⟩"
     return text.format(**values) if values else text
+
+
+def join(lang: str, *sentences: str) -> str:
+    """Sentences of one paragraph, joined as the language writes them: Japanese runs them on without a space,
+    English puts one between. join("ja", "値です。", "記事 A…") -> "値です。記事 A…"."""
+    return ("" if lang == "ja" else " ").join(s for s in sentences if s)
+
+
+# Japanese characters: hiragana, katakana (with ー), CJK ideographs, CJK and full-width punctuation.
+JAPANESE_CHARS = "\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u4e00-\u9fff\uff00-\uffef"
+STRAY_SPACE = re.compile(rf"[{JAPANESE_CHARS}][ \t]+[{JAPANESE_CHARS}]|[、。][ \t]+\S")
+
+
+def stray_spaces(markdown: str) -> list[str]:
+    """Spaces a Japanese reader sees where Japanese writes none: between two Japanese characters, or after 、。.
+    A paragraph's line breaks count as the spaces a browser makes of them; blank lines, list items, table
+    rows and headings stay apart; bold markers are dropped. stray_spaces("使い、\\n補間") -> ["、 補"]."""
+    blocks = re.split(r"\n\s*\n|\n(?=\s*[-|#])", markdown.replace("**", ""))
+    return [m.group(0) for b in blocks for m in STRAY_SPACE.finditer(re.sub(r"\s*\n\s*", " ", b.strip()))]
 
 
 def error_text(lang: str, error: Exception) -> str:

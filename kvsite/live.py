@@ -21,6 +21,7 @@ from kvcore.recordings import Recording, RecordingError
 
 from . import i18n
 from .frame import row
+from .recording_text import group_name, translated_table
 
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
@@ -131,9 +132,18 @@ def _poll(f, key: str) -> None:
     if job.state != "running":
         st.rerun()  # the whole page now shows the final result
     st.progress(min(1.0, job.done / max(1, job.total)), text=job.text or f.t("live.starting"))
-    rows = job.sections.get("decode") or []
-    if rows:
-        st.dataframe(pd.DataFrame(rows)[["context", "ms_per_token", "tokens_per_s"]], hide_index=True)
+    _results(f, job)
+
+
+def _results(f, job: Job) -> None:
+    """What the run has measured so far, a table per section with headers in the page's language."""
+    for section, rows in job.sections.items():
+        if rows:
+            df = pd.DataFrame(rows)
+            if section == "decode":
+                df = df[["context", "ms_per_token", "tokens_per_s"]]
+            st.caption(group_name(f.lang, section))
+            st.dataframe(translated_table(df, f.lang), hide_index=True)
 
 
 def _reason(f, e: Exception) -> str:
@@ -150,7 +160,12 @@ def _status(f, job: Job, key: str) -> None:
         st.error(f.t("live.refused", reason=_reason(f, job.error)))
     elif job.state == "done":
         st.success(f.t("live.done"))
+        if not job.saved:  # kept in view until the reader saves or discards it
+            _results(f, job)
         save_button(f, job)
+        if not job.saved and st.button(f.t("live.discard"), key=f"live_discard_{job.kind}", icon=":material/delete:"):
+            del st.session_state[key]
+            st.rerun()
 
 
 def save_button(f, job: Job) -> None:

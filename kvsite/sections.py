@@ -14,19 +14,44 @@ from kvcore import allocsim, calculator, hardware, views
 from kvcore.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
-from kvcore.formulas import KvSpec, formula_text
+from kvcore.formulas import KvSpec, formula_terms, weights_bytes
+from kvcore.geometry import load_preset
 from kvcore.published import figures
 from kvcore.recordings import Recording
+from kvcore.units import GIB, fmt_num, fmt_pct
 
 from . import i18n
 from .data import arrow, md_table, section_cache
 from .export import make_chart
+from .recording_text import group_name, translated_table
 
 cached = section_cache(max_entries=64)
 
 
 def _tr(lang: str, prefix: str):
     return lambda v: i18n.translate(lang, f"{prefix}{v}")
+
+
+def _t(lang: str):
+    return lambda key, **values: i18n.translate(lang, key, **values)
+
+
+def cols(lang: str, *fields: str) -> dict[str, str]:
+    """Column and tooltip titles for a chart's fields, in `lang` (cols.<field>)."""
+    return {f: i18n.translate(lang, f"cols.{f}") for f in fields}
+
+
+def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = ()) -> dict[str, str]:
+    """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
+    from .data import source_label
+
+    return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, r.id in local_ids) for r in recs}}
+
+
+def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
+    """{legend name: colour}: each recording keeps one colour on every page (kvcore.views.source_colors)."""
+    names, by_id = source_names(recs, lang), views.source_colors(recs)
+    return {names[rid]: colour for rid, colour in by_id.items()}
 
 
 # ---------------------------------------------------------------- facts the prose quotes
@@ -76,14 +101,15 @@ def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
 def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = lambda k, **v: i18n.translate(lang, f"decode.verdict_{k}", **v)  # noqa: E731
-    nums = {"bw": fit.bandwidth_gbps, "peak": fit.peak_gbps or 0, "rms": f"{fit.rms_residual:.0%}", "limit": f"{FAR_BELOW_PEAK:.0%}"}
-    text = t(fit.verdict_code, **nums)
+    nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
+            "limit": fmt_pct(FAR_BELOW_PEAK)}
+    parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
-            text += " " + t("share", share=f"{fit.bandwidth_gbps / fit.peak_gbps:.0%}", peak=fit.peak_gbps)
+            parts.append(t("share", share=fmt_pct(fit.bandwidth_gbps / fit.peak_gbps), peak=nums["peak"]))
         if fit.overhead_s > 0:
-            text += " " + t("overhead", ms=fit.overhead_s * 1e3)
-    return text
+            parts.append(t("overhead", ms=fmt_num(fit.overhead_s * 1e3)))
+    return i18n.join(lang, *parts)
 
 
 @cached
@@ -104,48 +130,61 @@ def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
     work = views.mechanism_work(prompt, new)
     y = "rows_per_step" if per_step else "cumulative_rows"
     data = work.assign(mode=work["mode"].map(_tr(lang, "mechanism.")))[["step", "mode", y]]
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    t = _t(lang)
+    titles = cols(lang, "step", "mode", y)
     last = work[work["step"] == new].set_index("mode")["cumulative_rows"]
-    return {"chart": make_chart(data, "series_chart", data, "step", y, "mode", t("mechanism.x_step"), t(f"mechanism.y_{y}")),
+    return {"chart": make_chart(data.rename(columns=titles), "series_chart", data, "step", y, "mode", t("mechanism.x_step"),
+                                t(f"mechanism.y_{y}"), titles=titles),
             "with": int(last["with_cache"]), "without": int(last["without_cache"])}
 
 
 @cached
 def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
-    measured = views.mechanism_measured(recs)
-    measured["mode"] = measured["mode"].map(lambda m: i18n.translate(lang, f"mechanism.{m.removesuffix('_s')}"))
-    row = measured[measured["recording"] == rec_id].iloc[0]
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(measured, "grouped_bars", measured, "source", "mode", "seconds", t("mechanism.run"),
-                                t("mechanism.seconds")),
-            "new_tokens": int(row["new_tokens"]), "speedup": float(row["speedup"])}
+    """Every run's totals (its largest N) as bars, with and without a cache; the chosen run's speed-up."""
+    t = _t(lang)
+    df = views.mechanism_measured(recs)
+    names = source_names(recs, lang)
+    chips = {r.id: views.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
+    totals = df[df["recording"] == rec_id].iloc[0]
+    df = df.assign(run=df["recording"].map(chips) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
+                   source=df["recording"].map(names), mode=df["mode"].map(_tr(lang, "mechanism.")),
+                   label=df["seconds"].map(lambda v: fmt_num(v, unit="s")))
+    titles = cols(lang, "run", "source", "mode", "seconds", "new_tokens")
+    table = df[["source", "mode", "seconds", "new_tokens"]].rename(columns=titles)
+    return {"chart": make_chart(table, "measured_bars", df, "run", "mode", "seconds", t("mechanism.seconds"), "label", titles=titles,
+                                tooltip=("source", "new_tokens")),
+            "new_tokens": int(totals["new_tokens"]), "speedup": float(totals["speedup"])}
 
 
 # ---------------------------------------------------------------- 2 the .nbytes trap
 
 
-def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None) -> dict:
-    """The simulated curve (and measured points, already cut at `tokens`), the 256/257 numbers."""
-    sim = views.trap_curve(views.load_geometry(views.ARTICLE_MODEL), tokens, fmt)
-    series = lambda d: d.assign(series=d["series"].map(_tr(lang, "trap.")))  # noqa: E731
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    data = series(sim.assign(source=t("trap.simulated")))
-    pts = series(points) if points is not None and not points.empty else None
-    table = data if pts is None else pd.concat([data, pts], ignore_index=True)
-    at = sim.pivot_table(index="tokens", columns="series", values="mib")
-    return {"chart": make_chart(table, "series_chart", data, "tokens", "mib", "series", t("trap.x"), "MiB", points=pts,
-                                step=True, dashed=t("trap.theory")),
-            "at": {(n, s): float(at.loc[n, s]) for n in (256, 257) for s in ("allocated", "used")}}
+TRAP_SERIES = ("allocated", "used", "theory")
+
+
+def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, names: dict[str, str]) -> dict:
+    """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers.
+
+    points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
+    t = _t(lang)
+    g = views.load_geometry(views.ARTICLE_MODEL)
+    series = {s: t(f"trap.{s}") for s in TRAP_SERIES}
+    curve = views.trap_curve(g, tokens, fmt)
+    curve = curve.assign(series=curve["series"].map(series), source=t("trap.simulated"))
+    pts = None
+    if points is not None and not points.empty:
+        pts = points.assign(series=points["series"].map(series), source=points["recording"].map(names))[["tokens", "series", "mib", "source"]]
+    titles = cols(lang, "tokens", "series", "mib", "source")
+    table = (curve if pts is None else pd.concat([curve, pts], ignore_index=True)).rename(columns=titles)
+    return {"chart": make_chart(table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles),
+            "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt)}
 
 
 @cached
 def trap_recorded(tokens: int, fmt: str, lang: str, recs: list[Recording]) -> dict:
-    """trap_chart with the points of every recording with a trap section (fp16 only; none: recs empty)."""
-    points = None
-    if recs:
-        points = views.trap_measured(recs)
-        points = points[points["tokens"] <= tokens]
-    return trap_chart(tokens, fmt, lang, points)
+    """trap_chart with the points of every recording that measured KVCache token by token in `fmt`."""
+    points = views.trap_measured(recs, fmt)
+    return trap_chart(tokens, fmt, lang, points[points["tokens"] <= tokens], source_names(recs, lang))
 
 
 @cached
@@ -160,10 +199,31 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
     t = lambda k: i18n.translate(lang, f"trap.col_{k}")  # noqa: E731
     return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
                            "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),
-                           "slack_pct": (t("slack"), "{:.1f} %")}), error
+                           "slack_pct": (t("slack"), "{:.1f}%")}), error
 
 
 # ---------------------------------------------------------------- 3 linear growth
+
+
+def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
+    """kvcore.formulas.formula_terms written out in `lang`, the way Article A writes the formula:
+    (16 full-attention layers × 2 × 8 KV heads × 64 dims × 2 bytes × 32,768 tokens) = 1,073,741,824 bytes."""
+    t = _t(lang)
+    parts = []
+    for term in terms["terms"]:
+        kind = t(f"growth.f_kind_{term['kind']}")
+        if term["kind"] == "linear":
+            parts.append(t("growth.f_linear", n=term["layers"], kind=kind, state=f"{term['state_bytes']:,}"))
+            continue
+        tokens = (t("growth.f_min", context=f"{terms['context']:,}", window=f"{term['window']:,}") if term["kind"] == "sliding"
+                  else t("growth.f_tokens", n=f"{term['tokens']:,}"))
+        values = dict(n=term["layers"], kind=kind, heads=term["kv_heads"], k=term["k_dim"], v=term["v_dim"],
+                      kb=f"{term['k_bytes']:g}", vb=f"{term['v_bytes']:g}", tokens=tokens)
+        parts.append(t("growth.f_" + ("mla" if term["kind"] == "mla" else "same" if term["same"] else "split"), **values))
+    seqs = t("growth.f_seqs", n=terms["sequences"]) if terms["sequences"] > 1 else ""
+    fmt = t("growth.f_same_format", k=spec.k_format) if spec.k_format == spec.v_format else t("growth.f_formats", k=spec.k_format, v=spec.v_format)
+    return (f"{seqs}(" + " + ".join(parts) + ")" + t("growth.f_total", total=f"{terms['total']:,}", formats=fmt)
+            + "\n" + t("growth.f_per_token", per=f"{terms['per_token']:,}", kib=fmt_num(terms["per_token"] / 1024)))
 
 
 @cached
@@ -175,46 +235,76 @@ def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, re
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
         points = views.growth_measured([rec])
     name = lambda d: d.assign(series=d["series"].map(_tr(lang, "growth.")))  # noqa: E731
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    t = _t(lang)
+    titles = cols(lang, "context", "series", "gib", "bytes", "source")
     data = name(curve)[["context", "series", "gib", "bytes"]]
-    pts = name(points)[["context", "series", "gib", "source"]] if points is not None and not points.empty else None
+    pts = None
+    if points is not None and not points.empty:
+        pts = name(points).assign(source=source_names([rec], lang)[rec.id])[["context", "series", "gib", "source"]]
     top = curve[curve["context"] == curve["context"].max()].set_index("series")["bytes"]
-    return {"formula": formula_text(g, ctx, spec, seqs),
-            "chart": make_chart(data, "series_chart", data, "context", "gib", "series", t("common.context"), "GiB", points=pts,
-                                log_x=True, log_y=True, dashed=t("growth.theory")),
+    return {"formula": formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang),
+            "chart": make_chart(data.rename(columns=titles), "series_chart", data, "context", "gib", "series", t("common.context"), "GiB",
+                                points=pts, log_x=True, log_y=True, dashed=t("growth.theory"), titles=titles,
+                                rules=limit_rule(g, ctx, lang)),
             "points": points is not None, "max_context": int(curve["context"].max()),
             "used": int(top["used"]), "weights": int(top["weights"]),
-            "crossover": views.crossover_context(g, weights, spec, seqs)}
+            "crossover": views.crossover_context(g, weights, spec, seqs), "model_max": g.max_position_embeddings}
+
+
+def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
+    """A vertical mark at the model's max_position_embeddings when a chart's contexts reach past it."""
+    limit = g.max_position_embeddings
+    if not limit or shown_max <= limit:
+        return None
+    return pd.DataFrame([{"context": limit, "label": i18n.translate(lang, "common.model_limit", n=f"{limit:,}")}])
 
 
 @cached
 def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
     layers = views.per_layer(views.load_geometry(model), ctx, KvSpec(kv, kv), seqs)
     layers["kind"] = layers["kind"].map(_tr(lang, "growth.kind_"))
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(layers, "bar_chart", layers.assign(layer=layers["layer"].astype(str)), "layer", "mib", "kind",
-                                t("growth.layer"), "MiB", extra_tooltip=("tokens_held",),
-                                sort=[str(i) for i in layers["layer"]], height={"step": 11})}
+    t = _t(lang)
+    titles = cols(lang, "layer", "mib", "kind", "tokens_held")
+    data = layers.assign(layer=layers["layer"].astype(str))
+    return {"chart": make_chart(data[["layer", "kind", "tokens_held", "mib"]].rename(columns=titles), "bar_chart", data, "layer", "mib",
+                                "kind", t("growth.layer"), "MiB", extra_tooltip=("tokens_held",), sort=[str(i) for i in layers["layer"]],
+                                height={"step": 11}, titles=titles)}
 
 
 # ---------------------------------------------------------------- 4 decode slowdown
 
 
 @cached
-def decode(runs: list[Recording], lang: str) -> dict | None:
-    """Measured points and fitted curves of every run; the first run's worked check, fit and chip. None: no model."""
+def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
+    """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
+    run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
     fits = [views.decode_fit(r) for r in runs]
     pts = [views.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
     if not pts:
         return None
+    t, names = _t(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
+    points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    chart = make_chart(points, "series_chart", lines.assign(series=lines["source"]), "context", "tokens_per_s", "series",
-                       t("common.context"), "tokens/s", points=points.assign(series=points["source"]), log_x=True, log_y=True)
+    lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
+    unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
+    titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
+    table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
+    chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
+                       points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles)
     rec = runs[0]
     return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and views.worked_check(rec),
-            "chip": fits[0] and views.chip_for(rec)}
+            "chip": fits[0] and views.chip_for(rec), "unfit": bool(unfit)}
+
+
+def check_text(check: dict, fit: Fit, lang: str) -> str:
+    """The worked check in words; whether both points imply the same bandwidth is the fit's verdict, not assumed."""
+    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_num(check["weights_bytes"] / 1e9),
+                  kva=fmt_num(check["kv_bytes_a"] / 1e6), kvb=fmt_num(check["kv_bytes_b"] / 1e9),
+                  ta=fmt_num(check["tokens_per_s_a"]), tb=fmt_num(check["tokens_per_s_b"]),
+                  ga=fmt_num(check["gbps_a"]), gb=fmt_num(check["gbps_b"]),
+                  pred=fmt_num(check["predicted_slowdown"]), meas=fmt_num(check["measured_slowdown"]))
+    return i18n.translate(lang, "decode.check_text" if fit.verdict_code == "memory_bound" else "decode.check_text_not_bound", **values)
 
 
 @cached
@@ -225,11 +315,30 @@ def default_efficiency(rec: Recording | None) -> float:
 
 @cached
 def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
-    pred = views.what_if(views.load_geometry(model), weights, KvSpec(), hardware.get_chip(chip), eff, 131072)
+    """Predicted tok/s on a chip where the model fits and supports the context; why not, where it does not."""
+    t = _t(lang)
+    g, c = views.load_geometry(model), hardware.get_chip(chip)
+    pred = views.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
+    memory = views.chip_memory_bytes(c)
+    caveat = t("decode.caveat" if c.unified else "decode.caveat_gpu")
+    if pred.empty:
+        return {"chart": None, "caveat": caveat,
+                "text": t("decode.whatif_no_fit", model=model, weights=weights, need=fmt_num(weights_bytes(g, weights) / GIB),
+                          chip=chip, memory=fmt_num(memory / GIB))}
+    notes = []
+    top = int(pred["context"].max())
+    if g.max_position_embeddings and top == g.max_position_embeddings < WHAT_IF_MAX:
+        notes.append(t("decode.whatif_model_limit", model=model, n=f"{top:,}"))
+    elif top < min(WHAT_IF_MAX, g.max_position_embeddings or WHAT_IF_MAX):
+        notes.append(t("decode.whatif_memory_limit", n=f"{top:,}", chip=chip, memory=fmt_num(memory / GIB)))
     pred["series"] = pred["series"].map(_tr(lang, "decode."))
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(pred, "series_chart", pred, "context", "tokens_per_s", "series", t("common.context"), "tokens/s",
-                                log_x=True, log_y=True)}
+    titles = cols(lang, "context", "series", "tokens_per_s", "bytes_per_token")
+    return {"chart": make_chart(pred.rename(columns=titles), "series_chart", pred, "context", "tokens_per_s", "series",
+                                t("common.context"), t("common.tok_s"), log_x=True, log_y=True, titles=titles),
+            "text": i18n.join(lang, *notes), "caveat": caveat}
+
+
+WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own limit is shorter
 
 
 # ---------------------------------------------------------------- 5 savings
@@ -237,30 +346,39 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
 
 @cached
 def heads(model: str, ctx: int, lang: str) -> dict:
-    """The MHA / this model / MQA chart and one sentence on this model's own query and KV heads."""
+    """The MHA / this model / MQA chart (an MLA model: its latent against the MHA it replaces) and one sentence on
+    this model's own query and KV heads."""
     g = views.load_geometry(model)
-    df = views.heads_compare(g, ctx)
+    df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
     df["variant"] = df["variant"].map(_tr(lang, "savings.variant_"))
-    t = lambda k, **v: i18n.translate(lang, k, **v)  # noqa: E731
+    df["label"] = [fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)") for v, share in zip(df["gib"], df["vs_mha"])]
+    t = _t(lang)
     mla = next((layer for layer in g.layers if layer.kind == "mla"), None)
     kv = max((layer.kv_heads for layer in g.layers if layer.kind in ("full", "sliding")), default=0)
     if mla is not None:
-        text = t("savings.heads_mla", model=model, latent=mla.k_dim, rope=mla.v_dim)
+        text = t("savings.heads_mla", model=model, latent=mla.k_dim, rope=mla.v_dim, share=fmt_pct(df["vs_mha"].min()))
     elif kv and kv < g.num_attention_heads:
         text = t("savings.heads_shared", model=model, q_heads=g.num_attention_heads, kv_heads=kv, ratio=g.num_attention_heads // kv)
     else:
         text = t("savings.heads_mha", model=model, q_heads=g.num_attention_heads)
-    return {"chart": make_chart(df, "bar_chart", df, "variant", "gib", "variant", t("savings.variant"), "GiB",
-                                extra_tooltip=("kv_heads", "vs_mha")), "text": text}
+    titles = cols(lang, "variant", "gib", "kv_heads", "vs_mha")
+    table = df[["variant", "kv_heads", "gib", "vs_mha"]].rename(columns=titles)
+    return {"chart": make_chart(table, "bar_chart", df, "variant", "gib", "variant", t("savings.variant"), "GiB",
+                                extra_tooltip=("kv_heads", "vs_mha"), titles=titles, labels="label", show_legend=False),
+            "text": text}
 
 
 @cached
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
+    """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
+    the formats table."""
     g = views.load_geometry(model)
-    curve = views.formats_curve(g, list(fmts), max(ctx, 8192))
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(curve, "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
-                                log_x=True, log_y=True),
+    top = max(ctx, 8192)
+    curve = views.formats_curve(g, list(fmts), top)
+    t = _t(lang)
+    titles = cols(lang, "context", "format", "gib")
+    return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
+                                log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
                 "bytes_per_token": (t("savings.bytes_token"), "{:,}"), "vs_fp16": ("× fp16", "{:.3f}"),
@@ -269,12 +387,20 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
 
 @cached
 def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
-    """Longest context per format beside the weights; None when nothing fits."""
-    df = views.fits_table(views.load_geometry(model), weights, mem, list(fmts))
+    """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
+    g = views.load_geometry(model)
+    df = views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:
         return None
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(df, "bar_chart", df, "format", "max_context", "format", t("savings.format"), t("savings.max_context"))}
+    t = _t(lang)
+    df["label"] = [t("savings.fits_capped", n=f"{n:,}", memory=f"{m:,}") if capped else f"{n:,}"
+                   for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])]
+    titles = cols(lang, "format", "max_context", "memory_max_context")
+    table = df[["format", "max_context", "memory_max_context"]].rename(columns=titles)
+    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if df["capped"].any() else ""
+    return {"chart": make_chart(table, "bar_chart", df, "format", "max_context", "format", t("savings.format"), t("savings.max_context"),
+                                extra_tooltip=("memory_max_context",), titles=titles, labels="label", show_legend=False),
+            "note": note}
 
 
 @cached
@@ -297,32 +423,52 @@ def turbo(lang: str) -> dict:
 
 @cached
 def benchmark(rec: Recording, lang: str) -> dict:
+    """The weight-precision table of a published benchmark, with its model and chip named."""
     rows = views.section_frame([rec], "benchmark")
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
-    return {"chart": make_chart(rows, "bar_chart", rows, "name", "tokens_per_s", "name", t("savings.weights_precision"), "tokens/s",
-                                extra_tooltip=("peak_memory_gb",), sort=list(rows["name"]))}
+    rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
+    t = _t(lang)
+    p = views.provenance(rec)
+    titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
+    table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
+    return {"chart": make_chart(table, "bar_chart", rows, "name", "tokens_per_s", "name", t("savings.weights_precision"), t("common.tok_s"),
+                                extra_tooltip=("peak_memory_gb",), sort=list(rows["name"]), titles=titles, labels="label", show_legend=False),
+            "title": t("savings.bench_title", model=p["model"], chip=p["chip"], kv=p["kv_format"])}
 
 
 # ---------------------------------------------------------------- recordings
 
 
 @cached
-def recordings_table(recs: list[Recording], local_ids: tuple[str, ...]) -> object:
-    return arrow(views.recordings_table(recs, set(local_ids)))
+def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: str) -> object:
+    """Every recording, one row each, with headers, kinds, places and section names in `lang`."""
+    df = views.recordings_table(recs, set(local_ids))
+    if df.empty:
+        return arrow(df)
+    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    sep = t("recordings.list_sep")
+    df = df.assign(kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")), where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
+                   date=df["date"].str[:10],
+                   sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs])
+    return arrow(translated_table(df, lang, "recordings.col_"))
 
 
 @cached
-def recording_sections(rec: Recording) -> list[tuple]:
-    """(section, rows, Arrow table) per section of one recording."""
+def recording_sections(rec: Recording, lang: str) -> list[tuple]:
+    """(section, its name in `lang`, rows as recorded, Arrow table with headers in `lang`) per section of one recording."""
     out = []
     for section in rec.data["sections"]:
         rows = views.section_frame([rec], section).drop(columns=["source", "recording"])
-        out.append((section, rows, arrow(rows)))
+        out.append((section, group_name(lang, section), rows, arrow(translated_table(rows, lang))))
     return out
 
 
 @cached
-def compare(recs: list[Recording], lang: str) -> dict:
+def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict:
+    """Decode speed vs context of the chosen runs, each in its site-wide colour."""
+    names = source_names(recs, lang)
     rows = views.section_frame(recs, "decode")
-    return {"chart": make_chart(rows, "series_chart", None, "context", "tokens_per_s", "source",
-                                i18n.translate(lang, "common.context"), "tokens/s", points=rows, log_x=True, log_y=True)}
+    rows = rows.assign(source=rows["recording"].map(names))
+    titles = cols(lang, "context", "tokens_per_s", "source")
+    return {"chart": make_chart(rows[["source", "context", "tokens_per_s"]].rename(columns=titles), "series_chart", None, "context",
+                                "tokens_per_s", "source", i18n.translate(lang, "common.context"), i18n.translate(lang, "common.tok_s"),
+                                points=rows, log_x=True, log_y=True, colors=source_colors(all_recs, lang), titles=titles)}

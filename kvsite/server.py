@@ -12,12 +12,13 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from .chapters import all_pages
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-PAGES = {"home": "", "mechanism": "Mechanism", "nbytes_trap": "Nbytes_trap", "linear_growth": "Linear_growth",
-         "decode_slowdown": "Decode_slowdown", "savings": "Savings", "calculator": "Calculator", "recordings": "Recordings"}
+PAGES = {chapter.slug: chapter.url for chapter in all_pages()}  # slug -> URL path
 
 
 def free_port() -> int:

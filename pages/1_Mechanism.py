@@ -2,16 +2,17 @@
 
 import streamlit as st
 
+from kvcore.units import fmt_ratio
 from kvsite import sections
 from kvsite.export import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("mechanism")
-f.intro("mechanism")
+f.intro()
 
 c = row()
-prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", bind="query-params")
-new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", bind="query-params")
+prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
+new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params")
 with c:
     per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
                           format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
@@ -31,8 +32,8 @@ st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")
 if rec is not None:
     measured = sections.mechanism_measured(f.with_section("mechanism"), rec.id, f.lang)
-    st.metric(f.t("mechanism.speedup", n=measured["new_tokens"]), f"{measured['speedup']:.2f}×")
+    st.metric(f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"]))
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
 
-f.faq("mechanism", ("what", "speed"))
+f.faq(("what", "speed"))

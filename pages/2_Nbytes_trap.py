@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.views import ARTICLE_MODEL
-from kvsite import live, sections
+from kvsite import i18n, live, sections
 from kvsite.export import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
@@ -11,41 +11,39 @@ CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns t
 
 f = setup("nbytes_trap")
 geo = sections.article_geometry()
-f.intro("trap", **geo)
+f.intro(**geo)
 rec = f.pick_source("trap", live=True)
 
 c = row()
-tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", bind="query-params")
+tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", format="localized", bind="query-params")
 fmt = c.selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
                      help=f.t("trap.format_help"))
 
 if rec == LIVE:
-    trap = sections.trap_chart(tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt))
-else:
-    trap = sections.trap_recorded(tokens, fmt, f.lang, f.with_section("trap") if rec is not None and fmt == "fp16" else [])
+    trap = sections.trap_chart(tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt), sections.source_names([], f.lang))
+else:  # the chosen recording's points, where it measured this cache class and format
+    trap = sections.trap_recorded(tokens, fmt, f.lang, [rec] if rec is not None else [])
 event = show_chart(f, trap["chart"], "trap_chart", "kv-nbytes-trap")
 if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
 at = trap["at"]
 m = row()
-m.metric(f.t("trap.alloc_at", n=256), f"{at[256, 'allocated']:.3f} MiB")
-m.metric(f.t("trap.alloc_at", n=257), f"{at[257, 'allocated']:.3f} MiB",
-            f"{at[257, 'allocated'] - at[256, 'allocated']:+.3f} MiB", delta_color="inverse")
-m.metric(f.t("trap.used_at", n=256), f"{at[256, 'used']:.3f} MiB")
-m.metric(f.t("trap.used_at", n=257), f"{at[257, 'used']:.3f} MiB",
-            f"{at[257, 'used'] - at[256, 'used']:+.3f} MiB", delta_color="inverse")
-note = f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)
+for kind, key in (("allocated", "trap.alloc_at"), ("used", "trap.used_at")):
+    m.metric(f.t(key, n=256), f"{at[256, kind]:.3f} MiB")
+    m.metric(f.t(key, n=257), f"{at[257, kind]:.3f} MiB", f"{at[257, kind] - at[256, kind]:+.3f} MiB", delta_color="inverse")
+note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
 article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
 if fmt == "fp16" and article:  # Article A measured the fp16 cache only
-    note += " " + f.t("trap.article_note", **article)
-st.caption(note)
+    note.append(f.t("trap.article_note", **article))
+st.caption(i18n.join(f.lang, *note))
 
 text("## " + f.t("trap.chunk_title"), f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
 custom = st.text_input(f.t("trap.custom"), "300, 300", key="updates", bind="query-params", help=f.t("trap.custom_help"))
 table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang)
 if error:
     st.error(error)
+st.caption(f.t("trap.slack_note"))
 RIGHT_WAY = """```python
 used_bytes = 0
 for c in cache:                      # one cache object per layer

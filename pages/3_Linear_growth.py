@@ -4,25 +4,27 @@ import streamlit as st
 
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
-from kvcore.units import gib
+from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import sections
 from kvsite.export import show_chart
 from kvsite.frame import row, setup
 
 f = setup("linear_growth")
-f.intro("growth")
+f.intro()
 rec = f.pick_source("growth")
 
 c = row()
 model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", bind="query-params")
+ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", format_func="{:,}".format, bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 kv = c.selectbox(f.t("common.kv_format"), ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"], key="kv", bind="query-params")
 seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
 
 grow = sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
 st.code(grow["formula"], language=None, wrap_lines=True)
+if grow["model_max"] and ctx > grow["model_max"]:
+    st.caption(":material/info: " + f.t("common.beyond_limit", model=model, n=f"{grow['model_max']:,}"))
 event = show_chart(f, grow["chart"], "growth_chart", f"kv-growth-{model}")
 if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
@@ -31,15 +33,15 @@ if rec is not None and not grow["points"]:
 
 cross = grow["crossover"]
 m = row()
-m.metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{gib(grow['used']):,.3f} GiB")
-m.metric(f.t("growth.weights_m", w=weights), f"{gib(grow['weights']):,.3f} GiB", f"{grow['weights'] / 1e9:,.3f} GB", delta_color="off")
+m.metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{fmt_num(gib(grow['used']))} GiB")
+m.metric(f.t("growth.weights_m", w=weights), f"{fmt_num(gib(grow['weights']))} GiB", help=f.t("growth.weights_gb", gb=fmt_num(grow["weights"] / 1e9)))
 m.metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
 st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
 st.header(f.t("growth.layers_title"))
-layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", bind="query-params")
+layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", format_func="{:,}".format, bind="query-params")
 show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"], "layers_chart", f"kv-per-layer-{model}",
            table=False)
 st.caption(f.t("growth.layers_note"))
 
-f.faq("growth", ("why", "how_much"))
+f.faq(("why", "how_much"))

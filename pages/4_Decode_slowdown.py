@@ -7,12 +7,13 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore import views
 from kvcore.views import ARTICLE_MODEL
+from kvcore.units import fmt_num, fmt_pct, fmt_ratio
 from kvsite import live, sections
 from kvsite.export import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
 
 f = setup("decode_slowdown")
-f.intro("decode")
+f.intro()
 rec = f.pick_source("decode", live=True)
 if rec == LIVE:
     job = live.job_panel(f, "decode")
@@ -21,27 +22,30 @@ if rec == LIVE:
         st.stop()
 
 runs = [rec] + [r for r in f.with_section("decode") if r is not rec and r.id != getattr(rec, "id", None)]
-dec = sections.decode(runs, f.lang)
+dec = sections.decode(runs, f.lang, f.recs)
 if dec is None:
     st.info(f.t("decode.no_model"))
     st.stop()
 event = show_chart(f, dec["chart"], "decode_chart", "kv-decode-vs-context")
 if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
+if dec["unfit"]:
+    st.caption(f.t("decode.unfit_note"))
 
 if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
         m = row()
-        m.metric(f.t("decode.bytes_token"), f"{w['bytes_a'] / 1e9:.3f} → {w['bytes_b'] / 1e9:.3f} GB")
-        m.metric(f.t("decode.predicted"), f"{w['predicted_slowdown']:.2f}×")
-        m.metric(f.t("decode.measured"), f"{w['measured_slowdown']:.2f}×")
-        m.metric(f.t("decode.implied"), f"{w['gbps_a']:.0f} / {w['gbps_b']:.0f} GB/s")
-        st.markdown(f.t("decode.check_text", a=w["context_a"], b=w["context_b"], w=w["weights_bytes"] / 1e9,
-                        kva=w["kv_bytes_a"] / 1e6, kvb=w["kv_bytes_b"] / 1e9, ta=w["tokens_per_s_a"], tb=w["tokens_per_s_b"]))
+        m.metric(f.t("decode.bytes_token"), f"{fmt_num(w['bytes_a'] / 1e9)} → {fmt_num(w['bytes_b'] / 1e9)} GB")
+        m.metric(f.t("decode.predicted"), fmt_ratio(w["predicted_slowdown"]))
+        m.metric(f.t("decode.measured"), fmt_ratio(w["measured_slowdown"]))
+        m.metric(f.t("decode.implied"), f"{fmt_num(w['gbps_a'])} → {fmt_num(w['gbps_b'])} GB/s")
+        st.markdown(sections.check_text(w, fit, f.lang))
     chip = dec["chip"]
-    st.info(f.t("decode.fit", bw=fit.bandwidth_gbps, peak=f"{chip.bandwidth_gbps:g} GB/s ({chip.chip}, {chip.source})" if chip else "—")
-            + "\n\n" + sections.verdict_text(fit, f.lang))
+    fitted = (f.t("decode.fit", bw=fmt_num(fit.bandwidth_gbps), peak=fmt_num(chip.bandwidth_gbps), chip=chip.chip, source=chip.source)
+              if chip else f.t("decode.fit_no_chip", bw=fmt_num(fit.bandwidth_gbps)))
+    show = st.info if fit.memory_bound else st.warning
+    show(fitted + "\n\n" + sections.verdict_text(fit, f.lang))
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
@@ -51,7 +55,13 @@ model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().in
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
 article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 default_eff = sections.default_efficiency(article)
-eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", bind="query-params",
-                  help=f.t("decode.efficiency_help", eff=default_eff, chip=views.provenance(article)["chip"] if article else "—"))
-show_chart(f, sections.what_if(chip_name, model, weights, eff, f.lang)["chart"], "whatif_chart", f"kv-decode-whatif-{model}")
-st.caption(f.t("decode.caveat"))
+eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
+               help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=views.provenance(article)["chip"] if article else "—"))
+what = sections.what_if(chip_name, model, weights, eff, f.lang)
+if what["chart"] is None:
+    st.warning(what["text"])
+else:
+    show_chart(f, what["chart"], "whatif_chart", f"kv-decode-whatif-{model}")
+    if what["text"]:
+        st.caption(what["text"])
+st.caption(what["caveat"])

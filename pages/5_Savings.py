@@ -12,11 +12,11 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup, text
 
 f = setup("savings")
-f.intro("savings")
+f.intro()
 c = row()
 names = preset_names()
 model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", bind="query-params")
+ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", format_func="{:,}".format, bind="query-params")
 
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
@@ -37,7 +37,9 @@ fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)
 if fits is None:
     st.error(f.t("savings.no_fit", mem=mem))
 else:
-    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", table=False)
+    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib")
+    if fits["note"]:
+        st.caption(":material/info: " + fits["note"])
 st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
 
 turbo, nums = sections.turbo(f.lang), sections.published_numbers()
@@ -46,7 +48,9 @@ text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["
      f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
-    show_chart(f, sections.benchmark(bench, f.lang)["chart"], "bench_chart", "mlx-lm-benchmarks", table=False)
+    bench_view = sections.benchmark(bench, f.lang)
+    st.markdown(f"**{bench_view['title']}**")
+    show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks")
     st.caption(f.t("savings.bench_note", source=bench.data["citation"]["source"]))
 
-f.faq("savings", ("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)
+f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

@@ -16,7 +16,7 @@ from kvsite.export import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("calculator")
-f.intro("calc")
+f.intro()
 
 # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
 names = preset_names()
@@ -26,7 +26,7 @@ c = st.columns([3, 2])
 if src == "config":
     upload = c[0].file_uploader(f.t("calc.upload"), type=["json"], key="upload")
     pasted = c[0].text_area(f.t("calc.paste"), key="pasted", height=140)  # size checked by the engine
-    text = upload.getvalue().decode("utf-8", "replace") if upload is not None else pasted
+    text = upload.getvalue() if upload is not None else pasted  # bytes: the engine checks size, binary, UTF-8
     label = upload.name if upload is not None else "config.json"
     st.caption(f.t("calc.config_url_note"))
 else:
@@ -69,6 +69,8 @@ st.caption(f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"])) + "
 show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
 show(f.t(f"calc.verdict_{verdict.status}", share=f"{verdict.share:.0%}", need=fmt_bytes(need), available=fmt_bytes(mem.bytes)))
 st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
+if result["beyond_max_position"]:
+    st.warning(f.t("calc.beyond_limit", n=f"{int(ctx):,}", model=result["model"], limit=f"{result['max_position_embeddings']:,}"))
 if result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
     st.caption(f.t("calc.prefill_peak", peak=fmt_bytes(result["kv_prefill_peak_bytes"])))
 for code, window in calc_site.config_geometry(*src_key).note_codes:  # result["notes"] is the CLI's English
@@ -86,7 +88,7 @@ if "levers" in out:
 
 st.subheader(f.t("calc.formula_title"))
 st.code(result["formula"], language=None, wrap_lines=True)
-st.dataframe(out["numbers"], hide_index=True, key="numbers", column_config={"bytes": st.column_config.NumberColumn(format="%d")})
+st.markdown(calc_site.numbers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang))
 layers = st.expander(f.t("calc.layers_title"), key="layers_open", on_change="rerun")  # lazy: the table is sent only while open
 if layers.open:
     layers.dataframe(calc_site.layers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang),
@@ -104,7 +106,12 @@ eff = calc_site.efficiency(f.recs)
 low, high, _ = efficiency_range()  # the published range the assumed share sits in
 st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
            else f.t("calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)))
-dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, speed_chip, eff.share, f.lang)
-st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
-show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")
+dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, speed_chip, eff.share, f.lang)
+if dec["here"] is not None:
+    st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
+else:  # a run that does not fit has no speed to predict
+    st.info(f.t("calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none", n=f"{int(ctx):,}", need=fmt_bytes(need, decimal=False),
+                available=fmt_bytes(mem.bytes, decimal=False), fits_to=f"{dec['fits_to']:,}"))
+if dec["chart"] is not None:
+    show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")
 st.caption(f.t("calc.decode_note"))

@@ -120,6 +120,49 @@ def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
     for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
-        spec = KvSpec(row.format, row.format)
-        assert fits(g, row.max_context, spec, 1, weights, available)
-        assert not fits(g, row.max_context + 1, spec, 1, weights, available)
+        spec = KvSpec(row.format, row.format)  # memory's own answer, before the model's 131,072-token limit caps it
+        assert fits(g, row.memory_max_context, spec, 1, weights, available)
+        assert not fits(g, row.memory_max_context + 1, spec, 1, weights, available)
+        assert row.max_context == min(row.memory_max_context, g.max_position_embeddings)
+
+
+@pytest.mark.parametrize("name, limit", [("llama-3.1-8b", 131072), ("mistral-7b-v0.1", 32768), ("qwen3-8b", 40960),
+                                         ("smollm2-1.7b", 8192)])
+def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not(name, limit):
+    from kvcore.calculator import calculate
+
+    g = geometry(name)
+    assert g.max_position_embeddings == limit == load_preset(name)["config"]["max_position_embeddings"]
+    at, past = calculate(g, limit), calculate(g, limit + 1)
+    assert (at["beyond_max_position"], past["beyond_max_position"]) == (False, True)
+    assert past["max_position_embeddings"] == limit
+
+
+def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
+    from kvcore.calculator import calculate
+
+    config = {k: v for k, v in load_preset("llama-3.2-1b")["config"].items() if k != "max_position_embeddings"}
+    g = parse_config(config, "no-limit")
+    assert g.max_position_embeddings is None
+    assert calculate(g, MAX_CONTEXT)["beyond_max_position"] is False
+
+
+def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_legend():
+    import pandas as pd
+
+    from kvcore import charts
+
+    df = pd.DataFrame(predict_decode(geometry("llama-3.1-8b"), [1024, 32768, 1048576], KvSpec(), "mlx-q4", "M4 Pro", 0.6))
+    rules = pd.DataFrame([{"context": 131072, "label": "model limit 131,072"}])
+    marks = pd.DataFrame([{"context": 32768, "tokens_per_s": df["tokens_per_s"][1], "label": "32,768: 1.0 tok/s"}])
+    spec = charts.marked_series_chart(df.assign(series="predicted"), "context", "tokens_per_s", "series", "context", "tok/s",
+                                      log_x=True, rules=rules, marks=marks).to_dict()
+    inner, point, text = spec["layer"]
+    assert [layer["mark"]["type"] for layer in inner["layer"]] == ["line", "rule", "text"]  # series_chart's own rules
+    assert (point["mark"]["type"], text["mark"]["type"]) == ("point", "text")
+    for layer in (point, text):
+        assert "color" not in layer["encoding"]  # not a series: no legend entry
+        assert (layer["encoding"]["x"]["field"], layer["encoding"]["y"]["field"]) == ("context", "tokens_per_s")
+    assert marks.to_dict("records") in spec["datasets"].values()
+    assert charts.marked_series_chart(df.assign(series="predicted"), "context", "tokens_per_s", "series", "context",
+                                      "tok/s").to_dict().get("mark") is None  # no marks: series_chart as it is

@@ -111,7 +111,7 @@ BAD_INPUT = [
     (["calc", "--model", "llama-3.2-1b", "--context", "10", "--sequences", "0"], "sequences must be a whole number from 1 to"),
     (["calc", "--model", "llama-3.2-1b", "--context", "10", "--kv-format", "int3"], "valid formats: fp32, fp16"),
     (["calc", "--model", "llama-3.2-1b", "--context", "10", "--weights-format", "q9"], "Unknown weights format 'q9'"),
-    (["calc", "--model", "/nonexistent/config.json", "--context", "10"], "Cannot read /nonexistent/config.json"),
+    (["calc", "--model", "/nonexistent/config.json", "--context", "10"], "/nonexistent/config.json does not exist"),
     (["calc", "--context", "10"], "--model"),
 ]
 

@@ -21,7 +21,18 @@ def test_worked_check_292_to_119_tok_s_from_the_preset_alone():
     assert round(bytes_per_generated_token(LLAMA_1B, 1024) / 1e9, 3) == 0.729
     assert round(bytes_per_generated_token(LLAMA_1B, 32768) / 1e9, 3) == 1.769
     assert round(slowdown(LLAMA_1B, 1024, 32768), 2) == 2.43
-    assert round(292 / 119, 2) == 2.45
+
+
+
+def test_article_as_measured_slowdown_comes_from_its_recording():
+    from pathlib import Path
+
+    from kvcore.recordings import load
+    from kvcore.views import worked_check
+
+    check = worked_check(load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml"))
+    assert (check["context_a"], check["context_b"]) == (1024, 32768)
+    assert round(check["measured_slowdown"], 2) == 2.45 and round(check["predicted_slowdown"], 2) == 2.43
 
 
 def test_the_articles_two_points_imply_about_212_gb_s():

@@ -51,7 +51,7 @@ def _row(rows, cache, pattern, tokens=None):
     return next(r for r in rows if r["cache"] == cache and r["pattern"] == pattern and (tokens is None or r["tokens"] == tokens))
 
 
-# reference/mlx_lm_caches.md, one layer of Llama-3.2-1B (8 KV heads x 64, fp16), token by token
+# mlx_lm 0.32.2's KVCache (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py), one layer of Llama-3.2-1B (8 KV heads x 64, fp16), token by token
 @mlx
 @pytest.mark.parametrize("offset, capacity, nbytes, used", [
     (255, 256, 524_288, 522_240), (256, 256, 524_288, 524_288), (257, 512, 1_048_576, 526_336),

@@ -114,6 +114,12 @@ SCALE: dict[str, dict] = {
         q_lora_rank=128, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=128, n_group=2, topk_group=1,
     ),
     "mistral-7b-v0.1": dict(SMALL, num_attention_heads=8, head_dim=128, num_hidden_layers=2, sliding_window=64),
+    # mlx_lm's gemma2.py caches every layer in full (its window is ignored); heads, KV heads and head_dim stay real
+    "gemma-2-2b": dict(SMALL, num_hidden_layers=2, sliding_window=64),
+    # Phi-3: mlx_lm's phi3.py caches every layer in full (sliding_window ignored); fused qkv_proj and gate_up_proj
+    "phi-3-mini-4k": dict(SMALL, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, sliding_window=64),
+    # Qwen v1: 2 heads x kv_channels 128 = hidden_size 256 (mlx_lm's c_proj maps hidden_size -> heads x kv_channels)
+    "qwen-7b-chat": dict(SMALL, num_attention_heads=2, num_hidden_layers=2),
     "qwen3-next-80b-a3b": dict(
         SMALL, num_attention_heads=2, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2,
         moe_intermediate_size=128, shared_expert_intermediate_size=128,

@@ -132,7 +132,7 @@ def test_hostile_yaml_gives_a_named_error(tmp_path, text):
 
 
 def test_an_oversized_file_is_refused(tmp_path):
-    with pytest.raises(RecordingError, match="big.yaml: larger than"):
+    with pytest.raises(RecordingError, match="big.yaml: is larger than"):
         _load_text(tmp_path, "# " + "x" * (recordings.MAX_FILE_BYTES + 10), "big.yaml")
 
 
@@ -199,3 +199,26 @@ def test_bundled_recordings_validate(path):
         assert rec.data["provenance"]["command"].startswith("python -m kvcore record")
         if rec.data["provenance"]["backend"] == "mlx cpu":
             assert "not Apple Silicon" in rec.label
+
+
+def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
+    from kvcore.views import method_groups
+
+    method = {"fill": "synthetic", "warmup": 3, "decode": {"steps": 16, "repeats": 5}, "backend": {"device": "cpu"},
+              "cross_checks": [{"check": "generate_step", "context": 2048, "ratio": 0.99}, {"context": 4096}]}
+    assert method_groups(method) == [
+        ("", [("fill", "synthetic"), ("warmup", 3)]), ("decode", [("steps", 16), ("repeats", 5)]), ("backend", [("device", "cpu")]),
+        ("cross_checks", [("generate_step", {"context": 2048, "ratio": 0.99}), ("2", {"context": 4096})])]
+    assert method_groups({}) == [] and method_groups("real prefill") == [("", [("note", "real prefill")])]
+
+
+def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows():
+    from kvcore.views import method_groups, provenance
+
+    recs, _ = recordings.load_all()
+    p = provenance(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))
+    assert [g for g, _ in method_groups(p["method"])] == ["trap", "growth", "decode", "mechanism", "backend", "cross_checks"]
+    assert p["memory_gb"] == 25.3 and p["command"].startswith("python -m kvcore record") and p["date"]
+    assert p["weights_format"] == "fp32" and p["kv_format"] == "fp32" and not p["citation"]
+    published = provenance(next(r for r in recs if r.id == "published-article-a-m5-pro"))
+    assert published["citation"] and published["note"] and published["vendor"] == "Apple" and method_groups(published["method"]) == []

@@ -13,10 +13,11 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from kvcore.formats import FORMATS
+from kvsite.chapters import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
-PAGES = sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))  # every page, as Streamlit lists them
+PAGES = [chapter.path for chapter in CHAPTERS]  # every chapter's page (kvsite/chapters.py)
 CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
 
 
@@ -116,3 +117,40 @@ def english_runs(text: str, sources: set[str] = frozenset(), words: int = 4) -> 
             runs.append(" ".join(run))
         run = []
     return runs
+
+
+ENGLISH_LABEL_WORD = re.compile(r"(?<![.\w`])[A-Za-z]?[a-z]{3,}\b")  # 'with', 'allocated', 'Tokens'; not '.nbytes', 'MiB', 'fp16'
+
+
+def chart_labels(spec: dict, data: pd.DataFrame | None = None) -> set[str]:
+    """Every text a chart shows that the site writes: axis, legend and tooltip titles, legend entries (the colour
+    scale's domain) and printed bar labels (a `label` column)."""
+    out: set[str] = set()
+
+    def walk(node, key=None):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "title" and isinstance(v, str):
+                    out.add(v)
+                elif k == "domain" and isinstance(v, list):
+                    out.update(x for x in v if isinstance(x, str))
+                else:
+                    walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+
+    walk({k: v for k, v in spec.items() if k not in ("datasets", "data")})
+    if data is not None and "label" in data:
+        out.update(str(v) for v in data["label"].dropna())
+    return out
+
+
+def english_label(text: str, names: set[str] = frozenset()) -> bool:
+    """A label the site writes that is English on a Japanese page: no Japanese character and an English word
+    (names of code, formats, models, chips and units aside; `names` are known names such as model ids)."""
+    if re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", text):
+        return False
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, " ")
+    return bool(ENGLISH_LABEL_WORD.search(text))

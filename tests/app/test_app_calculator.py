@@ -6,13 +6,16 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from app_helpers import ROOT, charts, page, texts
 from kvcore import calculator as calc
 from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.geometry import load_preset, parse_config
-from kvcore.units import GIB
+from kvcore.units import GIB, fmt_bytes
+from kvsite import i18n
+from kvsite.calc import NUMBERS
 
 CALC = "pages/6_Calculator.py"
 
@@ -24,9 +27,23 @@ def cli_json(model, ctx, seq, k, v, w):
     return json.loads(r.stdout)
 
 
+def numbers_rows(at, lang: str = "en") -> list[list[str]]:
+    """The numbers table's cells (a markdown table under the formula): name, readable size, exact bytes."""
+    table = next(m.value for m in at.markdown if m.value.startswith("| " + i18n.translate(lang, "calc.col_quantity") + " |"))
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
 def numbers(at) -> dict:
-    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["quantity", "bytes"])
-    return dict(zip(table["quantity"], table["bytes"]))
+    """{quantity key: exact bytes}, read back through the English quantity names."""
+    names = {i18n.translate("en", f"calc.q_{q}"): q for q in NUMBERS}
+    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at)}
+
+
+def marks_in(spec: dict) -> list[str]:
+    """Every mark type in a (possibly nested) layered Vega-Lite spec."""
+    mark = spec.get("mark")
+    own = [mark["type"] if isinstance(mark, dict) else mark] if mark else []
+    return own + [m for layer in spec.get("layer", []) for m in marks_in(layer)]
 
 
 def metric(at, label_start: str) -> str:
@@ -160,3 +177,55 @@ def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):
     g = geometry("gemma-3-4b")
     assert len(table) == len(g.layers)
     assert set(table["kind"]) == {"full attention", "sliding window"}
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_numbers_table_names_each_quantity_in_the_pages_language_with_readable_sizes(rec_dir, lang):
+    at = page(CALC, lang, ctx=32768)
+    rows = numbers_rows(at, lang)
+    assert [name for name, _, _ in rows] == [i18n.translate(lang, f"calc.q_{q}") for q in NUMBERS]
+    out = cli_json("llama-3.1-8b", 32768, 1, "fp16", "fp16", "mlx-q4")
+    for (name, size, exact), q in zip(rows, NUMBERS):
+        assert exact == f"{out[q]:,}" and size == fmt_bytes(out[q])  # e.g. "4,294,967,296" and "4.00 GiB (4.29 GB)"
+    shown = texts(at)
+    assert not any(q in shown for q in NUMBERS)  # no internal key names in what the reader sees
+
+
+@pytest.mark.parametrize("lang, said", [("en", "max_position_embeddings = 131,072"), ("ja", "max_position_embeddings は131,072です")])
+def test_a_context_past_the_models_limit_is_said_and_marked_on_both_charts(rec_dir, lang, said):
+    at = page(CALC, lang, ctx=200_000)
+    assert not at.exception
+    assert any(said in w.value and "200,000" in w.value for w in at.warning)
+    label = i18n.translate(lang, "common.model_limit", n="131,072")
+    for chart in charts(at):  # memory and decode: a rule at the limit, labelled
+        rule = chart["data"][chart["data"].get("label", pd.Series(dtype=str)) == label]
+        assert list(rule["context"]) == [131072]
+        assert "rule" in marks_in(chart["spec"])
+    within = page(CALC, lang, ctx=131_072)
+    assert not any("max_position_embeddings" in w.value for w in within.warning)
+
+
+def test_the_decode_chart_marks_the_readers_context_with_its_value(rec_dir):
+    at = page(CALC, ctx=50_000, chip="M4 Max (40-core GPU)", ram=128)
+    shown = metric(at, "Predicted decode")
+    assert "point" in marks_in(charts(at)[-1]["spec"])
+    decode = charts(at)[-1]["data"]
+    mark = decode[decode["label"].fillna("").str.startswith("50,000: ")] if "label" in decode else decode.iloc[0:0]
+    assert len(mark) == 1 and mark["context"].iloc[0] == 50_000
+    assert f"{mark['tokens_per_s'].iloc[0]:,.1f} tok/s" == shown == mark["label"].iloc[0].split(": ")[1]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_no_speed_is_predicted_where_it_does_not_fit_and_the_reason_is_given(rec_dir, lang):
+    at = page(CALC, lang, model="llama-3.1-70b", ctx=131072, chip="custom", gib=48)
+    assert not at.exception and at.error  # does not fit
+    assert not any("tok/s" in m.value for m in at.metric)
+    g = geometry("llama-3.1-70b")
+    fits_to = calc.max_context(g, KvSpec(), 1, weights_bytes(g, "mlx-q4"), 48 * GIB)
+    reason = next(i.value for i in at.info if f"{fits_to:,}" in i.value)
+    assert "131,072" in reason and "48.00 GiB" in reason
+    decode = charts(at)[-1]["data"]
+    assert decode["context"].max() == fits_to  # the curve stops where it stops fitting
+    nothing = page(CALC, lang, model="llama-3.1-405b", chip="custom", gib=16)  # the weights alone do not fit
+    assert not nothing.exception and not any("tok/s" in m.value for m in nothing.metric)
+    assert len(charts(nothing)) == 1 and any("16.00 GiB" in i.value for i in nothing.info)  # the memory chart only

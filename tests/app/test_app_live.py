@@ -39,7 +39,7 @@ def test_trap_probe_runs_live_in_the_page(rec_dir):
     at.button(key="live_trap_run").click().run()
     assert not at.exception
     data = charts(at)[0]["data"]
-    live = data[data["recording"] == "live"]
+    live = data[data["source"] == "Live on this machine"]
     alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
     assert (alloc[256], alloc[257]) == (8.0, 16.0)  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
 
@@ -74,7 +74,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     before = sorted(p.name for p in rec_dir.rglob("*"))
     at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
     at.button(key="live_trap_run").click().run()
-    assert any(d["recording"] == "live" for _, d in charts(at)[0]["data"].iterrows())
+    assert any(d["source"] == "Live on this machine" for _, d in charts(at)[0]["data"].iterrows())
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert "live_save_decode" not in [b.key for b in at.button]
     assert "cannot be saved" in texts(at)
@@ -86,7 +86,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
 def test_unwritable_recordings_folder_means_read_only(rec_dir):
     rec_dir.chmod(0o555)
     try:
-        at = page("pages/8_Recordings.py", "en")
+        at = page("pages/7_Recordings.py", "en")
         assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
     finally:
         rec_dir.chmod(0o755)
@@ -100,7 +100,7 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
     assert not at.exception
     assert "Live mode is unavailable" in " ".join(c.value for c in at.sidebar.caption)
     assert charts(at)  # the published figures still show
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/7_Recordings.py", "en")
     assert "Live mode is unavailable" in texts(at)
 
 
@@ -136,3 +136,27 @@ def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
     at = _wait(_start_sweep(at), "job_decode")  # free again: it runs, and releases the machine when done
     assert at.session_state["job_decode"].state == "done" and MACHINE.acquire(blocking=False)
     MACHINE.release()
+
+
+def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_dir):
+    # the same job panel runs the Recordings page's suite; a decode sweep is its quick part (the suite's
+    # without-cache comparison takes minutes on a shared CPU)
+    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)), "job_decode")
+    assert at.session_state["job_decode"].state == "done" and not at.exception
+
+    def results():  # the run's own table, headers in the page's language
+        return [d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value]
+
+    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == [256]
+    assert {"live_save_decode", "live_discard_decode"} <= {b.key for b in at.button}
+    at.run()  # a rerun (any widget) keeps them
+    assert len(results()) == 1
+    at.button(key="live_discard_decode").click().run()
+    assert "job_decode" not in at.session_state and not results() and not (rec_dir / "local").exists()
+
+    at = _wait(_start_sweep(at, contexts=(256,)), "job_decode")
+    at.button(key="live_save_decode").click().run()
+    assert len(list((rec_dir / "local").glob("*.yaml"))) == 1
+    at.run()  # saved: the run is a recording now; the panel says where it went
+    assert not results() and "live_save_decode" not in {b.key for b in at.button}
+    assert "ローカルの記録" in texts(at)

@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app_helpers import CPU_DEMO, PAGES, charts, english_runs, page, source_texts, texts
+from app_helpers import CPU_DEMO, PAGES, chart_labels, charts, english_label, english_runs, page, source_texts, texts
+from kvcore.formats import FORMATS
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.geometry import preset_names
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
-
-
-def test_language_files_have_the_same_keys():
-    ja = {k for k in i18n.texts("ja") if not k.startswith("errors.")}  # errors.*: Japanese only (tests/test_errors.py)
-    assert ja == set(i18n.texts("en"))
+NAMES = {*preset_names(), *FORMATS, *WEIGHT_FORMATS, "tok/s"}  # model ids, format names and units keep their spelling
 
 
 def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
@@ -35,6 +34,8 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert not at.exception, [e.message for e in at.exception]
     shown = texts(at)
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
+    raw = re.findall(r"(?<![\w.,/-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])", re.sub(r"`[^`]*`|https?://\S+", " ", shown))
+    assert not raw, raw  # numbers for readers: 3 significant figures, thousands separators (kvcore.units.fmt_num)
     title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[0]  # Frame.intro: "# title"
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
     if lang == "ja":  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
@@ -44,6 +45,15 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
         sources = source_texts(rec_dir)
         english = {p: runs for p in prose if (runs := english_runs(p, sources))}
         assert not english, english
+        spaced = {p[:40]: spaces for p in prose if (spaces := i18n.stray_spaces(p))}  # joins in code included
+        assert not spaced, spaced
+        # what charts, tables and formulas say is Japanese too: titles, legends, tooltips, bar labels, column headers
+        labels = {text for c in charts(at) for text in chart_labels(c["spec"], c["data"])}
+        labels |= {str(col) for df in at.dataframe for col in df.value.columns}
+        english = sorted(text for text in labels if english_label(text, NAMES))
+        assert not english, english
+        formulas = [c.value for c in at.code if not c.language]
+        assert not [f for f in formulas if english_runs(f, sources, words=2)], formulas
 
 
 def test_english_runs_finds_a_sentence_inside_japanese():
@@ -79,18 +89,42 @@ def test_badge_of_the_default_source_is_the_published_m5_pro(rec_dir):
 def test_trap_slider_changes_the_chart_data_and_shows_the_jump(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en")
     assert charts(at)[0]["data"]["tokens"].max() == 600
-    at.slider(key="tokens").set_value(1000).run()
+    at.slider(key="tokens").set_value(2048).run()  # ?tokens=2048 once sent 6,144 rows and hit Altair's limit
+    assert not at.exception
     data = charts(at)[0]["data"]
-    assert data["tokens"].max() == 1000
-    alloc = data[(data["series"] == "allocated (.nbytes)") & data["recording"].isna()].set_index("tokens")["mib"]
-    assert (alloc[256], alloc[257]) == (8.0, 16.0)  # allocated jumps 8.0 -> 16.0 MiB at 257
+    assert data["tokens"].max() == 2048
+    sim = data[data["source"] == "kvcore simulation of mlx_lm's allocator"]
+    alloc = sim[sim["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
+    # drawn from its breakpoints (step-after): 8 MiB from token 1, 16.0 MiB from 257, ... 64 MiB at 2048
+    assert list(alloc.index) == [1, 257, 513, 769, 1025, 1281, 1537, 1793, 2048]
+    assert (alloc[1], alloc[257], alloc[2048]) == (8.0, 16.0, 64.0)
+    assert len(data) < 30
+
+
+def test_trap_points_are_the_chosen_runs_kvcache_token_by_token_only(rec_dir):
+    """The CPU demo recorded KVCache, QuantizedKVCache and RotatingKVCache rows and chunk patterns: only its KVCache
+    token-by-token rows belong on the fp16 chart (stray dots at 4.25/8.5/12.75 MiB came from the others)."""
+    at = page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", tokens=2048)
+    data = charts(at)[0]["data"]
+    measured = data[data["source"].str.startswith("Measured")]
+    from kvcore.recordings import load
+
+    rows = [r for r in load(rec_dir / "measured-linux-cpu-demo-mlx-cpu.yaml").rows("trap")
+            if r["cache"] == "KVCache" and r["pattern"] == "token by token"]
+    allocated = measured[measured["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"].to_dict()
+    assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
+    assert not set(measured["mib"]) & {4.25, 8.5, 12.75}
+    assert set(measured["source"]) == {"Measured (CPU demonstration): Intel(R) Xeon(R) Processor — "
+                                       "cpu-demo (decode, mechanism); llama-3.2-1b geometry (trap, growth)"}
+    q4 = charts(page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", fmt="mlx-q4"))[0]["data"]
+    assert not q4["source"].str.startswith("Measured").any()  # it measured the fp16 KVCache only
 
 
 def test_trap_format_and_chunk_pattern(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en", fmt="mlx-q4", updates="1,256")
     data = charts(at)[0]["data"]
     alloc = data[data["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
-    assert alloc[256] == pytest.approx(8.0 * 576 / 2048)  # mlx-q4: 576 B per token per layer vs fp16's 2048
+    assert alloc[1] == pytest.approx(8.0 * 576 / 2048)  # 256 rows from the first token on; mlx-q4: 576 B per token per layer vs fp16's 2048
     row = next(line for m in at.markdown for line in m.value.splitlines() if line.startswith("| `1,256` |"))
     assert row.split("|")[3].strip() == "257"  # the reader's pattern, in the table: capacity 257
 
@@ -115,7 +149,7 @@ def test_decode_worked_check_matches_the_article(rec_dir):
     at = page("pages/4_Decode_slowdown.py", "en")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Predicted slowdown"] == "2.43×" and metrics["Measured slowdown"] == "2.45×"
-    assert metrics["Bytes read per token"] == "0.729 → 1.769 GB"
+    assert metrics["Bytes read per token"] == "0.729 → 1.77 GB"  # 3 significant figures
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
@@ -152,10 +186,50 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
 
 
 def test_recordings_page_lists_every_run(rec_dir):
-    at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
-    ids = set(next(d.value for d in at.dataframe if "recording" in d.value)["recording"])
+    at = page("pages/7_Recordings.py", "en", rec=CPU_DEMO)
+    ids = set(next(d.value for d in at.dataframe if "ID" in d.value)["ID"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
+
+
+@pytest.mark.parametrize("lang, fields, method", [
+    ("en", ["**Machine and backend**: Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0), 16 GB RAM", "**Chip**: Test CPU 9000", "**Model**: cpu-demo",
+            "**KV format**: fp32", "**Versions**: python 3.11.2, mlx 0.32.4, mlx_lm 0.32.2, kvcore 0.1.0",
+            "**Date**: 2026-11-29 00:00 UTC", "**Command**: `tests/app fixture`"],
+     "fill: synthetic; 3 warm-up steps; 16 timed steps; 3 repeats"),
+    ("ja", ["**マシンとバックエンド**：Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0)、RAM 16 GB", "**チップ**：Test CPU 9000", "**モデル**：cpu-demo",
+            "**KV の形式**：fp32", "**日時**：2026-11-29 00:00 UTC"],
+     "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し")])
+def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_dir, lang, fields, method):
+    at = page("pages/7_Recordings.py", lang, rec=CPU_DEMO)
+    card = next(m.value for m in at.markdown if m.value.startswith("- **"))
+    for field in fields:
+        assert "- " + field in card.splitlines()
+    assert f"  - {method}" in card.splitlines()
+    assert "{" not in card and "warmup" not in card  # no mapping dumped as it is stored
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang):
+    at = page("pages/7_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
+    card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
+    command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
+    assert not [line for line in card if "`" in line and not line.startswith(command)]  # `field`: a field without words
+    groups = [line.split("**")[1] for line in card if line.startswith("  - **")]
+    assert groups == [i18n.translate(lang, f"recordings.section_{g}") for g in
+                      ("trap", "growth", "decode", "mechanism", "backend", "cross_checks")]
+
+
+def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
+    at = page("pages/7_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
+    listing, section = (d.value for d in at.dataframe)
+    assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
+    assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
+    assert all(JAPANESE.search(s) for s in listing["データ"])
+    assert [t.label.split(" · ")[0] for t in at.tabs] == [".nbytes の罠", "KV の増え方", "decode 速度", "キャッシュの有無"]
+    assert all(JAPANESE.search(c) for c in section.columns), list(section.columns)  # the open tab: the trap rows
+    assert "token by token" not in set(section["追加の仕方"]) and "1 トークンずつ" in set(section["追加の仕方"])
+    assert set(section["キャッシュのクラス"]) == {"KVCache", "RotatingKVCache", "QuantizedKVCache"}  # code names stay
 
 
 @pytest.mark.parametrize("model,expected", [("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
@@ -176,7 +250,7 @@ def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
 
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
-    assert "メモリ律速です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
+    assert "メモリ帯域律速（memory-bound）です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
     at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
 
@@ -189,7 +263,7 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
     assert sorted(b.proto.label for b in at.get("download_button")) == ["CSV", "PNG", "SVG"]
     table = at.dataframe[0].value
     chart = charts(at)[0]["data"]
-    assert len(table) == len(chart) and table["tokens"].max() == chart["tokens"].max() == 300  # the chart's own rows
+    assert len(table) == len(chart) and table["Tokens"].max() == chart["tokens"].max() == 300  # the chart's own rows, titled for readers
     at.session_state["trap_chart_data"] = False
     at.run()
     assert not at.get("download_button")
@@ -199,8 +273,8 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 # (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
 RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
-    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes"}, "published": {"source"},
-    "hardware": {"chips", "<listcomp>", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
+    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
+    "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
     "views": {"provenance", "source_class", "<genexpr>"},
 }
 

@@ -8,22 +8,22 @@ from kvsite.export import show_chart
 from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")
-f.intro("recordings")
-st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids))), hide_index=True, width="stretch")
+f.intro()
+st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang), hide_index=True, width="stretch")
 
 ids = [r.id for r in f.recs]
 if ids:
     by_id = {r.id: r for r in f.recs}
     pick = url_choice(st.selectbox, f.t("recordings.pick"), ids, ids[0], "rec", format_func=lambda i: f.label(by_id[i]))
     rec = by_id[pick]
-    f.badge(rec)
+    f.badge(rec, full=True)
     st.download_button(f.t("recordings.yaml"), lambda: yaml_bytes(rec), f"{rec.id}.yaml", "application/x-yaml", key="rec_yaml",
                        on_click="ignore", icon=":material/download:")
-    parts = sections.recording_sections(rec)
+    parts = sections.recording_sections(rec, f.lang)
     # one tab per section; lazy (on_change="rerun"): only the open tab's table and button are sent
-    tabs = st.tabs([f"{section} · {len(rows)} {f.t('recordings.rows')}" for section, rows, _ in parts], key=f"rec_tab_{rec.id}",
+    tabs = st.tabs([f.t("recordings.tab", name=name, n=f"{len(rows):,}") for _, name, rows, _ in parts], key=f"rec_tab_{rec.id}",
                    on_change="rerun") if parts else []
-    for tab, (section, rows, table) in zip(tabs, parts):
+    for tab, (section, _, rows, table) in zip(tabs, parts):
         if tab.open:
             with tab:
                 st.dataframe(table, hide_index=True, width="stretch")
@@ -34,7 +34,7 @@ if ids:
     decode_ids = [r.id for r in f.recs if r.has("decode")]
     chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
     if chosen:
-        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang)["chart"], "compare_chart", "kv-recordings-decode")
+        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode")
 
 if not f.live_ok:
     st.header(f.t("recordings.live_title"))

@@ -1,0 +1,120 @@
+"""How a recording reads on the site: its provenance as translated fields, its method in words, its tables with
+translated headers. The recording's own texts (titles, citations, free-text method notes) are quoted as written.
+
+Example: method_words(rec, "decode", "en") -> "fill: synthetic; 3 warm-up steps; 16 timed steps; 3 repeats"
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvcore.recordings import Recording
+from kvcore.views import method_groups
+
+from . import i18n
+from .data import provenance, section_cache
+
+cached = section_cache(max_entries=128)
+
+
+def _value(lang: str, value) -> str:
+    """A method or table value for readers: thousands separators, short floats, known words translated."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(lang, v) for v in value)
+    if isinstance(value, dict):
+        return i18n.translate(lang, "recordings.list_sep").join(_phrase(lang, k, v) for k, v in value.items())
+    return value_text(lang, str(value))
+
+
+def value_text(lang: str, value: str) -> str:
+    """A recorded word the site has a translation for (`recordings.value_<word>`, e.g. 'token by token'), else as written."""
+    key = "recordings.value_" + value.strip().replace(" ", "_")
+    return i18n.translate(lang, key) if i18n.has(lang, key) else value
+
+
+def _phrase(lang: str, field: str, value) -> str:
+    """One method field in words (`recordings.m_<field>`), or `field`: value for a field the site has no words for."""
+    key = f"recordings.m_{field}"
+    text = _value(lang, value)
+    return i18n.translate(lang, key, v=text) if i18n.has(lang, key) else f"`{field}`: {text}"
+
+
+def group_name(lang: str, group: str) -> str:
+    """A section's or method group's name in `lang` (`recordings.section_<name>`), else the name itself."""
+    key = f"recordings.section_{group}"
+    return i18n.translate(lang, key) if i18n.has(lang, key) else group
+
+
+def _items(lang: str, items: list) -> str:
+    sep = i18n.translate(lang, "recordings.method_sep")
+    return sep.join(_phrase(lang, k, v) if not isinstance(v, dict) else i18n.translate(lang, "recordings.named", name=k, v=_value(lang, v))
+                    for k, v in items)
+
+
+@cached
+def method_words(rec: Recording, section: str | None, lang: str) -> str:
+    """The recording's method in one line: its top-level fields and, given a section, that section's method."""
+    groups = method_groups(provenance(rec)["method"])
+    chosen = [(g, items) for g, items in groups if g == "" or g == section]
+    return i18n.translate(lang, "recordings.method_sep").join(_items(lang, items) for _, items in chosen if items)
+
+
+def _date(text: str) -> str:
+    """'2026-11-29T15:09:09Z' -> '2026-11-29 15:09 UTC'; anything else as written."""
+    if len(text) >= 16 and text[10] == "T" and text.endswith("Z"):
+        return f"{text[:10]} {text[11:16]} UTC"
+    return text
+
+
+@cached
+def badge_line(rec: Recording, section: str | None, lang: str) -> str:
+    """The chapter pages' one-line badge: published (citation, chip, model) or measured (chip, machine, model,
+    the method of the section shown, versions, date)."""
+    p = provenance(rec)
+    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    if p["kind"] == "published":
+        return t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"])
+    return t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"], method=method_words(rec, section, lang) or "—",
+             versions=p["versions"], date=_date(p["date"]))
+
+
+@cached
+def provenance_card(rec: Recording, lang: str) -> str:
+    """The full provenance as a markdown list of translated fields: machine, chip, model, weights and KV format,
+    method in words (one line per group), versions, date, command, citation. Fields the recording lacks are left out."""
+    p = provenance(rec)
+    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    machine = p["machine"] + (t("recordings.memory", gb=p["memory_gb"]) if p["memory_gb"] else "")
+    fields = [("machine", machine), ("chip", " ".join(filter(None, (p["vendor"], p["chip"])))), ("model", p["model"]),
+              ("weights_format", value_text(lang, str(p["weights_format"])) if p["weights_format"] else ""),
+              ("kv_format", value_text(lang, str(p["kv_format"])) if p["kv_format"] else ""),
+              ("method", None), ("versions", p["versions"]), ("date", _date(p["date"])),
+              ("command", f"`{p['command']}`" if p["command"] else ""),
+              ("citation", f"[{p['citation']}]({p['url']})" if p["url"] else p["citation"]), ("note", p["note"])]
+    lines, groups = [], method_groups(p["method"])
+    for name, value in fields:
+        if name == "method" and groups:
+            lines.append(f"- **{t('recordings.f_method')}**")
+            for group, items in groups:
+                words = _items(lang, items)
+                lines.append(f"  - {words}" if not group else f"  - **{group_name(lang, group)}**{t('recordings.colon')}{words}")
+        elif value:
+            lines.append(f"- **{t('recordings.f_' + name)}**{t('recordings.colon')}{value}")
+    return "\n".join(lines)
+
+
+def translated_table(df: pd.DataFrame, lang: str, prefix: str = "cols.") -> pd.DataFrame:
+    """A recording section's rows with headers in `lang` (`cols.<field>`, the site's column names; the recordings
+    list: `recordings.col_<field>`) and known words translated."""
+    out = df.copy()
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].map(lambda v: value_text(lang, v) if isinstance(v, str) else v)
+    key = lambda c: f"{prefix}{c}"  # noqa: E731
+    return out.rename(columns={c: i18n.translate(lang, key(c)) for c in out.columns if i18n.has(lang, key(c))})

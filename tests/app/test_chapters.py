@@ -1,0 +1,47 @@
+"""One list of chapters (kvsite/chapters.py): what Streamlit shows from pages/ is exactly that list, and a chapter
+added there reaches the navigation and the home page."""
+
+from __future__ import annotations
+
+from app_helpers import ROOT, page
+from kvsite import chapters, i18n
+
+
+def test_every_page_file_is_a_chapter_and_every_chapter_a_page_file():
+    files = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith(("_", ".")))
+    assert files == sorted(c.file for c in chapters.CHAPTERS)  # Streamlit would list any other file in the menu
+    assert [int(c.file.split("_")[0]) for c in chapters.CHAPTERS] == sorted(int(c.file.split("_")[0]) for c in chapters.CHAPTERS)
+
+
+def test_every_chapter_has_its_texts_in_every_language():
+    for lang in i18n.LANGS:
+        for c in chapters.all_pages():
+            for key in (f"nav.{c.slug}", f"{c.texts}.title", f"{c.texts}.lead"):
+                assert i18n.has(lang, key), (lang, key)
+            assert c.slug == "home" or i18n.has(lang, f"home.ch.{c.slug}"), (lang, c.slug)
+
+
+def test_the_navigation_number_is_the_file_number(rec_dir):
+    for c in chapters.CHAPTERS:  # "7 · Recordings" lives in pages/7_...: one name per chapter
+        assert i18n.translate("en", f"nav.{c.slug}").startswith(c.file.split("_")[0] + " ·"), c
+
+
+def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(rec_dir, tmp_path, monkeypatch):
+    page_file = ROOT / "pages" / "9_Throwaway.py"
+    page_file.write_text('from kvsite.frame import setup\nf = setup("throwaway")\nf.intro()\n', encoding="utf-8")
+    try:
+        extra = chapters.Chapter("throwaway", "9_Throwaway.py", "throwaway")
+        monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, extra))
+        import kvsite.frame as frame
+
+        monkeypatch.setattr(frame, "CHAPTERS", chapters.CHAPTERS)
+        for key, value in {"nav.throwaway": "9 · Throwaway", "throwaway.title": "Throwaway", "throwaway.lead": "A lead.",
+                           "home.ch.throwaway": "A throw-away chapter."}.items():
+            monkeypatch.setitem(i18n.texts("en"), key, value)
+        at = page(None, "en")
+        assert sum(link.proto.page == "Throwaway" for link in at.get("page_link")) == 2, "the sidebar and the home page list it"
+        at = page(extra.path, "en")
+        assert not at.exception and at.markdown[0].value.startswith("# Throwaway")
+        assert sum(link.proto.label == "9 · Throwaway" for link in at.get("page_link")) == 1  # the sidebar
+    finally:
+        page_file.unlink()

@@ -1,0 +1,127 @@
+"""The Japanese texts follow the style sheet: no stray spaces, one term per concept, です・ます, and the same
+keys and placeholders as the English file. Reads the YAML files only (no Streamlit)."""
+
+from __future__ import annotations
+
+import re
+import string
+
+from markdown_it import MarkdownIt
+
+from kvcore.decode_model import fit_bandwidth
+from kvsite import i18n
+from kvsite.sections import verdict_text
+
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def ja_texts() -> dict[str, str]:
+    return i18n.texts("ja")
+
+
+def shown(text: str) -> list[str]:
+    """The stray spaces a reader would see, placeholders filled with a Latin value."""
+    return i18n.stray_spaces(PLACEHOLDER.sub("X", text))
+
+
+def fields(text: str) -> set[str]:
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+# -------------------------------------------------------------------------- (a) no stray spaces
+
+
+def test_no_space_between_japanese_characters_or_after_a_japanese_comma_or_stop():
+    assert shown("使い、\n補間") and shown("Value を\n作り直す")
+    assert shown("値です。 {x} です") and shown("**KV キャッシュ** です")
+    assert not shown("KV キャッシュの {n:,} トークン、fp16 です。\n\n- 次の段落です。\n- 三つ目です。\n| 表 |")
+    bad = {k: spaces for k, v in ja_texts().items() if (spaces := shown(v))}
+    assert not bad, bad
+    md = MarkdownIt("commonmark")  # taking spaces out must keep bold bold: 「（K）**の」 is no bold in CommonMark
+    broken = {k: v for k, v in ja_texts().items() if "**" in md.render(PLACEHOLDER.sub("X", v))}
+    assert not broken, broken
+
+
+def test_sentences_joined_in_code_run_on_in_japanese():
+    assert i18n.join("ja", "値です。", "", "記事 A です。") == "値です。記事 A です。"
+    assert i18n.join("en", "It is.", "", "Article A.") == "It is. Article A."
+    points = [1e9, 2e9, 4e9]  # 100 GB/s and 2 ms per token, exactly: memory-bound with a fixed time
+    fit = fit_bandwidth(points, [1 / (b / 100e9 + 0.002) for b in points], peak_gbps=120)
+    assert fit.verdict_code == "memory_bound" and fit.fitted_overhead
+    ja, en = verdict_text(fit, "ja"), verdict_text(fit, "en")
+    assert ja.count("。") == 3 and not i18n.stray_spaces(ja), ja
+    assert en.count(". ") == 2, en
+
+
+# -------------------------------------------------------------------------- (b) one term per concept
+
+# concept: (the word we write, the variants the style sheet rejects)
+TERMS = {
+    "KV cache": ("KV キャッシュ", [r"KVキャッシュ"]),
+    "decode, prefill": ("decode / prefill", [r"デコード", r"プリフィル"]),
+    "chunked prefill": ("チャンク分割", [r"区切って行う", r"区切り方"]),
+    "context length": ("文脈長", [r"コンテキスト長"]),
+    "tokens per second": ("tok/s", [r"トークン/秒", r"トークン毎秒", r"tokens/s", r"tokens per second"]),
+    "memory-bound": ("メモリ帯域律速", [r"メモリ律速", r"(?<!メモリ帯域律速（)memory-bound"]),
+    "theory line": ("理論値（理論式）", [r"公式"]),
+    "GQA": ("Grouped-Query Attention（GQA）", [r"グループ化クエリ", r"(?<!Grouped-Query Attention（)GQA）"]),
+    "attention": ("attention", [r"アテンション"]),
+    "concurrent sequences": ("同時系列数", [r"同時に扱う", r"同時に処理する"]),
+    "element of a vector": ("要素", [r"[\d}]\s*値", r"/値"]),
+}
+
+
+def test_one_term_per_concept():
+    found = {concept: hits for concept, (_, rejected) in TERMS.items()
+             if (hits := {k: m.group(0) for k, v in ja_texts().items() for p in rejected if (m := re.search(p, v))})}
+    assert not found, found
+
+
+def test_memory_bound_is_explained_at_its_first_use_on_the_decode_page():
+    assert "メモリ帯域律速（memory-bound）" in ja_texts()["decode.lead"]
+
+
+# -------------------------------------------------------------------------- (c) です・ます
+
+POLITE = ("ます", "ません", "です", "でした", "ました", "ましょう", "ください", "ますか", "ですか", "でしょうか")
+CLOSERS = "」』）)*`"
+
+
+def plain_endings(text: str) -> list[str]:
+    """Sentences (ended by 。？！) whose last word is a kana ending other than です・ます: 「返す。」「少なかった（…）。」
+    A sentence ending in a noun, a number or a code name (体言止め) passes."""
+    out = []
+    for sentence in re.split(r"(?<=[。？！])", PLACEHOLDER.sub("X", text)):
+        body = sentence.strip().rstrip("。？！")
+        while body and (body[-1] in CLOSERS or body.endswith("）")):
+            if body.endswith("）") and "（" in body:
+                body = body[: body.rindex("（")]  # a closing parenthetical: judge the words before it
+            else:
+                body = body[:-1]
+            body = body.rstrip()
+        end = sentence.strip()[-1:]
+        if end == "？" and not body.endswith("か"):
+            continue  # a heading's question (「大きさは？」) has no verb to judge
+        if end in "。？！" and re.search(r"[\u3040-\u309f]$", body) and not body.endswith(POLITE):
+            out.append(sentence.strip()[-30:])
+    return out
+
+
+def test_every_japanese_sentence_is_in_desu_masu():
+    assert plain_endings("確保済みの容量を返す。") and plain_endings("これがメモリ律速である。次です。")
+    assert plain_endings("F16 より 8 % 少なかった（Qwen 3.6、Metal）。— X")
+    assert plain_endings("選ぶ。最初の 2 つは設定です。") and plain_endings("なぜキャッシュするのか。")
+    assert not plain_endings("容量を返します。Key と Value（K/V）です。何ですか？ 1 トークンあたり 2 バイト。")
+    assert not plain_endings("凡例で選択中：X（もう一度クリックすると解除）")
+    found = {k: e for k, v in ja_texts().items() if (e := plain_endings(v))}
+    assert not found, found
+
+
+# -------------------------------------------------------------------------- (d) same keys, same placeholders
+
+
+def test_language_files_have_the_same_keys_and_placeholders():
+    ja, en = i18n.texts("ja"), i18n.texts("en")
+    assert {k for k in ja if not k.startswith("errors.")} == set(en)  # errors.*: Japanese only (tests/test_errors.py)
+    differ = {k: (fields(en[k]), fields(ja[k])) for k in en if k in ja and fields(en[k]) != fields(ja[k])}
+    assert not differ, differ

@@ -1,0 +1,127 @@
+"""The chapters' chart frames (kvcore.views) held to their sources: the recordings and the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvcore import allocsim, hardware, views
+from kvcore.charts import MAX_ROWS
+from kvcore.formulas import KvSpec, formula_terms, kv_bytes
+from kvcore.geometry import load_preset, preset_names
+from kvcore.recordings import load
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = load(ROOT / "recordings" / "measured-linux-cpu-demo-mlx-cpu.yaml")
+ARTICLE_A = load(ROOT / "recordings" / "published-article-a-m5-pro.yaml")
+ARTICLE_B = load(ROOT / "recordings" / "published-article-b-t4-mechanism.yaml")
+LLAMA_1B = views.load_geometry("llama-3.2-1b")
+
+
+@pytest.mark.parametrize("tokens", [260, 600, 1667, 1668, 2048, 100_000])
+def test_the_trap_is_drawn_from_its_breakpoints_whatever_the_token_count(tokens):
+    curve = views.trap_curve(LLAMA_1B, tokens)
+    alloc = curve[curve["series"] == "allocated"].set_index("tokens")["mib"]
+    steps = -(-tokens // allocsim.STEP)  # one row per 256-block, plus the end
+    assert len(curve) <= steps + 1 + 4 < MAX_ROWS
+    assert alloc[1] == 8.0 and alloc[257] == 16.0 and alloc.index.max() == tokens  # 8.0 -> 16.0 MiB at 257
+    for t in (1, tokens):  # used and theory are straight lines: their ends are exact
+        assert curve[(curve["series"] == "used") & (curve["tokens"] == t)]["mib"].item() == t * 32768 / 2**20
+
+
+def test_trap_points_are_only_kvcache_token_by_token_in_the_chosen_format():
+    pts = views.trap_measured([CPU], "fp16")
+    rows = [r for r in CPU.rows("trap") if r["cache"] == "KVCache" and r["pattern"] == "token by token"]
+    assert len(pts) == 3 * len(rows) and len(rows) < len(CPU.rows("trap"))
+    allocated = pts[pts["series"] == "allocated"].set_index("tokens")["mib"].to_dict()
+    assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
+    assert views.trap_measured([CPU], "mlx-q4").empty  # it measured the fp16 KVCache only
+    assert set(views.trap_measured([ARTICLE_A], "fp16")["tokens"]) == {256, 257}
+
+
+def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_from_the_largest_n():
+    last = max(CPU.rows("mechanism"), key=lambda r: r["new_tokens"])
+    totals = views.mechanism_totals(CPU)
+    assert (totals["new_tokens"], totals["with_cache_s"], totals["without_cache_s"]) == (64, last["with_cache_s"], last["without_cache_s"])
+    assert totals["speedup"] > 10  # 48.9 s vs 2.9 s; the first (warm-up) row alone says 0.78x
+    df = views.mechanism_measured([ARTICLE_B, CPU])
+    assert len(df) == 4 and df["seconds"].sum() == pytest.approx(11.7 + 61 + last["with_cache_s"] + last["without_cache_s"])
+    assert views.mechanism_totals(ARTICLE_B)["speedup"] == pytest.approx(61 / 11.7)
+
+
+def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
+    h100 = hardware.get_chip("NVIDIA H100 SXM")
+    big = views.load_geometry("llama-3.1-70b")
+    assert views.what_if(big, "bf16", KvSpec(), h100, 0.7, 131072).empty  # 141 GB of weights, 80 GB of memory
+    q8 = views.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
+    top = int(q8["context"].max())
+    assert 0 < top < 131072  # 8-bit weights fit; the KV of the longest contexts does not
+    from kvcore.formulas import weights_bytes
+
+    assert weights_bytes(big, "mlx-q8") + kv_bytes(big, top) <= views.chip_memory_bytes(h100) < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
+
+
+def test_what_if_stops_at_the_models_own_limit():
+    qwen = views.load_geometry("qwen3-4b")
+    df = views.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
+    assert df["context"].max() == qwen.max_position_embeddings == 40960
+
+
+def test_formats_of_equal_cost_share_one_line_and_one_name():
+    names = views.format_groups(views.load_geometry("llama-3.1-8b"), ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"])
+    assert names["mlx-q8"] == names["q8_0"] == "mlx-q8 = q8_0" and names["mlx-q4"] == names["q4_0"] == "mlx-q4 = q4_0"
+    curve = views.formats_curve(views.load_geometry("llama-3.1-8b"), list(names), 131072)
+    assert sorted(curve["format"].unique()) == sorted(set(names.values()))  # 5 lines, each visible
+
+
+def test_what_fits_stops_at_the_models_limit_and_says_what_memory_alone_allows():
+    g = views.load_geometry("llama-3.1-8b")
+    df = views.fits_table(g, "mlx-q4", 36, ["fp16", "turbo3"]).set_index("format")
+    assert (df["max_context"] == 131072).all() and df["capped"].all()
+    assert df.loc["turbo3", "memory_max_context"] > 1_000_000  # what the chart once drew, unmarked
+    small = views.fits_table(g, "mlx-q4", 8, ["fp16"]).set_index("format")
+    assert not small.loc["fp16", "capped"] and small.loc["fp16", "max_context"] < 131072
+
+
+def test_an_mla_model_is_compared_with_the_multi_head_attention_it_replaces():
+    g = views.load_geometry("deepseek-v3")
+    dims = views.mla_mha_dims(load_preset("deepseek-v3")["config"])
+    assert dims == (128 + 64, 128)
+    df = views.heads_compare(g, 32768, mha_dims=dims).set_index("variant")
+    assert list(df.index) == ["mha", "mla"]
+    assert df.loc["mla", "vs_mha"] == pytest.approx((512 + 64) / (128 * (192 + 128)))  # one latent vs 128 heads' K and V
+    assert views.mla_mha_dims(load_preset("llama-3.1-8b")["config"]) is None
+
+
+@pytest.mark.parametrize("model", preset_names())
+@pytest.mark.parametrize("kv", [("fp16", "fp16"), ("mlx-q8", "mlx-q4"), ("q4_0", "turbo3")])
+def test_the_written_out_formula_multiplies_out_to_the_engines_total(model, kv):
+    g, spec = views.load_geometry(model), KvSpec(*kv)
+    try:
+        terms = formula_terms(g, 40000, spec)
+    except Exception as e:  # a format that cannot store this model's rows (mlx group size) is refused by the engine too
+        with pytest.raises(type(e)):
+            kv_bytes(g, 40000, spec)
+        return
+    total = 0
+    for t in terms["terms"]:
+        if t["kind"] == "linear":
+            total += t["layers"] * t["state_bytes"]
+            continue
+        per = t["kv_heads"] * (t["k_dim"] * t["k_bytes"] + t["v_dim"] * t["v_bytes"])
+        total += t["layers"] * per * t["tokens"]
+    assert total == terms["total"] == kv_bytes(g, 40000, spec)
+
+
+def test_article_as_formula_for_llama_3_2_1b():
+    terms = formula_terms(LLAMA_1B, 32768)
+    (t,) = terms["terms"]
+    assert (t["layers"], t["kv_heads"], t["k_dim"], t["k_bytes"], t["tokens"], t["same"]) == (16, 8, 64, 2.0, 32768, True)
+    assert terms["total"] == 2**30 and terms["per_token"] == 32768  # 1 GiB at 32K; 32 KiB per token, as the home page says
+
+
+def test_each_source_keeps_one_colour_whatever_else_is_drawn():
+    colours = views.source_colors([CPU, ARTICLE_A, ARTICLE_B])
+    assert len(set(colours.values())) == 3
+    assert views.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours
