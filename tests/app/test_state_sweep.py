@@ -55,7 +55,7 @@ EXPECTED = {
     "pages/5_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
     "pages/6_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
                               "~pasted"},
-    "pages/8_Recordings.py": {"rec"},
+    "pages/7_Recordings.py": {"rec"},
 }
 KINDS = ("slider", "select_slider", "selectbox", "number_input", "text_input", "text_area", "multiselect", "radio",
          "button_group", "checkbox", "toggle")
