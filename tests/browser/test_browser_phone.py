@@ -1,0 +1,88 @@
+"""Every page, both languages, on a phone (390 px) and a desktop (1400 px): each chart keeps room to plot.
+
+The plot area is what Vega draws the data into: the background of the chart's root group (Vega sizes it to the
+view's width; with `autosize: fit` a legend on the right takes its width from it), or, for a concatenated or
+faceted chart, each cell's background. On a phone a right-hand legend can squeeze it to nothing (issue 9).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsite.server import PAGES, wait_ready
+
+PHONE, DESKTOP = 390, 1400  # px: an iPhone 12-15's CSS width; a laptop's browser window
+MIN_PLOT = {PHONE: 200, DESKTOP: 400}  # px of plot a reader can read values from (1400: about half the main column)
+
+# Per chart: its plot cells' widths, the svg's right edge, and the chart's label, read from the drawn SVG.
+PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map((chart, i) => {
+  const svg = chart.querySelector('svg.marks');
+  if (!svg) return {i, drawn: false};
+  const width = el => el.getBoundingClientRect().width;
+  const cells = [...svg.querySelectorAll('g.role-scope')]
+      .filter(g => /concat_\\d+_group|child__|cell/.test(g.getAttribute('class') || ''));
+  const groups = cells.length ? cells : [svg.querySelector('g.role-frame.root')];
+  const plots = groups.map(g => {
+    const bg = g.querySelector(':scope > g > path.background');
+    return bg ? Math.round(width(bg)) : 0;
+  });
+  const label = (svg.querySelector("g.role-axis[aria-label^='X-axis']") || svg).getAttribute('aria-label') || '';
+  return {i, drawn: true, plots, right: Math.round(svg.getBoundingClientRect().right), label: label.slice(0, 60)};
+})"""
+
+
+@pytest.fixture(scope="module")
+def tab(browser):
+    """One browser tab for the whole file (a new context per page would cost a second each)."""
+    context = browser.new_context(viewport={"width": DESKTOP, "height": 900}, device_scale_factor=1)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+@pytest.mark.parametrize("lang", ["ja", "en"])
+@pytest.mark.parametrize("width", [PHONE, DESKTOP])
+def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
+    tab.set_viewport_size({"width": width, "height": 900})
+    tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
+    wait_ready(tab)
+    tab.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                                     .every(c => c.querySelector('svg.marks g.role-frame'))""", timeout=30_000)
+    assert tab.locator("[data-testid='stException']").count() == 0, tab.locator("[data-testid='stException']").first.inner_text()[:500]
+    charts, before = tab.evaluate(PLOTS_JS), None
+    for _ in range(10):  # Vega resizes to its container after drawing: read until two readings agree
+        if charts == before:
+            break
+        tab.wait_for_timeout(250)
+        charts, before = tab.evaluate(PLOTS_JS), charts
+    assert name == "home" or charts, "no chart drawn"
+    problems = []
+    for c in charts:
+        if not c["drawn"]:
+            problems.append(f"chart {c['i']} not drawn")
+            continue
+        if min(c["plots"]) < MIN_PLOT[width]:
+            problems.append(f"chart {c['i']} ({c['label']}): plot {c['plots']} px < {MIN_PLOT[width]} px")
+        if c["right"] > width:
+            problems.append(f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen")
+    assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
+
+
+def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):
+    """scripts/screenshot.py --all: Streamlit scrolls inside its own container, so the viewport is grown to the
+    content; the page's last block (Savings' FAQ, its longest page) must then lie inside it."""
+    import importlib.util
+
+    from kvsite.server import ROOT
+
+    spec = importlib.util.spec_from_file_location("screenshot", ROOT / "scripts" / "screenshot.py")
+    shot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shot)
+    tab.set_viewport_size({"width": PHONE, "height": 900})
+    tab.goto(f"{server}/{PAGES['savings']}?lang=ja")
+    wait_ready(tab)
+    height = shot.fit_to_content(tab, PHONE, 900)
+    last = tab.locator("[data-testid='stMarkdownContainer']").last
+    bottom = tab.evaluate("el => el.getBoundingClientRect().bottom", last.element_handle())
+    assert height > 3600 and bottom <= height, (height, bottom)
