@@ -208,6 +208,8 @@ def bar_chart(
     domain = list(dict.fromkeys(data[color]))
     y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
     x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale())
+    if labels and not log and len(data):  # room right of the short bars for their label, inside the plot
+        x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False))
     bars = (
         alt.Chart(data)
         .mark_bar()
@@ -218,8 +220,11 @@ def bar_chart(
         .add_params(sel)
     )
     layers = [bars]
-    if labels:
-        layers.append(alt.Chart(data).mark_text(align="left", dx=3, fontSize=11).encode(y=y, x=x, text=f"{labels}:N"))
+    if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
+        long = float(data[value].max()) * 0.5 if len(data) else 0
+        text = alt.Chart(data).encode(y=y, x=x, text=f"{labels}:N")
+        layers += [text.transform_filter(alt.datum[value] >= long).mark_text(align="right", dx=-4, fontSize=11, color="white"),
+                   text.transform_filter(alt.datum[value] < long).mark_text(align="left", dx=3, fontSize=11)]
     return alt.layer(*layers).properties(height=height or alt.Step(30))
 
 
