@@ -96,7 +96,9 @@ def provenance_card(rec: Recording, lang: str) -> str:
               ("kv_format", value_text(lang, str(p["kv_format"])) if p["kv_format"] else ""),
               ("method", None), ("versions", p["versions"]), ("date", _date(p["date"])),
               ("command", f"`{p['command']}`" if p["command"] else ""),
-              ("citation", f"[{p['citation']}]({p['url']})" if p["url"] else p["citation"]), ("note", p["note"])]
+              ("citation", f"[{p['citation']}]({p['url']})" if p["url"] else p["citation"]),
+              ("author", p.get("author", "")), ("published", _date(p.get("published", ""))), ("runtime", p.get("runtime", "")),
+              ("grade", p.get("grade", "")), ("note", p["note"])]
     lines, groups = [], method_groups(p["method"])
     for name, value in fields:
         if name == "method" and groups:

@@ -285,16 +285,20 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     t, names = _t(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
+    iqr, span = views.decode_spread(points, "iqr"), views.decode_spread(points, "range")  # spread over passes, where recorded
+    for col in ("tokens_per_s_low", "tokens_per_s_high"):
+        points[col] = iqr[col].fillna(span[col])
     lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
     unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
     titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
     table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
     chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
-                       points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles)
+                       points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
+                       error=("tokens_per_s_low", "tokens_per_s_high"))
     rec = runs[0]
     return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and views.worked_check(rec),
-            "chip": fits[0] and views.chip_for(rec), "unfit": bool(unfit)}
+            "chip": fits[0] and views.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:

@@ -21,7 +21,8 @@ if rec == LIVE:
     if rec is None:
         st.stop()
 
-runs = [rec] + [r for r in f.with_section("decode") if r is not rec and r.id != getattr(rec, "id", None)]
+# the chosen run, with Article A's two points beside it as the reference (every run is on the chart at the end)
+runs = [rec] + [r for r in f.recs if r.id == DEFAULT_SOURCE and r.id != getattr(rec, "id", None)]
 dec = sections.decode(runs, f.lang, f.recs)
 if dec is None:
     st.info(f.t("decode.no_model"))
@@ -31,6 +32,8 @@ if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 if dec["unfit"]:
     st.caption(f.t("decode.unfit_note"))
+if dec["spread"]:
+    st.caption(f.t("decode.spread_note"))
 
 if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))

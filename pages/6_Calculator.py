@@ -9,7 +9,7 @@ from kvcore.hardware import efficiency_range
 from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
 from kvcore.geometry import LCPP, RUNTIMES, preset_names
 from kvcore.formats import LLAMACPP_TYPES
-from kvcore.llamacpp import DEFAULT_UBATCH, MAX_UBATCH
+from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
 from kvsite import i18n
@@ -42,7 +42,8 @@ ctx = c[1].number_input(f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="c
 st.session_state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log slider follows the exact value
 c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}",
                    on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
-seqs = c[2].number_input(f.t("calc.sequences"), 1, MAX_SEQUENCES, 1, key="seq", bind="query-params")
+seqs = c[2].number_input(f.t("calc.sequences"), 1, LLAMA_MAX_SEQ if runtime == LCPP else MAX_SEQUENCES, 1, key="seq",
+                         bind="query-params")  # llama.cpp runs at most 256 sequences (-np)
 kv_formats = list(LLAMACPP_TYPES) if runtime == LCPP else list(FORMATS)  # llama.cpp stores its own -ctk/-ctv types only
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")

@@ -335,7 +335,7 @@ def took(at: AppTest, knob: Knob, value) -> str | None:
         shown = el.format_func(el.value) if el.value is not None else None
     else:
         shown = el.value
-    return None if shown == value or str(shown) == str(value) else f"shows {shown!r}"
+    return None if shown == value or str(shown).lower() == str(value).lower() else f"shows {shown!r}"  # checkbox: 'false' -> False
 
 
 # ---------------------------------------------------------------- the sweep: every widget, every value

@@ -71,10 +71,10 @@ def test_csv_download_matches_the_chart(server, page, ready):
     with page.expect_download() as info:
         page.locator("[data-testid='stDownloadButton']").filter(has_text="CSV").first.click()
     rows = list(csv.DictReader(io.StringIO(open(info.value.path(), encoding="utf-8").read())))
-    series = {r["series"] for r in rows}
+    series = {r["Series"] for r in rows}  # the CSV's columns carry the page's column titles
     assert series <= legend  # every series in the file is one the chart's legend shows
     engine = views.trap_curve(views.load_geometry("llama-3.2-1b"), 300)
-    sim = [r for r in rows if r["source"].startswith("kvcore")]
+    sim = [r for r in rows if r["Source"].startswith("kvcore")]
     assert len(sim) == len(engine)
     assert [float(r["mib"]) for r in sim] == pytest.approx(list(engine["mib"]))
     assert max(int(r["tokens"]) for r in rows) == 300
