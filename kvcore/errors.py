@@ -7,6 +7,10 @@ CODES = frozenset({
     "config_heads", "config_object", "config_shape", "json_too_large", "json_invalid", "json_nested", "json_not_object",
     "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
+    # a recording file (kvcore.recordings: a reader's upload on the site)
+    "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
+    "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
+    "rec_field", "rec_number", "rec_range", "rec_negative",
 })
 
 

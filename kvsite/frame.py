@@ -17,7 +17,7 @@ import streamlit as st
 from kvcore import recordings
 from kvcore.recordings import Recording
 
-from . import i18n
+from . import i18n, uploads
 from .data import live_status, load_recordings, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +54,7 @@ class Frame:
     live_ok: bool
     live_reason: str
     chosen: dict = field(default_factory=dict)
+    uploaded_ids: set[str] = field(default_factory=set)  # this reader's uploads (kvsite.uploads), in recs too
 
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
@@ -63,7 +64,7 @@ class Frame:
         if rec == LIVE:
             return self.t("source.live")
         p = provenance(rec)
-        where = self.t("source.local") if rec.id in self.local_ids else ""
+        where = self.t("source.local") if rec.id in self.local_ids else self.t("source.uploaded") if rec.id in self.uploaded_ids else ""
         return f"{self.t('source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 
     def with_section(self, section: str) -> list[Recording]:
@@ -194,9 +195,11 @@ def setup(page: str) -> Frame:
             name = t("nav." + slug) if i18n.has(lang, "nav." + slug) else path.stem.split("_", 1)[-1].replace("_", " ")
             st.page_link(f"pages/{path.name}", label=name, query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
+    mine = uploads.uploaded()  # shown beside the bundled runs, to this reader only
     read_only = recordings.read_only() or not recordings.writable(recordings.local_dir())
     live_ok, live_reason = live_status()
-    frame = Frame(page, lang, recs, errors, local_ids, read_only, live_ok, live_reason)
+    frame = Frame(page, lang, [*recs, *mine] if mine else recs, errors, local_ids, read_only, live_ok, live_reason,
+                  uploaded_ids={r.id for r in mine})
     if read_only:
         st.sidebar.caption(":material/lock: " + t("site.read_only"))
     if errors:
