@@ -36,11 +36,12 @@ def _socket(base: str, nodelay: bool = True) -> socket.socket:
 class Reader:
     """One reader: cookies from the first page request, one websocket session (reopened by reconnect())."""
 
-    def __init__(self, base: str, page: str = "", timeout_s: float = 60):
-        self.base, self.timeout_s = base, timeout_s
+    def __init__(self, base: str, page: str = "", timeout_s: float = 60, nodelay: bool = True):
+        self.base, self.timeout_s, self.nodelay = base, timeout_s, nodelay
         self.cookies: dict[str, str] = {}
         self.replicas: list[str] = []  # the replica of every request, in order (through nginx)
         self.ws = None
+        self.elements: list = []  # the last rerun's elements (Streamlit's Element protos)
         self._get(page)
         self.connect()
 
@@ -63,16 +64,21 @@ class Reader:
     def connect(self) -> None:
         """Open (or reopen, as the browser does after losing it) the websocket session."""
         self.close()
-        self.ws = connect(self.base.replace("http", "ws", 1) + "/_stcore/stream", sock=_socket(self.base),
+        self.ws = connect(self.base.replace("http", "ws", 1) + "/_stcore/stream", sock=_socket(self.base, self.nodelay),
                           subprotocols=["streamlit"], max_size=None, additional_headers=self._cookie_header(),
-                          open_timeout=self.timeout_s)
+                          open_timeout=self.timeout_s).__enter__()  # as `with connect(...) as ws` (websockets >= 17.1)
         self._remember(self.ws.response.headers)
 
-    def rerun(self, page: str, query: str = "lang=en") -> float:
-        """Seconds from the rerun request to script_finished; PageError if the page showed an exception."""
+    def rerun(self, page: str, query: str = "lang=en", trigger: str | None = None) -> float:
+        """Seconds from the rerun request to script_finished; PageError if the page showed an exception.
+        trigger: a button's widget id (from `elements`), clicked in this rerun. `elements` keeps the run's elements."""
         msg = BackMsg()
         msg.rerun_script.query_string = query
         msg.rerun_script.page_name = page
+        if trigger:
+            widget = msg.rerun_script.widget_states.widgets.add()
+            widget.id, widget.trigger_value = trigger, True
+        self.elements = []
         t0 = time.perf_counter()
         self.ws.send(msg.SerializeToString())
         failed = False
@@ -80,12 +86,17 @@ class Reader:
             fwd = ForwardMsg.FromString(self.ws.recv(timeout=self.timeout_s))
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                self.elements.append(fwd.delta.new_element)
                 failed |= fwd.delta.new_element.WhichOneof("type") == "exception"
             elif kind == "script_finished":
                 seconds = time.perf_counter() - t0
                 if failed or fwd.script_finished not in (ForwardMsg.FINISHED_SUCCESSFULLY,):
                     raise PageError(f"{page}?{query}: {'exception shown' if failed else fwd.script_finished}")
                 return seconds
+
+    def button_id(self, key: str) -> str:
+        """The widget id of the button with this key among the last rerun's elements."""
+        return next(e.button.id for e in self.elements if e.WhichOneof("type") == "button" and e.button.id.endswith(key))
 
     def close(self) -> None:
         if self.ws is not None:

@@ -5,80 +5,22 @@ stopped mid-test costs its readers one reconnect and nothing else."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import threading
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
 from kvsite.reader import PageError, Reader
-from kvsite.server import ROOT, free_port, streamlit_server
+from kvsite.server import NGINX, nginx_server, streamlit_server
 
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-CONF = ROOT / "deploy" / "nginx-kvsite.conf"
 REPLICA_ENV = {"KVCORE_READ_ONLY": "1", "STREAMLIT_SERVER_COOKIE_SECRET": "one-secret-for-every-replica"}
 # what readers do: every page, with URL state a reader can share
 VISITS = [("", "lang=ja"), ("Mechanism", "lang=en&prompt=512&new=100"), ("Nbytes_trap", "lang=ja&tokens=300&fmt=mlx-q4"),
           ("Linear_growth", "lang=en&model=llama-3.1-8b&ctx=131072"), ("Decode_slowdown", "lang=ja&chip=M4+Max+%2840-core+GPU%29"),
           ("Savings", "lang=en&mem=64"), ("Calculator", "lang=ja&ctx=65536"), ("Recordings", "lang=en")]
-
-
-def nginx_conf(tmp: Path, port: int, replicas: list[int]) -> Path:
-    """The shipped site configuration, on loopback ports, inside a main configuration that keeps every file
-    nginx writes (pid, logs, temp) in `tmp`, so it runs without touching /etc, /var or /run."""
-    site = CONF.read_text(encoding="utf-8")
-    for shipped, port_now in zip((8501, 8502), replicas):
-        assert site.count(f"127.0.0.1:{shipped}") == 2
-        site = site.replace(f"127.0.0.1:{shipped}", f"127.0.0.1:{port_now}")
-    assert site.count("listen 80;") == 1
-    (tmp / "kvsite.conf").write_text(site.replace("listen 80;", f"listen 127.0.0.1:{port};"), encoding="utf-8")
-    temps = "\n".join(f"    {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    main = tmp / "nginx.conf"
-    main.write_text(f"""daemon off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {tmp}/access.log;
-{temps}
-    include {tmp}/kvsite.conf;
-}}
-""", encoding="utf-8")
-    return main
-
-
-@contextmanager
-def nginx(tmp: Path, replicas: list[int]):
-    if not Path(NGINX).exists():
-        pytest.fail("Debian's nginx is not installed (scripts/test.sh installs it with apt)")
-    tmp.chmod(0o755)  # nginx's workers (user nobody when started as root) create their temp folders here
-    port = free_port()
-    conf = nginx_conf(tmp, port, replicas)
-    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"nginx did not start: {(tmp / 'error.log').read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 class Session(threading.Thread):
@@ -109,7 +51,9 @@ class Session(threading.Thread):
 def test_two_replicas_behind_nginx_keep_every_reader_and_survive_one_stopping(tmp_path):
     with streamlit_server(env=REPLICA_ENV) as a, streamlit_server(env=REPLICA_ENV) as b:
         ports = [int(a.rsplit(":", 1)[1]), int(b.rsplit(":", 1)[1])]
-        with nginx(tmp_path, ports) as base:
+        if not Path(NGINX).exists():
+            pytest.fail("Debian's nginx is not installed (scripts/test.sh installs it with apt)")
+        with nginx_server(tmp_path, ports) as base:
             readers = [Session(base, i, visits=2 * len(VISITS)) for i in range(16)]
             first = [r.reader.replicas[0] for r in readers]
             assert {r.reader.replicas[0] for r in readers} == {f"127.0.0.1:{p}" for p in ports}  # both used
