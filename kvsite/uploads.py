@@ -21,6 +21,7 @@ UPLOADER = "rec_upload"  # the file_uploader's widget key
 STORE = "kv_uploads"  # st.session_state: {id: Recording}, this session's uploads, in upload order
 RESULT = "kv_upload_result"  # st.session_state: the last upload's id, or its RecordingError
 MAX_WIDGET_MB = 10  # the uploader's own refusal (Streamlit's message) above this; our sentence from MAX_FILE_BYTES
+MAX_KEPT = 5  # a session keeps its last five uploads (each up to MAX_FILE_BYTES, in the server's memory)
 
 
 def uploaded() -> list[Recording]:
@@ -54,6 +55,8 @@ def receive() -> None:
             del store[rid]
     rec.name = _new_id(file.name, {r.id for r in load_recordings()[0]} | set(store))
     store[rec.name] = rec
+    while len(store) > MAX_KEPT:
+        del store[next(iter(store))]
     st.session_state[RESULT] = rec.name
 
 

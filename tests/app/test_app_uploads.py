@@ -53,6 +53,16 @@ def test_the_same_file_twice_is_one_run(rec_dir):
     assert sum("Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options) == 1
 
 
+def test_a_session_keeps_its_last_uploads_only(rec_dir):
+    from kvsite.uploads import MAX_KEPT
+
+    at = page("pages/8_Recordings.py", "en")
+    for n in range(MAX_KEPT + 2):
+        at = upload(at, f"run{n}.yaml", mac_run().replace(b"Apple M9 Upload Test", f"Apple M9 Upload {n}".encode()))
+    kept = [n for n in range(MAX_KEPT + 2) if any(f"Apple M9 Upload {n} " in o for o in at.selectbox(key="rec__w").options)]
+    assert kept == list(range(2, MAX_KEPT + 2))
+
+
 NESTED = ("a: " + "[" * 2000 + "]" * 2000).encode()
 
 

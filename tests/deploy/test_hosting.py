@@ -1,0 +1,66 @@
+"""As a host runs the site (README "Hosting"): requirements.txt installed into a fresh virtual environment,
+then `python -m streamlit run streamlit_app.py` with KVCORE_READ_ONLY = "1" in its Secrets (as Streamlit Community
+Cloud sets it); the health endpoint answers and pages are served without an exception, read-only. And requirements.txt resolves for Apple Silicon (macOS arm64) too.
+
+The wheels are downloaded once per requirements.txt into ~/.cache/kvsite-test-wheels/<hash> (pip's own cache, kept
+by the test): a rerun installs from there, offline, in about a minute on a busy 2-core machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from kvsite.reader import Reader
+from kvsite.server import ROOT, streamlit_server
+
+REQUIREMENTS = ROOT / "requirements.txt"
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+
+
+def wheelhouse() -> Path:
+    digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
+    folder = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kvsite-test-wheels" / digest
+    if not (folder / ".complete").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run([*PIP, "download", "-q", "-r", str(REQUIREMENTS), "-d", str(folder)], check=True, timeout=1200)
+        (folder / ".complete").touch()
+    return folder
+
+
+def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("KVCORE_READ_ONLY", raising=False)
+    home = tmp_path / "home"  # the host's Secrets: root-level values become environment variables at startup
+    (home / ".streamlit").mkdir(parents=True)
+    (home / ".streamlit" / "secrets.toml").write_text('KVCORE_READ_ONLY = "1"\n', encoding="utf-8")
+    venv = tmp_path / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([*PIP, "--python", python, "install", "-q", "--no-index", "--find-links", str(wheelhouse()),
+                    "-r", str(REQUIREMENTS)], check=True, timeout=1200)
+    here = subprocess.run([python, "-c", "import streamlit, sys; print(streamlit.__file__)"], capture_output=True, text=True, check=True)
+    assert here.stdout.startswith(str(venv)), here.stdout  # the fresh environment's own packages, not this one's
+    with streamlit_server(env={"HOME": str(home)}, python=python, timeout_s=120) as base:
+        with Reader(base) as reader:  # the health endpoint answered; now pages, as a browser opens them
+            reader.rerun("", "lang=ja")
+            reader.rerun("Nbytes_trap", "lang=en&src=live&tokens=300")
+            shown = " ".join(e.markdown.body for e in reader.elements if e.WhichOneof("type") == "markdown")
+            assert "Read-only mode" in shown  # KVCORE_READ_ONLY=1 from the host's Secrets reached the site
+
+
+def test_requirements_resolve_for_apple_silicon(tmp_path):
+    """pip's resolver for macOS arm64 with binary wheels only: mlx (Metal) instead of mlx[cpu], and every
+    other requirement has a wheel there."""
+    report = tmp_path / "report.json"
+    subprocess.run([*PIP, "install", "-q", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--platform", "macosx_14_0_arm64",
+                    "--python-version", "3.11", "--target", str(tmp_path / "t"), "--report", str(report), "-r", str(REQUIREMENTS)],
+                   check=True, timeout=1200)
+    import json
+
+    names = {item["metadata"]["name"].lower(): item for item in json.loads(report.read_text())["install"]}
+    assert {"streamlit", "altair", "mlx", "mlx-lm", "pandas", "pyyaml"} <= set(names)
+    assert "mlx-cpu" not in names and "macosx" in names["mlx"]["download_info"]["url"]
