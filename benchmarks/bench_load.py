@@ -5,7 +5,7 @@ browser renders anything. Reports, each as the median of paired ratios over inte
 
 - load: N concurrent readers, each doing back-to-back reruns: throughput (reruns/s), p50 and p95 of a rerun's
   round trip, errors, resident memory per open session;
-- soak: >= 10,000 reruns by the N readers on the app server, resident memory sampled every 1,000;
+- soak: >= 10,000 reruns by N sessions kept open on the app server, resident memory sampled every ~1,000;
 - live: the same load with and without one live decode sweep running in another session of the same server
   (started by its button, as a reader would), readers' p95 with / without;
 - one reader's round trip (a page's rerun), direct and through deploy/nginx-kvsite.conf, app page and one-line
@@ -13,7 +13,8 @@ browser renders anything. Reports, each as the median of paired ratios over inte
   1.67 binds its socket with proto 0, so asyncio leaves TCP_NODELAY off on every connection it accepts).
 
 Both servers run with the project's settings (.streamlit/config.toml, runner.postScriptGC off): the pages differ,
-not the server.
+not the server. A third, the one-line page on Streamlit's default (postScriptGC on: a full gc.collect(2) after every
+run), is a reference row. Per rerun: the server's CPU time (/proc, every thread) and the bytes it sent.
 
     .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000]
 """
@@ -21,6 +22,7 @@ not the server.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -59,6 +61,12 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far (user + system, every thread)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -67,12 +75,13 @@ def pct(values: list[float], q: float) -> float:
 class Load:
     """N readers doing `reruns` visits each, all at once: (reruns/s, latencies in ms, errors, MiB per reader)."""
 
-    def __init__(self, base: str, pid: int, visits: list, readers: int, reruns: int, seed: int = 0):
+    def __init__(self, base: str, pid: int, visits: list, readers: int, reruns: int, seed: int = 0, keep: list | None = None):
         self.base, self.pid, self.visits, self.n, self.reruns, self.seed = base, pid, visits, readers, reruns, seed
+        self.keep = keep  # readers opened before, left open afterwards (the soak); else new sessions, closed after
 
     def run(self) -> dict:
         rss0 = rss_mib(self.pid)
-        readers = [Reader(self.base, timeout_s=120) for _ in range(self.n)]
+        readers = self.keep if self.keep is not None else [Reader(self.base, timeout_s=120) for _ in range(self.n)]
         lat, errors, lock = [], [], threading.Lock()
         go = threading.Barrier(self.n + 1)
 
@@ -91,16 +100,21 @@ class Load:
         threads = [threading.Thread(target=reader, args=(i, r), daemon=True) for i, r in enumerate(readers)]
         for t in threads:
             t.start()
+        bytes0 = sum(r.bytes_received for r in readers)
+        cpu0 = cpu_s(self.pid)
         go.wait()
         t0 = time.perf_counter()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        cpu = cpu_s(self.pid) - cpu0
         rss1 = rss_mib(self.pid)  # every session still open
-        for r in readers:
+        for r in readers if self.keep is None else ():
             r.close()
+        n = max(1, len(lat))
         return {"throughput": len(lat) / wall, "p50": pct(lat, 0.5), "p95": pct(lat, 0.95), "errors": errors,
-                "mib_per_reader": (rss1 - rss0) / self.n, "wall_s": wall}
+                "mib_per_reader": (rss1 - rss0) / self.n, "wall_s": wall, "cpu_ms": cpu * 1e3 / n,
+                "kib": (sum(r.bytes_received for r in readers) - bytes0) / 1024 / n}
 
 
 def spread(values: list[float]) -> str:
@@ -134,18 +148,21 @@ def main() -> int:
         Path(tmp, "one", "streamlit_app.py").write_text(ONE_LINE, encoding="utf-8")
         app = stack.enter_context(streamlit_server(env=APP_ENV))
         one = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one"), args=SAME_RUNNER))
-        servers = {"app": (app, APP_VISITS), "one-line page": (one, ONE_VISITS)}
+        one_default = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one")))  # Streamlit's postScriptGC on
+        servers = {"app": (app, APP_VISITS), "one-line page": (one, ONE_VISITS),
+                   "one-line, GC on": (one_default, ONE_VISITS)}
         with Reader(app) as r:  # warm-up: imports, caches, every visit once
             for page, query in APP_VISITS:
                 r.rerun(page, query)
-        with Reader(one) as r:
-            r.rerun("", "lang=en")
+        for base in (one, one_default):
+            with Reader(base) as r:
+                r.rerun("", "lang=en")
         say(f"resident memory after warm-up: app {rss_mib(app.pid):.0f} MiB, one-line page {rss_mib(one.pid):.0f} MiB")
 
         # ---- load: interleaved rounds, the order alternating
         res = {name: [] for name in servers}
         for k in range(a.rounds):
-            for name in (list(servers) if k % 2 == 0 else list(servers)[::-1]):
+            for name in (list(servers) if k % 2 == 0 else list(servers)[::-1]):  # alternating order
                 base, visits = servers[name]
                 res[name].append(Load(base, base.pid, visits, a.readers, a.reruns, seed=k).run())
         app_r, one_r = res["app"], res["one-line page"]
@@ -153,10 +170,14 @@ def main() -> int:
         for name, rs in res.items():
             say(f"  {name:<14} {statistics.median(x['throughput'] for x in rs):6.1f} reruns/s, p50 {statistics.median(x['p50'] for x in rs):6.1f} ms, "
                 f"p95 {statistics.median(x['p95'] for x in rs):6.1f} ms, errors {sum(len(x['errors']) for x in rs)}, "
-                f"{statistics.median(x['mib_per_reader'] for x in rs):.2f} MiB per reader")
+                f"{statistics.median(x['mib_per_reader'] for x in rs):.2f} MiB per reader, "
+                f"server CPU {statistics.median(x['cpu_ms'] for x in rs):.1f} ms and {statistics.median(x['kib'] for x in rs):.1f} KiB sent per rerun")
         say(f"  throughput app / one-line: {spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, one_r)])}")
         say(f"  p50 app / one-line:        {spread([x['p50'] / y['p50'] for x, y in zip(app_r, one_r)])}")
         say(f"  p95 app / one-line:        {spread([x['p95'] / y['p95'] for x, y in zip(app_r, one_r)])}")
+        gc_on = res["one-line, GC on"]
+        say(f"  against the one-line page on Streamlit's default (postScriptGC on): throughput "
+            f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 {spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}")
         for name, rs in res.items():
             for e in sorted({e for x in rs for e in x["errors"]})[:5]:
                 say(f"  error ({name}): {e}")
@@ -182,17 +203,21 @@ def main() -> int:
                     f"{spread([x / y for x, y in zip(trips['app', nagle, via], trips['one-line page', nagle, via])])}")
         say(f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}")
 
-        # ---- soak: >= a.soak reruns on the app server, memory sampled every 1,000
-        samples, done = [(0, rss_mib(app.pid))], 0
+        # ---- soak: >= a.soak reruns by the same N open sessions on the app server, memory sampled every ~1,000
+        # (the same sessions throughout: a closed session's state is kept for server.disconnectedSessionTTL, 120 s)
+        soakers = [Reader(app, timeout_s=120) for _ in range(a.readers)]
+        per = max(1, 1000 // a.readers)
+        samples, done, soak_errors = [(0, rss_mib(app.pid))], 0, 0
         t0 = time.perf_counter()
-        soak_errors = 0
         while done < a.soak:
-            r = Load(app, app.pid, APP_VISITS, a.readers, max(1, 1000 // a.readers), seed=done).run()
-            done += a.readers * max(1, 1000 // a.readers)
+            r = Load(app, app.pid, APP_VISITS, a.readers, per, seed=done, keep=soakers).run()
+            done += a.readers * per
             soak_errors += len(r["errors"])
             samples.append((done, rss_mib(app.pid)))
-        say(f"\nsoak: {done:,} reruns in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; resident MiB every ~1,000: "
-            + ", ".join(f"{m:.0f}" for _, m in samples))
+        for r in soakers:
+            r.close()
+        say(f"\nsoak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; "
+            "resident MiB every ~1,000: " + ", ".join(f"{m:.0f}" for _, m in samples))
         half = samples[len(samples) // 2:]
         slope = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
         say(f"  second half: {slope:+.2f} MiB per 1,000 reruns")

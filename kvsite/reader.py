@@ -42,6 +42,7 @@ class Reader:
         self.replicas: list[str] = []  # the replica of every request, in order (through nginx)
         self.ws = None
         self.elements: list = []  # the last rerun's elements (Streamlit's Element protos)
+        self.bytes_received = 0  # websocket payload bytes, every rerun so far
         self._get(page)
         self.connect()
 
@@ -83,7 +84,9 @@ class Reader:
         self.ws.send(msg.SerializeToString())
         failed = False
         while True:
-            fwd = ForwardMsg.FromString(self.ws.recv(timeout=self.timeout_s))
+            raw = self.ws.recv(timeout=self.timeout_s)
+            self.bytes_received += len(raw)
+            fwd = ForwardMsg.FromString(raw)
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 self.elements.append(fwd.delta.new_element)

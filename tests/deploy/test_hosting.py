@@ -9,6 +9,7 @@ by the test): a rerun installs from there, offline, in about a minute on a busy 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -52,15 +53,31 @@ def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_
             assert "Read-only mode" in shown  # KVCORE_READ_ONLY=1 from the host's Secrets reached the site
 
 
+MAC = {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64", "os_name": "posix",
+       "python_version": "3.11", "python_full_version": "3.11.7", "implementation_name": "cpython",
+       "platform_python_implementation": "CPython"}
+
+
 def test_requirements_resolve_for_apple_silicon(tmp_path):
-    """pip's resolver for macOS arm64 with binary wheels only: mlx (Metal) instead of mlx[cpu], and every
-    other requirement has a wheel there."""
+    """requirements.txt's markers evaluated for macOS on Apple Silicon (pip's --platform does not re-evaluate them),
+    then pip's resolver for macOS arm64 with wheels only: mlx (Metal) rather than mlx[cpu], every requirement
+    with a wheel there."""
+    from packaging.requirements import Requirement
+
+    chosen = []
+    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        text = line.split("#", 1)[0].strip()
+        if text:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate(MAC):
+                chosen.append(str(req).split(";")[0].strip())
+    assert "mlx==0.32.4" in chosen and "mlx[cpu]==0.32.4" not in chosen and "mlx-lm==0.32.2" in chosen
+    mac = tmp_path / "requirements-mac.txt"
+    mac.write_text("\n".join(chosen) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
     subprocess.run([*PIP, "install", "-q", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--platform", "macosx_14_0_arm64",
-                    "--python-version", "3.11", "--target", str(tmp_path / "t"), "--report", str(report), "-r", str(REQUIREMENTS)],
+                    "--python-version", "3.11", "--target", str(tmp_path / "t"), "--report", str(report), "-r", str(mac)],
                    check=True, timeout=1200)
-    import json
-
-    names = {item["metadata"]["name"].lower(): item for item in json.loads(report.read_text())["install"]}
-    assert {"streamlit", "altair", "mlx", "mlx-lm", "pandas", "pyyaml"} <= set(names)
-    assert "mlx-cpu" not in names and "macosx" in names["mlx"]["download_info"]["url"]
+    installs = {item["metadata"]["name"].lower(): item["download_info"]["url"] for item in json.loads(report.read_text())["install"]}
+    assert {"streamlit", "altair", "mlx", "mlx-lm", "pandas", "pyyaml"} <= set(installs)
+    assert "macosx" in installs["mlx"] and "arm64" in installs["mlx"]
