@@ -3,7 +3,6 @@ in a chapter's source picker, and nothing is written anywhere the server could w
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import yaml
@@ -12,17 +11,18 @@ from playwright.sync_api import expect
 from tests.app.app_helpers import measured_recording
 
 
-def _files_of(uid: int, since: float, *folders: Path) -> list[str]:
-    """Files owned by `uid` and changed after `since` under the folders (the server's own writes)."""
-    out = []
+def _written_by(uid: int, *folders: Path) -> dict[str, int]:
+    """Every path under the folders owned by `uid` (the server's user), with its mtime for files; directories by
+    name only (a directory's mtime also moves when a temporary file comes and goes inside it)."""
+    out = {}
     for folder in folders:
         for p in folder.rglob("*"):
             try:
                 st = p.lstat()
             except OSError:
                 continue
-            if st.st_uid == uid and st.st_mtime >= since:
-                out.append(str(p))
+            if st.st_uid == uid:
+                out[str(p)] = 0 if p.is_dir() else st.st_mtime_ns
     return out
 
 
@@ -31,7 +31,7 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     data = measured_recording()
     data["provenance"]["machine"]["chip"] = "Apple M9 Browser Test"
     before = sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
-    started = time.time() - 1
+    server_files = _written_by(65534, home, Path("/tmp"))
     page.goto(f"{base}/Recordings?lang=en")
     ready(page)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
@@ -47,4 +47,4 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     expect(page.get_by_text("Apple M9 Browser Test").first).to_be_visible()
     assert page.locator("[data-testid='stException']").count() == 0
     assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
-    assert _files_of(65534, started, home, Path("/tmp")) == []
+    assert _written_by(65534, home, Path("/tmp")) == server_files  # no file created or changed by the server's user
