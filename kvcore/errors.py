@@ -10,6 +10,10 @@ CODES = frozenset({
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
     "file_missing", "file_unreadable", "file_folder", "file_not_regular", "file_too_large", "file_binary", "file_not_utf8",
+    # a recording file (kvcore.recordings: a reader's upload on the site)
+    "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
+    "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
+    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_flag", "rec_list",
 })
 
 

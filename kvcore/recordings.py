@@ -79,18 +79,23 @@ def known_fields(section: str) -> set[str]:
     return set(required) | set(optional) | set(TEXT_FIELDS[section]) | set(LIST_FIELDS.get(section, ()))
 
 
-class RecordingError(ValueError):
-    """A recording that cannot be used; str() is one sentence naming the file and the problem."""
+class RecordingError(KvError):
+    """A recording that cannot be used; str() is one sentence naming the file and the problem.
+
+    A reader's upload can cause every one of them, so each carries a code (errors.CODES, `rec_*`) and the
+    values it quotes, with `label` (the file's name) among them: the site says it in the reader's language.
+    """
 
 
 @dataclass
 class Recording:
     path: Path | None
     data: dict = field(repr=False)
+    name: str | None = None  # the id of a recording that has no file (a reader's upload on the site)
 
     @property
     def id(self) -> str:
-        return self.path.stem if self.path else self.data.get("title", "unsaved")
+        return self.path.stem if self.path else self.name or self.data.get("title", "unsaved")
 
     @property
     def kind(self) -> str:
@@ -147,112 +152,122 @@ def writable(folder: Path = LOCAL_DIR) -> bool:
 # ---------------------------------------------------------------- validation
 
 
-def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RecordingError(f"{where} must be a number, not {value!r}")
-    if isinstance(value, int) and abs(value) > MAX_NUMBER:  # before isfinite: a huge int overflows float
-        raise RecordingError(f"{where} is out of range")
-    if not math.isfinite(value):
-        raise RecordingError(f"{where} must be a number, not {value!r}")
-    if abs(value) > MAX_NUMBER:
-        raise RecordingError(f"{where} = {value!r} is out of range")
+def _short(value) -> str:
+    """A quoted value, cut to 60 characters (a reader's file may hold anything)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fail(label: str, code: str, problem: str, **params):
+    raise RecordingError(f"{label}: {problem}", code, label=label, **params) from None
+
+
+def _number(value, where: str, label: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+        _fail(label, "rec_number", f"{where} must be a number, not {_short(value)}", field=where, value=_short(value))
+    if abs(value) > MAX_NUMBER:  # a huge int is compared exactly, never converted to float
+        _fail(label, "rec_range", f"{where} is out of range", field=where)
     if value < 0:
-        raise RecordingError(f"{where} must not be negative")
+        _fail(label, "rec_negative", f"{where} must not be negative", field=where)
     return value
 
 
-def _mapping(data: dict, key: str, where: str = "") -> dict:
+def _mapping(data: dict, key: str, label: str, where: str = "") -> dict:
     value = data.get(key)
     if not isinstance(value, dict):
-        raise RecordingError(f"{where}{key!r} must be a mapping" + (" (missing)" if value is None else ""))
+        if value is None:
+            _fail(label, "rec_missing", f"{where}{key!r} must be a mapping (missing)", field=f"{where}{key}")
+        _fail(label, "rec_not_mapping", f"{where}{key!r} must be a mapping", field=f"{where}{key}")
     return value
 
 
-def _text(data: dict, key: str, where: str = "") -> str:
+def _text(data: dict, key: str, label: str, where: str = "") -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
-        raise RecordingError(f"{where}{key!r} must be a non-empty text" + (" (missing)" if value is None else ""))
+        if value is None:
+            _fail(label, "rec_missing", f"{where}{key!r} must be a non-empty text (missing)", field=f"{where}{key}")
+        _fail(label, "rec_not_text", f"{where}{key!r} must be a non-empty text", field=f"{where}{key}")
     return value
 
 
-def _published_extras(data: dict) -> None:
+def _published_extras(data: dict, label: str) -> None:
     """A published run's citation (source required; url, author, date, command... optional but texts),
     grade, runtime and model flags."""
-    citation = _mapping(data, "citation")
-    _text(citation, "source", "citation.")
+    citation = _mapping(data, "citation", label)
+    _text(citation, "source", label, "citation.")
     for key in CITATION_TEXT:
         if key in citation:
-            _text(citation, key, "citation.")
+            _text(citation, key, label, "citation.")
     if "url" in citation and not citation["url"].startswith("https://"):
-        raise RecordingError(f"citation.url must be an https:// address, not {citation['url']!r}")
+        _fail(label, "rec_url", f"citation.url must be an https:// address, not {_short(citation['url'])}", value=_short(citation["url"]))
     if "grade" in citation and citation["grade"] not in GRADES:
-        raise RecordingError(f"citation.grade must be one of {', '.join(GRADES)}, not {citation['grade']!r}")
+        _fail(label, "rec_grade", f"citation.grade must be one of {', '.join(GRADES)}, not {_short(citation['grade'])}",
+              grades=", ".join(GRADES), value=_short(citation["grade"]))
     if "runtime" in data:
-        _text(_mapping(data, "runtime"), "name", "runtime.")
+        _text(_mapping(data, "runtime", label), "name", label, "runtime.")
     model = data.get("model")
     for key in ("hybrid", "unusual"):
         if isinstance(model, dict) and key in model and not isinstance(model[key], bool):
-            raise RecordingError(f"model.{key} must be true or false")
+            _fail(label, "rec_flag", f"model.{key} must be true or false", field=f"model.{key}")
 
 
-def validate(data) -> dict:
-    """Check a recording's structure; return it unchanged or raise RecordingError (no file name)."""
+def validate(data, label: str = "recording") -> dict:
+    """Check a recording's structure; return it unchanged or raise RecordingError ("<label>: <problem>")."""
     if not isinstance(data, dict):
-        raise RecordingError("the file must hold a YAML mapping")
+        _fail(label, "rec_not_recording", "the file must hold a YAML mapping")
     if data.get("schema") != SCHEMA_VERSION:
-        raise RecordingError(f"'schema' must be {SCHEMA_VERSION}, not {data.get('schema')!r}")
+        _fail(label, "rec_schema", f"'schema' must be {SCHEMA_VERSION}, not {_short(data.get('schema'))}",
+              version=SCHEMA_VERSION, value=_short(data.get("schema")))
     kind = data.get("kind")
     if kind not in ("measured", "published"):
-        raise RecordingError(f"'kind' must be 'measured' or 'published', not {kind!r}")
-    _text(data, "title")
+        _fail(label, "rec_kind", f"'kind' must be 'measured' or 'published', not {_short(kind)}", value=_short(kind))
+    _text(data, "title", label)
     for key in ("label", "short_label"):
         if key in data:
-            _text(data, key)
+            _text(data, key, label)
     if kind == "published":
-        _published_extras(data)
+        _published_extras(data, label)
     else:
-        prov = _mapping(data, "provenance")
+        prov = _mapping(data, "provenance", label)
         for key in ("backend", "date", "command"):
-            _text(prov, key, "provenance.")
-        machine = _mapping(prov, "machine", "provenance.")
-        _text(machine, "os", "provenance.machine."), _text(machine, "chip", "provenance.machine.")
-        versions = _mapping(prov, "versions", "provenance.")
+            _text(prov, key, label, "provenance.")
+        machine = _mapping(prov, "machine", label, "provenance.")
+        _text(machine, "os", label, "provenance.machine."), _text(machine, "chip", label, "provenance.machine.")
+        versions = _mapping(prov, "versions", label, "provenance.")
         for key in ("python", "mlx", "mlx_lm"):
-            _text(versions, key, "provenance.versions.")
-        _mapping(data, "method")
-    _text(_mapping(data, "model"), "name", "model.")
-    sections = _mapping(data, "sections")
+            _text(versions, key, label, "provenance.versions.")
+        _mapping(data, "method", label)
+    _text(_mapping(data, "model", label), "name", label, "model.")
+    sections = _mapping(data, "sections", label)
     if not sections:
-        raise RecordingError("'sections' is empty")
+        _fail(label, "rec_no_sections", "'sections' is empty")
     for name, rows in sections.items():
         if name not in SECTIONS:
-            raise RecordingError(f"unknown section {name!r} (known: {', '.join(SECTIONS)})")
+            _fail(label, "rec_section", f"unknown section {_short(name)} (known: {', '.join(SECTIONS)})",
+                  name=_short(name), known=", ".join(SECTIONS))
         if not isinstance(rows, list) or not rows:
-            raise RecordingError(f"section {name!r} must be a non-empty list of rows")
+            _fail(label, "rec_rows", f"section {name!r} must be a non-empty list of rows", name=name)
         required, optional = SECTIONS[name]
         for i, row in enumerate(rows):
             where = f"sections.{name}[{i}]"
             if not isinstance(row, dict):
-                raise RecordingError(f"{where} must be a mapping")
-            for key in required:
+                _fail(label, "rec_row", f"{where} must be a mapping", field=where)
+            for key in (*required, *REQUIRED_TEXT.get(name, ())):
                 if key not in row:
-                    raise RecordingError(f"{where} is missing {key!r}")
+                    _fail(label, "rec_missing", f"{where} is missing {key!r}", field=f"{where}.{key}")
             for key, value in row.items():
                 if key in required or key in optional:
-                    _number(value, f"{where}.{key}")
+                    _number(value, f"{where}.{key}", label)
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
-                        raise RecordingError(f"{where}.{key} must be a non-empty list of numbers")
+                        _fail(label, "rec_list", f"{where}.{key} must be a non-empty list of numbers", field=f"{where}.{key}")
                     for j, item in enumerate(value):
-                        _number(item, f"{where}.{key}[{j}]")
+                        _number(item, f"{where}.{key}[{j}]", label)
                 elif key in TEXT_FIELDS[name]:
                     if not isinstance(value, str):
-                        raise RecordingError(f"{where}.{key} must be text")
+                        _fail(label, "rec_not_text", f"{where}.{key} must be text", field=f"{where}.{key}")
                 else:
-                    raise RecordingError(f"{where} has an unknown field {key!r}")
-            for key in REQUIRED_TEXT.get(name, ()):
-                if not isinstance(row.get(key), str):
-                    raise RecordingError(f"{where} is missing {key!r}")
+                    _fail(label, "rec_field", f"{where} has an unknown field {_short(key)}", field=where, key=_short(key))
     return data
 
 
@@ -264,23 +279,35 @@ def parse_text(text: str, label: str = "recording") -> Recording:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise RecordingError(f"{label}: not valid YAML{where}") from None
+        if mark:
+            _fail(label, "rec_yaml_at", f"not valid YAML at line {mark.line + 1}", line=mark.line + 1)
+        _fail(label, "rec_yaml", "not valid YAML")
     except (ValueError, OverflowError, RecursionError) as e:  # e.g. absurd timestamps or nesting
-        raise RecordingError(f"{label}: unreadable YAML value ({type(e).__name__})") from None
+        _fail(label, "rec_yaml_value", f"unreadable YAML value ({type(e).__name__})")
+    return Recording(None, validate(data, label))
+
+
+def parse_bytes(raw: bytes, label: str = "recording") -> Recording:
+    """A recording from a file's bytes (a bundled file, or one a reader uploads): size, UTF-8, YAML, schema.
+
+    Example: parse_bytes(Path("recordings/x.yaml").read_bytes(), "x.yaml").title
+    """
+    if len(raw) > MAX_FILE_BYTES:
+        _fail(label, "rec_too_large", f"larger than {MAX_FILE_BYTES // 1_000_000} MB", mb=MAX_FILE_BYTES // 1_000_000)
     try:
-        return Recording(None, validate(data))
-    except RecordingError as e:
-        raise RecordingError(f"{label}: {e}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        _fail(label, "rec_not_utf8", "not UTF-8 text")
+    return parse_text(text, label)
 
 
 def load(path: Path) -> Recording:
     """One recording file, validated; RecordingError names the file and the problem."""
     path = Path(path)
     try:
-        text = read_text_file(path, MAX_FILE_BYTES, path.name)
+        text = read_text_file(path, MAX_FILE_BYTES, path.name)  # regular files only, never more than the limit
     except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
-        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}") from None
+        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", e.code, **e.params) from None
     rec = parse_text(text, path.name)
     rec.path = path
     return rec

@@ -142,13 +142,13 @@ def provenance(rec: Recording) -> dict:
     return memo(rec, "provenance", views.provenance)
 
 
-def source_label(rec: Recording, lang: str, local: bool = False) -> str:
+def source_label(rec: Recording, lang: str, where: str = "") -> str:
     """How the site names a source in pickers and legends: its kind (published / measured on Apple Silicon / CPU
     demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'."""
     from . import i18n
 
     p = provenance(rec)
-    where = i18n.translate(lang, "source.local") if local else ""
+    where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
     if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
         return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
     return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"

@@ -15,7 +15,7 @@ import streamlit as st
 from kvcore import recordings
 from kvcore.recordings import Recording
 
-from . import i18n, recording_text
+from . import i18n, recording_text, uploads
 from .chapters import CHAPTERS, HOME, by_slug
 from .data import live_status, load_recordings, provenance, source_label
 
@@ -36,6 +36,7 @@ class Frame:
     live_ok: bool
     live_reason: str
     chosen: dict = field(default_factory=dict)
+    uploaded_ids: set[str] = field(default_factory=set)  # this reader's uploads (kvsite.uploads), in recs too
 
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
@@ -44,7 +45,8 @@ class Frame:
         """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
         if rec == LIVE:
             return self.t("source.live")
-        return source_label(rec, self.lang, rec.id in self.local_ids)
+        where = "local" if rec.id in self.local_ids else "uploaded" if rec.id in self.uploaded_ids else ""
+        return source_label(rec, self.lang, where)
 
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]
@@ -179,9 +181,11 @@ def setup(page: str) -> Frame:
         for chapter in CHAPTERS:
             st.page_link(chapter.path, label=t("nav." + chapter.slug), query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
+    mine = uploads.uploaded()  # shown beside the bundled runs, to this reader only
     read_only = recordings.read_only() or not recordings.writable(recordings.local_dir())
     live_ok, live_reason = live_status()
-    frame = Frame(page, lang, recs, errors, local_ids, read_only, live_ok, live_reason)
+    frame = Frame(page, lang, [*recs, *mine] if mine else recs, errors, local_ids, read_only, live_ok, live_reason,
+                  uploaded_ids={r.id for r in mine})
     if read_only:
         st.sidebar.caption(":material/lock: " + t("site.read_only"))
     if errors:

@@ -45,7 +45,7 @@ def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = 
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
     from .data import source_label
 
-    return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, r.id in local_ids) for r in recs}}
+    return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, "local" if r.id in local_ids else "") for r in recs}}
 
 
 def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:

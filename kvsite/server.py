@@ -4,6 +4,7 @@ wait for a page the way Streamlit's own browser tests do."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,12 +35,14 @@ class Server(str):
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: list[str] | None = None, app_dir: Path = ROOT):
-    """Yields the base URL of a fresh server for app_dir/streamlit_app.py; stops it (and only it) afterwards."""
+def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: list[str] | None = None, app_dir: Path = ROOT,
+                     python: str = sys.executable, args: tuple[str, ...] = ()):
+    """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`);
+    stops it (and only it) afterwards."""
     port = free_port()
-    cmd = [*(prefix or []), sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless=true",
+    cmd = [*(prefix or []), python, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless=true",
            "--server.address=127.0.0.1", f"--server.port={port}", "--server.fileWatcherType=none",
-           "--browser.gatherUsageStats=false", "--client.toolbarMode=minimal"]
+           "--browser.gatherUsageStats=false", "--client.toolbarMode=minimal", *args]
     proc = subprocess.Popen(cmd, cwd=app_dir, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     base = Server(f"http://127.0.0.1:{port}")
@@ -70,3 +73,65 @@ def wait_ready(page, timeout_ms: int = 60_000) -> None:
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
     page.wait_for_function("!document.querySelector(\"[data-testid='stSkeleton']\")", timeout=timeout_ms)
+
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"  # Debian's nginx (scripts/test.sh installs it)
+NGINX_SITE = ROOT / "deploy" / "nginx-kvsite.conf"
+
+
+def nginx_conf(tmp: Path, port: int, replicas: list[int]) -> Path:
+    """deploy/nginx-kvsite.conf as shipped, on loopback ports, inside a main configuration that keeps every file
+    nginx writes (pid, logs, temp) in `tmp`: it runs without touching /etc, /var or /run, as any user."""
+    site = NGINX_SITE.read_text(encoding="utf-8")
+    for shipped, now in zip((8501, 8502), replicas):
+        if site.count(f"127.0.0.1:{shipped}") != 2:
+            raise RuntimeError(f"{NGINX_SITE.name}: expected replica 127.0.0.1:{shipped} in the upstream and its health URL")
+        site = site.replace(f"127.0.0.1:{shipped}", f"127.0.0.1:{now}")
+    if len(replicas) == 1:  # one replica: the second server line and health URL go
+        site = "\n".join(line for line in site.splitlines() if "127.0.0.1:8502" not in line)
+        site = site.replace("    location = /_replica/2/health {\n    }\n", "")
+    if site.count("listen 80;") != 1:
+        raise RuntimeError(f"{NGINX_SITE.name}: expected one 'listen 80;'")
+    (tmp / "kvsite.conf").write_text(site.replace("listen 80;", f"listen 127.0.0.1:{port};"), encoding="utf-8")
+    temps = "\n".join(f"    {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    main = tmp / "nginx.conf"
+    main.write_text(f"""daemon off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {tmp}/access.log;
+{temps}
+    include {tmp}/kvsite.conf;
+}}
+""", encoding="utf-8")
+    return main
+
+
+@contextmanager
+def nginx_server(tmp: Path, replicas: list[int], timeout_s: float = 20):
+    """Yields the base URL of nginx on a free loopback port in front of the replicas (ports); stops it afterwards."""
+    if not Path(NGINX).exists():
+        raise RuntimeError("Debian's nginx is not installed (scripts/test.sh installs it with apt)")
+    tmp.chmod(0o755)  # nginx's workers (user nobody when started as root) create their temp folders here
+    port = free_port()
+    conf = nginx_conf(tmp, port, replicas)
+    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout_s
+        while True:
+            try:
+                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"nginx did not start: {(tmp / 'error.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)

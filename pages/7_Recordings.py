@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from kvsite import live, sections
+from kvcore import recordings
+
+from kvsite import live, sections, uploads
 from kvsite.data import csv_bytes, yaml_bytes
 from kvsite.export import show_chart
 from kvsite.frame import setup, text, url_choice
@@ -35,6 +37,12 @@ if ids:
     chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
     if chosen:
         show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode")
+
+# a reader's own run (the file `python -m kvcore record` writes): this session only, never written
+text("## " + f.t("recordings.upload_title"), f.t("recordings.upload_lead"))
+st.file_uploader(f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000), type=["yaml", "yml"],
+                 key=uploads.UPLOADER, on_change=uploads.receive, max_upload_size=uploads.MAX_WIDGET_MB)
+uploads.show(f)
 
 if not f.live_ok:
     st.header(f.t("recordings.live_title"))

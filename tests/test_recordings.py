@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcore import recordings
+from kvcore.errors import CODES
 from kvcore.recordings import RecordingError
+from kvsite import i18n
 
 VALID = {
     "schema": 1,
@@ -48,6 +50,9 @@ def _assert_named_error(tmp_path, content, name: str = "fuzz.yaml") -> None:
         _load_text(tmp_path, content, name)
     except RecordingError as e:
         assert str(e).startswith(name + ":")
+        assert e.code in CODES and e.params["label"] == name, e  # a reader's upload can cause it: said in Japanese
+        ja = i18n.error_text("ja", e)
+        assert ja.startswith(name + "：") and "⟨" not in ja, ja
     # a fuzzed file may happen to be valid; any other exception fails the test
 
 

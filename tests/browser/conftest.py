@@ -42,6 +42,17 @@ def ready():
 @pytest.fixture
 def readonly_server():
     """A server run as an unprivileged user, on a copy of recordings/ it cannot write to."""
+    yield from _unprivileged_server({})
+
+
+@pytest.fixture
+def hosted_server():
+    """The hosted demo's settings (KVCORE_READ_ONLY=1) on top of readonly_server's; also yields the server's
+    own folder (its HOME), where anything it wrote would be found."""
+    yield from _unprivileged_server({"KVCORE_READ_ONLY": "1"}, with_home=True)
+
+
+def _unprivileged_server(extra_env: dict, with_home: bool = False):
     if not shutil.which("setpriv") or os.geteuid() != 0:
         pytest.skip("needs root to drop privileges with setpriv")
     base_dir = Path(tempfile.mkdtemp(prefix="kvsite-ro-", dir="/tmp"))  # pytest's tmp is private to root
@@ -53,11 +64,11 @@ def readonly_server():
     os.chown(home, 65534, 65534)
     for p in [folder, *folder.rglob("*")]:
         p.chmod(0o555 if p.is_dir() else 0o444)
-    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home)}
+    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home), **extra_env}
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     try:
         with streamlit_server(env=env, prefix=prefix) as base:
-            yield base, folder
+            yield (base, folder, home) if with_home else (base, folder)
     finally:
         for p in [folder, *folder.rglob("*")]:
             p.chmod(0o755)

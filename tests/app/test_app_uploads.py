@@ -1,0 +1,91 @@
+"""A reader's own recording, uploaded on the Recordings page: checked by the bundled files' loader, offered in
+every chapter's source picker for that session only, never written; each malformed file gets one sentence in
+the page's language."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from app_helpers import measured_recording, page, texts
+from kvcore import recordings
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def mac_run() -> bytes:
+    data = measured_recording()
+    data["provenance"]["machine"]["chip"] = "Apple M9 Upload Test"
+    data["title"] = "an uploaded run"
+    return yaml.safe_dump(data, sort_keys=False).encode("utf-8")
+
+
+def upload(at, name: str, content: bytes):
+    at.file_uploader(key="rec_upload").set_value((name, content, "application/x-yaml"))
+    return at.run()
+
+
+def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_nothing_is_written(rec_dir, monkeypatch):
+    monkeypatch.setenv(recordings.READ_ONLY_ENV, "1")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in rec_dir.rglob("*"))
+    at = upload(page("pages/8_Recordings.py", "en"), "my-mac.yaml", mac_run())
+    assert not at.exception
+    assert [s.value for s in at.success] == ["Added for this session: Measured (CPU demonstration) (uploaded, this session only): "
+                                             "Apple M9 Upload Test — cpu-demo. Pick it in any chapter's data-source picker."]
+    for path, section in [("pages/4_Decode_slowdown.py", "decode"), ("pages/2_Nbytes_trap.py", "trap"),
+                          ("pages/1_Mechanism.py", "mechanism")]:
+        at.switch_page(path).run()
+        picker = at.sidebar.selectbox[0]
+        assert "upload-my-mac" in picker.options or any("Apple M9 Upload Test" in o for o in picker.options), section
+        picker.select_index([i for i, o in enumerate(picker.options) if "Apple M9 Upload Test" in o][0]).run()
+        assert not at.exception
+        assert "Apple M9 Upload Test" in texts(at), section  # the badge names the uploaded run's chip
+    other_reader = page("pages/4_Decode_slowdown.py", "en")
+    assert not any("Apple M9 Upload Test" in o for o in other_reader.sidebar.selectbox[0].options)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in rec_dir.rglob("*")) == before
+
+
+def test_the_same_file_twice_is_one_run(rec_dir):
+    at = upload(page("pages/8_Recordings.py", "en"), "a.yaml", mac_run())
+    at = upload(at, "b.yaml", mac_run())
+    assert sum("Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options) == 1
+
+
+def test_a_session_keeps_its_last_uploads_only(rec_dir):
+    from kvsite.uploads import MAX_KEPT
+
+    at = page("pages/8_Recordings.py", "en")
+    for n in range(MAX_KEPT + 2):
+        at = upload(at, f"run{n}.yaml", mac_run().replace(b"Apple M9 Upload Test", f"Apple M9 Upload {n}".encode()))
+    kept = [n for n in range(MAX_KEPT + 2) if any(f"Apple M9 Upload {n} " in o for o in at.selectbox(key="rec__w").options)]
+    assert kept == list(range(2, MAX_KEPT + 2))
+
+
+NESTED = ("a: " + "[" * 2000 + "]" * 2000).encode()
+
+
+@pytest.mark.parametrize("name,content,ja", [
+    ("big.yaml", b"# " + b"x" * recordings.MAX_FILE_BYTES, "2 MB を超えています"),
+    ("photo.yaml", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "UTF-8 のテキストではありません"),
+    ("broken.yaml", b"schema: 1\nkind: [measured\n", "行目が YAML として読めません"),
+    ("nested.yaml", NESTED, "YAML に読めない値があります"),
+    ("list.yaml", b"- 1\n- 2\n", "記録ファイルではありません"),
+    ("v2.yaml", mac_run().replace(b"schema: 1", b"schema: 2"), "'schema' は 1 でなければなりません"),
+    ("kind.yaml", mac_run().replace(b"kind: measured", b"kind: guessed"), "'kind' は 'measured' か 'published'"),
+    ("nochip.yaml", mac_run().replace(b"chip: Apple M9 Upload Test", b"chip: ''"), "provenance.machine.chip は空でない"),
+    ("section.yaml", mac_run().replace(b"  mechanism:", b"  prefill:"), "'prefill' は未知のセクションです"),
+    ("negative.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: -34.7"), "sections.decode[0].tokens_per_s は負の値"),
+    ("text.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: fast"), "sections.decode[0].tokens_per_s は数値でなければ"),
+    ("field.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: 34.7\n    speed: 1"), "未知のフィールド 'speed'"),
+])
+def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_nothing(rec_dir, name, content, ja):
+    at = upload(page("pages/8_Recordings.py", "ja"), name, content)
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    assert error.startswith(f"{name}：") and ja in error and "⟨" not in error, error
+    assert not at.success and not any("Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options)
+    english = upload(page("pages/8_Recordings.py", "en"), name, content)
+    [sentence] = [e.value for e in english.error]
+    assert sentence.startswith(f"{name}: ") and not JAPANESE.search(sentence), sentence
