@@ -301,13 +301,19 @@ def parse_bytes(raw: bytes, label: str = "recording") -> Recording:
     return parse_text(text, label)
 
 
+_AS_RECORDING = {"file_too_large": "rec_too_large", "file_not_utf8": "rec_not_utf8", "file_binary": "rec_not_utf8"}
+
+
 def load(path: Path) -> Recording:
     """One recording file, validated; RecordingError names the file and the problem."""
     path = Path(path)
     try:
         text = read_text_file(path, MAX_FILE_BYTES, path.name)  # regular files only, never more than the limit
-    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
-        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", e.code, **e.params) from None
+    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError, said as an upload's would be
+        code, params = e.code, e.params
+        if e.code in _AS_RECORDING:
+            code, params = _AS_RECORDING[e.code], {"label": path.name, "mb": MAX_FILE_BYTES // 1_000_000}
+        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", code, **params) from None
     rec = parse_text(text, path.name)
     rec.path = path
     return rec

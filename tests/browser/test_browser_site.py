@@ -76,8 +76,8 @@ def test_csv_download_matches_the_chart(server, page, ready):
     engine = views.trap_curve(views.load_geometry("llama-3.2-1b"), 300)
     sim = [r for r in rows if r["Source"].startswith("kvcore")]
     assert len(sim) == len(engine)
-    assert [float(r["mib"]) for r in sim] == pytest.approx(list(engine["mib"]))
-    assert max(int(r["tokens"]) for r in rows) == 300
+    assert [float(r["MiB"]) for r in sim] == pytest.approx(list(engine["mib"]))
+    assert max(int(r["Tokens"]) for r in rows) == 300
 
 
 def test_whole_site_in_read_only_mode_on_an_unwritable_folder(readonly_server, page, ready):
