@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import recordings
+from .recordings import is_apple_silicon
 from .geometry import Geometry
 from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
                    growth_probe, mechanism_probe, real_prefill_check, trap_probe)
@@ -31,16 +32,17 @@ def section_rows(section: str, rows: list[dict]) -> list[dict]:
 
 
 def default_label(prov: dict) -> str:
-    """How the UI names a run: never present a CPU run as Apple Silicon."""
-    if prov["backend"] == "mlx cpu":
-        system = prov["machine"]["os"].split()[0]
-        return CPU_LABEL if system == "Linux" else f"Measured — {system} CPU demonstration (mlx cpu), not Metal"
-    return f"Measured — {prov['machine']['chip']} (Metal), live run"
+    """How the UI names a run: Apple Silicon only when recordings.is_apple_silicon says so, never a CPU run."""
+    if is_apple_silicon(prov):
+        return f"Measured — {prov['machine']['chip']} ({'Metal' if prov['backend'] == 'mlx metal' else prov['backend']}), live run"
+    system = prov["machine"]["os"].split()[0]
+    return CPU_LABEL if system == "Linux" else f"Measured — {system} CPU demonstration ({prov['backend']}), not Apple Silicon"
 
 
 def build_recording(sections: dict[str, list[dict]], model: dict, method: dict, command: str,
                     title: str | None = None, label: str | None = None) -> dict:
-    """A schema-1 measured recording from probe rows; validated before it is returned."""
+    """A schema-1 measured recording from probe rows; validated before it is returned. The one path from a run to a
+    recording: the command line (`kvcore record`, `--save`) and the site's live mode both call it."""
     prov = provenance(command)
     data = {
         "schema": recordings.SCHEMA_VERSION,

@@ -31,7 +31,7 @@ from .geometry import Geometry, load_preset, parse_config
 from .published import figures
 from .calculator import max_context, memory_curves, predict_decode
 from .decode_model import chip_for, geometry_for
-from .recordings import Recording
+from .recordings import Recording, is_apple_silicon
 from .units import GIB, MIB
 
 ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-Instruct-4bit)
@@ -49,9 +49,7 @@ def source_class(rec: Recording) -> str:
     """'published', 'apple' (measured on Apple Silicon) or 'other' (measured anywhere else)."""
     if rec.kind == "published":
         return "published"
-    machine = rec.data.get("provenance", {}).get("machine", {})
-    apple = "apple" in str(machine.get("chip", "")).lower() and str(machine.get("os", "")).lower().startswith(("mac", "darwin"))
-    return "apple" if apple else "other"
+    return "apple" if is_apple_silicon(rec.data.get("provenance", {})) else "other"
 
 
 def provenance(rec: Recording) -> dict:

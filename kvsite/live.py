@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from kvcore import recordings, runs
+from kvcore import recordings
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
 from kvcore.views import ARTICLE_MODEL
@@ -51,13 +51,12 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.live_models import provenance
-
         from kvcore.live import SWEEP_ORDER, SWEEP_SPREAD
+        from kvcore.live_record import build_recording
 
         method = {"fill": "synthetic (random K/V, T+1 rows)", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
                   **{k: v for k, v in self.params.items() if k != "model"}}
-        data = runs.recording_from(self.sections, self.model, provenance("streamlit live mode"), method)
+        data = build_recording(self.sections, self.model, method, "streamlit live mode")
         return Recording(None, data)
 
 

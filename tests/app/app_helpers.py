@@ -22,7 +22,7 @@ CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test 
 
 
 def measured_recording() -> dict:
-    """A small measured CPU run in the schema, as kvcore.runs would write it (values are test data)."""
+    """A small measured CPU run in the schema, as kvcore.live_record.build_recording would write it (values are test data)."""
     config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 8, "intermediate_size": 1024,
               "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
