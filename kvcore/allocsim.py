@@ -108,3 +108,28 @@ def capacity_after(cache_class: str, updates: list[int], max_size: int | None = 
 def nbytes(capacity: int, row_bytes_k: int, row_bytes_v: int, kv_heads: int, batch: int = 1) -> int:
     """What `.nbytes` reports: the allocated rows (not the used ones) x bytes per row."""
     return batch * kv_heads * capacity * (row_bytes_k + row_bytes_v)
+
+
+MAX_UPDATES = 4096  # a chunking pattern longer than this is refused (it is a demo, not a fuzzer)
+
+
+def parse_updates(text: str) -> list[int]:
+    """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else."""
+    from .formulas import MAX_CONTEXT  # one update holds at most the engine's context limit
+
+    out: list[int] = []
+    for part in text.replace("+", ",").replace(" ", "").split(","):
+        if not part:
+            continue
+        count = 1
+        if "x" in part:
+            part, _, times = part.partition("x")
+            count = int(times) if times.isdigit() else -1
+        if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
+            raise KvError(f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.", "updates_bad", text=text)
+        out += [int(part)] * count
+        if len(out) > MAX_UPDATES:
+            raise KvError(f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES)
+    if not out:
+        raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
+    return out

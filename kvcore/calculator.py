@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .decode_model import Fit, bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
+from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
@@ -143,10 +143,6 @@ class Verdict:
     available_bytes: int
     share: float  # need / available
 
-    @property
-    def fits_line_bytes(self) -> int:
-        return int(self.available_bytes * FIT_SHARE)
-
 
 def verdict(need_bytes: int, available_bytes: int) -> Verdict:
     """fits (<= 90 % of available) / tight (<= 100 %) / no (> 100 %)."""
@@ -216,8 +212,7 @@ def formats_that_fit(geometry: Geometry, context: int, sequences: int, weights: 
 @dataclass(frozen=True)
 class Efficiency:
     share: float  # BW_eff / peak
-    source: str  # the recording it was fitted from, or "assumption"
-    fit: Fit | None = None
+    source: str  # the recordings it was fitted from, or "assumption"
 
 
 def efficiency(recordings: list) -> Efficiency:
@@ -230,7 +225,7 @@ def efficiency(recordings: list) -> Efficiency:
     if not shares:
         return Efficiency(ASSUMED_EFFICIENCY, "assumption")
     mean = sum(s for s, _, _ in shares) / len(shares)
-    return Efficiency(mean, "; ".join(t for _, t, _ in shares), shares[0][2] if len(shares) == 1 else None)
+    return Efficiency(mean, "; ".join(t for _, t, _ in shares))
 
 
 def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float, sequences: int = 1) -> list[dict]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
-from .geometry import Geometry, load_preset, parse_config
+from .geometry import Geometry, parse_config, preset_geometry
 from .hardware import Chip, get_chip
 
 MIN_POINTS_FOR_OVERHEAD = 3  # a slope and an intercept need a third point to leave a residual
@@ -133,7 +133,7 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
         if isinstance(model.get("config"), dict):
             geometry = parse_config(model["config"], model["name"])
         elif model.get("preset"):
-            geometry = parse_config(load_preset(model["preset"])["config"], model["preset"])
+            geometry = preset_geometry(model["preset"])
         else:
             return None
         kv = model.get("kv_format", "fp16")

@@ -13,6 +13,7 @@ import platform
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from .geometry import preset_geometry
 from .errors import KvError
 from .units import fmt_bytes
 
@@ -63,10 +64,9 @@ def _backend_works() -> str | None:
 def _default_decode_fits() -> str:
     """Whether the live commands' default run (llama-3.2-1b random weights, 32K context) passes the memory guard."""
     from .formulas import kv_bytes
-    from .geometry import load_preset, parse_config
     from .live_models import guard, guess_weights_bytes, kv_spec
 
-    geometry = parse_config(load_preset(DEFAULT_MODEL)["config"], DEFAULT_MODEL)
+    geometry = preset_geometry(DEFAULT_MODEL)
     try:
         need = guard(guess_weights_bytes(DEFAULT_MODEL, None, "mlx-q4") or 0, kv_bytes(geometry, 1, kv_spec("fp32", "fp32")),
                      DEFAULT_MAX_CONTEXT, model=DEFAULT_MODEL)

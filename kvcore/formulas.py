@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .allocsim import trace
+from .allocsim import simulate, trace
 from .errors import KvError
 from .formats import DTYPE_BYTES, get_format
 from .geometry import Geometry, Layer
@@ -253,3 +253,25 @@ def formula_terms(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), seq
     per_token = sum(bytes_per_token(layer, spec) for layer in geometry.layers if tokens_held(layer, context) == context)
     return {"terms": terms, "sequences": sequences, "context": context, "per_token": per_token,
             "total": kv_bytes(geometry, context, spec, sequences)}
+
+
+def allocated_bytes(geometry: Geometry, context: int, spec: KvSpec) -> int:
+    """What the caches' `.nbytes` report after mlx_lm's chunked prefill of `context` tokens (allocsim)."""
+    chunks = prefill_chunks(context)
+    total = 0
+    for layer in geometry.layers:
+        if layer.kind == "linear":
+            total += state_bytes(layer, spec)
+            continue
+        if layer.kind == "sliding" and context > layer.window:
+            cap = simulate("RotatingKVCache", chunks, max_size=layer.window).capacity
+        else:
+            cap = simulate("KVCache", chunks).capacity
+        total += cap * bytes_per_token(layer, spec)
+    return total
+
+
+def crossover_context(geometry: Geometry, weights_format: str, spec: KvSpec, sequences: int = 1) -> int | None:
+    """The smallest context whose KV bytes exceed the weights' bytes (None beyond MAX_CONTEXT)."""
+    within = max_context_within(geometry, weights_bytes(geometry, weights_format), spec, sequences)
+    return None if within == MAX_CONTEXT else within + 1

@@ -522,6 +522,15 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     return data
 
 
+@lru_cache(maxsize=64)
+def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
+    """A bundled preset's geometry under `runtime` (shared and frozen: read it, never change it).
+
+    Example: preset_geometry("llama-3.2-1b").count("full") -> 16.
+    """
+    return parse_config(load_preset(name)["config"], name, runtime)
+
+
 def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
     """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
     if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses

@@ -10,12 +10,12 @@ from __future__ import annotations
 from .allocsim import nbytes, simulate
 from .decode_model import slowdown
 from .formulas import KvSpec, bytes_per_token, kv_bytes, kv_bytes_per_token
-from .geometry import Layer, load_preset, parse_config
+from .geometry import Layer, preset_geometry
 from .units import GIB, KIB, MIB
 
 
 def _geometry(name: str):
-    return parse_config(load_preset(name)["config"], name)
+    return preset_geometry(name)
 
 
 def run_checks() -> list[tuple[str, bool, str]]:

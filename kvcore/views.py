@@ -2,7 +2,7 @@
 
 Every number a page shows comes from here, from a recording, or from kvcore/published.yaml.
 Long-form frames (one row per point and series) feed kvcore.charts directly.
-Example: trap_curve(load_geometry("llama-3.2-1b"), 300) -> allocated jumps 8.0 -> 16.0 MiB at 257.
+Example: trap_curve(preset_geometry("llama-3.2-1b"), 300) -> allocated jumps 8.0 -> 16.0 MiB at 257.
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ from . import allocsim, decode_model, hardware
 from .errors import KvError
 from .formats import FORMATS, get_format
 from .formulas import (
-    MAX_CONTEXT,
-    KvSpec,
+    allocated_bytes,
     bytes_per_token,
+    crossover_context,
     kv_bytes,
     kv_bytes_per_token,
-    max_context_within,
+    KvSpec,
     per_layer_kv,
-    prefill_chunks,
-    state_bytes,
     weights_bytes,
 )
-from .geometry import Geometry, load_preset, parse_config
+from .geometry import Geometry, preset_geometry
 from .published import figures
 from .calculator import max_context, memory_curves, predict_decode
 from .decode_model import chip_for, geometry_for
@@ -35,11 +33,6 @@ from .recordings import Recording, is_apple_silicon
 from .units import GIB, MIB
 
 ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-Instruct-4bit)
-MAX_UPDATES = 4096  # a chunking pattern longer than this is refused (it is a demo, not a fuzzer)
-
-
-def load_geometry(preset: str) -> Geometry:
-    return parse_config(load_preset(preset)["config"], preset)
 
 
 # ---------------------------------------------------------------- recordings
@@ -239,32 +232,12 @@ def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFram
                    var_name="series", value_name="mib").assign(series=lambda d: d["series"].str.removesuffix("_mib"))
 
 
-def parse_updates(text: str) -> list[int]:
-    """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else."""
-    out: list[int] = []
-    for part in text.replace("+", ",").replace(" ", "").split(","):
-        if not part:
-            continue
-        count = 1
-        if "x" in part:
-            part, _, times = part.partition("x")
-            count = int(times) if times.isdigit() else -1
-        if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
-            raise KvError(f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.", "updates_bad", text=text)
-        out += [int(part)] * count
-        if len(out) > MAX_UPDATES:
-            raise KvError(f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES)
-    if not out:
-        raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
-    return out
-
-
 def chunking_table(geometry: Geometry, patterns: list[str], kv_format: str = "fp16") -> pd.DataFrame:
     """Capacity after each update pattern (allocsim), against the tokens actually held."""
     per_token = sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in _full_layers(geometry))
     rows = []
     for text in patterns:
-        state = allocsim.simulate("KVCache", parse_updates(text))
+        state = allocsim.simulate("KVCache", allocsim.parse_updates(text))
         rows.append({"updates": text, "tokens": state.offset, "capacity": state.capacity,
                      "allocated_mib": state.capacity * per_token / MIB, "used_mib": state.offset * per_token / MIB,
                      "slack_pct": 100 * (state.capacity - state.offset) / state.offset})
@@ -279,22 +252,6 @@ def contexts(max_context: int, start: int = 1024) -> list[int]:
     return [2**k for k in range(int(math.log2(start)), int(math.log2(max_context)) + 1)]
 
 
-def allocated_bytes(geometry: Geometry, context: int, spec: KvSpec) -> int:
-    """What the caches' `.nbytes` report after mlx_lm's chunked prefill of `context` tokens (allocsim)."""
-    chunks = prefill_chunks(context)
-    total = 0
-    for layer in geometry.layers:
-        if layer.kind == "linear":
-            total += state_bytes(layer, spec)
-            continue
-        if layer.kind == "sliding" and context > layer.window:
-            cap = allocsim.simulate("RotatingKVCache", chunks, max_size=layer.window).capacity
-        else:
-            cap = allocsim.simulate("KVCache", chunks).capacity
-        total += cap * bytes_per_token(layer, spec)
-    return total
-
-
 def growth_curve(geometry: Geometry, max_context: int, spec: KvSpec, weights_format: str, sequences: int = 1) -> pd.DataFrame:
     """Allocated / used / theory KV bytes at each power-of-two context, with the weights as a level."""
     w = weights_bytes(geometry, weights_format)
@@ -305,12 +262,6 @@ def growth_curve(geometry: Geometry, max_context: int, spec: KvSpec, weights_for
                               ("theory", used), ("weights", w)):
             rows.append({"context": t, "series": series, "bytes": value, "gib": value / GIB})
     return pd.DataFrame(rows)
-
-
-def crossover_context(geometry: Geometry, weights_format: str, spec: KvSpec, sequences: int = 1) -> int | None:
-    """The smallest context whose KV bytes exceed the weights' bytes (None beyond MAX_CONTEXT)."""
-    within = max_context_within(geometry, weights_bytes(geometry, weights_format), spec, sequences)
-    return None if within == MAX_CONTEXT else within + 1
 
 
 def per_layer(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1) -> pd.DataFrame:
@@ -518,7 +469,7 @@ def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, forma
 def turbo3_claims() -> pd.DataFrame:
     """Article B's 3.72 GiB against the fork's block layout (3.125 bits) and its older 3.5-bit comments."""
     item = figures()["turbo3_llama31_8b_131k"]
-    geometry = load_geometry(item["model"])
+    geometry = preset_geometry(item["model"])
     fp16 = kv_bytes(geometry, item["context"])
     rows = []
     for claim in item["claims"]:
@@ -547,7 +498,7 @@ def turbo_padding() -> pd.DataFrame:
 
 def key_numbers(rec: Recording | None) -> dict:
     """The home page's numbers: Article A's model from the engine, decode figures from the recording."""
-    g = load_geometry(ARTICLE_MODEL)
+    g = preset_geometry(ARTICLE_MODEL)
     out = {"kv_per_token": kv_bytes_per_token(g), "kv_32k": kv_bytes(g, 32768),
            "weights_q4": weights_bytes(g, "mlx-q4", active=True), "crossover": crossover_context(g, "mlx-q4", KvSpec())}
     check = worked_check(rec) if rec is not None else None

@@ -8,7 +8,7 @@ import pandas as pd
 
 from kvcore import calculator, llamacpp
 from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
-from kvcore.geometry import LCPP, RUNTIMES, Geometry, load_preset, parse_config, parse_json_text
+from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, parse_json_text, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
@@ -68,7 +68,7 @@ def config_geometry(text: str | bytes | None, name: str, runtime: str, llama: tu
     (unified cache, micro-batch, swa_full) under that runtime, None under the others (see llama_options).
     """
     if text is None:
-        return parse_config(load_preset(name)["config"], name, runtime)
+        return preset_geometry(name, runtime)
     return parse_config(parse_json_text(text, name), name, runtime)
 
 

@@ -132,11 +132,6 @@ def view(name: str, *args, **kwargs):
     return getattr(views, name)(*args, **kwargs)
 
 
-@st.cache_resource(show_spinner=False)
-def geometry(preset: str):
-    return views.load_geometry(preset)
-
-
 def provenance(rec: Recording) -> dict:
     """views.provenance(rec), once per recording object (read-only: shared)."""
     return memo(rec, "provenance", views.provenance)

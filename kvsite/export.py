@@ -18,7 +18,7 @@ import vl_convert as vlc
 
 from kvcore import charts
 
-from .data import HASH_FUNCS, arrow, csv_bytes
+from .data import arrow, csv_bytes
 from .frame import row
 
 
@@ -47,12 +47,6 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
 def make_chart(data: pd.DataFrame, builder: str, *args, **kwargs) -> Chart:
     """kvcore.charts.<builder>(*args, **kwargs) with `data` as its table and CSV. Call it inside a cached section."""
     return Chart(to_spec(getattr(charts, builder)(*args, **kwargs)), data, arrow(data))
-
-
-@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
-def chart_spec(builder: str, *args, **kwargs) -> dict:
-    """kvcore.charts.<builder>(*args, **kwargs) as a Vega-Lite dict, cached on its arguments."""
-    return to_spec(getattr(charts, builder)(*args, **kwargs))
 
 
 def _spec(chart: alt.TopLevelMixin | dict) -> dict:
@@ -93,8 +87,3 @@ def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
             if table:
                 st.dataframe(chart.table, hide_index=True, width="stretch")
     return event
-
-
-def chart_block(frame, spec: dict, data: pd.DataFrame, key: str, stem: str, table: bool = True):
-    """show_chart for a spec and DataFrame made on this rerun (prefer a cached Chart from make_chart)."""
-    return show_chart(frame, Chart(spec, data, arrow(data) if table else None), key, stem, table)

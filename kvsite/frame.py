@@ -35,7 +35,6 @@ class Frame:
     read_only: bool
     live_ok: bool
     live_reason: str
-    chosen: dict = field(default_factory=dict)
     uploaded_ids: set[str] = field(default_factory=set)  # this reader's uploads (kvsite.uploads), in recs too
 
     def t(self, key: str, **values) -> str:

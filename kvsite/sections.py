@@ -14,8 +14,8 @@ from kvcore import allocsim, calculator, hardware, views
 from kvcore.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
-from kvcore.formulas import KvSpec, formula_terms, weights_bytes
-from kvcore.geometry import load_preset
+from kvcore.formulas import KvSpec, crossover_context, formula_terms, weights_bytes
+from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
 from kvcore.recordings import Recording
 from kvcore.units import GIB, fmt_num, fmt_pct
@@ -60,7 +60,7 @@ def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
 @cached
 def article_geometry() -> dict:
     """Article A's model as the prose states it (shared: read it, never change it): layers, KV heads, head_dim, fp16 bytes per value, block step."""
-    g = views.load_geometry(views.ARTICLE_MODEL)
+    g = preset_geometry(views.ARTICLE_MODEL)
     first = next(layer for layer in g.layers if layer.kind == "full")
     return {"layers": g.count("full"), "kv_heads": first.kv_heads, "head_dim": first.k_dim,
             "value_bytes": FORMATS["fp16"].bits // 8, "step": allocsim.STEP, "step_next": allocsim.STEP + 1}
@@ -167,7 +167,7 @@ def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, na
 
     points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
     t = _t(lang)
-    g = views.load_geometry(views.ARTICLE_MODEL)
+    g = preset_geometry(views.ARTICLE_MODEL)
     series = {s: t(f"trap.{s}") for s in TRAP_SERIES}
     curve = views.trap_curve(g, tokens, fmt)
     curve = curve.assign(series=curve["series"].map(series), source=t("trap.simulated"))
@@ -190,7 +190,7 @@ def trap_recorded(tokens: int, fmt: str, lang: str, recs: list[Recording]) -> di
 @cached
 def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tuple:
     """(markdown table, error text or None): the reader's pattern added unless it is one of ours or invalid."""
-    g = views.load_geometry(views.ARTICLE_MODEL)
+    g = preset_geometry(views.ARTICLE_MODEL)
     error = None
     try:
         rows = views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)
@@ -229,7 +229,7 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 @cached
 def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
     """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model)."""
-    g, spec = views.load_geometry(model), KvSpec(kv, kv)
+    g, spec = preset_geometry(model), KvSpec(kv, kv)
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
@@ -248,7 +248,7 @@ def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, re
                                 rules=limit_rule(g, ctx, lang)),
             "points": points is not None, "max_context": int(curve["context"].max()),
             "used": int(top["used"]), "weights": int(top["weights"]),
-            "crossover": views.crossover_context(g, weights, spec, seqs), "model_max": g.max_position_embeddings}
+            "crossover": crossover_context(g, weights, spec, seqs), "model_max": g.max_position_embeddings}
 
 
 def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
@@ -261,7 +261,7 @@ def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
 
 @cached
 def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
-    layers = views.per_layer(views.load_geometry(model), ctx, KvSpec(kv, kv), seqs)
+    layers = views.per_layer(preset_geometry(model), ctx, KvSpec(kv, kv), seqs)
     layers["kind"] = layers["kind"].map(_tr(lang, "growth.kind_"))
     t = _t(lang)
     titles = cols(lang, "layer", "mib", "kind", "tokens_held")
@@ -321,7 +321,7 @@ def default_efficiency(rec: Recording | None) -> float:
 def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     """Predicted tok/s on a chip where the model fits and supports the context; why not, where it does not."""
     t = _t(lang)
-    g, c = views.load_geometry(model), hardware.get_chip(chip)
+    g, c = preset_geometry(model), hardware.get_chip(chip)
     pred = views.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
     memory = views.chip_memory_bytes(c)
     caveat = t("decode.caveat" if c.unified else "decode.caveat_gpu")
@@ -374,7 +374,7 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
 def heads(model: str, ctx: int, lang: str) -> dict:
     """The MHA / this model / MQA chart (an MLA model: its latent against the MHA it replaces) and one sentence on
     this model's own query and KV heads."""
-    g = views.load_geometry(model)
+    g = preset_geometry(model)
     df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
     df["variant"] = df["variant"].map(_tr(lang, "savings.variant_"))
     df["label"] = [fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)") for v, share in zip(df["gib"], df["vs_mha"])]
@@ -398,7 +398,7 @@ def heads(model: str, ctx: int, lang: str) -> dict:
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
     the formats table."""
-    g = views.load_geometry(model)
+    g = preset_geometry(model)
     top = max(ctx, 8192)
     curve = views.formats_curve(g, list(fmts), top)
     t = _t(lang)
@@ -414,7 +414,7 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
 @cached
 def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
     """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
-    g = views.load_geometry(model)
+    g = preset_geometry(model)
     df = views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:
         return None

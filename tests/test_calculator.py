@@ -14,7 +14,7 @@ from kvcore.calculator import (
 )
 from kvcore.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.formulas import MAX_CONTEXT, KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, parse_config
+from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.hardware import get_chip
 from kvcore.recordings import load_all
 
@@ -22,7 +22,7 @@ GB = 10**9
 
 
 def geometry(name):
-    return parse_config(load_preset(name)["config"], name)
+    return preset_geometry(name)
 
 
 def fits(g, context, spec, sequences, weights, available):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvcore.formulas import kv_bytes
-from kvcore.geometry import load_preset, parse_config
+from kvcore.geometry import load_preset, parse_config, preset_geometry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_calc_accepts_a_config_json_path(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(load_preset("gemma-3-4b")["config"]))
     out = json.loads(kvcore("calc", "--model", str(config), "--context", "50000", "--json").stdout)
-    assert out["kv_bytes"] == kv_bytes(parse_config(load_preset("gemma-3-4b")["config"]), 50000)
+    assert out["kv_bytes"] == kv_bytes(preset_geometry("gemma-3-4b"), 50000)
 
 
 def test_calc_table_is_readable():

@@ -7,10 +7,10 @@ import pytest
 from kvcore.decode_model import bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s, slowdown
 from kvcore.errors import KvError
 from kvcore.formulas import kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, parse_config
+from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb
 
-LLAMA_1B = parse_config(load_preset("llama-3.2-1b")["config"], "llama-3.2-1b")
+LLAMA_1B = preset_geometry("llama-3.2-1b")
 
 
 def test_worked_check_292_to_119_tok_s_from_the_preset_alone():

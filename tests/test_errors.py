@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from kvcore import views
+from kvcore import allocsim
 from kvcore.errors import CODES, KvError
 from kvcore.formats import FORMATS
 from kvcore.live_models import guard
@@ -25,9 +25,9 @@ def test_an_unknown_code_is_a_programming_error():
 
 
 @pytest.mark.parametrize("cause,code,quoted", [
-    (lambda: views.parse_updates("300, abc"), "updates_bad", "300, abc"),
-    (lambda: views.parse_updates("1x5000"), "updates_many", "4,096"),
-    (lambda: views.parse_updates(" , "), "updates_none", "1, 256"),
+    (lambda: allocsim.parse_updates("300, abc"), "updates_bad", "300, abc"),
+    (lambda: allocsim.parse_updates("1x5000"), "updates_many", "4,096"),
+    (lambda: allocsim.parse_updates(" , "), "updates_none", "1, 256"),
     (lambda: FORMATS["mlx-q4"].row_bytes(48), "format_group", "48"),
     (lambda: guard(10**9, 10**4, 32768, available=2 * 10**9, model="m"), "guard_decode_fits", "m の 32,768"),
     (lambda: guard(10**9, 10**6, 32768, available=10**9, model="m"), "guard_decode_none", "32,768"),

@@ -13,12 +13,12 @@ from kvcore.formulas import (
     prefill_chunks,
     weights_bytes,
 )
-from kvcore.geometry import Layer, load_preset, parse_config
+from kvcore.geometry import Layer, load_preset, parse_config, preset_geometry
 from kvcore.units import GIB, KIB, MIB
 
 
 def preset(name, **kw):
-    return parse_config(load_preset(name)["config"], name, **kw)
+    return preset_geometry(name, **kw)
 
 
 def test_llama_1b_fp16_costs_32_kib_per_token():

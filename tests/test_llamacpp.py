@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kvcore import calculator, llamacpp
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
-from kvcore.geometry import FAMILIES, RUNTIMES, load_preset, parse_config
+from kvcore.geometry import FAMILIES, RUNTIMES, load_preset, parse_config, preset_geometry
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def kvcore(*args):
 
 
 def geometry(name, runtime="llama.cpp"):
-    return parse_config(load_preset(name)["config"], name, runtime)
+    return preset_geometry(name, runtime)
 
 
 def calc_json(*args):
@@ -316,7 +316,7 @@ def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
     from kvcore.geometry import preset_names
 
     for name in preset_names():
-        g = parse_config(load_preset(name)["config"], name, runtime)
+        g = preset_geometry(name, runtime)
         r = calculator.calculate(g, 8192, 2, KvSpec("q8_0", "q8_0"))
         assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
         weights = r["weights_bytes"]

@@ -25,7 +25,7 @@ from mlx_lm.utils import _get_classes, quantize_model  # noqa: E402
 from kvcore import allocsim  # noqa: E402
 from kvcore.formats import get_format  # noqa: E402
 from kvcore.formulas import KvSpec, layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
-from kvcore.geometry import load_preset, parse_config  # noqa: E402
+from kvcore.geometry import load_preset, parse_config, preset_geometry  # noqa: E402
 
 pytestmark = pytest.mark.mlx
 
@@ -214,7 +214,7 @@ def test_layer_kv_bytes_match_mlx_lm(case):
         # The linear state is constant in context and does not depend on hidden_size: the scaled
         # model's state equals the state kvcore computes for the real, unscaled preset.
         assert all(row == linear_bytes[0] for row in linear_bytes)
-        real_layers = parse_config(load_preset(case)["config"]).layers
+        real_layers = preset_geometry(case).layers
         real = next(layer for layer in real_layers if layer.kind == "linear")
         assert linear_bytes[0] == [state_bytes(real, FP32)] * geometry.count("linear")
 

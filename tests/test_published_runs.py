@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from kvcore.geometry import preset_geometry
 from kvcore import decode_model, recordings, views
 from kvcore.formats import FORMATS
 from kvcore.formulas import ALL_WEIGHT_FORMATS, weights_bytes
@@ -96,7 +97,7 @@ def test_unusual_models_are_flagged_and_get_no_fit():
 
 
 def test_gguf_q8_0_weights_are_whole_ggml_blocks_and_f32_vectors():
-    geometry = views.load_geometry("llama-3.2-1b")
+    geometry = preset_geometry("llama-3.2-1b")
     p = geometry.active_params
     block = FORMATS["q8_0"]
     assert (block.block_values, block.block_bytes) == (32, 34)

@@ -9,14 +9,14 @@ import pytest
 from kvcore import allocsim, hardware, views
 from kvcore.charts import MAX_ROWS
 from kvcore.formulas import KvSpec, formula_terms, kv_bytes
-from kvcore.geometry import load_preset, preset_names
+from kvcore.geometry import load_preset, preset_names, preset_geometry
 from kvcore.recordings import load
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = load(ROOT / "recordings" / "measured-linux-cpu-demo-mlx-cpu.yaml")
 ARTICLE_A = load(ROOT / "recordings" / "published-article-a-m5-pro.yaml")
 ARTICLE_B = load(ROOT / "recordings" / "published-article-b-t4-mechanism.yaml")
-LLAMA_1B = views.load_geometry("llama-3.2-1b")
+LLAMA_1B = preset_geometry("llama-3.2-1b")
 
 
 @pytest.mark.parametrize("tokens", [260, 600, 1667, 1668, 2048, 100_000])
@@ -52,7 +52,7 @@ def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_f
 
 def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
     h100 = hardware.get_chip("NVIDIA H100 SXM")
-    big = views.load_geometry("llama-3.1-70b")
+    big = preset_geometry("llama-3.1-70b")
     assert views.what_if(big, "bf16", KvSpec(), h100, 0.7, 131072).empty  # 141 GB of weights, 80 GB of memory
     q8 = views.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
     top = int(q8["context"].max())
@@ -63,20 +63,20 @@ def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
 
 
 def test_what_if_stops_at_the_models_own_limit():
-    qwen = views.load_geometry("qwen3-4b")
+    qwen = preset_geometry("qwen3-4b")
     df = views.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
     assert df["context"].max() == qwen.max_position_embeddings == 40960
 
 
 def test_formats_of_equal_cost_share_one_line_and_one_name():
-    names = views.format_groups(views.load_geometry("llama-3.1-8b"), ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"])
+    names = views.format_groups(preset_geometry("llama-3.1-8b"), ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"])
     assert names["mlx-q8"] == names["q8_0"] == "mlx-q8 = q8_0" and names["mlx-q4"] == names["q4_0"] == "mlx-q4 = q4_0"
-    curve = views.formats_curve(views.load_geometry("llama-3.1-8b"), list(names), 131072)
+    curve = views.formats_curve(preset_geometry("llama-3.1-8b"), list(names), 131072)
     assert sorted(curve["format"].unique()) == sorted(set(names.values()))  # 5 lines, each visible
 
 
 def test_what_fits_stops_at_the_models_limit_and_says_what_memory_alone_allows():
-    g = views.load_geometry("llama-3.1-8b")
+    g = preset_geometry("llama-3.1-8b")
     df = views.fits_table(g, "mlx-q4", 36, ["fp16", "turbo3"]).set_index("format")
     assert (df["max_context"] == 131072).all() and df["capped"].all()
     assert df.loc["turbo3", "memory_max_context"] > 1_000_000  # what the chart once drew, unmarked
@@ -85,7 +85,7 @@ def test_what_fits_stops_at_the_models_limit_and_says_what_memory_alone_allows()
 
 
 def test_an_mla_model_is_compared_with_the_multi_head_attention_it_replaces():
-    g = views.load_geometry("deepseek-v3")
+    g = preset_geometry("deepseek-v3")
     dims = views.mla_mha_dims(load_preset("deepseek-v3")["config"])
     assert dims == (128 + 64, 128)
     df = views.heads_compare(g, 32768, mha_dims=dims).set_index("variant")
@@ -97,7 +97,7 @@ def test_an_mla_model_is_compared_with_the_multi_head_attention_it_replaces():
 @pytest.mark.parametrize("model", preset_names())
 @pytest.mark.parametrize("kv", [("fp16", "fp16"), ("mlx-q8", "mlx-q4"), ("q4_0", "turbo3")])
 def test_the_written_out_formula_multiplies_out_to_the_engines_total(model, kv):
-    g, spec = views.load_geometry(model), KvSpec(*kv)
+    g, spec = preset_geometry(model), KvSpec(*kv)
     try:
         terms = formula_terms(g, 40000, spec)
     except Exception as e:  # a format that cannot store this model's rows (mlx group size) is refused by the engine too

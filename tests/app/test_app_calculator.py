@@ -12,7 +12,7 @@ import pytest
 from app_helpers import ROOT, charts, page, texts
 from kvcore import calculator as calc
 from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, parse_config
+from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc import NUMBERS
@@ -51,7 +51,7 @@ def metric(at, label_start: str) -> str:
 
 
 def geometry(name):
-    return parse_config(load_preset(name)["config"], name)
+    return preset_geometry(name)
 
 
 @pytest.mark.parametrize(

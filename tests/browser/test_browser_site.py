@@ -9,6 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from kvcore.geometry import preset_geometry
 from kvsite.server import PAGES as PATHS
 from kvsite.server import streamlit_server
 
@@ -73,7 +74,7 @@ def test_csv_download_matches_the_chart(server, page, ready):
     rows = list(csv.DictReader(io.StringIO(open(info.value.path(), encoding="utf-8").read())))
     series = {r["Series"] for r in rows}  # the CSV's columns carry the page's column titles
     assert series <= legend  # every series in the file is one the chart's legend shows
-    engine = views.trap_curve(views.load_geometry("llama-3.2-1b"), 300)
+    engine = views.trap_curve(preset_geometry("llama-3.2-1b"), 300)
     sim = [r for r in rows if r["Source"].startswith("kvcore")]
     assert len(sim) == len(engine)
     assert [float(r["MiB"]) for r in sim] == pytest.approx(list(engine["mib"]))
