@@ -61,7 +61,8 @@ class _Ticker:
         self.check()
 
 
-def _geometry(model: str | Geometry) -> Geometry:
+def resolve_geometry(model: str | Geometry) -> Geometry:
+    """A probe's geometry: a Geometry as it is, else a preset name, config.json or model folder (live_models.resolve_config)."""
     if isinstance(model, Geometry):
         return model
     name, config = resolve_config(model)
@@ -115,7 +116,7 @@ def trap_probe(model: str | Geometry = "llama-3.2-1b", dtype: str = "fp16", toke
     """
     import mlx.core as mx
 
-    geometry = _geometry(model)
+    geometry = resolve_geometry(model)
     layer = _attention_layer(geometry)
     layers = geometry.count("full")
     if "QuantizedKVCache" in cache_classes and layer.k_dim % 64:
@@ -208,7 +209,7 @@ def growth_probe(model: str | Geometry = "llama-3.2-1b", contexts: list[int] | N
     """
     import mlx.core as mx
 
-    geometry = _geometry(model)
+    geometry = resolve_geometry(model)
     if any(l.kind in ("mla", "linear") for l in geometry.layers):
         raise KvError(f"The growth probe drives KVCache layers; {geometry.name} has MLA or linear layers.")
     contexts = sorted(contexts or [1024, 2048, 4096, 8192, 16384, 32768])

@@ -181,10 +181,10 @@ def _print_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
 
 
 def _cmd_probe(a) -> int:
-    from .live import _geometry, cache_classes, trap_probe
+    from .live import resolve_geometry, cache_classes, trap_probe
     from .live_record import model_info
 
-    geometry = _geometry(a.model)
+    geometry = resolve_geometry(a.model)
     layer = next((l for l in geometry.layers if l.kind == "full"), None)
     kinds = ", ".join(f"{geometry.count(k)} {k}" for k in ("full", "sliding", "mla", "linear") if geometry.count(k))
     print(f"model      {geometry.name}: {kinds} layers; {layer.kv_heads if layer else '-'} KV heads x head_dim "
@@ -207,10 +207,10 @@ def _cmd_probe(a) -> int:
 
 
 def _cmd_kv(a) -> int:
-    from .live import _geometry, growth_probe
+    from .live import resolve_geometry, growth_probe
     from .live_record import model_info
 
-    geometry = _geometry(a.model)
+    geometry = resolve_geometry(a.model)
     rows = _run(growth_probe, geometry, a.contexts, kv_format=a.kv_format, dtype=a.activation_dtype)
     _print_table(rows, [("context", "context", ","), ("allocated_mib", "alloc MiB", ".3f"), ("used_mib", "used MiB", ".3f"),
                         ("theory_mib", "theory MiB", ".3f"), ("active_mib", "active MiB", ".1f"), ("peak_mib", "peak MiB", ".1f")])

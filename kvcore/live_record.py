@@ -98,9 +98,9 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
     if check_context:
         checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase(4), should_stop))
         checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase(5), should_stop))
-    from .live import _geometry
+    from .live import resolve_geometry
 
-    g = _geometry(geometry)
+    g = resolve_geometry(geometry)
     method = {
         "trap": {"driver": "real mlx_lm cache classes fed random tensors of one layer", "tokens": trap_tokens,
                  "kv_dtype": geometry_kv_format, "used_bytes": "from keys_and_values() arrays",

@@ -33,6 +33,8 @@ Schema (version 1):
 
 from __future__ import annotations
 
+import functools
+
 import math
 import os
 import re
@@ -96,6 +98,12 @@ class Recording:
     @property
     def id(self) -> str:
         return self.path.stem if self.path else self.name or self.data.get("title", "unsaved")
+
+    @functools.cached_property
+    def key(self) -> str:
+        """Its content as one string, computed once (a recording is never edited in place: a changed file is a new
+        Recording): what caches key on."""
+        return f"{self.path}|{self.name}|{self.data!r}"
 
     @property
     def kind(self) -> str:

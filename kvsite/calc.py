@@ -14,7 +14,7 @@ from kvcore.units import GIB, fmt_bytes
 
 from . import i18n
 from .data import arrow, md_table, section_cache
-from .export import make_chart
+from .chart import make_chart
 from .sections import formula_markdown, limit_rule
 
 CUSTOM = "custom"
@@ -107,7 +107,7 @@ def numbers_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_b
     """numbers()' byte counts as a markdown table in `lang`: each quantity's name, its size in readable units and
     its exact bytes."""
     result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
-    t = lambda key: i18n.translate(lang, key)  # noqa: E731
+    t = i18n.translator(lang)
     rows = pd.DataFrame([{"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]} for q in NUMBERS])
     return md_table(rows, {"quantity": (t("calc.col_quantity"), None), "size": (t("calc.col_size"), None),
                            "bytes": (t("calc.col_bytes"), "{:,}")})
@@ -127,7 +127,7 @@ def chart_contexts(ctx: int) -> list[int]:
 @cached
 def memory_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str):
     """Weights + KV vs context for several formats (the reader's first), the available memory as a dashed line."""
-    g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
+    g, t = config_geometry(*src), i18n.translator(lang)
     contexts = chart_contexts(ctx)
     formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
     curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats, llama_options(src, seqs)))
@@ -145,7 +145,7 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
     When weights + KV do not fit at `ctx`, nothing is predicted there (here None) and the curve stops at the
     longest context that fits (`fits_to`; 0: not even one token, no chart).
     """
-    g, t = config_geometry(*src), (lambda key: i18n.translate(lang, key))
+    g, t = config_geometry(*src), i18n.translator(lang)
     out = numbers(src, ctx, seqs, k, v, w, mem_bytes)
     fits = out["verdict"].status != "no"
     fits_to = ctx if fits else out["levers"][0]
@@ -172,7 +172,7 @@ def efficiency(recs: list) -> calculator.Efficiency:
 def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
     """The same model, context and sequences under each runtime's rules (fp16 K and V, llama.cpp with the page's
     options or its defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
-    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    t = i18n.translator(lang)
     rows = []
     for runtime in RUNTIMES:
         g = config_geometry(src[0], src[1], runtime)

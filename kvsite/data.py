@@ -18,17 +18,8 @@ from kvcore.geometry import Geometry
 from kvcore.recordings import Recording
 
 
-def memo(rec: Recording, name: str, make):
-    """make(rec), computed once per Recording object (recordings are never edited in place: a changed
-    file is a new object, a live run builds a new one each rerun)."""
-    slot = f"_kvsite_{name}"
-    if slot not in rec.__dict__:
-        rec.__dict__[slot] = make(rec)
-    return rec.__dict__[slot]
-
-
 def rec_key(rec: Recording) -> str:
-    return memo(rec, "key", lambda r: f"{r.path}|{r.data!r}")
+    return rec.key
 
 
 # Cheap, exact cache keys for the engine's objects (Streamlit's generic hasher walks them field by field).
@@ -132,9 +123,17 @@ def view(name: str, *args, **kwargs):
     return getattr(views, name)(*args, **kwargs)
 
 
+_provenances: OrderedDict[str, dict] = OrderedDict()
+
+
 def provenance(rec: Recording) -> dict:
-    """views.provenance(rec), once per recording object (read-only: shared)."""
-    return memo(rec, "provenance", views.provenance)
+    """views.provenance(rec), once per recording content (read-only: shared)."""
+    value = _provenances.get(rec.key)
+    if value is None:
+        value = _provenances[rec.key] = views.provenance(rec)
+        while len(_provenances) > 256:
+            _provenances.popitem(last=False)
+    return value
 
 
 def source_label(rec: Recording, lang: str, where: str = "") -> str:

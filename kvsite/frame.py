@@ -173,7 +173,7 @@ def setup(page: str) -> Frame:
     with st.sidebar:
         lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGS), browser_language, "lang",
                           format_func=LANG_NAMES.get, required=True) or lang
-        t = lambda key, **kw: i18n.translate(lang, key, **kw)  # noqa: E731
+        t = i18n.translator(lang)
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.
         st.page_link(HOME.path, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})

@@ -56,6 +56,14 @@ def stray_spaces(markdown: str) -> list[str]:
     return [m.group(0) for b in blocks for m in STRAY_SPACE.finditer(re.sub(r"\s*\n\s*", " ", b.strip()))]
 
 
+def translator(lang: str, prefix: str = ""):
+    """t(key, **values) for one language, keys under `prefix`: the one way code says texts.
+
+    Example: t = translator("ja", "decode."); t("title") -> 「decode が遅くなる理由」.
+    """
+    return lambda key, /, **values: translate(lang, f"{prefix}{key}", **values)
+
+
 def error_text(lang: str, error: Exception) -> str:
     """An engine error in `lang`: a coded KvError through errors.<code> (its English sentence lives at the
     raise site, so English and uncoded errors are str(error))."""

@@ -77,7 +77,7 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
     """The chapter pages' one-line badge: published (citation, chip, model) or measured (chip, machine, model,
     the method of the section shown, versions, date)."""
     p = provenance(rec)
-    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    t = i18n.translator(lang)
     if p["kind"] == "published":
         return t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"])
     return t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"], method=method_words(rec, section, lang) or "—",
@@ -89,7 +89,7 @@ def provenance_card(rec: Recording, lang: str) -> str:
     """The full provenance as a markdown list of translated fields: machine, chip, model, weights and KV format,
     method in words (one line per group), versions, date, command, citation. Fields the recording lacks are left out."""
     p = provenance(rec)
-    t = lambda key, **v: i18n.translate(lang, key, **v)  # noqa: E731
+    t = i18n.translator(lang)
     machine = p["machine"] + (t("recordings.memory", gb=p["memory_gb"]) if p["memory_gb"] else "")
     fields = [("machine", machine), ("chip", " ".join(filter(None, (p["vendor"], p["chip"])))), ("model", p["model"]),
               ("weights_format", value_text(lang, str(p["weights_format"])) if p["weights_format"] else ""),

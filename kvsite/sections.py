@@ -22,18 +22,10 @@ from kvcore.units import GIB, fmt_num, fmt_pct
 
 from . import i18n
 from .data import arrow, md_table, section_cache
-from .export import make_chart
+from .chart import make_chart
 from .recording_text import group_name, translated_table
 
 cached = section_cache(max_entries=64)
-
-
-def _tr(lang: str, prefix: str):
-    return lambda v: i18n.translate(lang, f"{prefix}{v}")
-
-
-def _t(lang: str):
-    return lambda key, **values: i18n.translate(lang, key, **values)
 
 
 def cols(lang: str, *fields: str) -> dict[str, str]:
@@ -100,7 +92,7 @@ def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
 
 def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
-    t = lambda k, **v: i18n.translate(lang, f"decode.verdict_{k}", **v)  # noqa: E731
+    t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
             "limit": fmt_pct(FAR_BELOW_PEAK)}
     parts = [t(fit.verdict_code, **nums)]
@@ -129,8 +121,8 @@ def published_numbers() -> dict:
 def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
     work = views.mechanism_work(prompt, new)
     y = "rows_per_step" if per_step else "cumulative_rows"
-    data = work.assign(mode=work["mode"].map(_tr(lang, "mechanism.")))[["step", "mode", y]]
-    t = _t(lang)
+    data = work.assign(mode=work["mode"].map(i18n.translator(lang, "mechanism.")))[["step", "mode", y]]
+    t = i18n.translator(lang)
     titles = cols(lang, "step", "mode", y)
     last = work[work["step"] == new].set_index("mode")["cumulative_rows"]
     return {"chart": make_chart(data.rename(columns=titles), "series_chart", data, "step", y, "mode", t("mechanism.x_step"),
@@ -141,13 +133,13 @@ def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
 @cached
 def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     """Every run's totals (its largest N) as bars, with and without a cache; the chosen run's speed-up."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
     chips = {r.id: views.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
     df = df.assign(run=df["recording"].map(chips) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
-                   source=df["recording"].map(names), mode=df["mode"].map(_tr(lang, "mechanism.")),
+                   source=df["recording"].map(names), mode=df["mode"].map(i18n.translator(lang, "mechanism.")),
                    label=df["seconds"].map(lambda v: fmt_num(v, unit="s")))
     titles = cols(lang, "run", "source", "mode", "seconds", "new_tokens")
     table = df[["source", "mode", "seconds", "new_tokens"]].rename(columns=titles)
@@ -166,7 +158,7 @@ def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, na
     """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers.
 
     points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     g = preset_geometry(views.ARTICLE_MODEL)
     series = {s: t(f"trap.{s}") for s in TRAP_SERIES}
     curve = views.trap_curve(g, tokens, fmt)
@@ -196,7 +188,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
         rows = views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)
     except KvError as e:
         rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_text(lang, e)
-    t = lambda k: i18n.translate(lang, f"trap.col_{k}")  # noqa: E731
+    t = i18n.translator(lang, "trap.col_")
     return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
                            "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),
                            "slack_pct": (t("slack"), "{:.1f}%")}), error
@@ -208,7 +200,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
 def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
     """kvcore.formulas.formula_terms written out in `lang`, the way Article A writes the formula:
     (16 full-attention layers × 2 × 8 KV heads × 64 dims × 2 bytes × 32,768 tokens) = 1,073,741,824 bytes."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     parts = []
     for term in terms["terms"]:
         kind = t(f"growth.f_kind_{term['kind']}")
@@ -234,8 +226,8 @@ def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, re
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
         points = views.growth_measured([rec])
-    name = lambda d: d.assign(series=d["series"].map(_tr(lang, "growth.")))  # noqa: E731
-    t = _t(lang)
+    name = lambda d: d.assign(series=d["series"].map(i18n.translator(lang, "growth.")))  # noqa: E731
+    t = i18n.translator(lang)
     titles = cols(lang, "context", "series", "gib", "bytes", "source")
     data = name(curve)[["context", "series", "gib", "bytes"]]
     pts = None
@@ -262,8 +254,8 @@ def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
 @cached
 def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
     layers = views.per_layer(preset_geometry(model), ctx, KvSpec(kv, kv), seqs)
-    layers["kind"] = layers["kind"].map(_tr(lang, "growth.kind_"))
-    t = _t(lang)
+    layers["kind"] = layers["kind"].map(i18n.translator(lang, "growth.kind_"))
+    t = i18n.translator(lang)
     titles = cols(lang, "layer", "mib", "kind", "tokens_held")
     data = layers.assign(layer=layers["layer"].astype(str))
     return {"chart": make_chart(data[["layer", "kind", "tokens_held", "mib"]].rename(columns=titles), "bar_chart", data, "layer", "mib",
@@ -282,7 +274,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     pts = [views.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
     if not pts:
         return None
-    t, names = _t(lang), source_names(runs, lang)
+    t, names = i18n.translator(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     iqr, span = views.decode_spread(points, "iqr"), views.decode_spread(points, "range")  # spread over passes, where recorded
@@ -320,7 +312,7 @@ def default_efficiency(rec: Recording | None) -> float:
 @cached
 def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     """Predicted tok/s on a chip where the model fits and supports the context; why not, where it does not."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     g, c = preset_geometry(model), hardware.get_chip(chip)
     pred = views.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
     memory = views.chip_memory_bytes(c)
@@ -335,7 +327,7 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
         notes.append(t("decode.whatif_model_limit", model=model, n=f"{top:,}"))
     elif top < min(WHAT_IF_MAX, g.max_position_embeddings or WHAT_IF_MAX):
         notes.append(t("decode.whatif_memory_limit", n=f"{top:,}", chip=chip, memory=fmt_num(memory / GIB)))
-    pred["series"] = pred["series"].map(_tr(lang, "decode."))
+    pred["series"] = pred["series"].map(i18n.translator(lang, "decode."))
     titles = cols(lang, "context", "series", "tokens_per_s", "bytes_per_token")
     return {"chart": make_chart(pred.rename(columns=titles), "series_chart", pred, "context", "tokens_per_s", "series",
                                 t("common.context"), t("common.tok_s"), log_x=True, log_y=True, titles=titles),
@@ -353,7 +345,7 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
     frame = views.slowdown_vs_bytes(recs)
     if frame.empty:
         return None
-    t, names = lambda k: i18n.translate(lang, f"decode.{k}"), source_names(recs, lang)  # noqa: E731
+    t, names = i18n.translator(lang, "decode."), source_names(recs, lang)
     frame = frame.assign(run=frame["recording"].map(names))
     fields = ["run", "chip", "runtime", "model", "context", "tokens_per_s", "predicted_slowdown", "measured_slowdown"]
     titles = cols(lang, *fields)
@@ -376,9 +368,9 @@ def heads(model: str, ctx: int, lang: str) -> dict:
     this model's own query and KV heads."""
     g = preset_geometry(model)
     df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
-    df["variant"] = df["variant"].map(_tr(lang, "savings.variant_"))
+    df["variant"] = df["variant"].map(i18n.translator(lang, "savings.variant_"))
     df["label"] = [fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)") for v, share in zip(df["gib"], df["vs_mha"])]
-    t = _t(lang)
+    t = i18n.translator(lang)
     mla = next((layer for layer in g.layers if layer.kind == "mla"), None)
     kv = max((layer.kv_heads for layer in g.layers if layer.kind in ("full", "sliding")), default=0)
     if mla is not None:
@@ -401,7 +393,7 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     g = preset_geometry(model)
     top = max(ctx, 8192)
     curve = views.formats_curve(g, list(fmts), top)
-    t = _t(lang)
+    t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
     return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
@@ -418,7 +410,7 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
     df = views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:
         return None
-    t = _t(lang)
+    t = i18n.translator(lang)
     df["label"] = [t("savings.fits_capped", n=f"{n:,}", memory=f"{m:,}") if capped else f"{n:,}"
                    for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])]
     titles = cols(lang, "format", "max_context", "memory_max_context")
@@ -438,8 +430,8 @@ def turbo(lang: str) -> dict:
               "b_gib": by.loc["article_b", "gib"], "b_bits": by.loc["article_b", "bits_per_value"], "ratio": item["ratio_vs_f16"],
               "block_values": fmt.block_values, "block_bytes": fmt.block_bytes, "block_bits": by.loc["block_layout", "bits_per_value"],
               "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
-    claims["claim"] = claims["claim"].map(_tr(lang, "savings.claim_"))
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
+    t = i18n.translator(lang)
     return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
                                         "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}),
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
@@ -452,7 +444,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
     """The weight-precision table of a published benchmark, with its model and chip named."""
     rows = views.section_frame([rec], "benchmark")
     rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
-    t = _t(lang)
+    t = i18n.translator(lang)
     p = views.provenance(rec)
     titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
     table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
@@ -470,7 +462,7 @@ def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: st
     df = views.recordings_table(recs, set(local_ids))
     if df.empty:
         return arrow(df)
-    t = lambda k: i18n.translate(lang, k)  # noqa: E731
+    t = i18n.translator(lang)
     sep = t("recordings.list_sep")
     df = df.assign(kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")), where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
                    date=df["date"].str[:10],

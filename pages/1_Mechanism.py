@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.units import fmt_ratio
 from kvsite import sections
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("mechanism")

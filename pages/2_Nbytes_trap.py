@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.views import ARTICLE_MODEL
 from kvsite import i18n, live, sections
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
 CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through

@@ -7,7 +7,7 @@ from kvcore.geometry import preset_names
 from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import sections
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import row, setup
 
 f = setup("linear_growth")

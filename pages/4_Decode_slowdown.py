@@ -9,7 +9,7 @@ from kvcore import views
 from kvcore.views import ARTICLE_MODEL
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio
 from kvsite import live, sections
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
 
 f = setup("decode_slowdown")

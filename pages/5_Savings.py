@@ -8,7 +8,7 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
 from kvsite import sections
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import row, setup, text
 
 f = setup("savings")

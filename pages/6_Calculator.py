@@ -14,7 +14,7 @@ from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
 from kvsite import i18n
 from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import row, setup, url_choice
 
 f = setup("calculator")

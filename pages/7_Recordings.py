@@ -6,7 +6,7 @@ from kvcore import recordings
 
 from kvsite import live, sections, uploads
 from kvsite.data import csv_bytes, yaml_bytes
-from kvsite.export import show_chart
+from kvsite.chart import show_chart
 from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")

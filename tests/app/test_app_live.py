@@ -12,7 +12,7 @@ from app_helpers import charts, page, texts
 from kvcore.geometry import preset_geometry
 from kvcore import charts as kcharts
 from kvcore import views
-from kvsite import export
+from kvsite import chart as chart_view
 
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.mlx
@@ -118,9 +118,9 @@ def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monke
 def test_chart_exports_are_valid_png_and_svg():
     df = views.trap_curve(preset_geometry("llama-3.2-1b"), 300)
     chart = kcharts.series_chart(df, "tokens", "mib", "series", "tokens", "MiB", step=True)
-    png = export.png_bytes(chart)
+    png = chart_view.png_bytes(chart)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-    svg = ET.fromstring(export.svg_text(chart))
+    svg = ET.fromstring(chart_view.svg_text(chart))
     assert svg.tag.endswith("svg")
 
 

@@ -1,4 +1,4 @@
-"""A chart with its data: the interactive chart, then its table and CSV / PNG / SVG downloads in one expander.
+"""Where every page shows a chart: the interactive chart, then its table and CSV / PNG / SVG downloads in one expander.
 
 Chart specs are built by kvcore.charts inside a page section's cache and kept as Vega-Lite dicts whose
 datasets are already Arrow IPC bytes (what Streamlit would make of them on every rerun otherwise).
