@@ -48,16 +48,8 @@ def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: lis
     base = Server(f"http://127.0.0.1:{port}")
     base.pid = proc.pid
     try:
-        deadline = time.time() + timeout_s
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else 'timeout'}")
-            time.sleep(0.2)
+        _wait_healthy(base, proc, timeout_s, lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout",
+                      "streamlit")
         yield base
     finally:
         proc.terminate()
@@ -65,6 +57,20 @@ def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: lis
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float, why, what: str) -> None:
+    """Poll base/_stcore/health until it answers ok; RuntimeError with why() when the process dies or time runs out."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"{what} did not start: {why()}")
+        time.sleep(0.1)
 
 
 def wait_ready(page, timeout_ms: int = 60_000) -> None:
@@ -121,16 +127,7 @@ def nginx_server(tmp: Path, replicas: list[int], timeout_s: float = 20):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + timeout_s
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"nginx did not start: {(tmp / 'error.log').read_text()[-2000:]}")
-            time.sleep(0.1)
+        _wait_healthy(base, proc, timeout_s, lambda: (tmp / "error.log").read_text()[-2000:], "nginx")
         yield base
     finally:
         proc.terminate()
