@@ -271,3 +271,11 @@ def test_the_same_model_under_each_runtime_says_why_they_differ(rec_dir, lang):
     assert "10,240" in rows["llama.cpp"]  # 10,000 cells padded to 256
     assert "4,096" in rows["reference"]  # the config's own window, which mlx_lm ignores
     assert not at.exception
+
+
+def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir):
+    data = charts(page(CALC, "en"))[0]["data"]
+    curves = data[data["format"] != i18n.translate("en", "calc.available_line")]
+    lines = curves.groupby("format")["gib"].apply(tuple)
+    assert lines.nunique() == len(lines)  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
+    assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
