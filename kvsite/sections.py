@@ -465,7 +465,7 @@ def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: st
     t = i18n.translator(lang)
     sep = t("recordings.list_sep")
     df = df.assign(kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")), where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
-                   date=df["date"].str[:10],
+                   date=df["date"].str[:10], label=df["recording"].map(source_names(recs, lang, local_ids)),
                    sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs])
     return arrow(translated_table(df, lang, "recordings.col_"))
 
