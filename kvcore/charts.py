@@ -46,16 +46,17 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     """Round ticks for a log axis within [lo, hi]: 1-2-5 per decade, 1-2-3-5 or every integer multiple when
     that gives fewer than three (a range inside one decade still gets labels).
 
-    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0]; log_ticks(3.4, 9) -> [4.0, 5.0, 6.0, 7.0, 8.0, 9.0].
+    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0]; log_ticks(3.4, 9) -> [4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+    log_ticks(119, 292) -> [125.0, 150.0, 200.0, 250.0].
     """
     if lo <= 0 or hi <= 0:
         return []
-    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
         ticks, k = [], math.floor(math.log10(lo))
         while 10**k <= hi * 1.000001:
             ticks += [m * 10**k for m in mantissas if lo * 0.999999 <= m * 10**k <= hi * 1.000001]
             k += 1
-        if len(ticks) >= 3:
+        if len(ticks) >= 3 or (len(ticks) >= 2 and len(mantissas) > 9):
             break
     if len(ticks) < 2:  # narrower than one step of the integers: the ends themselves
         ticks = [lo, hi]
@@ -129,7 +130,8 @@ def series_chart(
     x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, xs, x_title), scale=x_scale)
     y_values = pd.concat([both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True)
     y_scale = _scale(log_y, y_values)
-    y_enc = alt.Y(f"{y}:Q", axis=_axis(log_y, y_values, y_title), scale=y_scale)
+    y_axis = _axis(log_y, y_values, y_title)
+    y_enc = alt.Y(f"{y}:Q", axis=y_axis, scale=y_scale)
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
     layers = []
@@ -150,7 +152,7 @@ def series_chart(
         layer = mark.encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip)
         layers.append(layer if layers else layer.add_params(sel))
     if error:
-        layers.append(_error_bars(frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y))
+        layers.append(_error_bars(frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis))  # one y axis
     layers += _rules(rules, x, x_scale)
     return alt.layer(*layers).properties(height=height)
 
@@ -184,7 +186,7 @@ def trap_chart(curve: pd.DataFrame, points: pd.DataFrame | None, names: dict, x_
 
 
 def _error_bars(df: pd.DataFrame, x: str, error: tuple[str, str], color: str, x_enc, y_scale, enc_color, opacity,
-                log_y: bool) -> alt.Chart:
+                log_y: bool, y_axis: alt.Axis) -> alt.Chart:
     """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
     low, high = error
     bars = df.dropna(subset=[low, high]) if {low, high} <= set(df) else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
@@ -192,7 +194,7 @@ def _error_bars(df: pd.DataFrame, x: str, error: tuple[str, str], color: str, x_
         bars = _positive(bars, [low, high])
     tip = _tooltip(bars, [color, x, low, high])
     return (alt.Chart(bars).mark_rule(strokeWidth=1.6)
-            .encode(x=x_enc, y=alt.Y(f"{low}:Q", scale=y_scale, axis=None), y2=alt.Y2(f"{high}:Q"), color=enc_color,
+            .encode(x=x_enc, y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis), y2=alt.Y2(f"{high}:Q"), color=enc_color,
                     opacity=opacity, tooltip=tip))
 
 

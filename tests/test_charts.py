@@ -50,3 +50,24 @@ def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
     assert math.isnan(views.decode_spread(points).loc[0, "tokens_per_s_low"])  # no q1/q3: no interquartile bar
     plain, _ = _layers(charts.series_chart(None, "context", "tokens_per_s", "source", "c", "t", points=points))
     assert [l["mark"]["type"] for l in plain] == ["point"]
+
+
+@pytest.mark.parametrize("lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6)])
+def test_a_log_axis_gets_at_least_two_round_ticks_inside_its_range(lo, hi):
+    from kvcore.charts import log_ticks
+
+    ticks = log_ticks(lo, hi)
+    assert len(ticks) >= 2 and all(lo <= t <= hi for t in ticks)  # Article A's 119..292 tok/s once showed one label
+
+
+def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
+    from kvcore.charts import series_chart
+
+    df = pd.DataFrame({"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"],
+                       "low": [280.0, 110.0], "high": [300.0, 125.0]})
+    spec = series_chart(df, "context", "tokens_per_s", "series", "Context", "tok/s", points=df, log_x=True, log_y=True,
+                        error=("low", "high")).to_dict()
+    ys = [layer["encoding"]["y"] for layer in spec["layer"] if "y" in layer.get("encoding", {})]
+    assert ys and all(y.get("axis", {}) is not None for y in ys)  # one layer with axis=None once hid the whole axis
+    legends = [layer["encoding"]["color"]["legend"] for layer in spec["layer"] if "color" in layer.get("encoding", {})]
+    assert legends and all(lg["orient"] == "bottom" for lg in legends)
