@@ -1,0 +1,106 @@
+"""What a reader feels: one step of a slider in Chromium until the page's charts are repainted, on every chapter
+with a slider, against a one-line page that has a slider and a chart, measured in one run.
+
+Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
+and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
+presses the right arrow once on each chapter's slider and on the baseline's, in that order (a warm-up round
+first, untimed); a step is timed from the key press until the server has finished the rerun and every chart's
+SVG has changed. The result per chapter is the median of the paired ratios chapter / baseline with the
+interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
+
+Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kvsite.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
+
+# chapter URL path and query -> which slider to step (its label's position among the page's sliders)
+CHAPTERS = {
+    "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0),
+    "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0),
+    "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0),
+    "5 Savings (memory)": ("Savings?lang=en", 1),
+}
+BASELINE_PAGE = '''import altair as alt
+import pandas as pd
+import streamlit as st
+
+v = st.slider("value", 0, 1000, 500)
+st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().encode(x="x", y="y"), width="stretch")
+'''
+CHARTS_JS = ("() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
+             "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')")
+
+
+def step(page, index: int) -> float:
+    """Seconds from one right-arrow press on the index-th slider until the rerun is over and every chart repainted."""
+    before = page.evaluate(CHARTS_JS)
+    thumb = page.locator("[data-testid='stSlider'] input[type='range']").nth(index)
+    thumb.focus()
+    t0 = time.perf_counter()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"(before) => ({CHARTS_JS})() !== before", arg=before, polling="raf", timeout=60_000)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    return time.perf_counter() - t0
+
+
+def reset(page, url: str) -> None:
+    page.goto(url)
+    wait_ready(page)
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    a = ap.parse_args()
+    base_dir = Path(tempfile.mkdtemp(prefix="bench-slider-"))
+    (base_dir / "streamlit_app.py").write_text(BASELINE_PAGE, encoding="utf-8")
+    (base_dir / ".streamlit").mkdir()
+    (base_dir / ".streamlit" / "config.toml").write_text((ROOT / ".streamlit" / "config.toml").read_text(), encoding="utf-8")
+    times: dict[str, list[float]] = {name: [] for name in [*CHAPTERS, "one-line page with a slider"]}
+    ratios: dict[str, list[float]] = {name: [] for name in CHAPTERS}
+    with streamlit_server({"KVCORE_READ_ONLY": "1"}) as site, streamlit_server(app_dir=base_dir) as baseline, \
+            sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        tabs = {}
+        for name, (path, _) in CHAPTERS.items():
+            tabs[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
+            reset(tabs[name], f"{site}/{path}")
+        base = browser.new_page(viewport={"width": 1400, "height": 1000})
+        reset(base, str(baseline))
+        for r in range(a.rounds + 1):
+            for name, (_, index) in CHAPTERS.items():
+                t_page, t_base = step(tabs[name], index), step(base, 0)
+                if r == 0:
+                    continue  # warm-up round
+                times[name].append(t_page)
+                times["one-line page with a slider"].append(t_base)
+                ratios[name].append(t_page / t_base)
+            if r % 5 == 4:  # sliders move right: start again before they reach their ends
+                for name, (path, _) in CHAPTERS.items():
+                    reset(tabs[name], f"{site}/{path}")
+                reset(base, str(baseline))
+        browser.close()
+    print(f"{'page':<36} {'median ms':>9} {'x one-line page (median of paired ratios, IQR)':>48}")
+    for name, values in times.items():
+        q = statistics.quantiles(ratios[name], n=4) if name in ratios else None
+        paired = f"{statistics.median(ratios[name]):.2f} (IQR {q[0]:.2f}-{q[2]:.2f})" if q else "1"
+        print(f"{name:<36} {statistics.median(values) * 1e3:9.0f} {paired:>48}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
