@@ -21,14 +21,8 @@ Schema (version 1):
         # optional: quantization (as the source names it), preset_note, hybrid / unusual (bool) with
         # architecture_note: a model whose KV is not plain attention over every layer
     method: {...}               # fill, warmup, steps, repeats, ... (free-form mapping)
-    sections:                   # at least one; each a list of rows with these numeric fields
-      decode:    context, tokens_per_s [, ms_per_token, min_ms, max_ms, spread_ms, q1_ms, q3_ms, repeats,
-                 pass_ms: [ms per pass, in pass order], depth, prompt_tokens, generation_tokens,
-                 tokens_per_s_min, tokens_per_s_max]   # spread over passes; older files lack q1/q3/pass_ms
-      trap:      tokens, allocated_mib, used_mib, theory_mib [, cache]
-      growth:    context, allocated_mib, used_mib, theory_mib [, active_mib, peak_mib]
-      mechanism: new_tokens, with_cache_s, without_cache_s
-      benchmark: name, tokens_per_s [, peak_memory_gb]
+    sections:                   # at least one; each a list of rows: ROW_FIELDS below is the one statement of
+                                # what a row holds (schema_rows() writes it out; validation reads it too)
 """
 
 from __future__ import annotations
@@ -55,21 +49,42 @@ DIR_ENV = "KVCORE_RECORDINGS_DIR"  # overrides BUNDLED_DIR (tests, other deploym
 MAX_FILE_BYTES = 2_000_000
 MAX_NUMBER = 1e15
 
-SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # section: (required numeric fields, optional numeric fields)
-    "decode": (("context", "tokens_per_s"), ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "depth",
-                                            "prompt_tokens", "generation_tokens", "tokens_per_s_min", "tokens_per_s_max")),
-    "trap": (("tokens", "allocated_mib", "used_mib", "theory_mib"), ("capacity",)),
-    "growth": (("context", "allocated_mib", "used_mib", "theory_mib"), ("active_mib", "peak_mib")),
-    "mechanism": (("new_tokens", "with_cache_s", "without_cache_s"), ("with_cache_step_ms", "without_cache_step_ms")),
-    "benchmark": (("tokens_per_s",), ("peak_memory_gb", "prompt_tokens", "generation_tokens")),
+# What a row of each section holds: required numbers, optional numbers, texts (required ones listed again under
+# required_texts) and lists of numbers. The validation below and kvcore.live_record read it; schema_rows() writes it.
+ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "decode": {"required": ("context", "tokens_per_s"),
+               "numbers": ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "depth",
+                           "prompt_tokens", "generation_tokens", "tokens_per_s_min", "tokens_per_s_max"),
+               "texts": ("kv_format",), "lists": ("pass_ms",)},  # pass_ms: ms per pass, in pass order (the spread)
+    "trap": {"required": ("tokens", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("capacity",),
+             "texts": ("cache", "pattern")},
+    "growth": {"required": ("context", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("active_mib", "peak_mib")},
+    "mechanism": {"required": ("new_tokens", "with_cache_s", "without_cache_s"),
+                  "numbers": ("with_cache_step_ms", "without_cache_step_ms")},
+    "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
+                  "texts": ("name",), "required_texts": ("name",)},
 }
-TEXT_FIELDS = {"trap": ("cache", "pattern"), "benchmark": ("name",), "decode": ("kv_format",), "growth": (), "mechanism": ()}
-REQUIRED_TEXT = {"benchmark": ("name",)}
+SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
+TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
+REQUIRED_TEXT = {name: f["required_texts"] for name, f in ROW_FIELDS.items() if "required_texts" in f}
+LIST_FIELDS = {name: f["lists"] for name, f in ROW_FIELDS.items() if "lists" in f}
 GRADES = ("A", "A-", "B", "C")  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
 CITATION_TEXT = ("url", "note", "author", "date", "command", "settings", "context_rule")
-LIST_FIELDS = {"decode": ("pass_ms",)}  # optional lists of numbers (the per-pass medians behind a point's spread)
 MAX_LIST = 10_000
+
+
+def schema_rows() -> str:
+    """ROW_FIELDS written out, one line per section: required fields, then [optional ones], texts in quotes.
+
+    Example: schema_rows().splitlines()[0] -> 'decode: context, tokens_per_s [, ms_per_token, ..., "kv_format", pass_ms[]]'.
+    """
+    lines = []
+    for name, f in ROW_FIELDS.items():
+        required = [*f["required"], *(f'"{t}"' for t in f.get("required_texts", ()))]
+        optional = [*f.get("numbers", ()), *(f'"{t}"' for t in f.get("texts", ()) if t not in f.get("required_texts", ())),
+                    *(f"{t}[]" for t in f.get("lists", ()))]
+        lines.append(f"{name}: {', '.join(required)}" + (f" [, {', '.join(optional)}]" if optional else ""))
+    return "\n".join(lines)
 
 
 def known_fields(section: str) -> set[str]:

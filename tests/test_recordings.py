@@ -245,3 +245,12 @@ def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows
     assert p["weights_format"] == "fp32" and p["kv_format"] == "fp32" and not p["citation"]
     published = provenance(next(r for r in recs if r.id == "published-article-a-m5-pro"))
     assert published["citation"] and published["note"] and published["vendor"] == "Apple" and method_groups(published["method"]) == []
+
+
+def test_a_rows_fields_are_stated_once_and_written_out_from_there():
+    """ROW_FIELDS is the one statement; validation (SECTIONS, TEXT_FIELDS, ...) and schema_rows() come from it."""
+    lines = dict(line.split(": ", 1) for line in recordings.schema_rows().splitlines())
+    assert set(lines) == set(recordings.ROW_FIELDS)
+    for section, text in lines.items():
+        named = {word.strip('"[], ') for word in text.replace("[,", ",").split(",")}
+        assert named == recordings.known_fields(section), section
