@@ -69,11 +69,16 @@ def test_two_replicas_behind_nginx_keep_every_reader_and_survive_one_stopping(tm
                 r.join(120)
             assert [r.errors for r in readers] == [[]] * len(readers)
             assert [r.done for r in readers] == [2 * len(VISITS)] * len(readers)  # every reader served
+            moved = 0
             for r, was in zip(readers, first):
-                if was == stopped:  # one reconnect, then the other replica
+                if was == stopped and r.reconnects:  # one reconnect, then the other replica
                     assert r.reconnects == 1 and r.reader.replicas[2:] and set(r.reader.replicas[2:]) == {f"127.0.0.1:{ports[1]}"}
+                    moved += 1
+                elif was == stopped:  # on a loaded machine a reader may finish all its visits before the stop
+                    assert set(r.reader.replicas) == {was}
                 else:  # nothing happened to them: no reconnect, still on their replica
                     assert r.reconnects == 0 and set(r.reader.replicas) == {was}
+            assert moved >= 1  # the stop did reach readers mid-visit
             # a reader arriving now is served by the replica left
             with Reader(base) as late:
                 late.rerun("Nbytes_trap", "lang=en")
