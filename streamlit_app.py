@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, gib
-from kvsite.data import view
+from kvsite.sources import view
 from kvsite.chapters import CHAPTERS
 from kvsite.frame import DEFAULT_SOURCE, row, setup, text
 from kvsite import sections

@@ -13,7 +13,8 @@ from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
 from . import i18n
-from .data import arrow, md_table, section_cache
+from .cache import section_cache
+from .tables import arrow, md_table
 from .chart import make_chart
 from .sections import formula_markdown, limit_rule
 

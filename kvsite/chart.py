@@ -18,7 +18,7 @@ import vl_convert as vlc
 
 from kvcore import charts
 
-from .data import arrow, csv_bytes
+from .tables import arrow, csv_bytes
 from .frame import row
 
 

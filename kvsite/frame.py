@@ -16,13 +16,13 @@ from kvcore import recordings
 from kvcore.recordings import Recording
 
 from . import i18n, recording_text, uploads
-from .chapters import CHAPTERS, HOME, by_slug
-from .data import live_status, load_recordings, provenance, source_label
+from . import chapters
+from .chapters import HOME, by_slug
+from .sources import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
-LANG_NAMES = {"ja": "日本語", "en": "English"}
 
 
 @dataclass
@@ -167,17 +167,17 @@ def browser_language() -> str:
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
     url = st.query_params.get("lang")
-    lang = url if url in i18n.LANGS else browser_language()  # the browser is asked only without ?lang=
+    lang = url if url in i18n.LANGUAGES else browser_language()  # the browser is asked only without ?lang=
     st.set_page_config(page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
                        page_icon=":material/memory:", layout="wide")
     with st.sidebar:
-        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGS), browser_language, "lang",
-                          format_func=LANG_NAMES.get, required=True) or lang
+        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGUAGES), browser_language, "lang",
+                          format_func=i18n.LANGUAGES.get, required=True) or lang
         t = i18n.translator(lang)
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.
         st.page_link(HOME.path, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
-        for chapter in CHAPTERS:
+        for chapter in chapters.CHAPTERS:  # read at each run: the one list
             st.page_link(chapter.path, label=t("nav." + chapter.slug), query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
     mine = uploads.uploaded()  # shown beside the bundled runs, to this reader only

@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 FOLDER = Path(__file__).parent / "i18n"
-LANGS = ("ja", "en")
+LANGUAGES = {"ja": "日本語", "en": "English"}  # code -> its own name on the language switch; texts in i18n/<code>.yaml
+LANGS = tuple(LANGUAGES)
 DEFAULT = "en"
 
 
@@ -78,8 +79,9 @@ def has(lang: str, key: str) -> bool:
 
 
 def from_locale(locale: str | None, accept_language: str | None = None) -> str:
-    """'ja-JP' -> 'ja'; anything else -> 'en'. Falls back to the Accept-Language header."""
+    """'ja-JP' -> 'ja'; a language the site does not have -> 'en'. Falls back to the Accept-Language header."""
     for value in (locale, accept_language):
         if value:
-            return "ja" if value.strip().lower().startswith("ja") else DEFAULT
+            code = value.strip().lower()[:2]
+            return code if code in LANGUAGES else DEFAULT
     return DEFAULT

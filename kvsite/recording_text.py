@@ -12,7 +12,8 @@ from kvcore.recordings import Recording
 from kvcore.views import method_groups
 
 from . import i18n
-from .data import provenance, section_cache
+from .cache import section_cache
+from .sources import provenance
 
 cached = section_cache(max_entries=128)
 

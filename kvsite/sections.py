@@ -1,7 +1,7 @@
 """One cached function per page section: cheap keys in (widget values, language, recordings), everything
 the section shows out (chart with Arrow data, tables, numbers), so a rerun only re-sends it.
 
-Results are shared between reruns and sessions (kvsite.data.section_cache, a cheaper st.cache_resource: no
+Results are shared between reruns and sessions (kvsite.cache.section_cache, a cheaper st.cache_resource: no
 copy per rerun): treat them as read-only. Recordings key by content, once per recording object.
 Example: mechanism_work(16, 50, False, "en")["with"] -> 50 rows computed with a cache.
 """
@@ -21,7 +21,8 @@ from kvcore.recordings import Recording
 from kvcore.units import GIB, fmt_num, fmt_pct
 
 from . import i18n
-from .data import arrow, md_table, section_cache
+from .cache import section_cache
+from .tables import arrow, md_table
 from .chart import make_chart
 from .recording_text import group_name, translated_table
 
@@ -35,7 +36,7 @@ def cols(lang: str, *fields: str) -> dict[str, str]:
 
 def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = ()) -> dict[str, str]:
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
-    from .data import source_label
+    from .sources import source_label
 
     return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, "local" if r.id in local_ids else "") for r in recs}}
 

@@ -15,7 +15,7 @@ from kvcore import recordings
 from kvcore.recordings import Recording, RecordingError
 
 from . import i18n
-from .data import load_recordings
+from .sources import load_recordings
 
 UPLOADER = "rec_upload"  # the file_uploader's widget key
 STORE = "kv_uploads"  # st.session_state: {id: Recording}, this session's uploads, in upload order

@@ -5,7 +5,8 @@ import streamlit as st
 from kvcore import recordings
 
 from kvsite import live, sections, uploads
-from kvsite.data import csv_bytes, yaml_bytes
+from kvsite.sources import yaml_bytes
+from kvsite.tables import csv_bytes
 from kvsite.chart import show_chart
 from kvsite.frame import setup, text, url_choice
 

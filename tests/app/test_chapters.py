@@ -32,9 +32,6 @@ def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(rec_dir, t
     try:
         extra = chapters.Chapter("throwaway", "9_Throwaway.py", "throwaway")
         monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, extra))
-        import kvsite.frame as frame
-
-        monkeypatch.setattr(frame, "CHAPTERS", chapters.CHAPTERS)
         for key, value in {"nav.throwaway": "9 · Throwaway", "throwaway.title": "Throwaway", "throwaway.lead": "A lead.",
                            "home.ch.throwaway": "A throw-away chapter."}.items():
             monkeypatch.setitem(i18n.texts("en"), key, value)
@@ -45,3 +42,26 @@ def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(rec_dir, t
         assert sum(link.proto.label == "9 · Throwaway" for link in at.get("page_link")) == 1  # the sidebar
     finally:
         page_file.unlink()
+
+
+def test_a_language_added_with_its_file_reaches_the_switch_and_the_pages(rec_dir, tmp_path, monkeypatch):
+    import shutil
+
+    import yaml
+
+    for lang in i18n.LANGUAGES:
+        shutil.copy(i18n.FOLDER / f"{lang}.yaml", tmp_path / f"{lang}.yaml")
+    texts = yaml.safe_load((i18n.FOLDER / "en.yaml").read_text(encoding="utf-8"))
+    texts["home"]["title"] = "Throwaway home"
+    (tmp_path / "xx.yaml").write_text(yaml.safe_dump(texts, allow_unicode=True), encoding="utf-8")
+    monkeypatch.setattr(i18n, "FOLDER", tmp_path)
+    monkeypatch.setitem(i18n.LANGUAGES, "xx", "Throwaway")
+    i18n.texts.cache_clear()
+    try:
+        at = page(None, "xx")
+        assert not at.exception and at.markdown[0].value.startswith("# Throwaway home")
+        assert "xx" in at.get("button_group")[0].proto.options[-1].content or any(
+            "Throwaway" in str(o) for o in at.get("button_group")[0].proto.options)  # the switch offers it
+        assert not page(chapters.CHAPTERS[1].path, "xx").exception
+    finally:
+        i18n.texts.cache_clear()

@@ -1,0 +1,88 @@
+"""Cache keys and the page sections' cache: recordings key by content, geometries by value.
+
+section_cache keeps st.cache_resource's contract (one shared result per set of arguments, read-only, exceptions
+not cached, st.cache_resource.clear() clears it) at a fraction of its hashing cost per call: under many readers
+the server is CPU-bound (benchmarks/bench_load.py), so the key is a plain tuple of the arguments.
+Example: @section_cache(max_entries=64) def growth(model, ctx, ...): ...
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+
+import streamlit as st
+
+from kvcore.geometry import Geometry
+from kvcore.recordings import Recording
+
+
+def rec_key(rec: Recording) -> str:
+    return rec.key
+
+
+# Cheap, exact cache keys for the engine's objects (Streamlit's generic hasher walks them field by field).
+HASH_FUNCS = {Geometry: repr, Recording: rec_key}
+
+
+@st.cache_resource(show_spinner=False)
+def _memo_store() -> dict:
+    """Every section_cache's entries. Itself a cache_resource, so st.cache_resource.clear() empties it too."""
+    return {}
+
+
+_memo_lock = threading.Lock()
+
+
+_SCALARS = (str, bytes, int, float, bool, type(None))  # bytes: an uploaded file, checked by the engine
+
+
+def _key(value):
+    """An exact, hashable key: the type with the value (1, 1.0 and True differ), recordings by content."""
+    if isinstance(value, _SCALARS):
+        return type(value), value
+    if isinstance(value, Recording):
+        return Recording, rec_key(value)
+    if isinstance(value, Geometry):
+        return Geometry, repr(value)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(map(_key, value))
+    raise TypeError(f"section_cache cannot key a {type(value).__name__}")
+
+
+def section_cache(max_entries: int = 64):
+    """st.cache_resource for page sections, for a fraction of its cost per call.
+
+    Streamlit's cache inspects the function's signature and hashes every argument on each call (about
+    0.2 ms for four strings); here the key is a tuple of the arguments (recordings by content, once per
+    object, as HASH_FUNCS). Same contract as st.cache_resource: one shared result, to be treated as
+    read-only; exceptions are not cached; st.cache_resource.clear() clears it. Arguments must be
+    scalars, recordings, geometries or lists / tuples of them.
+    """
+
+    def decorate(fn):
+        name = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.wraps(fn)
+        def cached(*args, **kwargs):
+            key = (tuple(map(_key, args)), tuple((k, _key(v)) for k, v in sorted(kwargs.items())))
+            store = _memo_store()
+            with _memo_lock:
+                entries = store.get(name)
+                if entries is None:
+                    entries = store[name] = OrderedDict()
+                if key in entries:
+                    entries.move_to_end(key)
+                    return entries[key]
+            value = fn(*args, **kwargs)
+            with _memo_lock:
+                entries[key] = value
+                while len(entries) > max_entries:
+                    entries.popitem(last=False)
+            return value
+
+        cached.clear = lambda: _memo_store().pop(name, None)
+        return cached
+
+    return decorate

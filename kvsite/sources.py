@@ -1,0 +1,99 @@
+"""The site's data sources: the recordings (re-read when a file changes), their provenance and names, and whether
+live mode can run here. Example: recs, errors, local_ids = load_recordings()
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import streamlit as st
+
+from kvcore import recordings, views
+from kvcore.recordings import Recording
+
+from .cache import HASH_FUNCS, section_cache
+
+
+def _signature(folders: tuple[str, ...]) -> tuple:
+    """(path, mtime, size) of every recording file: an edit or a new file changes it."""
+    sig = []
+    for folder in folders:
+        root = Path(folder)
+        if root.is_dir():
+            with os.scandir(root) as entries:  # scandir: no Path objects, no glob, per rerun
+                for e in sorted(entries, key=lambda e: e.name):
+                    if e.name.endswith(".yaml"):
+                        try:
+                            s = e.stat()
+                            sig.append((e.path, s.st_mtime_ns, s.st_size))
+                        except OSError:
+                            sig.append((e.path, 0, 0))
+    return tuple(sig)
+
+
+@section_cache(max_entries=4)
+def _load(signature: tuple, folders: tuple[str, ...]):
+    recs, errors = recordings.load_all([Path(f) for f in folders])
+    local = str(recordings.local_dir())
+    local_ids = {r.id for r in recs if r.path and str(r.path.parent) == local}
+    return recs, errors, local_ids
+
+
+def load_recordings():
+    """(recordings, error lines, ids of local runs): bundled first, then local/."""
+    folders = (str(recordings.recordings_dir()), str(recordings.local_dir()))
+    return _load(_signature(folders), folders)
+
+
+@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
+def view(name: str, *args, **kwargs):
+    """kvcore.views.<name>(*args, **kwargs), cached on its arguments (recordings hash by content)."""
+    return getattr(views, name)(*args, **kwargs)
+
+
+_provenances: OrderedDict[str, dict] = OrderedDict()
+
+
+def provenance(rec: Recording) -> dict:
+    """views.provenance(rec), once per recording content (read-only: shared)."""
+    value = _provenances.get(rec.key)
+    if value is None:
+        value = _provenances[rec.key] = views.provenance(rec)
+        while len(_provenances) > 256:
+            _provenances.popitem(last=False)
+    return value
+
+
+def source_label(rec: Recording, lang: str, where: str = "") -> str:
+    """How the site names a source in pickers and legends: its kind (published / measured on Apple Silicon / CPU
+    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'."""
+    from . import i18n
+
+    p = provenance(rec)
+    where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
+    if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
+        return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
+    return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
+
+
+def live_status() -> tuple[bool, str]:
+    """(available, reason key): mlx importable and kvcore.live present. Imports neither; asked once per
+    process (a package installed later needs a server restart, as its import would)."""
+    return _live_status()
+
+
+@functools.lru_cache(maxsize=1)
+def _live_status() -> tuple[bool, str]:
+    if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
+        return False, "live.no_mlx"
+    if importlib.util.find_spec("kvcore.live") is None:
+        return False, "live.no_engine"
+    return True, "live.available"
+
+
+def yaml_bytes(rec) -> bytes:
+    return recordings.dump_text(rec.data).encode("utf-8")

@@ -1,0 +1,37 @@
+"""Tables for readers: a DataFrame as the Arrow table Streamlit sends, as a small markdown table, as CSV bytes.
+
+Example: md_table(df, {"format": ("Format", None), "vs_fp16": ("x fp16", "{:.3f}")})
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode("utf-8")
+
+
+def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]]) -> str:
+    """A small table as a markdown table: columns maps a field to (header, format spec such as "{:.3f}", or
+    None for text). Number columns align right. For a handful of rows shown among prose, where st.dataframe's grid
+    costs three markdown elements a rerun and scrolls; build it inside a cached section."""
+    def cell(value, fmt):
+        if value is None or (isinstance(value, float) and value != value):
+            return "—"
+        return (fmt.format(value) if fmt else str(value)).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",
+             "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[name]) else ":---" for name in columns) + "|"]
+    lines += ["| " + " | ".join(cell(row[name], fmt) for name, (_, fmt) in columns.items()) + " |"
+              for row in df[list(columns)].to_dict("records")]
+    return "\n".join(lines)
+
+
+def arrow(df: pd.DataFrame) -> pa.Table:
+    """A DataFrame as the Arrow table st.dataframe would build from it, built once inside a cached section
+    (st.dataframe sends an Arrow table as it is, instead of converting the DataFrame on every rerun)."""
+    from streamlit import dataframe_util
+
+    return pa.ipc.open_stream(dataframe_util.convert_pandas_df_to_arrow_bytes(df)).read_all()
