@@ -166,11 +166,12 @@ def mechanism_measured(recs: list[Recording]) -> pd.DataFrame:
 # ---------------------------------------------------------------- 2 the .nbytes trap
 
 
-def _full_layers(geometry: Geometry):
+def _trap_token_bytes(geometry: Geometry, kv_format: str) -> int:
+    """Bytes one cached token costs across the layers the trap is shown on (every full-attention or MLA layer)."""
     layers = [layer for layer in geometry.layers if layer.kind in ("full", "mla")]
     if not layers:
         raise KvError(f"{geometry.name} has no full-attention layers to show the trap on.")
-    return layers
+    return sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in layers)
 
 
 TRAP_CACHE, TRAP_PATTERN = "KVCache", "token by token"  # the trap chart's cache class and update pattern
@@ -184,7 +185,7 @@ def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16") -> 
     Example: trap_curve(Llama-3.2-1B, 600) allocated rows at 1, 257, 513, 600: 8, 16, 24, 24 MiB.
     """
     spec = KvSpec(kv_format, kv_format)
-    per_token = sum(bytes_per_token(layer, spec) for layer in _full_layers(geometry))
+    per_token = _trap_token_bytes(geometry, kv_format)
     rows, capacity = [], None
     for state in allocsim.trace("KVCache", [1] * max_tokens):
         if state.capacity != capacity or state.offset == max_tokens:
@@ -198,7 +199,7 @@ def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16") -> 
 
 def trap_at(geometry: Geometry, tokens: tuple[int, ...], kv_format: str = "fp16") -> dict:
     """{(n, "allocated" | "used"): MiB} after n single-token updates, for each n in `tokens` (allocsim)."""
-    per_token = sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in _full_layers(geometry))
+    per_token = _trap_token_bytes(geometry, kv_format)
     out = {}
     for n in tokens:
         state = allocsim.simulate("KVCache", [1] * n)
@@ -234,7 +235,7 @@ def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFram
 
 def chunking_table(geometry: Geometry, patterns: list[str], kv_format: str = "fp16") -> pd.DataFrame:
     """Capacity after each update pattern (allocsim), against the tokens actually held."""
-    per_token = sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in _full_layers(geometry))
+    per_token = _trap_token_bytes(geometry, kv_format)
     rows = []
     for text in patterns:
         state = allocsim.simulate("KVCache", allocsim.parse_updates(text))
@@ -300,10 +301,11 @@ def decode_points(rec: Recording) -> pd.DataFrame:
 SPREADS = {"iqr": ("q1_ms", "q3_ms"), "range": ("min_ms", "max_ms")}
 
 
-def decode_spread(points: pd.DataFrame, spread: str = "iqr") -> pd.DataFrame:
+def decode_spread(points: pd.DataFrame, spread: str = "iqr", fallback: str | None = None) -> pd.DataFrame:
     """Each decode point's spread over passes as tokens/s bounds for error bars: tokens_per_s_low =
     1000 / slower ms, tokens_per_s_high = 1000 / faster ms, from the interquartile range ("iqr":
-    q1_ms/q3_ms) or the min-max ("range"). Rows without those fields (older recordings) get NaN.
+    q1_ms/q3_ms) or the min-max ("range"). Rows without those fields (older recordings) get NaN, or the
+    `fallback` spread where they have that one (the decode chart: "iqr" falling back to "range").
 
     Example: a row with q1_ms 20, q3_ms 25 -> tokens_per_s_low 40.0, tokens_per_s_high 50.0.
     """
@@ -311,6 +313,10 @@ def decode_spread(points: pd.DataFrame, spread: str = "iqr") -> pd.DataFrame:
     out = points.copy()
     for col, ms in (("tokens_per_s_low", slow), ("tokens_per_s_high", fast)):
         out[col] = 1000 / out[ms] if ms in out else float("nan")
+    if fallback is not None:
+        other = decode_spread(points, fallback)
+        for col in ("tokens_per_s_low", "tokens_per_s_high"):
+            out[col] = out[col].fillna(other[col])
     return out
 
 
@@ -360,14 +366,14 @@ def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: hardwar
     Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
     """
     limit = min(max_context, geometry.max_position_embeddings or max_context)
-    ctxs = [t for t in contexts(max_context, 256) if t <= limit] + ([limit] if limit % 256 or limit & (limit - 1) else [])
+    ctxs = sorted({*(t for t in contexts(max_context, 256) if t <= limit), limit})  # the model's own limit is drawn too
     memory = chip_memory_bytes(chip)
     if memory is not None:
         weights = weights_bytes(geometry, weights_format)
         ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
     if not ctxs:
         return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
-    frames = [pd.DataFrame(predict_decode(geometry, sorted(set(ctxs)), spec, weights_format, chip.chip, share)).assign(series=series)
+    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
               for series, share in (("peak", 1.0), ("effective", efficiency))]
     return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]
 
@@ -441,15 +447,20 @@ def format_groups(geometry: Geometry, formats: list[str]) -> dict[str, str]:
     return names
 
 
+def one_line_per_cost(curves: pd.DataFrame, geometry: Geometry) -> pd.DataFrame:
+    """memory_curves rows with formats of equal cost (format_groups) kept once, under the group's name: the first
+    format of each group draws its line. Example: mlx-q8 and q8_0 rows -> one "mlx-q8 = q8_0" line."""
+    names = format_groups(geometry, list(dict.fromkeys(curves["format"])))
+    drawn = {label: name for name, label in reversed(list(names.items()))}
+    keep = curves["format"].map(lambda f: drawn.get(names.get(f), f) == f)
+    return curves[keep].assign(format=curves.loc[keep, "format"].map(lambda f: names.get(f, f)))
+
+
 def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> pd.DataFrame:
-    """KV GiB vs context per format, one line per distinct cost (see format_groups), up to the model's own limit."""
-    names = format_groups(geometry, formats)
-    keep = []  # the first format of each group draws the group's line
-    for name, label in names.items():
-        if all(names[k] != label for k in keep):
-            keep.append(name)
-    df = pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), keep))
-    return df.assign(gib=df["kv_bytes"] / GIB, format=df["format"].map(names))[["context", "format", "gib"]]
+    """KV GiB vs context per format, one line per distinct cost (see one_line_per_cost)."""
+    listed = list(format_table(geometry, formats)["format"])
+    df = one_line_per_cost(pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), listed)), geometry)
+    return df.assign(gib=df["kv_bytes"] / GIB)[["context", "format", "gib"]]
 
 
 def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:

@@ -132,10 +132,7 @@ def memory_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, 
     contexts = chart_contexts(ctx)
     formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
     curves = pd.DataFrame(calculator.memory_curves(g, contexts, weights, seqs, KvSpec(k, v), formats, llama_options(src, seqs)))
-    names = views.format_groups(g, list(curves["format"].unique()))  # formats of equal cost: one line, one name
-    first = {label: name for name, label in reversed(list(names.items()))}  # each group's first format draws it
-    curves = curves[curves["format"].map(lambda f: first.get(names.get(f, f), f) == f)]
-    curves = curves.assign(format=curves["format"].map(lambda f: names.get(f, f)))
+    curves = views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
     line = pd.DataFrame([{"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes} for c in (contexts[0], contexts[-1])])
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
     return make_chart(data, "series_chart", data, "context", "gib", "format", t("common.context"), "GiB", log_x=True,

@@ -278,9 +278,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     t, names = i18n.translator(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
-    iqr, span = views.decode_spread(points, "iqr"), views.decode_spread(points, "range")  # spread over passes, where recorded
-    for col in ("tokens_per_s_low", "tokens_per_s_high"):
-        points[col] = iqr[col].fillna(span[col])
+    points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
     lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
     unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
