@@ -17,7 +17,7 @@ import pandas as pd
 SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
 PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf",
            "#1f3a93", "#8c564b", "#2ca02c", "#d62728", "#9467bd", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78"]
-LABEL_LIMIT = 330  # px: a legend label fits a phone's chart width
+LABEL_LIMIT = 230  # px: a legend starts right of the y axis (~70 px in on a phone); longer labels are cut (whole in tooltips)
 MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
 
 
@@ -289,10 +289,7 @@ def slowdown_scatter(
     domain = list(dict.fromkeys(df[color]))
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    # the legend starts under the plot, right of the y axis (~70 px in on a phone): labels cut at 230 px
-    # (in full in the tooltip) keep it inside a 390 px screen where LABEL_LIMIT's 330 would not
-    enc_color = alt.Color(f"{color}:N", scale=color_scale(domain, colors),
-                          legend=alt.Legend(title=None, orient="bottom", direction="vertical", labelLimit=230, symbolLimit=0))
+    enc_color = alt.Color(f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0))
     # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
     scale = alt.Scale(type="log", domain=[1, hi], nice=False)
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
