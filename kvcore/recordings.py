@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from .errors import KvError
-from .textfile import read_text_file
+from .textfile import read_file_bytes
 
 SCHEMA_VERSION = 1
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
@@ -326,28 +326,23 @@ def parse_bytes(raw: bytes, label: str = "recording") -> Recording:
     Example: parse_bytes(Path("recordings/x.yaml").read_bytes(), "x.yaml").title
     """
     if len(raw) > MAX_FILE_BYTES:
-        _fail(label, "rec_too_large", f"larger than {MAX_FILE_BYTES // 1_000_000} MB", mb=MAX_FILE_BYTES // 1_000_000)
+        _fail(label, "rec_too_large", f"is larger than {MAX_FILE_BYTES // 1_000_000} MB", mb=MAX_FILE_BYTES // 1_000_000)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        _fail(label, "rec_not_utf8", "not UTF-8 text")
+        _fail(label, "rec_not_utf8", "is not UTF-8 text")
     return parse_text(text, label)
 
 
-_AS_RECORDING = {"file_too_large": "rec_too_large", "file_not_utf8": "rec_not_utf8", "file_binary": "rec_not_utf8"}
-
-
 def load(path: Path) -> Recording:
-    """One recording file, validated; RecordingError names the file and the problem."""
+    """One recording file, validated; RecordingError names the file and the problem. The same checks as an upload's
+    (parse_bytes), on at most the size limit's bytes of a regular file (textfile.read_file_bytes)."""
     path = Path(path)
     try:
-        text = read_text_file(path, MAX_FILE_BYTES, path.name)  # regular files only, never more than the limit
-    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError, said as an upload's would be
-        code, params = e.code, e.params
-        if e.code in _AS_RECORDING:
-            code, params = _AS_RECORDING[e.code], {"label": path.name, "mb": MAX_FILE_BYTES // 1_000_000}
-        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", code, **params) from None
-    rec = parse_text(text, path.name)
+        raw = read_file_bytes(path, MAX_FILE_BYTES, path.name)
+    except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
+        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", e.code, **e.params) from None
+    rec = parse_bytes(raw, path.name)
     rec.path = path
     return rec
 

@@ -41,6 +41,13 @@ def decode_text(data: bytes, max_bytes: int, label: str) -> str:
 
 def read_text_file(path: str | Path, max_bytes: int, label: str | None = None) -> str:
     """A regular file's text, reading at most `max_bytes + 1` bytes; `label` names it in errors (default: the path)."""
+    label = label or str(path)
+    return decode_text(read_file_bytes(path, max_bytes, label), max_bytes, label)
+
+
+def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) -> bytes:
+    """A regular file's first `max_bytes + 1` bytes (one more than allowed, so the caller can tell it is too large);
+    KvError when it is missing, unreadable, a folder, or not a regular file."""
     path = Path(path)
     label = label or str(path)
     try:
@@ -63,4 +70,4 @@ def read_text_file(path: str | Path, max_bytes: int, label: str | None = None) -
         except OSError as e:
             raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
                           detail=e.strerror or str(e)) from None
-    return decode_text(data, max_bytes, label)
+    return data
