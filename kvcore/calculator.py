@@ -186,9 +186,10 @@ def max_sequences(geometry: Geometry, spec: KvSpec, context: int, weights: int, 
     return max(0, min(MAX_SEQUENCES, budget // per_sequence))
 
 
-def runtime_formats(geometry: Geometry) -> list[str]:
-    """The KV formats the geometry's runtime can store (llama.cpp: its -ctk/-ctv types)."""
-    return list(llamacpp.LLAMACPP_TYPES) if geometry.runtime == LCPP else list(FORMATS)
+def runtime_formats(runtime: str | Geometry) -> list[str]:
+    """The KV formats a runtime (or a geometry's runtime) can store (llama.cpp: its -ctk/-ctv types)."""
+    runtime = runtime.runtime if isinstance(runtime, Geometry) else runtime
+    return list(llamacpp.LLAMACPP_TYPES) if runtime == LCPP else list(FORMATS)
 
 
 def formats_that_fit(geometry: Geometry, context: int, sequences: int, weights: int, available_bytes: int, spec: KvSpec,

@@ -4,11 +4,9 @@ import streamlit as st
 
 from kvcore import calculator as calc
 from kvcore.errors import KvError
-from kvcore.formats import FORMATS
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
 from kvcore.geometry import LCPP, RUNTIMES, preset_names
-from kvcore.formats import LLAMACPP_TYPES
 from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
@@ -44,7 +42,7 @@ c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=la
                    on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
 seqs = c[2].number_input(f.t("calc.sequences"), 1, LLAMA_MAX_SEQ if runtime == LCPP else MAX_SEQUENCES, 1, key="seq",
                          bind="query-params")  # llama.cpp runs at most 256 sequences (-np)
-kv_formats = list(LLAMACPP_TYPES) if runtime == LCPP else list(FORMATS)  # llama.cpp stores its own -ctk/-ctv types only
+kv_formats = calc.runtime_formats(runtime)  # llama.cpp stores its own -ctk/-ctv types only
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
 w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
