@@ -29,9 +29,10 @@ if picked := f.selected(event, "series"):
 
 at = trap["at"]
 m = row()
+a, b = geo["step"], geo["step_next"]  # the block edge: 256 -> 257 (allocsim.STEP)
 for kind, key in (("allocated", "trap.alloc_at"), ("used", "trap.used_at")):
-    m.metric(f.t(key, n=256), f"{at[256, kind]:.3f} MiB")
-    m.metric(f.t(key, n=257), f"{at[257, kind]:.3f} MiB", f"{at[257, kind] - at[256, kind]:+.3f} MiB", delta_color="inverse")
+    m.metric(f.t(key, n=a), f"{at[a, kind]:.3f} MiB")
+    m.metric(f.t(key, n=b), f"{at[b, kind]:.3f} MiB", f"{at[b, kind] - at[a, kind]:+.3f} MiB", delta_color="inverse")
 note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
 article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
 if fmt == "fp16" and article:  # Article A measured the fp16 cache only
