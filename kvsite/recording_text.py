@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kvcore.recordings import Recording
+from kvcore.units import fmt_num
 from kvcore.views import method_groups
 
 from . import i18n
@@ -22,10 +23,8 @@ def _value(lang: str, value) -> str:
     """A method or table value for readers: thousands separators, short floats, known words translated."""
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.4g}"
+    if isinstance(value, (int, float)):
+        return fmt_num(value, 4)  # the site's one number format, with a 4th figure for timings such as 47.75 ms
     if isinstance(value, (list, tuple)):
         return ", ".join(_value(lang, v) for v in value)
     if isinstance(value, dict):
