@@ -198,15 +198,22 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
 # ---------------------------------------------------------------- the worked formula
 
 
+def layer_groups(geometry: Geometry) -> list[tuple[Layer, int]]:
+    """Layers alike in everything the cache depends on, as (one of them, how many), in the order they first appear:
+    one term of the formula each. Example: Gemma-3-4B -> [(sliding layer, 29), (full layer, 5)]."""
+    groups: dict[tuple, tuple[Layer, int]] = {}
+    for layer in geometry.layers:
+        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
+        first, n = groups.get(key, (layer, 0))
+        groups[key] = (first, n + 1)
+    return list(groups.values())
+
+
 def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> str:
     """The KV formula with this model's numbers substituted, one term per kind of layer."""
     terms = []
-    groups: dict[tuple, int] = {}
-    for layer in geometry.layers:
-        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
-        groups[key] = groups.get(key, 0) + 1
-    for (kind, heads, k_dim, v_dim, window, conv, state), n in groups.items():
-        layer = Layer(0, kind, heads, k_dim, v_dim, window, conv, state)
+    for layer, n in layer_groups(geometry):
+        kind, heads, k_dim, v_dim, window = layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window
         if kind == "linear":
             terms.append(f"{n} linear layers x {state_bytes(layer, spec):,} B fixed state")
             continue
@@ -234,14 +241,10 @@ def formula_terms(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), seq
     bytes}], "sequences", "context", "total", "per_token"} with per_token the bytes one more token adds to every layer.
     Example (Llama-3.2-1B, fp16, 32,768): one term 2 × 16 × 8 × 64 × 2 × 32,768 = 1,073,741,824.
     """
-    groups: dict[tuple, int] = {}
-    for layer in geometry.layers:
-        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
-        groups[key] = groups.get(key, 0) + 1
     k_fmt, v_fmt = get_format(spec.k_format), get_format(spec.v_format)
     terms = []
-    for (kind, heads, k_dim, v_dim, window, conv, state), n in groups.items():
-        layer = Layer(0, kind, heads, k_dim, v_dim, window, conv, state)
+    for layer, n in layer_groups(geometry):
+        kind, heads, k_dim, v_dim, window = layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window
         term = {"kind": kind, "layers": n, "kv_heads": heads, "k_dim": k_dim, "v_dim": v_dim, "window": window,
                 "tokens": tokens_held(layer, context), "state_bytes": state_bytes(layer, spec)}
         if kind != "linear":
