@@ -65,8 +65,11 @@ def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) 
         if not stat.S_ISREG(mode):
             raise KvError(f"{label} is not a regular file (a device, a pipe or a socket); give a file.",
                           "file_not_regular", label=label)
-        try:
-            data = f.read(max_bytes + 1)
+        try:  # what the file holds (a buffer of its size, not of the limit's), one byte more to see it grew
+            want = min(max_bytes, os.fstat(f.fileno()).st_size) + 1
+            data = f.read(want)
+            if len(data) == want <= max_bytes:  # larger than it said (it grew, or /proc): the rest, up to the limit
+                data += f.read(max_bytes + 1 - want)
         except OSError as e:
             raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
                           detail=e.strerror or str(e)) from None
