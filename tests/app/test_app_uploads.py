@@ -67,7 +67,7 @@ def test_a_session_keeps_a_bounded_number_of_bytes(rec_dir):
     """Five files near the size limit would hold ~10 MB per session: the oldest go once the total passes the bound."""
     from kvsite.uploads import MAX_SESSION_BYTES
 
-    at = page("pages/7_Recordings.py", "en")
+    at = page("pages/8_Recordings.py", "en")
     padding = b"# " + b"x" * (recordings.MAX_FILE_BYTES * 3 // 4) + b"\n"  # a comment: bytes, no values
     for n in range(4):
         at = upload(at, f"big{n}.yaml", padding + mac_run().replace(b"Apple M9 Upload Test", f"Apple M9 Upload {n}".encode()))
@@ -95,7 +95,7 @@ LAUGHS = mac_run().replace(b"method:\n", b"method:\n  l0: &l0 [lol, lol]\n" + b"
     ("v2.yaml", mac_run().replace(b"schema: 1", b"schema: 2"), "'schema' は 1 でなければなりません"),
     ("kind.yaml", mac_run().replace(b"kind: measured", b"kind: guessed"), "'kind' は 'measured' か 'published'"),
     ("nochip.yaml", mac_run().replace(b"chip: Apple M9 Upload Test", b"chip: ''"), "provenance.machine.chip は空でない"),
-    ("section.yaml", mac_run().replace(b"  mechanism:", b"  prefill:"), "'prefill' は未知のセクションです"),
+    ("section.yaml", mac_run().replace(b"  mechanism:", b"  speedup:"), "'speedup' は未知のセクションです"),
     ("negative.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: -34.7"), "sections.decode[0].tokens_per_s は負の値"),
     ("text.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: fast"), "sections.decode[0].tokens_per_s は数値でなければ"),
     ("field.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: 34.7\n    speed: 1"), "未知のフィールド 'speed'"),
