@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvcore.live import decode_sweep, generate_step_ms, paired_steps, prefill, quartiles, synthetic_ms  # noqa: E402
-from kvcore.live_models import backend, fill_caches, get_model, make_caches, provenance  # noqa: E402
+from kvcore.live_models import fill_caches, get_model, make_caches  # noqa: E402
+from kvcore.machine import backend, provenance  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 TOLERANCE = 0.10

@@ -226,7 +226,7 @@ def _cmd_kv(a) -> int:
 
 def _cmd_decode(a) -> int:
     from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
-    from .live_models import backend
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -260,7 +260,7 @@ def _cmd_decode(a) -> int:
 
 def _cmd_mechanism(a) -> int:
     from .live import mechanism_probe
-    from .live_models import backend
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)

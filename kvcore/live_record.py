@@ -16,7 +16,8 @@ from .recordings import is_apple_silicon
 from .geometry import Geometry
 from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
                    growth_probe, mechanism_probe, real_prefill_check, trap_probe)
-from .live_models import LiveModel, backend, provenance
+from .live_models import LiveModel
+from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
