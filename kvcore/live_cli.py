@@ -225,7 +225,7 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
+    from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
     from .machine import backend
     from .live_record import model_info
 
@@ -259,7 +259,7 @@ def _cmd_decode(a) -> int:
 
 
 def _cmd_mechanism(a) -> int:
-    from .live import mechanism_probe
+    from .live_decode import mechanism_probe
     from .machine import backend
     from .live_record import model_info
 

@@ -14,8 +14,9 @@ from . import recordings
 from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
-                   growth_probe, mechanism_probe, real_prefill_check, trap_probe)
+from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_decode import (SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, mechanism_probe,
+                          real_prefill_check)
 from .live_models import LiveModel
 from .machine import backend, provenance
 
