@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .cli_args import whole_number  # one wording for every whole-number option
 from .errors import KvError
 
 DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
@@ -46,7 +47,6 @@ def _parse_contexts(text: str) -> list[int]:
 
 
 def _count(label: str, low: int, high: int):
-    from .cli import whole_number  # one wording for every whole-number option
 
     return whole_number(label, low, high)
 

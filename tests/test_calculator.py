@@ -13,7 +13,8 @@ from kvcore.calculator import (
     verdict,
 )
 from kvcore.decode_model import bytes_per_generated_token, predict_tokens_per_s
-from kvcore.formulas import MAX_CONTEXT, KvSpec, kv_bytes, weights_bytes
+from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.hardware import get_chip
 from kvcore.recordings import load_all
