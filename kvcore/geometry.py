@@ -88,6 +88,9 @@ class Geometry:
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
     max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
+    # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
+    # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
+    layer_ffn: tuple[tuple[int, int], ...] = field(default=())
 
     @property
     def num_layers(self) -> int:
@@ -387,18 +390,35 @@ def _ffn(cfg: _Cfg, family: Family, i: int) -> tuple[Params, Params]:
     return p, p
 
 
-def _params(cfg: _Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Params, bool]:
+def _params(cfg: _Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Params, bool, tuple]:
     h, vocab = cfg.int("hidden_size"), cfg.int("vocab_size")
     tied = {"always": True, "never": False}.get(family.tied)
     if tied is None:
         tied = cfg.bool("tie_word_embeddings", family.tie_default)
     base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
-    total, active = base, base
+    total, active, ffn = base, base, []
     for layer in layers:
         attn = _attention(cfg, family, layer) + Params(vector=family.norms_per_layer * h)
         ffn_all, ffn_active = _ffn(cfg, family, layer.index)
         total, active = total + attn + ffn_all, active + attn + ffn_active
-    return total, active, tied
+        ffn.append((ffn_all.matrix, _routed_matrix(cfg, family, layer.index)))
+    return total, active, tied, tuple(ffn)
+
+
+def _routed_matrix(cfg: _Cfg, family: Family, i: int) -> int:
+    """Matrix parameters of layer i's routed experts (the 3-D expert tensors a GGUF file stores), 0 if dense."""
+    h = cfg.int("hidden_size")
+    if family.ffn == "moe_deepseek":
+        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
+            return 0
+        return _mlp(h, cfg.int("moe_intermediate_size")).matrix * cfg.int("n_routed_experts")
+    if family.ffn == "moe_gpt_oss":
+        return 3 * h * cfg.int("intermediate_size") * cfg.int("num_local_experts")
+    if family.ffn == "moe_qwen":
+        experts = cfg.int("num_experts", 0, minimum=0)
+        if experts and i not in (cfg.get("mlp_only_layers") or []) and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
+            return _mlp(h, cfg.int("moe_intermediate_size")).matrix * experts
+    return 0
 
 # ---------------------------------------------------------------- entry points
 
@@ -418,7 +438,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     cfg = _Cfg(flat, family)
     try:
         layers, notes = _layers(cfg, family, runtime)
-        params, active, tied = _params(cfg, family, layers)
+        params, active, tied, layer_ffn = _params(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
@@ -438,6 +458,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
+        layer_ffn=layer_ffn,
     )
 
 
