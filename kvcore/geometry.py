@@ -74,6 +74,15 @@ class Params:
 
 
 @dataclass(frozen=True)
+class FileWeights:
+    """The weights as a model file stores them (a GGUF's tensor table): exact bytes, and by tensor type."""
+
+    bytes: int
+    active_bytes: int  # what one decode step reads (MoE: the routed experts' share of the expert tensors)
+    by_type: tuple[tuple[str, int, int, int], ...] = ()  # (ggml type, tensors, values, bytes), largest first
+
+
+@dataclass(frozen=True)
 class Geometry:
     name: str
     model_type: str
@@ -91,6 +100,7 @@ class Geometry:
     # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
     # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
     layer_ffn: tuple[tuple[int, int], ...] = field(default=())
+    file_weights: FileWeights | None = None  # a model file's own weights (GGUF: its tensor table), exact
 
     @property
     def num_layers(self) -> int:
@@ -553,7 +563,15 @@ def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
 
 
 def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
+    """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
+    only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
+    if model.lower().endswith(".gguf"):
+        if runtime != LCPP:
+            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under llama.cpp's rules; add --runtime llama.cpp.",
+                          "gguf_runtime", label=Path(model).name, runtime=runtime)
+        from .gguf import geometry as gguf_geometry
+
+        return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
     if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)
