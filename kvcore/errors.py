@@ -8,6 +8,7 @@ CODES = frozenset({
     "llamacpp_format", "llamacpp_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
     "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
+    "live_batch_format", "live_batch_cache",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
     "file_missing", "file_unreadable", "file_folder", "file_not_regular", "file_too_large", "file_binary", "file_not_utf8",
     # a GGUF file (kvcore.gguf_header, kvcore.gguf): a path on the command line or an upload on the site
