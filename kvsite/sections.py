@@ -95,7 +95,7 @@ def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
-            "limit": fmt_pct(FAR_BELOW_PEAK)}
+            "limit": fmt_pct(FAR_BELOW_PEAK), "floor": fmt_num(hardware.slowest_memory()[0])}
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
