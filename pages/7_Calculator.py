@@ -5,7 +5,8 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.geometry import LCPP, RUNTIMES, preset_names
 from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
 from kvcore.units import fmt_bytes
