@@ -21,8 +21,6 @@ from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
-    MAX_CONTEXT,
-    MAX_SEQUENCES,
     KvSpec,
     check_context,
     formula_text,
@@ -37,6 +35,7 @@ from .formulas import (
 from . import llamacpp
 from .geometry import LCPP, Geometry
 from .hardware import Chip, get_chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kvcore import calculator, llamacpp, views
-from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
+from kvcore.formulas import KvSpec, formula_terms
+from kvcore.limits import MAX_CONTEXT
 from kvcore.config import parse_json_text
 from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
