@@ -8,7 +8,8 @@ import pandas as pd
 
 from kvcore import calculator, llamacpp, views
 from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
-from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, parse_json_text, preset_geometry
+from kvcore.config import parse_json_text
+from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
