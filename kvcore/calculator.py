@@ -21,8 +21,6 @@ from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
-    MAX_CONTEXT,
-    MAX_SEQUENCES,
     KvSpec,
     check_context,
     formula_text,
@@ -37,6 +35,7 @@ from .formulas import (
 from . import llamacpp
 from .geometry import LCPP, Geometry
 from .hardware import Chip, get_chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
@@ -233,15 +232,24 @@ def efficiency(recordings: list) -> Efficiency:
     return Efficiency(mean, "; ".join(t for _, t, _ in shares))
 
 
-def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float, sequences: int = 1) -> list[dict]:
-    """Predicted tokens/s per context on `chip` at `share` of its peak bandwidth (memory-bound model)."""
-    bw = get_chip(chip).bandwidth_gbps * share
+def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float,
+                   sequences: int = 1, llama: llamacpp.Options | None = None) -> list[dict]:
+    """Predicted decode per context on `chip` at `share` of its peak bandwidth: the time model's step (kvcore.timing:
+    the weights once, every sequence's KV as the runtime reads it, the roofline bound) at each context.
+
+    Rows: tokens_per_s (each sequence; llama.cpp: each slot), tokens_per_s_total (all of them), bytes_per_token (what
+    one step reads), bound. llama.cpp: `context` is -c and `llama` its options (unified slots share the cells: one
+    read serves every slot, so each slot decodes as one slot at -c does and the total is slots x that).
+    """
+    from . import timing, timing_fit
+
+    eff = timing.Efficiency(timing_fit.calibration().compute, share, "calculator")
     rows = []
     for t in contexts:
-        b = bytes_per_generated_token(geometry, t, spec, weights_format, sequences)
-        rows.append({"context": t, "bytes_per_token": b, "tokens_per_s": predict_tokens_per_s(b, bw)})
+        step = timing.decode_step(geometry, t, chip, eff, spec, weights_format, sequences, llama)
+        rows.append({"context": t, "bytes_per_token": step.bytes, "tokens_per_s": 1.0 / step.time_s,
+                     "tokens_per_s_total": step.tokens / step.time_s, "sequences": step.tokens, "bound": step.bound})
     return rows
-
 
 
 CURVE_FORMATS = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")
