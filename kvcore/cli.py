@@ -14,9 +14,9 @@ import sys
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
-from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
 from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
-from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
+from .geometry import load_preset, parse_config, preset_names, resolve_model
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, RUNTIMES, get_runtime
 from .units import fmt_bytes
 
 EXIT_BAD_INPUT = 2
@@ -51,13 +51,10 @@ def _positive_int(label: str, limit: int):
 
 
 def _print_calc(r: dict) -> None:
+    runtime = get_runtime(r["runtime"])
     print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
-    if "log_lines" in r:  # llama.cpp: the lines it logs for its caches, to hold against a real log
-        o = r["llama_cpp"]
-        print(f"llama.cpp  -c {r['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} -ub {o['ubatch']}"
-              f" (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}")
-        for cache, line in zip(r["caches"], r["log_lines"]):
-            print(f"  {cache['name']:<9} {line}")
+    for line in runtime.describe_options(r):  # llama.cpp: its options and the lines it logs for its caches
+        print(line)
     print(f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}")
     print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
     if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
@@ -65,8 +62,8 @@ def _print_calc(r: dict) -> None:
     else:  # sliding layers stop growing once their window is full
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
               f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full)")
-    if r["kv_prefill_peak_bytes"] != r["kv_bytes"] and r["runtime"] == "mlx_lm":
-        print(f"  prefill peak (mlx_lm chunked prefill): {fmt_bytes(r['kv_prefill_peak_bytes'])}")
+    for line in runtime.describe_sizes(r):  # mlx_lm: the chunked prefill's peak above the steady state
+        print(line)
     print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
           f" {r['active_params']:,} read per token)")
     print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
@@ -84,13 +81,17 @@ def _cmd_calc(a) -> int:
     k = a.k_format or a.kv_format or "fp16"
     v = a.v_format or a.kv_format or "fp16"
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
-    geometry, preset = resolve_model(a.model, a.runtime)
-    llama = None
-    if a.runtime == LCPP:  # --sequences is llama.cpp's -np (n_seq_max), at most LLAMA_MAX_SEQ
-        llama = LlamaOptions(a.sequences, a.kv_unified, ubatch=a.ubatch, swa_full=a.swa_full)
-    elif a.kv_unified or a.swa_full or a.ubatch != DEFAULT_UBATCH:
-        raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")
-    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"), llama)
+    runtime = get_runtime(a.runtime)
+    for other in RUNTIMES.values():  # another runtime's settings, given: say whose they are
+        changed = [s.flag for s in other.settings if other is not runtime and getattr(a, s.name) != s.default]
+        if changed:
+            raise KvError(f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
+                          f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}.")
+    geometry, preset = resolve_model(a.model, runtime.name)
+    # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
+    options = runtime.options(a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings})
+    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"),
+                       options)
     result["source"] = preset.get("source", a.model)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -149,12 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
     c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
     c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
-    c.add_argument("--runtime", default="mlx_lm", choices=RUNTIMES,
-                   help="mlx_lm (default), llama.cpp (its preallocated caches) or reference (the config's own window rules)")
-    c.add_argument("--kv-unified", action="store_true", help="llama.cpp: one cache stream shared by all sequences (-kvu)")
-    c.add_argument("--ubatch", default=DEFAULT_UBATCH, type=_positive_int("ubatch", MAX_UBATCH),
-                   help=f"llama.cpp: micro-batch -ub (default {DEFAULT_UBATCH}); it sizes the sliding-window cache")
-    c.add_argument("--swa-full", action="store_true", help="llama.cpp: a full-size sliding-window cache (--swa-full)")
+    c.add_argument("--runtime", default=DEFAULT_RUNTIME, choices=list(RUNTIMES),
+                   help="; ".join(rt.help for rt in RUNTIMES.values()))
+    for runtime in RUNTIMES.values():  # each runtime's own settings, from its object
+        for s in runtime.settings:
+            if s.switch:
+                c.add_argument(s.flag, dest=s.name, action="store_true", help=s.help)
+            else:
+                c.add_argument(s.flag, dest=s.name, default=s.default, type=whole_number(s.flag.lstrip("-"), s.low, s.high),
+                               help=s.help)
     c.add_argument("--json", action="store_true")
     c.set_defaults(run=_cmd_calc)
     ps = sub.add_parser("presets", help="list the bundled model presets")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KvError
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime
 from .textfile import decode_text, read_text_file
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -184,34 +185,33 @@ class Family:
 #   ignored:         sliding_window is set but this runtime caches the full context (a note says so)
 #   disabled:        llama.cpp turns this family's window off (Phi-3; a note says so)
 #   max_window:      layers from max_window_layers on, when use_sliding_window (Qwen2/3 in transformers)
-MLX, REF, LCPP = "mlx_lm", "reference", "llama.cpp"
-RUNTIMES = (MLX, LCPP, REF)
+# The keys of `windows` below are each runtime's `windows` key (kvcore.runtimes): data, never compared.
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     # Llama 1/2/3, Mistral, SmolLM2: full attention; Llama 1/2 have no num_key_value_heads (full MHA).
     # llama.cpp's LLM_ARCH_LLAMA has no sliding window (Mistral-7B-v0.1's window is not applied).
-    Family("llama", windows={MLX: "layer_types|ignored", REF: "layer_types|every_layer", LCPP: "layer_types|ignored"},
+    Family("llama", windows={"mlx_lm": "layer_types|ignored", "reference": "layer_types|every_layer", "llama.cpp": "layer_types|ignored"},
            tie_default=True, attention_extras="llama_bias", ffn="llama"),
     # Qwen v1 (QWenLMHeadModel): full MHA, head width kv_channels; the first configs spell fields GPT-2 style.
     Family("qwen", head_dim_field="kv_channels", tied="never", attention_extras="qwen_v1", ffn="qwen_v1",
            aliases={"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
                     "ffn_hidden_size": "intermediate_size", "padded_vocab_size": "vocab_size"}),
-    Family("qwen2", windows={REF: "max_window"}, tie_default=True, attention_extras="qkv_bias"),
-    Family("qwen3", windows={REF: "max_window"}, qk_norm=True),
-    Family("qwen3_moe", windows={REF: "max_window"}, qk_norm=True, ffn="moe_qwen"),
+    Family("qwen2", windows={"reference": "max_window"}, tie_default=True, attention_extras="qkv_bias"),
+    Family("qwen3", windows={"reference": "max_window"}, qk_norm=True),
+    Family("qwen3_moe", windows={"reference": "max_window"}, qk_norm=True, ffn="moe_qwen"),
     Family("qwen3_next", attention="hybrid_linear", qk_norm=True, gated_q=True, ffn="moe_qwen"),
     # Phi-3: transformers applies sliding_window on every layer; mlx_lm ignores it; llama.cpp disables it
     # ("Phi SWA is currently disabled", https://github.com/ggml-org/llama.cpp/pull/13676).
-    Family("phi3", windows={MLX: "ignored", REF: "every_layer", LCPP: "disabled"}),
+    Family("phi3", windows={"mlx_lm": "ignored", "reference": "every_layer", "llama.cpp": "disabled"}),
     # Gemma 2: even layers slide (transformers, llama.cpp set_swa_pattern(2)); mlx_lm's gemma2.py caches every layer in full.
-    Family("gemma2", windows={MLX: "ignored", REF: "alternate", LCPP: "alternate"}, tied="always", norms_per_layer=4,
+    Family("gemma2", windows={"mlx_lm": "ignored", "reference": "alternate", "llama.cpp": "alternate"}, tied="always", norms_per_layer=4,
            defaults={"head_dim": 256, "sliding_window": 4096}),
-    Family("gemma3_text", windows={MLX: "pattern", REF: "layer_types|pattern", LCPP: "pattern"}, tie_default=True,
+    Family("gemma3_text", windows={"mlx_lm": "pattern", "reference": "layer_types|pattern", "llama.cpp": "pattern"}, tie_default=True,
            norms_per_layer=4, qk_norm=True,
            defaults={"vocab_size": 262208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
                      "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
                      "max_position_embeddings": 131072}),
-    Family("gpt_oss", windows={MLX: "layer_types|alternate", REF: "layer_types|alternate", LCPP: "layer_types|alternate"},
+    Family("gpt_oss", windows={"mlx_lm": "layer_types|alternate", "reference": "layer_types|alternate", "llama.cpp": "layer_types|alternate"},
            tied="never", attention_extras="gpt_oss", ffn="moe_gpt_oss"),
     Family("deepseek_v3", attention="mla", tied="never", ffn="moe_deepseek"),
 )}
@@ -243,13 +243,13 @@ def _note(code: str, window: int) -> tuple[str, int, str]:
     return code, window, _NOTE_TEXT[code].format(window=window)
 
 
-def _sliding_flags(cfg: _Cfg, family: Family, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
+def _sliding_flags(cfg: _Cfg, family: Family, n_layers: int, runtime: Runtime) -> tuple[list[bool], list[tuple[str, int, str]]]:
     """Which layers keep a sliding window under `runtime`, by the family's window rule; notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
     if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
         raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
     window = cfg.get("sliding_window")
-    for rule in family.windows.get(runtime, "none").split("|"):
+    for rule in family.windows.get(runtime.windows, "none").split("|"):
         if rule == "layer_types":
             if layer_types:
                 return [t == "sliding_attention" for t in layer_types], []
@@ -262,7 +262,7 @@ def _sliding_flags(cfg: _Cfg, family: Family, n_layers: int, runtime: str) -> tu
         if rule == "every_layer" and window:
             return [True] * n_layers, [_note("sliding_every_layer", cfg.int("sliding_window"))]
         if rule in ("ignored", "disabled") and window:
-            code = "sliding_disabled" if rule == "disabled" else "sliding_ignored_llamacpp" if runtime == LCPP else "sliding_ignored"
+            code = "sliding_disabled" if rule == "disabled" else runtime.ignored_window_note
             return [False] * n_layers, [_note(code, cfg.int("sliding_window"))]
         if rule == "max_window" and cfg.get("use_sliding_window"):
             start = cfg.int("max_window_layers", 0, minimum=0)
@@ -270,7 +270,7 @@ def _sliding_flags(cfg: _Cfg, family: Family, n_layers: int, runtime: str) -> tu
     return [False] * n_layers, []
 
 
-def _layers(cfg: _Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
+def _layers(cfg: _Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
@@ -403,10 +403,9 @@ def _params(cfg: _Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Par
 # ---------------------------------------------------------------- entry points
 
 
-def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm") -> Geometry:
+def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
-    if runtime not in RUNTIMES:
-        raise KvError(f"Unknown runtime {runtime!r}; valid runtimes: {', '.join(RUNTIMES)}.")
+    rt = get_runtime(runtime)
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = _flatten(config)
@@ -417,7 +416,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     model_type = family.model_type
     cfg = _Cfg(flat, family)
     try:
-        layers, notes = _layers(cfg, family, runtime)
+        layers, notes = _layers(cfg, family, rt)
         params, active, tied = _params(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
@@ -523,7 +522,7 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
 
 
 @lru_cache(maxsize=64)
-def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
+def preset_geometry(name: str, runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A bundled preset's geometry under `runtime` (shared and frozen: read it, never change it).
 
     Example: preset_geometry("llama-3.2-1b").count("full") -> 16.
@@ -531,7 +530,7 @@ def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
     return parse_config(load_preset(name)["config"], name, runtime)
 
 
-def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
+def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry, dict]:
     """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
     if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}

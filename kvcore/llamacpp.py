@@ -47,10 +47,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import KvError
 from .formats import LLAMACPP_TYPES, ggml_name, get_format
-from .geometry import LCPP, Geometry, Layer
+
+if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+    from .geometry import Geometry, Layer
 
 PAD = 256  # GGML_PAD(…, 256) of n_ctx, n_ctx_seq, the SWA cache and n_kv
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
@@ -169,6 +172,11 @@ class Cache:
     def bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
+    @property
+    def spans_context(self) -> bool:
+        """True for the cache whose cells grow with -c (the full-attention one), not the SWA or recurrent one."""
+        return self.name in ("kv", "non-swa")
+
     def log_line(self) -> str:
         """The line llama.cpp prints for this cache (llama-kv-cache.cpp's format string, float MiB as C computes them)."""
         if self.name == "recurrent":  # kvcore's own summary, in the same shape
@@ -200,9 +208,7 @@ def _cache(name: str, layers: list[Layer], cells: int, streams: int, options: Op
 
 def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f16", options: Options = Options()) -> list[Cache]:
     """The caches llama.cpp allocates for this model at `-c n_ctx`: one `kv` cache, or `non-swa` + `swa` (iSWA),
-    plus a `recurrent` state cache for linear-attention layers."""
-    if geometry.runtime != LCPP:
-        raise ValueError(f"llamacpp.caches needs a geometry parsed with runtime={LCPP!r}, not {geometry.runtime!r}")
+    plus a `recurrent` state cache for linear-attention layers (kvcore.runtimes checks the geometry is llama.cpp's)."""
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
         raise KvError(f"context must be a whole number from 1, not {n_ctx!r}.")
     cells, streams = context_cells(n_ctx, options)
