@@ -63,7 +63,21 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
                   "numbers": ("with_cache_step_ms", "without_cache_step_ms")},
     "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
                   "texts": ("name",), "required_texts": ("name",)},
+    # prompt processing: tokens_per_s = prompt_tokens / prefill time (of all `batch` sequences, when given); a
+    # llama-bench pp/tg pair keeps its tg beside it (tg_tokens_per_s, over generation_tokens at the same depth)
+    "prefill": {"required": ("prompt_tokens", "tokens_per_s"),
+                "numbers": ("depth", "batch", "prefill_s", "repeats", "min_s", "max_s", "q1_s", "q3_s", "spread_s",
+                            "tg_tokens_per_s", "generation_tokens", "peak_memory_gb"),
+                "texts": ("series",), "lists": ("pass_s",)},  # series: which model, when one source has several
+    # batched decode: `batch` sequences at `context` tokens each; tokens_per_s_total counts every sequence's tokens,
+    # tokens_per_s (when given) is one sequence's
+    "batch": {"required": ("batch", "context", "tokens_per_s_total"),
+              "numbers": ("tokens_per_s", "ms_per_step", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "spread_ms",
+                          "prompt_tokens", "generation_tokens", "peak_memory_gb"),
+              "texts": ("series",), "lists": ("pass_ms",)},
 }
+# Counts that must be whole and at least 1 (a batch of 0.5 sequences or a prompt of 0 tokens is not a run)
+COUNTS = {"prefill": ("prompt_tokens", "batch"), "batch": ("batch",)}
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {name: f["required_texts"] for name, f in ROW_FIELDS.items() if "required_texts" in f}
@@ -291,6 +305,9 @@ def validate(data, label: str = "recording") -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}", label)
+                    if key in COUNTS.get(name, ()) and (value < 1 or value != int(value)):
+                        _fail(label, "rec_count", f"{where}.{key} must be a whole number of at least 1, not {_short(value)}",
+                              field=f"{where}.{key}", value=_short(value))
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
                         _fail(label, "rec_list", f"{where}.{key} must be a non-empty list of numbers", field=f"{where}.{key}")

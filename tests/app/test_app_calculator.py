@@ -17,7 +17,7 @@ from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc import NUMBERS
 
-CALC = "pages/6_Calculator.py"
+CALC = "pages/7_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w):

@@ -30,7 +30,7 @@ def upload(at, name: str, content: bytes):
 def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_nothing_is_written(rec_dir, monkeypatch):
     monkeypatch.setenv(recordings.READ_ONLY_ENV, "1")
     before = sorted((p.name, p.stat().st_mtime_ns) for p in rec_dir.rglob("*"))
-    at = upload(page("pages/7_Recordings.py", "en"), "my-mac.yaml", mac_run())
+    at = upload(page("pages/8_Recordings.py", "en"), "my-mac.yaml", mac_run())
     assert not at.exception
     assert [s.value for s in at.success] == ["Added for this session: Measured (CPU demonstration) (uploaded, this session only): "
                                              "Apple M9 Upload Test — cpu-demo. Pick it in any chapter's data-source picker."]
@@ -48,7 +48,7 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
 
 
 def test_the_same_file_twice_is_one_run(rec_dir):
-    at = upload(page("pages/7_Recordings.py", "en"), "a.yaml", mac_run())
+    at = upload(page("pages/8_Recordings.py", "en"), "a.yaml", mac_run())
     at = upload(at, "b.yaml", mac_run())
     assert sum("Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options) == 1
 
@@ -56,7 +56,7 @@ def test_the_same_file_twice_is_one_run(rec_dir):
 def test_a_session_keeps_its_last_uploads_only(rec_dir):
     from kvsite.uploads import MAX_KEPT
 
-    at = page("pages/7_Recordings.py", "en")
+    at = page("pages/8_Recordings.py", "en")
     for n in range(MAX_KEPT + 2):
         at = upload(at, f"run{n}.yaml", mac_run().replace(b"Apple M9 Upload Test", f"Apple M9 Upload {n}".encode()))
     kept = [n for n in range(MAX_KEPT + 2) if any(f"Apple M9 Upload {n} " in o for o in at.selectbox(key="rec__w").options)]
@@ -81,11 +81,11 @@ NESTED = ("a: " + "[" * 2000 + "]" * 2000).encode()
     ("field.yaml", mac_run().replace(b"tokens_per_s: 34.7", b"tokens_per_s: 34.7\n    speed: 1"), "未知のフィールド 'speed'"),
 ])
 def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_nothing(rec_dir, name, content, ja):
-    at = upload(page("pages/7_Recordings.py", "ja"), name, content)
+    at = upload(page("pages/8_Recordings.py", "ja"), name, content)
     assert not at.exception
     [error] = [e.value for e in at.error]
     assert error.startswith(f"{name}：") and ja in error and "⟨" not in error, error
     assert not at.success and not any("Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options)
-    english = upload(page("pages/7_Recordings.py", "en"), name, content)
+    english = upload(page("pages/8_Recordings.py", "en"), name, content)
     [sentence] = [e.value for e in english.error]
     assert sentence.startswith(f"{name}: ") and not JAPANESE.search(sentence), sentence
