@@ -133,6 +133,14 @@ class Runtime:
         """The KV one decode step reads at `context`, each sequence holding `tokens` (default: the cache full)."""
         raise NotImplementedError
 
+    def decode_position(self, context: int, sequences: int = 1, options: Any = None) -> int:
+        """The position each sequence decodes at (the tokens its attention runs over) when the cache is at `context`."""
+        raise NotImplementedError
+
+    def prefill_chunk(self, prompt: int, options: Any = None) -> int:
+        """Tokens one prefill step processes of a `prompt`-token prompt (mlx_lm's prefill step, llama.cpp's -ub)."""
+        raise NotImplementedError
+
     def describe_options(self, result: dict) -> list[str]:
         """The CLI's lines, under the model's, for this runtime's options and caches (llama.cpp: its log lines)."""
         return []
@@ -189,6 +197,14 @@ class TokenRuntime(Runtime):
         held = context if tokens is None else min(tokens, context)  # each sequence reads its own cache, to its offset
         spans = any(layer.kind in ("full", "mla") for layer in geometry.layers)
         return DecodeRead(formulas.kv_bytes(geometry, held, spec, sequences), sequences, held * sequences if spans else 0)
+
+    def decode_position(self, context, sequences=1, options=None):
+        self.options(sequences, options)
+        return context
+
+    def prefill_chunk(self, prompt, options=None):
+        self.options(1, options)
+        return formulas.PREFILL_STEP  # mlx_lm generate_step's prefill_step_size
 
     def describe_sizes(self, result):
         if self.prefill_peak and result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
@@ -295,6 +311,14 @@ class LlamaCppRuntime(Runtime):
             if cache.spans_context:
                 cells += n_kv * cache.streams
         return DecodeRead(read, sequences, cells)
+
+    def decode_position(self, context, sequences=1, options=None):
+        """Split streams: each slot's share of -c (n_ctx_seq); unified: the slots together fill the -c cells."""
+        options = self.options(sequences, options)
+        return min(context, context if options.unified else llamacpp.context_cells(context, options)[0])
+
+    def prefill_chunk(self, prompt, options=None):
+        return llamacpp.micro_batch(prompt, self.options(1, options))  # -ub as llama.cpp clamps it
 
     def describe_options(self, result):
         o = result["llama_cpp"]
