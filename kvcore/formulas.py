@@ -161,7 +161,8 @@ WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "mlx-q8", "mlx-q6", "mlx-q5", "
 # llama.cpp GGUF files whose every matrix has one ggml block type (the published llama.cpp runs use Q8_0).
 # Kept apart from WEIGHT_FORMATS (the pages' mlx-centred choices); weights_bytes accepts both.
 GGUF_WEIGHT_FORMATS = {"gguf-q8_0": "q8_0"}  # name -> ggml block type in kvcore.formats.FORMATS
-ALL_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS)
+FILE_WEIGHTS = "gguf-file"  # the weights exactly as a GGUF file stores them (its tensor table: Geometry.file_weights)
+ALL_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS) + (FILE_WEIGHTS,)
 
 
 def weight_bits(weights_format: str) -> int:
@@ -183,7 +184,13 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
     and never norms or the MoE router (`ffn_gate_inp.weight`), and convert_hf_to_gguf.py writes those
     1-D tensors as F32: so norms, biases and routers count 4 bytes per value.
     Example: a 1,024 x 1,024 matrix in gguf-q8_0 = 32,768 blocks x 34 B = 1,114,112 B.
+    gguf-file: the bytes of the model file's own tensors (kvcore.gguf), whatever types they are.
     """
+    if weights_format == FILE_WEIGHTS:
+        if geometry.file_weights is None:
+            raise KvError(f"The weights format {FILE_WEIGHTS!r} is a GGUF file's own; {geometry.name} was not read from one.",
+                          "weights_file", format=FILE_WEIGHTS, model=geometry.name)
+        return geometry.file_weights.active_bytes if active else geometry.file_weights.bytes
     bits = weight_bits(weights_format)
     p = geometry.active_params if active else geometry.params
     if weights_format in GGUF_WEIGHT_FORMATS:

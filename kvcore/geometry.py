@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KvError
-from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
 from .textfile import decode_text, read_text_file
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -75,6 +75,15 @@ class Params:
 
 
 @dataclass(frozen=True)
+class FileWeights:
+    """The weights as a model file stores them (a GGUF's tensor table): exact bytes, and by tensor type."""
+
+    bytes: int
+    active_bytes: int  # what one decode step reads (MoE: the routed experts' share of the expert tensors)
+    by_type: tuple[tuple[str, int, int, int], ...] = ()  # (ggml type, tensors, values, bytes), largest first
+
+
+@dataclass(frozen=True)
 class Geometry:
     name: str
     model_type: str
@@ -89,6 +98,7 @@ class Geometry:
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
     max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
+    file_weights: FileWeights | None = None  # a model file's own weights (GGUF: its tensor table), exact
 
     @property
     def num_layers(self) -> int:
@@ -531,7 +541,16 @@ def preset_geometry(name: str, runtime: str = DEFAULT_RUNTIME) -> Geometry:
 
 
 def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry, dict]:
-    """A preset name, a path to a config.json or a model folder holding one -> (geometry, preset metadata or {})."""
+    """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
+    only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
+    if model.lower().endswith(".gguf"):
+        reader = gguf_runtime()
+        if get_runtime(runtime) is not reader:
+            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under {reader.name}'s rules; add --runtime {reader.name}.",
+                          "gguf_runtime", label=Path(model).name, runtime=runtime)
+        from .gguf import geometry as gguf_geometry
+
+        return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
     if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)

@@ -95,6 +95,7 @@ class Runtime:
     ignored_window_note: str = "sliding_ignored"  # the note code when it caches the full context of a windowed model
     prefill_peak: str | None = None  # the CLI's label for a prefill peak above the steady state (None: never shown)
     preallocates: bool = False  # True: its caches are allocated up front and it logs them (log_lines)
+    reads_gguf: bool = False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.gguf)
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"
@@ -221,7 +222,7 @@ class LlamaCppRuntime(Runtime):
     kv_formats = LLAMACPP_TYPES
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
-    preallocates = True
+    preallocates = reads_gguf = True
     settings = (
         Setting("unified", "--kv-unified", False, "llama.cpp: one cache stream shared by all sequences (-kvu)", "uni"),
         Setting("ubatch", "--ubatch", llamacpp.DEFAULT_UBATCH,
@@ -343,6 +344,11 @@ def get_runtime(name: str) -> Runtime:
         known = ", ".join(RUNTIMES)
         raise KvError(f"Unknown runtime {name!r}; valid runtimes: {known}.", "runtime_unknown", runtime=name,
                       known=known) from None
+
+
+def gguf_runtime() -> Runtime:
+    """The runtime whose rules a GGUF file is read under (llama.cpp's: the file is its model format)."""
+    return next(runtime for runtime in RUNTIMES.values() if runtime.reads_gguf)
 
 
 def runtime_of(geometry: Geometry) -> Runtime:
