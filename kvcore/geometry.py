@@ -416,6 +416,9 @@ def _params(cfg: _Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Par
 def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
     rt = get_runtime(runtime)
+    if rt.windows not in {key for family in FAMILIES.values() for key in family.windows}:
+        raise KvError(f"Runtime {rt.name} applies the window rules of {rt.windows!r}, which no model family states; "
+                      f"give each family's rule for it in kvcore.geometry.FAMILIES.")
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = _flatten(config)

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import KvError
-from .formats import LLAMACPP_TYPES, ggml_name, get_format
+from .formats import ggml_name, get_format, llamacpp_types
 
 if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
     from .geometry import Geometry, Layer
@@ -132,17 +132,14 @@ def read_cells(used: int, cells: int) -> int:
 
 
 def row_bytes(type_name: str, width: int) -> int:
-    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks)."""
+    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks,
+    as ggml asserts: kvcore.formats refuses a row that does not)."""
     fmt = get_format(type_name)
-    if fmt.name not in LLAMACPP_TYPES:
-        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {', '.join(map(ggml_name, LLAMACPP_TYPES))}.",
-                      "llamacpp_format", format=type_name, valid=", ".join(map(ggml_name, LLAMACPP_TYPES)))
-    if fmt.kind == "plain":
-        return width * fmt.bits // 8
-    if width % fmt.block_values:
-        raise KvError(f"llama.cpp's {fmt.name} needs rows that are a multiple of {fmt.block_values} values; {width} is not.",
-                      "llamacpp_block", format=fmt.name, block=fmt.block_values, dim=width)
-    return width // fmt.block_values * fmt.block_bytes
+    if not fmt.llamacpp:
+        valid = ", ".join(map(ggml_name, llamacpp_types()))
+        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.", "llamacpp_format",
+                      format=type_name, valid=valid)
+    return fmt.row_bytes(width)
 
 
 def kv_widths(layer: Layer) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import formulas, llamacpp
 from .errors import KvError
-from .formats import FORMATS, LLAMACPP_TYPES
+from .formats import FORMATS, llamacpp_types
 from .units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -219,7 +219,6 @@ class LlamaCppRuntime(Runtime):
 
     name = windows = "llama.cpp"
     help = "llama.cpp (its preallocated caches)"
-    kv_formats = LLAMACPP_TYPES
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = True
@@ -230,6 +229,10 @@ class LlamaCppRuntime(Runtime):
                 1, llamacpp.MAX_UBATCH),
         Setting("swa_full", "--swa-full", False, "llama.cpp: a full-size sliding-window cache (--swa-full)", "swafull"),
     )
+
+    @property
+    def kv_formats(self) -> tuple[str, ...]:  # its -ctk/-ctv types, from the table of formats
+        return llamacpp_types()
 
     def options(self, sequences=1, base=None, **values):
         """llamacpp.Options with -np `sequences`; the other fields from `values`, else from `base`, else the defaults."""

@@ -190,7 +190,7 @@ def test_ggml_block_sizes_from_their_struct_layouts():
 def test_a_row_that_does_not_fill_whole_blocks_is_refused_as_ggml_asserts():
     with pytest.raises(KvError) as e:
         llamacpp.row_bytes("q4_0", 80)
-    assert e.value.code == "llamacpp_block" and "multiple of 32" in str(e.value)
+    assert e.value.code == "format_block" and "multiple of 32" in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["mlx-q4", "fp8", "turbo3"])
