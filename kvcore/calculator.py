@@ -12,15 +12,19 @@ each layer holds; llama.cpp preallocates padded caches, where `context` is its `
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
-from .formulas import MAX_CONTEXT, KvSpec, check_context, weights_bytes
+from .formulas import MAX_CONTEXT, KvSpec, check_context, kv_bytes, weights_bytes
 from .geometry import Geometry
+from .hardware import Chip, get_chip, gpu_memory_limit_gb
 from .runtimes import get_runtime, runtime_of
-from .hardware import get_chip
+from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
 ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says otherwise (hardware.md: ~40-85 %)
@@ -189,3 +193,40 @@ def memory_curves(geometry: Geometry, contexts: list[int], weights: int, sequenc
             continue
         rows += [{"context": t, "format": name, "kv_bytes": b, "total_bytes": weights + b} for t, b in zip(contexts, kv)]
     return rows
+
+
+# ---------------------------------------------------------------- a chip's memory and the decode what-if
+
+
+def doubling_contexts(max_context: int, start: int = 1024) -> list[int]:
+    """Powers of two from `start` to `max_context` (all multiples of 256)."""
+    return [2**k for k in range(int(math.log2(start)), int(math.log2(max_context)) + 1)]
+
+
+def chip_memory_bytes(chip: Chip) -> int | None:
+    """The most memory a model may use on `chip`: its largest memory option (vendors' "GB" are GiB) within
+    macOS's default GPU share on a Mac; None when the hardware table lists no sizes for it."""
+    if not chip.memory_gb:
+        return None
+    gb, _ = gpu_memory_limit_gb(float(max(chip.memory_gb)), chip.unified)
+    return int(gb * GIB)
+
+
+def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, efficiency: float,
+            max_context: int) -> pd.DataFrame:
+    """Predicted tok/s vs context on a chip, at its peak bandwidth and at `efficiency` x peak: only at contexts the
+    model supports (max_position_embeddings) and whose weights + KV fit in the chip's largest memory.
+
+    Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
+    """
+    limit = min(max_context, geometry.max_position_embeddings or max_context)
+    ctxs = sorted({*(t for t in doubling_contexts(max_context, 256) if t <= limit), limit})  # the model's own limit is drawn too
+    memory = chip_memory_bytes(chip)
+    if memory is not None:
+        weights = weights_bytes(geometry, weights_format)
+        ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
+    if not ctxs:
+        return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
+    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
+              for series, share in (("peak", 1.0), ("effective", efficiency))]
+    return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]

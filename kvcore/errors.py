@@ -8,6 +8,7 @@ CODES = frozenset({
     "llamacpp_format", "format_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
     "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
+    "live_batch_format", "live_batch_cache",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
     "file_missing", "file_unreadable", "file_folder", "file_not_regular", "file_too_large", "file_binary", "file_not_utf8",
     # a GGUF file (kvcore.gguf_header, kvcore.gguf): a path on the command line or an upload on the site
@@ -18,6 +19,7 @@ CODES = frozenset({
     "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
     "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
     "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_flag", "rec_list", "rec_count",
+    "rec_alias", "rec_nodes", "rec_depth", "rec_scalar", "rec_top_key",
 })
 
 

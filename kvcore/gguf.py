@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import KvError
-from .geometry import MAX_FIELD, FileWeights, Geometry, Layer, Params, _note
+from .config import MAX_FIELD
+from .geometry import FileWeights, Geometry, Layer, _note
+from .params import Params
 from .gguf_header import Header, LongArray, TensorInfo, read_header
 from .runtimes import gguf_runtime
 
@@ -196,7 +198,7 @@ def _type_name(ggml_type: int) -> str:
 
 
 def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Params, Params]:
-    """Exact bytes per tensor type, and parameter counts split as kvcore.geometry.Params (routers, matrices, vectors).
+    """Exact bytes per tensor type, and parameter counts split as kvcore.params.Params (routers, matrices, vectors).
 
     Also checks that every tensor lies inside the file. MoE expert tensors (`*_exps`) count
     expert_used_count / expert_count of themselves as read per token.

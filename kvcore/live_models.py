@@ -20,7 +20,8 @@ from typing import Any
 from .errors import KvError
 from .formats import mlx_cache_formats
 from .formulas import KvSpec, weights_bytes
-from .geometry import Geometry, load_preset, parse_config, preset_names, read_config_file
+from .config import read_config_file
+from .geometry import Geometry, load_preset, parse_config, preset_names
 
 KV_FORMATS = mlx_cache_formats()  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")

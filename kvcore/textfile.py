@@ -51,8 +51,12 @@ def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) 
     KvError when it is missing, unreadable, a folder, or not a regular file."""
     label = label or str(path)
     with open_regular(path, label) as f:
-        try:
-            return f.read(max_bytes + 1)
+        try:  # what the file holds (a buffer of its size, not of the limit's), one byte more to see it grew
+            want = min(max_bytes, os.fstat(f.fileno()).st_size) + 1
+            data = f.read(want)
+            if len(data) == want <= max_bytes:  # larger than it said (it grew, or /proc): the rest, up to the limit
+                data += f.read(max_bytes + 1 - want)
+            return data
         except OSError as e:
             raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
                           detail=e.strerror or str(e)) from None

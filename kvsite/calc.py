@@ -8,7 +8,8 @@ import pandas as pd
 
 from kvcore import calculator, views
 from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
-from kvcore.geometry import Geometry, parse_config, parse_json_text, preset_geometry
+from kvcore.config import parse_json_text
+from kvcore.geometry import Geometry, parse_config, preset_geometry
 from kvcore.runtimes import RUNTIMES, get_runtime
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes

@@ -17,7 +17,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
-from kvcore.geometry import _Cfg, _flatten, family_for
+from kvcore.config import Cfg, flatten
+from kvcore.families import family_for
 
 WIDTH = 64  # embedding, feed-forward and vocabulary of every tiny file
 ARCH = {"llama": "llama", "qwen": "qwen", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
@@ -29,9 +30,9 @@ TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(WIDTH - 3)]
 def metadata(config: dict) -> tuple[str, dict]:
     """(GGUF architecture, {key: value}) for a config.json, in the converter's terms (keys without the arch prefix
     start with '.': '.block_count' -> 'llama.block_count')."""
-    flat = _flatten(config)
+    flat = flatten(config)
     family = family_for(flat["model_type"])
-    c = _Cfg(flat, family)
+    c = Cfg(flat, family)
     arch = ARCH[family.model_type]
     n_layer, n_head = c.int("num_hidden_layers"), c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", n_head)

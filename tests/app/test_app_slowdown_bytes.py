@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app_helpers import charts, page, texts
-from kvcore import recordings, views
+from kvcore import decode_model, recordings
 
 
 def _runs(folder, lang: str) -> list[str]:
@@ -16,7 +16,7 @@ def _runs(folder, lang: str) -> list[str]:
     recs, errors = recordings.load_all([folder])
     assert not errors
     names = source_names(recs, lang)
-    return [names[rid] for rid in dict.fromkeys(views.slowdown_vs_bytes(recs)["recording"])]
+    return [names[rid] for rid in dict.fromkeys(decode_model.slowdown_vs_bytes(recs)["recording"])]
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
