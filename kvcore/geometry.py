@@ -23,7 +23,7 @@ from typing import Any
 from .config import Cfg, flatten, read_config_file
 from .errors import KvError
 from .families import FAMILIES, Family, family_for
-from .params import Params, count_params
+from .params import Params, count_params, layer_ffn
 from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -72,6 +72,9 @@ class Geometry:
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
     max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
+    # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
+    # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
+    layer_ffn: tuple[tuple[int, int], ...] = field(default=())
     file_weights: FileWeights | None = None  # a model file's own weights (GGUF: its tensor table), exact
 
     @property
@@ -184,6 +187,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_
     try:
         layers, notes = _layers(cfg, family, rt)
         params, active, tied = count_params(cfg, family, layers)
+        ffn_split = layer_ffn(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
@@ -203,6 +207,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
+        layer_ffn=ffn_split,
     )
 
 

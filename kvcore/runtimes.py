@@ -96,6 +96,9 @@ class Runtime:
     prefill_peak: str | None = None  # the CLI's label for a prefill peak above the steady state (None: never shown)
     preallocates: bool = False  # True: its caches are allocated up front and it logs them (log_lines)
     reads_gguf: bool = False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.gguf)
+    engines: tuple[str, ...] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)
+    fit_class: str = ""  # the class its runs' decode bandwidth share is fitted per (kvcore.timing_fit)
+    sequence_noun: str = "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"
@@ -138,6 +141,14 @@ class Runtime:
         """The position each sequence decodes at (the tokens its attention runs over) when the cache is at `context`."""
         raise NotImplementedError
 
+    def sequence_share(self, context: int, sequences: int = 1, options: Any = None) -> int:
+        """The tokens of `context` one sequence has to itself (llama.cpp split slots: -c / -np)."""
+        return context
+
+    def shares_cache(self, sequences: int = 1, options: Any = None) -> bool:
+        """True when the sequences share one cache that a decode step reads once for all (llama.cpp --kv-unified)."""
+        return False
+
     def prefill_chunk(self, prompt: int, options: Any = None) -> int:
         """Tokens one prefill step processes of a `prompt`-token prompt (mlx_lm's prefill step, llama.cpp's -ub)."""
         raise NotImplementedError
@@ -156,8 +167,10 @@ class TokenRuntime(Runtime):
     kvcore.formulas. `context` is each sequence's length and `sequences` the concurrent sequences."""
 
     def __init__(self, name: str, help: str, ignored_window_note: str, prefill_peak: str | None = None,
-                 kv_formats: tuple[str, ...] | None = None, windows: str | None = None):
+                 kv_formats: tuple[str, ...] | None = None, windows: str | None = None, engines: tuple[str, ...] = (),
+                 fit_class: str = ""):
         self.name, self.help, self.windows = name, help, windows or name
+        self.engines, self.fit_class = engines, fit_class
         self.ignored_window_note, self.prefill_peak = ignored_window_note, prefill_peak
         self._kv_formats = kv_formats
         self.max_sequences = formulas.MAX_SEQUENCES
@@ -217,8 +230,10 @@ class LlamaCppRuntime(Runtime):
     """llama.cpp: padded caches allocated when the context is created (kvcore.llamacpp), logged line by line.
     `context` is `-c` (the cells of the whole cache, shared out among the slots), `sequences` is `-np`."""
 
-    name = windows = "llama.cpp"
+    name = windows = fit_class = "llama.cpp"
     help = "llama.cpp (its preallocated caches)"
+    engines = ("llama.cpp", "llama-server", "ollama")  # Ollama runs llama.cpp's engine
+    sequence_noun = "slot"
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = True
@@ -324,6 +339,12 @@ class LlamaCppRuntime(Runtime):
     def prefill_chunk(self, prompt, options=None):
         return llamacpp.micro_batch(prompt, self.options(1, options))  # -ub as llama.cpp clamps it
 
+    def sequence_share(self, context, sequences=1, options=None):
+        return context if self.options(sequences, options).unified else context // sequences
+
+    def shares_cache(self, sequences=1, options=None):
+        return sequences > 1 and self.options(sequences, options).unified
+
     def describe_options(self, result):
         o = result["llama_cpp"]
         lines = [f"llama.cpp  -c {result['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} "
@@ -332,7 +353,8 @@ class LlamaCppRuntime(Runtime):
 
 
 RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (
-    TokenRuntime("mlx_lm", "mlx_lm (default; mlx_lm's own caches)", "sliding_ignored", prefill_peak="mlx_lm chunked prefill"),
+    TokenRuntime("mlx_lm", "mlx_lm (default; mlx_lm's own caches)", "sliding_ignored", prefill_peak="mlx_lm chunked prefill",
+                 engines=("mlx_lm", "mlx-lm", "mlx-vlm", "omlx", "rapid-mlx"), fit_class="mlx"),
     LlamaCppRuntime(),
     TokenRuntime("reference", "reference (the config's own window rules, as transformers and vLLM run them)", "sliding_ignored"),
 )}
@@ -352,6 +374,13 @@ def get_runtime(name: str) -> Runtime:
 def gguf_runtime() -> Runtime:
     """The runtime whose rules a GGUF file is read under (llama.cpp's: the file is its model format)."""
     return next(runtime for runtime in RUNTIMES.values() if runtime.reads_gguf)
+
+
+def engine_runtime(engine: str) -> Runtime:
+    """The runtime whose rules a recorded engine follows (a recording's runtime.name, any case): the runtime that
+    lists it among its engines; an engine none lists (e.g. ds4, an MLX server) is read under the default runtime's."""
+    name = str(engine).lower()
+    return next((rt for rt in RUNTIMES.values() if name == rt.name.lower() or name in rt.engines), RUNTIMES[DEFAULT])
 
 
 def runtime_of(geometry: Geometry) -> Runtime:
