@@ -20,9 +20,10 @@ import pandas as pd
 
 from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
-from .formulas import MAX_CONTEXT, KvSpec, check_context, kv_bytes, weights_bytes
+from .formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from .geometry import Geometry
 from .hardware import Chip, get_chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT
 from .runtimes import get_runtime, runtime_of
 from .units import GIB
 
@@ -153,15 +154,24 @@ def efficiency(recordings: list) -> Efficiency:
     return Efficiency(mean, "; ".join(t for _, t, _ in shares))
 
 
-def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float, sequences: int = 1) -> list[dict]:
-    """Predicted tokens/s per context on `chip` at `share` of its peak bandwidth (memory-bound model)."""
-    bw = get_chip(chip).bandwidth_gbps * share
+def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float,
+                   sequences: int = 1, llama: Any = None) -> list[dict]:
+    """Predicted decode per context on `chip` at `share` of its peak bandwidth: the time model's step (kvcore.timing:
+    the weights once, every sequence's KV as the runtime reads it, the roofline bound) at each context.
+
+    Rows: tokens_per_s (each sequence; llama.cpp: each slot), tokens_per_s_total (all of them), bytes_per_token (what
+    one step reads), bound. llama.cpp: `context` is -c and `llama` its options (unified slots share the cells: one
+    read serves every slot, so each slot decodes as one slot at -c does and the total is slots x that).
+    """
+    from . import timing, timing_fit
+
+    eff = timing.Efficiency(timing_fit.calibration().compute, share, "calculator")
     rows = []
     for t in contexts:
-        b = bytes_per_generated_token(geometry, t, spec, weights_format, sequences)
-        rows.append({"context": t, "bytes_per_token": b, "tokens_per_s": predict_tokens_per_s(b, bw)})
+        step = timing.decode_step(geometry, t, chip, eff, spec, weights_format, sequences, llama)
+        rows.append({"context": t, "bytes_per_token": step.bytes, "tokens_per_s": 1.0 / step.time_s,
+                     "tokens_per_s_total": step.tokens / step.time_s, "sequences": step.tokens, "bound": step.bound})
     return rows
-
 
 
 CURVE_FORMATS = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")

@@ -16,7 +16,7 @@ from .errors import KvError
 from .formats import FORMATS
 from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
 from .geometry import Geometry, parse_config, preset_geometry
-from .hardware import Chip, get_chip
+from .hardware import Chip, get_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
 from .recordings import Recording
 
@@ -49,7 +49,7 @@ class Fit:
     rms_residual: float
     memory_bound: bool
     verdict: str  # one plain English sentence (CLI, tests); pages render verdict_code instead
-    verdict_code: str = "memory_bound"  # "memory_bound" | "large_residual" | "far_below_peak" | "above_peak"
+    verdict_code: str = "memory_bound"  # memory_bound | large_residual | far_below_peak | below_any_memory | above_peak
     peak_gbps: float | None = None  # the chip's peak the verdict compared against
 
     def predict(self, bytes_per_token: float) -> float:
@@ -95,11 +95,15 @@ def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
 
 
 def verdict_code(bw: float, rms: float, peak: float | None) -> str:
-    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak" or "above_peak"."""
+    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak", "below_any_memory"
+    (no chip peak known, and the fitted bandwidth is below the slowest memory any computer has: a CPU run at
+    1 GB/s is not reading memory flat out) or "above_peak"."""
     if rms > LARGE_RESIDUAL:
         return "large_residual"
     if peak and bw < FAR_BELOW_PEAK * peak:
         return "far_below_peak"
+    if not peak and bw < slowest_memory()[0]:
+        return "below_any_memory"
     if peak and bw > ABOVE_PEAK * peak:
         return "above_peak"
     return "memory_bound"
@@ -113,6 +117,10 @@ def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | No
     if code == "far_below_peak":
         return (f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
                 f"{peak:g} GB/s peak, so something other than memory reads sets the pace.")
+    if code == "below_any_memory":
+        floor, source = slowest_memory()
+        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is below the slowest memory a computer has ({floor:g} GB/s, "
+                f"{source}), so something other than memory reads sets the pace.")
     if code == "above_peak":
         return f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
     share = f" ({bw / peak:.0%} of the {peak:g} GB/s peak)" if peak else ""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import formulas, llamacpp
 from .errors import KvError
 from .formats import FORMATS, llamacpp_types
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from .units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ class TokenRuntime(Runtime):
         self.engines, self.fit_class = engines, fit_class
         self.ignored_window_note, self.prefill_peak = ignored_window_note, prefill_peak
         self._kv_formats = kv_formats
-        self.max_sequences = formulas.MAX_SEQUENCES
+        self.max_sequences = MAX_SEQUENCES
 
     @property
     def kv_formats(self) -> tuple[str, ...]:  # every format kvcore knows, unless the runtime names its own
@@ -296,7 +297,7 @@ class LlamaCppRuntime(Runtime):
     def largest_context(self, geometry, spec, sequences, budget, options=None):
         self.check(geometry)
         options = self.options(sequences, options)
-        return llamacpp.largest_context(geometry, budget, spec.k_format, spec.v_format, options, formulas.MAX_CONTEXT)
+        return llamacpp.largest_context(geometry, budget, spec.k_format, spec.v_format, options, MAX_CONTEXT)
 
     def most_sequences(self, geometry, spec, context, budget, options=None):
         """The most slots that each get `context` tokens, i.e. `-c context x slots -np slots` (at most LLAMA_MAX_SEQ);
@@ -305,7 +306,7 @@ class LlamaCppRuntime(Runtime):
         if budget < 0:
             return 0
         best = 0
-        for slots in range(1, min(self.max_sequences, formulas.MAX_CONTEXT // context) + 1):
+        for slots in range(1, min(self.max_sequences, MAX_CONTEXT // context) + 1):
             if self.kv_bytes(geometry, context * slots, spec, slots, options) <= budget:
                 best = slots
         return best

@@ -173,7 +173,7 @@ def decode_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), weig
 
 def _times(chip: Chip, eff: Efficiency, flops: float, n_bytes: float) -> tuple[float, float]:
     compute_s = flops / (chip.peak_flops * eff.compute) if chip.peak_flops else math.inf
-    return compute_s, n_bytes / (chip.bandwidth_gbps * 1e9 * eff.bandwidth)
+    return compute_s, n_bytes / (chip.bandwidth_gbps * eff.bandwidth * 1e9)
 
 
 def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),

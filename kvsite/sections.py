@@ -95,7 +95,7 @@ def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
-            "limit": fmt_pct(FAR_BELOW_PEAK)}
+            "limit": fmt_pct(FAR_BELOW_PEAK), "floor": fmt_num(hardware.slowest_memory()[0])}
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
@@ -221,8 +221,11 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 
 @cached
 def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
-    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model)."""
+    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
+    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
+    if kv in views.misfits(g, [kv]):
+        return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
@@ -388,13 +391,20 @@ def heads(model: str, ctx: int, lang: str) -> dict:
 @cached
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
-    the formats table."""
+    the formats table; `kept`: the formats this model's cache can be stored in, `left_out`: why the others cannot
+    (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    curve = views.formats_curve(g, list(fmts), top)
+    misfits = views.misfits(g, list(fmts))
+    kept = tuple(f for f in fmts if f not in misfits)
+    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    if not kept:
+        return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
+    curve = views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
-    return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
+    return {"kept": kept, "left_out": left_out,
+            "chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
