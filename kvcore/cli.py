@@ -39,7 +39,8 @@ def _print_calc(r: dict) -> None:
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
     else:  # sliding layers stop growing once their window is full
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
-              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full)")
+              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
+              f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}")
     for line in runtime.describe_sizes(r):  # mlx_lm: the chunked prefill's peak above the steady state
         print(line)
     print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"

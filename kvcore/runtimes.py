@@ -191,6 +191,7 @@ class TokenRuntime(Runtime):
             "kv_bytes": total,
             "kv_bytes_per_sequence": total // sequences,
             "kv_bytes_per_token": formulas.kv_bytes_per_token(geometry, spec),
+            "kv_bytes_per_token_average": total // sequences / context,  # one sequence's KV / its tokens
             "kv_bytes_per_token_at_context": formulas.kv_bytes_per_token_at(geometry, context, spec),
             "kv_prefill_peak_bytes": formulas.kv_prefill_peak_bytes(geometry, context, spec, sequences),
             "per_layer": formulas.per_layer_kv(geometry, context, spec, sequences),
@@ -282,6 +283,7 @@ class LlamaCppRuntime(Runtime):
             "kv_bytes": total,
             "kv_bytes_per_sequence": total // options.sequences,
             "kv_bytes_per_token": sum(row(layer) for layer in geometry.layers),
+            "kv_bytes_per_token_average": total // options.sequences / context,  # one slot's cache / -c
             # what one more token of -c adds: the rows of the layers whose cache spans the whole context (not the SWA one)
             "kv_bytes_per_token_at_context": sum(row(geometry.layers[i]) for c in caches if c.spans_context for i in c.layers),
             "kv_prefill_peak_bytes": total,  # allocated up front: no growth during prefill
