@@ -19,7 +19,8 @@ from typing import Any
 
 from .errors import KvError
 from .formulas import KvSpec, weights_bytes
-from .geometry import Geometry, load_preset, parse_config, preset_names, read_config_file
+from .config import read_config_file
+from .geometry import Geometry, load_preset, parse_config, preset_names
 
 KV_FORMATS = ("fp16", "bf16", "fp32", "mlx-q8", "mlx-q4")
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")

@@ -17,7 +17,7 @@ from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc import NUMBERS
 
-CALC = "pages/6_Calculator.py"
+CALC = "pages/7_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w):
@@ -279,3 +279,19 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
     lines = curves.groupby("format")["gib"].apply(tuple)
     assert lines.nunique() == len(lines)  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
     assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, lang):
+    # issue 17: gpt-oss-20b, 131,072, llama.cpp, 4 slots on one unified cache, M4 Pro: the KV is one slot's, and so
+    # is each slot's speed; the total is four times that, and the page says which figure is which
+    four = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=4, uni="True", chip="M4 Pro", ram=48)
+    one = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=1, chip="M4 Pro", ram=48)
+    assert not four.exception and not one.exception
+    t = i18n.translator(lang, "calc.")
+    each = next(m for m in four.metric if t("decode_each_slot") in m.label)
+    total = next(m for m in four.metric if m.label == t("decode_at_total", n=4))
+    alone = next(m for m in one.metric if m.label.startswith(t("decode_at", n="131,072", chip="M4 Pro")))
+    speed = lambda m: float(m.value.split()[0].replace(",", ""))  # noqa: E731
+    assert speed(each) == pytest.approx(speed(alone), rel=0.02)
+    assert speed(total) == pytest.approx(4 * speed(each), rel=0.01)

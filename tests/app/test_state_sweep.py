@@ -52,10 +52,10 @@ EXPECTED = {
     "pages/2_Nbytes_trap.py": {"src", "tokens", "fmt", "updates"},
     "pages/3_Linear_growth.py": {"src", "model", "ctx", "w", "kv", "seqs", "lctx"},
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
-    "pages/5_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
-    "pages/6_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
+    "pages/6_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
+    "pages/7_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
                               "~pasted"},
-    "pages/7_Recordings.py": {"rec"},
+    "pages/8_Recordings.py": {"rec"},
 }
 KINDS = ("slider", "select_slider", "selectbox", "number_input", "text_input", "text_area", "multiselect", "radio",
          "button_group", "checkbox", "toggle")
@@ -420,7 +420,7 @@ def test_every_data_source_and_preset_is_swept(rec_dir):
     """The sweep reaches every recording with the page's section (the test recording included) and every preset."""
     _, trap, _ = sweep("pages/2_Nbytes_trap.py")
     assert CPU_DEMO in trap["src"].values and "published-article-a-m5-pro" in trap["src"].values
-    _, calc, _ = sweep("pages/6_Calculator.py")
+    _, calc, _ = sweep("pages/7_Calculator.py")
     assert set(calc["model"].values) == set(preset_names())
     assert calc["gib"].base == {"chip": "custom"} and calc["~pasted"].base == {"msrc": "config"}
 
