@@ -6,7 +6,8 @@ from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
-from kvcore.geometry import LCPP, MAX_CONFIG_BYTES, RUNTIMES, preset_names
+from kvcore.config import MAX_CONFIG_BYTES
+from kvcore.geometry import LCPP, RUNTIMES, preset_names
 from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site

@@ -85,3 +85,16 @@ def test_csv_numbers_are_readable_and_the_source_comes_first():
     text = csv_bytes(pd.DataFrame({"tokens": [257], "mib": [8.031250000001], "share": [0.1 + 0.2]}),
                      "# タイトル\n# 出典：記事 A\n").decode("utf-8")
     assert text.splitlines() == ["# タイトル", "# 出典：記事 A", "tokens,mib,share", "257,8.031,0.3"]
+
+
+def test_every_chart_on_the_pages_has_an_export_title_in_both_languages():
+    """show_chart(frame, chart, "<key>", ...) titles its downloads with export.<key>: a new chart needs its title."""
+    import re
+
+    from kvsite import i18n
+
+    keys = {m.group(1) for page in (ROOT / "pages").glob("*.py")
+            for m in re.finditer(r'show_chart\(.*?"(\w+)",\s*f?"', page.read_text(encoding="utf-8"), flags=re.S)}
+    assert len(keys) >= 10
+    missing = {(lang, key) for key in keys for lang in i18n.LANGS if not i18n.has(lang, f"export.{key}")}
+    assert not missing, missing

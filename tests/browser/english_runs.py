@@ -76,8 +76,16 @@ def english_runs(text: str, min_words: int = MIN_WORDS) -> list[str]:
 # What a reader of the page sees, as text: the page (main and sidebar), each chart's SVG text, the help
 # tooltips' and the uploader's own words (in the DOM), and the aria/titles Streamlit draws for widgets.
 PAGE_TEXT_JS = """() => {
-  const app = document.querySelector("[data-testid='stApp']");
-  const parts = [app ? app.innerText : document.body.innerText];
+  const app = (document.querySelector("[data-testid='stApp']") || document.body).cloneNode(true);
+  // code is code (a command, a Python line): only a code block's comments are the site's own words
+  for (const pre of app.querySelectorAll("pre")) {
+    pre.textContent = pre.textContent.split("\\n").map(l => l.includes("#") ? l.slice(l.indexOf("#")) : "").join("\\n");
+  }
+  for (const code of app.querySelectorAll("code")) code.textContent = " ";
+  document.body.appendChild(app);
+  app.style.position = "absolute"; app.style.left = "-99999px";
+  const parts = [app.innerText];
+  app.remove();
   for (const t of document.querySelectorAll("[data-testid='stVegaLiteChart'] svg text")) parts.push(t.textContent);
   for (const el of document.querySelectorAll("[data-testid='stFileUploader'] *")) {
     if (el.children.length === 0 && el.textContent.trim()) parts.push(el.textContent);
