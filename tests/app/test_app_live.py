@@ -84,7 +84,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
     assert "runs on this site's server, not on your computer" in " ".join(c.value for c in at.sidebar.caption)
-    at = page("pages/7_Recordings.py", "en")  # nor does the Recordings page offer to record the server
+    at = page("pages/8_Recordings.py", "en")  # nor does the Recordings page offer to record the server
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "builds no model on its server" in texts(at)
     assert sorted(p.name for p in rec_dir.rglob("*")) == before
