@@ -21,8 +21,6 @@ from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
-    MAX_CONTEXT,
-    MAX_SEQUENCES,
     KvSpec,
     check_context,
     formula_text,
@@ -37,6 +35,7 @@ from .formulas import (
 from . import llamacpp
 from .geometry import LCPP, Geometry
 from .hardware import Chip, get_chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
@@ -65,6 +64,7 @@ def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec
         "kv_bytes": total,
         "kv_bytes_per_sequence": total // sequences,
         "kv_bytes_per_token": kv_bytes_per_token(geometry, spec),
+        "kv_bytes_per_token_average": total // sequences / context,  # one sequence's KV / its tokens
         "kv_bytes_per_token_at_context": kv_bytes_per_token_at(geometry, context, spec),
         "kv_prefill_peak_bytes": kv_prefill_peak_bytes(geometry, context, spec, sequences),
         "per_layer": per_layer,
@@ -101,6 +101,7 @@ def _calculate_llamacpp(geometry: Geometry, context: int, spec: KvSpec, weights_
         "kv_bytes": total,
         "kv_bytes_per_sequence": total // options.sequences,
         "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token_average": total // options.sequences / context,  # one slot's cache / -c
         # what one more token of -c adds: the rows of the layers whose cache spans the whole context (not the SWA one)
         "kv_bytes_per_token_at_context": sum(llamacpp.row_bytes(spec.k_format, k) + llamacpp.row_bytes(spec.v_format, v)
                                              for c in caches if c.name in ("kv", "non-swa")

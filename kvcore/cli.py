@@ -6,45 +6,22 @@ Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
-import re
 import sys
 
+from .cli_args import Parser, whole_number
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
 from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
-from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
-from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
+from .formulas import WEIGHT_FORMATS, KvSpec
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
+from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names
+from .model_source import resolve_model
 from .units import fmt_bytes
 from . import hardware, timing, timing_fit
 
 EXIT_BAD_INPUT = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
-        hint = ""
-        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-        if wrong:  # a mistyped command or choice: name the nearest
-            close = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
-            hint = f" Did you mean {close[0]}?" if close else ""
-        raise KvError(f"{message} (see `{self.prog} --help`).{hint}")  # prog: "python -m kvcore" or "python -m kvcore calc"
-
-
-def whole_number(label: str, low: int, high: int):
-    """An argparse type: a whole number from `low` to `high` (1,024 and 1_024 accepted); one wording for every option."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip().replace("_", "").replace(",", ""))
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number from {low:,} to {high:,}, not {text!r}")
-        return value
-
-    return parse
 
 
 def _positive_int(label: str, limit: int):
@@ -65,7 +42,8 @@ def _print_calc(r: dict) -> None:
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
     else:  # sliding layers stop growing once their window is full
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
-              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full)")
+              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
+              f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}")
     if r["kv_prefill_peak_bytes"] != r["kv_bytes"] and r["runtime"] == "mlx_lm":
         print(f"  prefill peak (mlx_lm chunked prefill): {fmt_bytes(r['kv_prefill_peak_bytes'])}")
     print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
@@ -196,8 +174,8 @@ def _cmd_doctor(a) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kvcore", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = Parser(prog="python -m kvcore", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
     c.add_argument("--model", required=True, help="preset name or path to a config.json")
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))

@@ -14,11 +14,10 @@ from .allocsim import simulate, trace
 from .errors import KvError
 from .formats import DTYPE_BYTES, get_format
 from .geometry import Geometry, Layer
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from . import gguf_weights
 from .gguf_weights import GGUF_FORMATS
 
-MAX_CONTEXT = 100_000_000  # 1e8 tokens: beyond any model's position limit
-MAX_SEQUENCES = 100_000
 PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
 
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .config import Cfg, flatten, read_config_file
+from .config import Cfg, flatten
 from .errors import KvError
 from .families import LCPP, RUNTIMES, Family, family_for
 from .params import Params, count_params, layer_ffn
@@ -235,19 +235,3 @@ def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
     Example: preset_geometry("llama-3.2-1b").count("full") -> 16.
     """
     return parse_config(load_preset(name)["config"], name, runtime)
-
-
-def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
-    only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
-    if model.lower().endswith(".gguf"):
-        if runtime != LCPP:
-            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under llama.cpp's rules; add --runtime llama.cpp.",
-                          "gguf_runtime", label=Path(model).name, runtime=runtime)
-        from .gguf import geometry as gguf_geometry
-
-        return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
-    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
-        return parse_config(read_config_file(model), Path(model).name, runtime), {}
-    preset = load_preset(model)
-    return parse_config(preset["config"], preset["name"], runtime), preset

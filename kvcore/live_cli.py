@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .cli_args import whole_number  # one wording for every whole-number option
 from .errors import KvError
 
 DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
@@ -46,7 +47,6 @@ def _parse_contexts(text: str) -> list[int]:
 
 
 def _count(label: str, low: int, high: int):
-    from .cli import whole_number  # one wording for every whole-number option
 
     return whole_number(label, low, high)
 
@@ -225,8 +225,8 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
-    from .live_models import backend
+    from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -259,8 +259,8 @@ def _cmd_decode(a) -> int:
 
 
 def _cmd_mechanism(a) -> int:
-    from .live import mechanism_probe
-    from .live_models import backend
+    from .live_decode import mechanism_probe
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)

@@ -14,9 +14,11 @@ from . import recordings
 from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
-                   growth_probe, mechanism_probe, real_prefill_check, trap_probe)
-from .live_models import LiveModel, backend, provenance
+from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_decode import (SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, mechanism_probe,
+                          real_prefill_check)
+from .live_models import LiveModel
+from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"

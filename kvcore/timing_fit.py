@@ -114,7 +114,7 @@ def _geometry(model: str, runtime: str, models: dict) -> Geometry:
     geo_runtime = LCPP if runtime == LCPP else "mlx_lm"
     if model in models:
         return parse_config(models[model]["config"], model, geo_runtime)
-    from .geometry import resolve_model
+    from .model_source import resolve_model
     return resolve_model(model, geo_runtime)[0]
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kvcore import calculator, llamacpp, views
-from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
+from kvcore.formulas import KvSpec, formula_terms
+from kvcore.limits import MAX_CONTEXT
 from kvcore.config import parse_json_text
 from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
@@ -110,7 +111,17 @@ def numbers_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_b
     its exact bytes."""
     result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
     t = i18n.translator(lang)
-    rows = pd.DataFrame([{"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]} for q in NUMBERS])
+    windowed = result["kv_bytes_per_token_at_context"] != result["kv_bytes_per_token"]  # sliding windows stop growing
+    rows = []
+    for q in NUMBERS:
+        if q == "kv_bytes_per_token" and windowed:  # what one token adds only until the windows are full; and the average
+            rows.append({"quantity": t("calc.q_kv_bytes_per_token_window"), "size": fmt_bytes(result[q]), "bytes": result[q]})
+            avg = result["kv_bytes_per_token_average"]
+            rows.append({"quantity": t("calc.q_kv_bytes_per_token_average", n=f"{ctx:,}"), "size": fmt_bytes(avg),
+                         "bytes": round(avg)})
+            continue
+        rows.append({"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]})
+    rows = pd.DataFrame(rows)
     return md_table(rows, {"quantity": (t("calc.col_quantity"), None), "size": (t("calc.col_size"), None),
                            "bytes": (t("calc.col_bytes"), "{:,}")})
 

@@ -226,8 +226,11 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 
 @cached
 def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
-    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model)."""
+    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
+    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
+    if kv in views.misfits(g, [kv]):
+        return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
@@ -276,25 +279,25 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
 def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
-    fits = [decode_model.decode_fit(r) for r in runs]
-    pts = [decode_model.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
+    runs_decode = [decode_model.analyse(r) for r in runs]
+    pts = [a.points for a in runs_decode if a is not None]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
-    lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
+    lines = pd.concat([a.curve for a in runs_decode if a is not None], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
-    unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
+    unfit = [names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound]
     titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
     table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
     chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
                        points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
                        error=("tokens_per_s_low", "tokens_per_s_high"))
-    rec = runs[0]
-    return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and decode_model.worked_check(rec),
-            "chip": fits[0] and decode_model.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
+    first = runs_decode[0]
+    return {"chart": chart, "fit": first and first.fit, "check": first and first.check,
+            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
@@ -393,13 +396,20 @@ def heads(model: str, ctx: int, lang: str) -> dict:
 @cached
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
-    the formats table."""
+    the formats table; `kept`: the formats this model's cache can be stored in, `left_out`: why the others cannot
+    (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    curve = views.formats_curve(g, list(fmts), top)
+    misfits = views.misfits(g, list(fmts))
+    kept = tuple(f for f in fmts if f not in misfits)
+    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    if not kept:
+        return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
+    curve = views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
-    return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
+    return {"kept": kept, "left_out": left_out,
+            "chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),

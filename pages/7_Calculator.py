@@ -5,7 +5,8 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.config import MAX_CONFIG_BYTES
 from kvcore.geometry import LCPP, RUNTIMES, preset_names
 from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
@@ -67,7 +68,8 @@ if src == "config" and not text.strip():
 try:
     out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
-    st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+    message = i18n.error_text(f.lang, e)  # about a pasted config, or the engine's sentence on a preset and format
+    st.error(f.t("calc.bad_input", message=message) if src == "config" else message)
     st.stop()
 result, need, verdict = out["result"], out["need"], out["verdict"]
 

@@ -246,7 +246,7 @@ def test_qwen_v1_reads_both_spellings_of_its_config():
 
 def test_mla_and_recurrent_layers_as_llama_cpp_stores_them():
     deepseek = llamacpp.caches(geometry("deepseek-v3"), 4096)
-    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [("kv", 576 * 2, 512 * 2)]
+    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [("kv", 576 * 2, 0)]  # no V tensor
     hybrid = llamacpp.caches(geometry("qwen3-next-80b-a3b"), 4096, options=llamacpp.Options(sequences=2))
     assert [c.name for c in hybrid] == ["kv", "recurrent"]
     assert hybrid[1].cells == 2 and len(hybrid[0].layers) + len(hybrid[1].layers) == 48

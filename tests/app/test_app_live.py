@@ -113,9 +113,9 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
 
 
 def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monkeypatch):
-    import kvcore.live_models
+    import kvcore.machine
 
-    monkeypatch.setattr(kvcore.live_models, "available_memory_bytes", lambda: 10_000_000)
+    monkeypatch.setattr(kvcore.machine, "available_memory_bytes", lambda: 10_000_000)
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert at.session_state["job_decode"].state == "error"
     assert "refused or failed" in texts(at)
