@@ -52,10 +52,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import KvError
-from .formats import LLAMACPP_TYPES, ggml_name, get_format
-from .geometry import LCPP, Geometry, Layer
+from .formats import ggml_name, get_format, llamacpp_types
+
+if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+    from .geometry import Geometry, Layer
 
 PAD = 256  # GGML_PAD(…, 256) of n_ctx, n_ctx_seq, the SWA cache and n_kv
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
@@ -134,17 +137,14 @@ def read_cells(used: int, cells: int) -> int:
 
 
 def row_bytes(type_name: str, width: int) -> int:
-    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks)."""
+    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks,
+    as ggml asserts: kvcore.formats refuses a row that does not)."""
     fmt = get_format(type_name)
-    if fmt.name not in LLAMACPP_TYPES:
-        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {', '.join(map(ggml_name, LLAMACPP_TYPES))}.",
-                      "llamacpp_format", format=type_name, valid=", ".join(map(ggml_name, LLAMACPP_TYPES)))
-    if fmt.kind == "plain":
-        return width * fmt.bits // 8
-    if width % fmt.block_values:
-        raise KvError(f"llama.cpp's {fmt.name} needs rows that are a multiple of {fmt.block_values} values; {width} is not.",
-                      "llamacpp_block", format=fmt.name, block=fmt.block_values, dim=width)
-    return width // fmt.block_values * fmt.block_bytes
+    if not fmt.llamacpp:
+        valid = ", ".join(map(ggml_name, llamacpp_types()))
+        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.", "llamacpp_format",
+                      format=type_name, valid=valid)
+    return fmt.row_bytes(width)
 
 
 def kv_widths(layer: Layer) -> tuple[int, int]:
@@ -174,6 +174,11 @@ class Cache:
     @property
     def bytes(self) -> int:
         return self.k_bytes + self.v_bytes
+
+    @property
+    def spans_context(self) -> bool:
+        """True for the cache whose cells grow with -c (the full-attention one), not the SWA or recurrent one."""
+        return self.name in ("kv", "non-swa")
 
     def log_line(self) -> str:
         """The line llama.cpp prints for this cache (llama-kv-cache.cpp's format string, float MiB as C computes them)."""
@@ -207,9 +212,7 @@ def _cache(name: str, layers: list[Layer], cells: int, streams: int, options: Op
 
 def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f16", options: Options = Options()) -> list[Cache]:
     """The caches llama.cpp allocates for this model at `-c n_ctx`: one `kv` cache, or `non-swa` + `swa` (iSWA),
-    plus a `recurrent` state cache for linear-attention layers."""
-    if geometry.runtime != LCPP:
-        raise ValueError(f"llamacpp.caches needs a geometry parsed with runtime={LCPP!r}, not {geometry.runtime!r}")
+    plus a `recurrent` state cache for linear-attention layers (kvcore.runtimes checks the geometry is llama.cpp's)."""
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
         raise KvError(f"context must be a whole number from 1, not {n_ctx!r}.")
     if k_type != v_type and any(layer.kind == "mla" for layer in geometry.layers):  # src/llama-context.cpp:3835 @ 0c1e570

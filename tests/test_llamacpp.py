@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from kvcore import calculator, llamacpp
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
-from kvcore.families import FAMILIES, RUNTIMES
+from kvcore.families import FAMILIES
 from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.runtimes import RUNTIMES
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +191,7 @@ def test_ggml_block_sizes_from_their_struct_layouts():
 def test_a_row_that_does_not_fill_whole_blocks_is_refused_as_ggml_asserts():
     with pytest.raises(KvError) as e:
         llamacpp.row_bytes("q4_0", 80)
-    assert e.value.code == "llamacpp_block" and "multiple of 32" in str(e.value)
+    assert e.value.code == "format_block" and "multiple of 32" in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["mlx-q4", "fp8", "turbo3"])
