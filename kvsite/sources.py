@@ -53,12 +53,30 @@ def provenance(rec: Recording) -> dict:
     return recording_provenance(rec)
 
 
-def source_label(rec: Recording, lang: str, where: str = "") -> str:
+def short_name(rec: Recording) -> str:
+    """rec.short_name (kvcore makes it), once per recording content: a picker asks on every rerun."""
+    key = ("short", rec.key)
+    value = _provenances.get(key)
+    if value is None:
+        value = _provenances[key] = rec.short_name
+        while len(_provenances) > 256:
+            _provenances.popitem(last=False)
+    return value
+
+
+def source_label(rec: Recording, lang: str, where: str = "", short: bool = False) -> str:
     """How the site names a source in pickers and legends: its kind (published / measured on Apple Silicon / CPU
-    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'."""
+    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'.
+    short: the name kvcore makes short enough for a legend or the sidebar (Recording.short_name), kind first."""
     from . import i18n
 
     p = provenance(rec)
+    if short:
+        mark = i18n.translate(lang, f"source.short_{where}") if where else ""  # "local" or "uploaded"
+        return f"{i18n.translate(lang, 'source.short_' + p['class'])}{short_name(rec)}{mark}"
+    kind = i18n.translate(lang, "source." + p["class"])
+    if where == "uploaded":  # a reader's own file: the name it gives itself
+        return f"{kind}{i18n.translate(lang, 'source.uploaded')}: {rec.label}"
     where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
     if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
         return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
