@@ -56,6 +56,12 @@ def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
 
 
 @cached
+def key_numbers(rec: Recording | None) -> dict:
+    """The home page's key numbers (kvcore.views.key_numbers), once per recording."""
+    return views.key_numbers(rec)
+
+
+@cached
 def article_geometry() -> dict:
     """Article A's model as the prose states it (shared: read it, never change it): layers, KV heads, head_dim, fp16 bytes per value, block step."""
     g = preset_geometry(views.ARTICLE_MODEL)
