@@ -40,6 +40,8 @@ from pathlib import Path
 import yaml
 
 from .errors import KvError
+from .formats import FORMATS, get_format
+from .formulas import ALL_WEIGHT_FORMATS
 from .textfile import read_file_bytes
 
 SCHEMA_VERSION = 1
@@ -245,6 +247,49 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
     return value
 
 
+NOT_STATED = ("unknown", "various")  # the source does not say which format, or its rows mix several
+FORMAT_FIELDS = {"kv_format": "a KV cache format", "weights_format": "a weights format"}
+
+
+def model_format(model: dict, key: str, default: str) -> str | None:
+    """A recording's model.kv_format or model.weights_format as the engine names it (`default` when absent), or None
+    when the source does not say: "unknown", "various", or a description in words ("IQ2_XXS (llama.cpp GGUF)").
+    A one-word name the engine does not know (a misspelling: "fp61") is a KvError naming it, never a default.
+
+    Example: model_format({"kv_format": "f16"}, "kv_format", "fp16") -> "fp16".
+    """
+    value = model.get(key, default)
+    if not isinstance(value, str) or value in NOT_STATED or " " in value.strip():
+        return None if isinstance(value, str) else _not_a_format(key, value)
+    try:
+        return get_format(value).name if key == "kv_format" else _weights(value)
+    except KvError:
+        return _not_a_format(key, value)
+
+
+def _weights(name: str) -> str:
+    if name not in ALL_WEIGHT_FORMATS:
+        raise KvError(name)
+    return name
+
+
+def _not_a_format(key: str, value) -> None:
+    known = ", ".join(FORMATS) if key == "kv_format" else ", ".join(ALL_WEIGHT_FORMATS)
+    raise KvError(f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
+                  f"write 'unknown' if the source does not say", "rec_format", field=f"model.{key}", value=_short(value),
+                  known=known)
+
+
+def _formats(model: dict, label: str) -> None:
+    """Refuse a misspelled model.kv_format / model.weights_format in one sentence (a fit would read other bytes)."""
+    for key in FORMAT_FIELDS:
+        if key in model:
+            try:
+                model_format(model, key, "")
+            except KvError as e:
+                _fail(label, "rec_format", str(e), **e.params)
+
+
 def _published_extras(data: dict, label: str) -> None:
     """A published run's citation (source required; url, author, date, command... optional but texts),
     grade, runtime and model flags."""
@@ -297,6 +342,7 @@ def validate(data, label: str = "recording") -> dict:
             _text(versions, key, label, "provenance.versions.")
         _mapping(data, "method", label)
     _text(_mapping(data, "model", label), "name", label, "model.")
+    _formats(data["model"], label)
     sections = _mapping(data, "sections", label)
     if not sections:
         _fail(label, "rec_no_sections", "'sections' is empty")
