@@ -157,6 +157,19 @@ class Recording:
         return self.data.get("label", self.title)
 
     @property
+    def short_name(self) -> str:
+        """A name that fits a legend on a phone or the site's sidebar (at most SHORT_NAME_MAX characters): the
+        file's short_label, else chip and model (its repository's name, without the owner); made short here,
+        at a word, rather than cut by whatever draws it."""
+        if "short_label" in self.data:
+            return _shorten(self.data["short_label"])
+        hw = self.data.get("hardware") or {}
+        machine = (self.data.get("provenance") or {}).get("machine") or {}
+        chip = re.sub(r"\((R|TM)\)|\b(Processor|CPU)\b", "", str(machine.get("chip") or hw.get("chip") or ""))
+        model = str((self.data.get("model") or {}).get("name", "")).split("/")[-1].split(" (")[0]
+        return _shorten(" · ".join(filter(None, (" ".join(chip.split()), model))))
+
+    @property
     def short_label(self) -> str:
         """A name for tight places (a legend on a phone): short_label when the file has one, else label."""
         return self.data.get("short_label", self.label)
@@ -213,6 +226,20 @@ def _short(value) -> str:
     """A quoted value, cut to 60 characters (a reader's file may hold anything)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+
+
+def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
+    """text up to `limit` characters, ended at a word with "…" when it is longer. _shorten("Intel Xeon Processor", 12)
+    -> "Intel Xeon…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
 
 
 def _fail(label: str, code: str, problem: str, **params):

@@ -60,7 +60,7 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
                                       help=f.t("calc.override_help"))
     if override > 0:
         return Memory(int(override * GIB), f.t("calc.reason_override"))
-    reason = f.t("calc.reason_mac", share=f"{share:.0%}", source=source) if c.unified else f.t("calc.reason_gpu")
+    reason = f.t("calc.reason_mac", share=f"{share:.0%}", source=i18n.data_text(f.lang, source)) if c.unified else f.t("calc.reason_gpu")
     return Memory(int(limit_gb * GIB), reason)
 
 
@@ -187,6 +187,15 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
 def efficiency(recs: list) -> calculator.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
     return calculator.efficiency(recs)
+
+
+@section_cache(max_entries=8)
+def efficiency_sources(recs: list, lang: str) -> str:
+    """The recordings calculator.efficiency fitted, named as the site names them everywhere (not their English titles)."""
+    from .sources import source_label
+
+    return i18n.translate(lang, "recordings.list_sep").join(
+        source_label(r, lang) for r in recs if calculator.efficiency([r]).source != "assumption")
 
 
 @cached
