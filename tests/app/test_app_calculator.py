@@ -311,3 +311,12 @@ def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_a
     average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
     assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
     assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
+
+
+@pytest.mark.parametrize("value", ["1", "4096", "32768", "10000000"])
+def test_the_context_in_the_url_comes_back_exactly(rec_dir, value):
+    """?ctx=1 is the number input's minimum: Streamlit's own binding took it for the default and showed 32,768."""
+    at = page(CALC, ctx=value)
+    assert at.number_input(key="ctx").value == int(value)
+    at.number_input(key="ctx").set_value(1).run()  # and a reader's 1 goes into the URL, to come back from it
+    assert at.query_params["ctx"] == ["1"] or at.query_params["ctx"] == "1"
