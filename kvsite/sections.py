@@ -18,7 +18,7 @@ from kvcore.formulas import KvSpec, crossover_context, formula_terms, weights_by
 from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
 from kvcore.recordings import Recording
-from kvcore.units import GIB, fmt_num, fmt_pct
+from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
 
 from . import i18n
 from .cache import section_cache
@@ -302,8 +302,8 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
     """The worked check in words; whether both points imply the same bandwidth is the fit's verdict, not assumed."""
-    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_num(check["weights_bytes"] / 1e9),
-                  kva=fmt_num(check["kv_bytes_a"] / 1e6), kvb=fmt_num(check["kv_bytes_b"] / 1e9),
+    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_size(check["weights_bytes"]),
+                  kva=fmt_size(check["kv_bytes_a"]), kvb=fmt_size(check["kv_bytes_b"]),  # sizes in GiB/MiB site-wide
                   ta=fmt_num(check["tokens_per_s_a"]), tb=fmt_num(check["tokens_per_s_b"]),
                   ga=fmt_num(check["gbps_a"]), gb=fmt_num(check["gbps_b"]),
                   pred=fmt_num(check["predicted_slowdown"]), meas=fmt_num(check["measured_slowdown"]))

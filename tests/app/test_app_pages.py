@@ -148,7 +148,7 @@ def test_decode_worked_check_matches_the_article(rec_dir):
     at = page("pages/4_Decode_slowdown.py", "en")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Predicted slowdown"] == "2.43×" and metrics["Measured slowdown"] == "2.45×"
-    assert metrics["Bytes read per token"] == "0.729 → 1.77 GB"  # 3 significant figures
+    assert metrics["Bytes read per token"] == "695 MiB → 1.65 GiB"  # 3 significant figures, sizes in binary units
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
@@ -297,3 +297,15 @@ def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
     assert not at.exception
     work = sorted(f"{module}.{name}" for module, name in calls if name not in RERUN_MAY_CALL.get(module, ()))
     assert not work, work
+
+
+def test_one_unit_for_a_size_across_pages(rec_dir):
+    """Article A's 32K KV cache is one number in one unit on Home and in the Decode chapter's worked check."""
+    from kvcore.units import fmt_size
+
+    home = page(None, "en")
+    decode = page("pages/4_Decode_slowdown.py", "en")
+    kv_32k = fmt_size(2**30)  # 16 layers x 2 x 8 KV heads x 64 x 2 bytes x 32,768 tokens
+    assert any(m.value == kv_32k for m in home.metric)
+    assert f"plus {kv_32k} of KV" in texts(decode)
+    assert not re.search(r"\d GB(?!/s)", texts(decode))  # sizes in GiB/MiB; only rates in GB/s
