@@ -429,9 +429,12 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
                    for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])]
     titles = cols(lang, "format", "max_context", "memory_max_context")
     table = df[["format", "max_context", "memory_max_context"]].rename(columns=titles)
-    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if df["capped"].any() else ""
-    return {"chart": make_chart(table, "bar_chart", df, "format", "max_context", "format", t("savings.format"), t("savings.max_context"),
-                                extra_tooltip=("memory_max_context",), titles=titles, labels="label", show_legend=False),
+    capped = bool(df["capped"].any())
+    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if capped else ""
+    # at the model's limit every capped bar would be the same length: draw what memory holds, which differs by format
+    value, other = ("memory_max_context", "max_context") if capped else ("max_context", "memory_max_context")
+    return {"chart": make_chart(table, "bar_chart", df, "format", value, "format", t("savings.format"), titles[value],
+                                extra_tooltip=(other,), titles=titles, labels="label", show_legend=False),
             "note": note}
 
 

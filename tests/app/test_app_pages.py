@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -309,3 +310,15 @@ def test_one_unit_for_a_size_across_pages(rec_dir):
     assert any(m.value == kv_32k for m in home.metric)
     assert f"plus {kv_32k} of KV" in texts(decode)
     assert not re.search(r"\d GB(?!/s)", texts(decode))  # sizes in GiB/MiB; only rates in GB/s
+
+
+def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_dir):
+    """llama-3.1-8b in 36 GiB: most formats would hold more than the model's 131,072 tokens. Bars of the capped
+    context would all be one length; the bars show what memory holds, and the labels say where the model stops."""
+    at = page("pages/6_Savings.py", "en")
+    chart = next(c for c in charts(at) if "label" in c["data"] and c["data"]["label"].astype(str).str.contains("the model stops").any())
+    spec = json.dumps(chart["spec"])
+    data = chart["data"].drop_duplicates("format")
+    assert data["memory_max_context"].nunique() >= 5  # formats of different cost, bars of different length
+    assert '"field": "memory_max_context"' in spec and '"x"' in spec
+    assert any("131,072" in label for label in data["label"])
