@@ -239,7 +239,7 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
         return text
     cut = text[:limit - 1]
     space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
+    return (cut[:space] if space >= limit // 3 else cut).rstrip(" ·,—-") + "…"
 
 
 def _fail(label: str, code: str, problem: str, **params):
