@@ -228,7 +228,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+SHORT_NAME_MAX = 35  # characters: about 210 px of an 11 px legend label, the sidebar picker's width
 
 
 def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
