@@ -449,8 +449,14 @@ def turbo(lang: str) -> dict:
               "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
     claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
     t = i18n.translator(lang)
+    # the sources as numbered notes under the table: a column of long citations squeezed the first to a letter a
+    # line on a phone
+    refs = list(dict.fromkeys(claims["source"]))
+    claims["ref"] = claims["source"].map(lambda s: f"[{refs.index(s) + 1}]")
+    notes = "\n".join(f"{i}. {i18n.data_text(lang, s)}" for i, s in enumerate(refs, 1))
     return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}, lang=lang),
+                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "ref": (t("savings.source"), None)},
+                               lang=lang) + "\n\n" + notes,
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
                                                         "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
             "text": i18n.translate(lang, "savings.turbo_text", **values)}

@@ -322,3 +322,13 @@ def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_
     assert data["memory_max_context"].nunique() >= 5  # formats of different cost, bars of different length
     assert '"field": "memory_max_context"' in spec and '"x"' in spec
     assert any("131,072" in label for label in data["label"])
+
+
+def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):
+    """At 390 px a column of long citations squeezed the claim column to one character a line: the table cites
+    by number, the sources follow it as a numbered list."""
+    at = page("pages/6_Savings.py", "ja")
+    table = next(m.value for m in at.markdown if "| 主張 |" in m.value)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "主張" not in line][:3]
+    assert all(line.rstrip().endswith(("[1] |", "[2] |")) for line in rows)
+    assert "1. 「KVキャッシュとは？" in table and "2. AtomicBot-ai/atomic-llama-cpp-turboquant の ggml-common.h" in table
