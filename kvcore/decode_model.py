@@ -167,24 +167,16 @@ def chip_for(rec) -> Chip | None:
         return None
 
 
-def fit_run(rec) -> Fit | None:
-    """BW_eff fitted to a recording's decode rows with its own model and formats; None if it has none."""
-    model, rows = geometry_for(rec), rec.rows("decode")
-    if model is None or not rows:
-        return None
-    geometry, weights, spec = model
-    b = [bytes_per_generated_token(geometry, int(r["context"]), spec, weights) for r in rows]
-    chip = chip_for(rec)
-    return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], chip.bandwidth_gbps if chip else None)
-
-
 # ---------------------------------------------------------------- a run's decode points, its fit and its slowdown
 
 
 def decode_points(rec: Recording) -> pd.DataFrame:
     """Measured decode points with the bytes each generated token reads and the bandwidth that implies."""
+    return _points(rec, geometry_for(rec))
+
+
+def _points(rec: Recording, model: tuple[Geometry, str, KvSpec] | None) -> pd.DataFrame:
     df = pd.DataFrame(rec.rows("decode"))
-    model = geometry_for(rec)
     if df.empty or model is None:
         return df
     geometry, weights, spec = model
@@ -195,23 +187,54 @@ def decode_points(rec: Recording) -> pd.DataFrame:
     return df.assign(source=rec.label, recording=rec.id)
 
 
-def decode_fit(rec: Recording) -> tuple[Fit, pd.DataFrame] | None:
-    """The fitted bytes/BW_eff model for a run and its curve over the run's context range (log-spaced)."""
+def _fit_points(points: pd.DataFrame, chip: Chip | None) -> Fit:
+    return fit_bandwidth(list(points["bytes_per_token"]), list(points["tokens_per_s"]), chip.bandwidth_gbps if chip else None)
+
+
+def fit_run(rec) -> Fit | None:
+    """BW_eff fitted to a recording's decode points (decode_points) with its own model and formats; None if it
+    has none."""
     points = decode_points(rec)
     if points.empty or "bytes_per_token" not in points:
         return None
-    fit = fit_run(rec)
-    geometry, weights, spec = geometry_for(rec)
+    return _fit_points(points, chip_for(rec))
+
+
+@dataclass(frozen=True)
+class RunDecode:
+    """A run's decode analysis, computed once: its points (decode_points), the fit, the fitted curve over the
+    run's context range (log-spaced), the worked check (first vs last point; None under two points), its chip."""
+
+    points: pd.DataFrame
+    fit: Fit
+    curve: pd.DataFrame
+    check: dict | None
+    chip: Chip | None
+
+
+def analyse(rec: Recording) -> RunDecode | None:
+    """Everything the Decode chapter says about one run, each part computed once; None when the run has no decode
+    points or no model geometry. Example: analyse(article_a).check["predicted_slowdown"] -> 2.43."""
+    model = geometry_for(rec)
+    points = _points(rec, model)
+    if points.empty or "bytes_per_token" not in points:
+        return None
+    chip = chip_for(rec)
+    fit = _fit_points(points, chip)
+    geometry, weights, spec = model
     lo, hi = int(points["context"].min()), int(points["context"].max())
     grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
     curve = pd.DataFrame({"context": grid})
     curve["tokens_per_s"] = [fit.predict(bytes_per_generated_token(geometry, t, spec, weights)) for t in grid]
-    return fit, curve.assign(source=rec.label, recording=rec.id)
+    return RunDecode(points, fit, curve.assign(source=rec.label, recording=rec.id), _check(points), chip)
 
 
 def worked_check(rec: Recording) -> dict | None:
     """First vs last decode point: bytes per token, predicted and measured slowdown, implied bandwidths."""
-    points = decode_points(rec)
+    return _check(decode_points(rec))
+
+
+def _check(points: pd.DataFrame) -> dict | None:
     if len(points) < 2 or "bytes_per_token" not in points:
         return None
     a, b = points.iloc[0], points.iloc[-1]

@@ -4,8 +4,8 @@
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset({
     "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
-    "config_heads", "config_object", "config_shape", "model_unknown",
-    "llamacpp_format", "llamacpp_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
+    "config_heads", "config_object", "config_shape", "model_unknown", "runtime_unknown",
+    "llamacpp_format", "format_block", "llamacpp_mla_types", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
     "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     "live_batch_format", "live_batch_cache",

@@ -22,8 +22,9 @@ from typing import Any
 
 from .config import Cfg, flatten
 from .errors import KvError
-from .families import LCPP, RUNTIMES, Family, family_for
+from .families import FAMILIES, Family, family_for
 from .params import Params, count_params, layer_ffn
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -98,13 +99,13 @@ def _note(code: str, window: int) -> tuple[str, int, str]:
     return code, window, _NOTE_TEXT[code].format(window=window)
 
 
-def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
+def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: Runtime) -> tuple[list[bool], list[tuple[str, int, str]]]:
     """Which layers keep a sliding window under `runtime`, by the family's window rule; notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
     if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
         raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
     window = cfg.get("sliding_window")
-    for rule in family.windows.get(runtime, "none").split("|"):
+    for rule in family.windows.get(runtime.windows, "none").split("|"):
         if rule == "layer_types":
             if layer_types:
                 return [t == "sliding_attention" for t in layer_types], []
@@ -117,7 +118,7 @@ def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: str) -> tup
         if rule == "every_layer" and window:
             return [True] * n_layers, [_note("sliding_every_layer", cfg.int("sliding_window"))]
         if rule in ("ignored", "disabled") and window:
-            code = "sliding_disabled" if rule == "disabled" else "sliding_ignored_llamacpp" if runtime == LCPP else "sliding_ignored"
+            code = "sliding_disabled" if rule == "disabled" else runtime.ignored_window_note
             return [False] * n_layers, [_note(code, cfg.int("sliding_window"))]
         if rule == "max_window" and cfg.get("use_sliding_window"):
             start = cfg.int("max_window_layers", 0, minimum=0)
@@ -125,7 +126,7 @@ def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: str) -> tup
     return [False] * n_layers, []
 
 
-def _layers(cfg: Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
+def _layers(cfg: Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
@@ -168,10 +169,12 @@ def _layers(cfg: Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[t
 # ---------------------------------------------------------------- entry points
 
 
-def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm") -> Geometry:
+def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
-    if runtime not in RUNTIMES:
-        raise KvError(f"Unknown runtime {runtime!r}; valid runtimes: {', '.join(RUNTIMES)}.")
+    rt = get_runtime(runtime)
+    if rt.windows not in {key for family in FAMILIES.values() for key in family.windows}:
+        raise KvError(f"Runtime {rt.name} applies the window rules of {rt.windows!r}, which no model family states; "
+                      f"give each family's rule for it in kvcore.families.FAMILIES.")
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = flatten(config)
@@ -182,7 +185,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     model_type = family.model_type
     cfg = Cfg(flat, family)
     try:
-        layers, notes = _layers(cfg, family, runtime)
+        layers, notes = _layers(cfg, family, rt)
         params, active, tied = count_params(cfg, family, layers)
         ffn_split = layer_ffn(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
@@ -229,7 +232,7 @@ def load_preset(name: str) -> dict:
 
 
 @lru_cache(maxsize=64)
-def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
+def preset_geometry(name: str, runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A bundled preset's geometry under `runtime` (shared and frozen: read it, never change it).
 
     Example: preset_geometry("llama-3.2-1b").count("full") -> 16.

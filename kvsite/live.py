@@ -202,7 +202,7 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
-            cls = ("KVCache",) if fmt == "fp16" else ("QuantizedKVCache",)
+            cls = (FORMATS[fmt].mlx_cache,)  # the mlx_lm cache class that holds this format
             bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
             rows = live.trap_probe(ARTICLE_MODEL, dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
                                    progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))

@@ -274,25 +274,25 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
 def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
-    fits = [decode_model.decode_fit(r) for r in runs]
-    pts = [decode_model.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
+    runs_decode = [decode_model.analyse(r) for r in runs]
+    pts = [a.points for a in runs_decode if a is not None]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
     points = pd.concat(pts, ignore_index=True)
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
-    lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
+    lines = pd.concat([a.curve for a in runs_decode if a is not None], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
-    unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
+    unfit = [names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound]
     titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
     table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
     chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
                        points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
                        error=("tokens_per_s_low", "tokens_per_s_high"))
-    rec = runs[0]
-    return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and decode_model.worked_check(rec),
-            "chip": fits[0] and decode_model.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
+    first = runs_decode[0]
+    return {"chart": chart, "fit": first and first.fit, "check": first and first.check,
+            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:

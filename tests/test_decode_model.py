@@ -35,6 +35,26 @@ def test_article_as_measured_slowdown_comes_from_its_recording():
     assert round(check["measured_slowdown"], 2) == 2.45 and round(check["predicted_slowdown"], 2) == 2.43
 
 
+def test_a_runs_decode_analysis_is_its_points_fit_and_check_computed_once():
+    """analyse(rec) gives what the Decode chapter shows about a run; each part is what the separate functions give,
+    and the fitted curve passes through the fit at the run's own contexts."""
+    from kvcore import decode_model, recordings
+
+    recs, _ = recordings.load_all()
+    analysed = [(rec, decode_model.analyse(rec)) for rec in recs if rec.has("decode")]
+    assert sum(a is not None for _, a in analysed) >= 5 and any(a is None for _, a in analysed)  # unusual runs: no model
+    for rec, a in analysed:
+        if a is None:
+            assert decode_model.fit_run(rec) is None and decode_model.worked_check(rec) is None
+            continue
+        assert a.fit == decode_model.fit_run(rec) and a.check == decode_model.worked_check(rec)
+        assert a.points.equals(decode_model.decode_points(rec)) and a.chip == decode_model.chip_for(rec)
+        lo, hi = a.points["context"].min(), a.points["context"].max()
+        assert (a.curve["context"].min(), a.curve["context"].max()) == (lo, hi)
+        at_lo = a.curve.loc[a.curve["context"] == lo, "tokens_per_s"].iloc[0]
+        assert at_lo == pytest.approx(a.fit.predict(a.points.loc[a.points["context"] == lo, "bytes_per_token"].iloc[0]))
+
+
 def test_the_articles_two_points_imply_about_212_gb_s():
     b = [bytes_per_generated_token(LLAMA_1B, t) for t in (1024, 32768)]
     implied = [bi * tps / 1e9 for bi, tps in zip(b, (292, 119))]

@@ -36,7 +36,9 @@ def numbers_rows(at, lang: str = "en") -> list[list[str]]:
 def numbers(at) -> dict:
     """{quantity key: exact bytes}, read back through the English quantity names."""
     names = {i18n.translate("en", f"calc.q_{q}"): q for q in NUMBERS}
-    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at)}
+    names[i18n.translate("en", "calc.q_kv_bytes_per_token_window")] = "kv_bytes_per_token"  # a sliding-window model's row
+    average = i18n.translate("en", "calc.q_kv_bytes_per_token_average", n="{n}").split("{n}")[0]
+    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at) if not name.startswith(average)}
 
 
 def marks_in(spec: dict) -> list[str]:
@@ -295,3 +297,17 @@ def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, l
     speed = lambda m: float(m.value.split()[0].replace(",", ""))  # noqa: E731
     assert speed(each) == pytest.approx(speed(alone), rel=0.02)
     assert speed(total) == pytest.approx(4 * speed(each), rel=0.01)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_and_gives_the_average(rec_dir, lang):
+    # issue 17: Gemma-3-27B at 131,072 showed 496 KiB per token beside a 10.41 GiB total (83 KiB per token on average)
+    at = page(CALC, lang, model="gemma-3-27b", ctx=131072)
+    assert not at.exception
+    rows = {name: exact for name, _, exact in numbers_rows(at, lang)}
+    t = i18n.translator(lang, "calc.")
+    cli = cli_json("gemma-3-27b", 131072, 1, "fp16", "fp16", "mlx-q4")
+    assert int(rows[t("q_kv_bytes_per_token_window")].replace(",", "")) == cli["kv_bytes_per_token"]
+    average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
+    assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
+    assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
