@@ -166,7 +166,7 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = chart_contexts(ctx) if fits else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
-    llama = llama_options(src, seqs)
+    llama = runtime_options(src, seqs)  # the runtime's options (llama.cpp: -np, unified cache, ...)
     rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
     at = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0] if fits else None
     here = at["tokens_per_s"] if at else None
