@@ -13,12 +13,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import KvError
-from .formats import FORMATS
-from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
+from .formulas import KvSpec, kv_bytes, weights_bytes
 from .geometry import Geometry, parse_config, preset_geometry
 from .hardware import Chip, get_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
-from .recordings import Recording
+from .recordings import Recording, model_format
 
 MIN_POINTS_FOR_OVERHEAD = 3  # a slope and an intercept need a third point to leave a residual
 FAR_BELOW_PEAK = 0.10  # fitted BW_eff under 10 % of the chip's peak: not explained by memory reads
@@ -139,8 +138,13 @@ def slowdown(geometry: Geometry, context_a: int, context_b: int, spec: KvSpec = 
 
 
 def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
-    """A recording's model geometry, weights format and KV spec; None when it names no model config."""
+    """A recording's model geometry, weights format and KV spec; None when it names no model config or its source does
+    not say which formats ran (kvcore.recordings.model_format: "unknown"). A misspelled format is a KvError naming it,
+    never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
     model = rec.data["model"]
+    kv, weights = model_format(model, "kv_format", "fp16"), model_format(model, "weights_format", "bf16")
+    if kv is None or weights is None:
+        return None
     try:
         if isinstance(model.get("config"), dict):
             geometry = parse_config(model["config"], model["name"])
@@ -148,10 +152,6 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
             geometry = preset_geometry(model["preset"])
         else:
             return None
-        kv = model.get("kv_format", "fp16")
-        kv = kv if kv in FORMATS else "fp16"
-        weights = model.get("weights_format", "bf16")
-        weights = weights if weights in ALL_WEIGHT_FORMATS else "bf16"
         return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
     except KvError:
         return None

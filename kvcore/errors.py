@@ -18,7 +18,7 @@ CODES = frozenset({
     # a recording file (kvcore.recordings: a reader's upload on the site)
     "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
     "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
-    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_flag", "rec_list", "rec_count",
+    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_format", "rec_flag", "rec_list", "rec_count",
     "rec_alias", "rec_nodes", "rec_depth", "rec_scalar", "rec_top_key",
 })
 

@@ -60,7 +60,7 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
                                       help=f.t("calc.override_help"))
     if override > 0:
         return Memory(int(override * GIB), f.t("calc.reason_override"))
-    reason = f.t("calc.reason_mac", share=f"{share:.0%}", source=source) if c.unified else f.t("calc.reason_gpu")
+    reason = f.t("calc.reason_mac", share=f"{share:.0%}", source=i18n.data_text(f.lang, source)) if c.unified else f.t("calc.reason_gpu")
     return Memory(int(limit_gb * GIB), reason)
 
 
@@ -166,7 +166,7 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = chart_contexts(ctx) if fits else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
-    llama = runtime_options(src, seqs)  # the runtime's options (llama.cpp: -np, unified cache, ...)
+    llama = runtime_options(src, seqs)
     rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
     at = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0] if fits else None
     here = at["tokens_per_s"] if at else None
@@ -187,6 +187,15 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
 def efficiency(recs: list) -> calculator.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
     return calculator.efficiency(recs)
+
+
+@section_cache(max_entries=8)
+def efficiency_sources(recs: list, lang: str) -> str:
+    """The recordings calculator.efficiency fitted, named as the site names them everywhere (not their English titles)."""
+    from .sources import source_label
+
+    return i18n.translate(lang, "recordings.list_sep").join(
+        source_label(r, lang) for r in recs if calculator.efficiency([r]).source != "assumption")
 
 
 @cached

@@ -38,7 +38,12 @@ def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = 
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
     from .sources import source_label
 
-    return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, "local" if r.id in local_ids else "") for r in recs}}
+    names = {r.id: source_label(r, lang, short=True) for r in recs}  # short where made (Recording.short_name)
+    taken = list(names.values())
+    for r in recs:  # two runs kvcore names alike keep their full names
+        if taken.count(names[r.id]) > 1 or r.id in local_ids:
+            names[r.id] = source_label(r, lang, "local" if r.id in local_ids else "")
+    return {"live": i18n.translate(lang, "source.live"), **names}
 
 
 def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
@@ -48,6 +53,12 @@ def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- facts the prose quotes
+
+
+@cached
+def key_numbers(rec: Recording | None) -> dict:
+    """The home page's key numbers (kvcore.views.key_numbers), once per recording."""
+    return views.key_numbers(rec)
 
 
 @cached
@@ -409,7 +420,7 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
                 "bytes_per_token": (t("savings.bytes_token"), "{:,}"), "vs_fp16": ("× fp16", "{:.3f}"),
-                "source": (t("savings.source"), None)})}
+                "source": (t("savings.source"), None)}, lang=lang)}
 
 
 @cached
@@ -442,7 +453,7 @@ def turbo(lang: str) -> dict:
     claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
     t = i18n.translator(lang)
     return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}),
+                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}, lang=lang),
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
                                                         "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
             "text": i18n.translate(lang, "savings.turbo_text", **values)}

@@ -6,6 +6,7 @@ from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.config import MAX_CONFIG_BYTES
 from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
 from kvcore.runtimes import RUNTIMES, get_runtime
@@ -30,7 +31,8 @@ def calculator() -> None:
                      format_func=lambda o: f.t(f"calc.src_{o}"), required=True)
     c = st.columns([3, 2])
     if src == "config":
-        upload = c[0].file_uploader(f.t("calc.upload"), type=["json"], key="upload")
+        upload = c[0].file_uploader(f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000), type=["json"], key="upload",
+                                    max_upload_size=-(-MAX_CONFIG_BYTES // 2**20))  # the widget's "…MB per file" says the same
         pasted = c[0].text_area(f.t("calc.paste"), key="pasted", height=140)  # size checked by the engine
         text = upload.getvalue() if upload is not None else pasted  # bytes: the engine checks size, binary, UTF-8
         label = upload.name if upload is not None else "config.json"
@@ -122,16 +124,21 @@ def calculator() -> None:
         cmp.markdown(calc_site.runtimes_compared(src_key, int(ctx), int(seqs), f.lang))
 
     # ---- chart: memory vs context per format, the available memory as a line
+    calc_settings = {f.t("common.model"): result["model"], f.t("calc.runtime"): runtime, f.t("calc.ctx_exact"): f"{int(ctx):,}",
+                     f.t("calc.sequences"): int(seqs), f.t("calc.k_format"): k_fmt, f.t("calc.v_format"): v_fmt,
+                     f.t("common.weights"): w_fmt, f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
+                     f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False)}
     st.subheader(f.t("calc.chart_title"))
     show_chart(f, calc_site.memory_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang),
-               "calc_chart", f"kv-calculator-{result['model']}")
+               "calc_chart", f"kv-calculator-{result['model']}", settings=calc_settings, source=f.t("export.computed"))
 
     # ---- decode what-if on a chip
     st.subheader(f.t("calc.decode_title"))
     speed_chip = chip if chip != CUSTOM else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
     eff = calc_site.efficiency(f.recs)
     low, high, _ = efficiency_range()  # the published range the assumed share sits in
-    st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
+    st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=calc_site.efficiency_sources(f.recs, f.lang))
+               if eff.source != "assumption"
                else f.t("calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)))
     dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, speed_chip, eff.share, f.lang)
     if dec["here"] is not None and int(seqs) == 1:
@@ -144,7 +151,8 @@ def calculator() -> None:
         st.info(f.t("calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none", n=f"{int(ctx):,}", need=fmt_bytes(need, decimal=False),
                     available=fmt_bytes(mem.bytes, decimal=False), fits_to=f"{dec['fits_to']:,}"))
     if dec["chart"] is not None:
-        show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")
+        show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}", source=f.t("export.computed"),
+                   settings={**calc_settings, f.t("calc.speed_chip"): speed_chip, f.t("decode.efficiency"): f"{eff.share:.0%}"})
     st.caption(f.t("calc.decode_note"))
 
 

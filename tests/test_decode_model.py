@@ -127,3 +127,31 @@ def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
     assert "12.8 GB/s" in fit.verdict and fit.verdict.startswith("Not memory-bound")
     fast = fit_bandwidth(b, [40e9 / x for x in b], peak_gbps=None)  # 40 GB/s: a plausible memory, left alone
     assert fast.verdict_code == "memory_bound"
+
+
+# ---------------------------------------------------------------- the formats a fit reads (issue 15)
+
+
+def _fit_recording(tmp_path, **model):
+    from kvcore import recordings
+
+    data = {"schema": 1, "kind": "published", "title": "A test run", "citation": {"source": "this test"},
+            "hardware": {"chip": "M4 Pro"}, "model": {"name": "Llama-3.2-1B", "preset": "llama-3.2-1b", **model},
+            "sections": {"decode": [{"context": 1024, "tokens_per_s": 200.0}, {"context": 32768, "tokens_per_s": 80.0}]}}
+    path = tmp_path / "run.yaml"
+    path.write_text(recordings.dump_text(data), encoding="utf-8")
+    return recordings.load(path)
+
+
+def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not_know(tmp_path):
+    from kvcore.decode_model import fit_run, geometry_for
+    from kvcore.recordings import Recording
+
+    rec = _fit_recording(tmp_path, kv_format="q8_0", weights_format="mlx-q8")
+    _, weights, spec = geometry_for(rec)
+    assert (weights, spec.k_format) == ("mlx-q8", "q8_0") and fit_run(rec) is not None
+    assert geometry_for(_fit_recording(tmp_path, kv_format="unknown", weights_format="mlx-q4")) is None  # not stated: no fit
+    for key, wrong in (("kv_format", "fp61"), ("weights_format", "mlx-q44")):  # a file that skipped validation
+        bad = Recording(path=rec.path, data={**rec.data, "model": {**rec.data["model"], key: wrong}})
+        with pytest.raises(KvError, match=f"'{wrong}' is not a"):
+            geometry_for(bad)
