@@ -6,6 +6,7 @@ Every entry here is monkeypatched into its registry for one test: nothing is wri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -81,6 +82,31 @@ def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_
     monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", defaults={"head_dim": 32}))
     g = geometry.parse_config({k: v for k, v in config.items() if k != "head_dim"})
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {32}  # the row's default applies
+
+
+@pytest.mark.parametrize("change, named", [
+    (dict(windows={"mlx_lm": "layer_types|sometimes"}), "'sometimes'"),
+    (dict(ffn="moe_mixtral"), "'moe_mixtral'"),
+    (dict(attention_extras="all_bias"), "'all_bias'"),
+    (dict(attention="linear_only"), "'linear_only'"),
+])
+def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatch, change, named):
+    config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change))
+    with pytest.raises(KvError, match=named):
+        geometry.parse_config(config)
+
+
+def test_a_shared_expert_is_its_own_field_not_the_gated_query():
+    """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
+    config = geometry.load_preset("qwen3-next-80b-a3b")["config"]
+    real = geometry.parse_config(config)
+    h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
+    moe_layers = config["num_hidden_layers"]
+    with pytest.MonkeyPatch.context() as m:
+        m.setitem(families.FAMILIES, "qwen3_next", dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False))
+        without = geometry.parse_config(config)
+    assert real.params.total - without.params.total == moe_layers * (3 * h * inter + h)  # the expert and its gate
 
 
 # ---------------------------------------------------------------- runtimes
