@@ -31,6 +31,8 @@ if dec is None:
 event = show_chart(f, dec["chart"], "decode_chart", "kv-decode-vs-context")
 if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
+for run in dec["no_fit"]:  # drawn as measured points only: say why there is no bytes line
+    st.info(f.t(f"decode.no_fit_{run['why']}", run=run["run"]))
 if dec["unfit"]:
     st.caption(f.t("decode.unfit_note"))
 if dec["spread"]:
