@@ -6,7 +6,7 @@ CODES = frozenset({
     "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
     "config_heads", "config_object", "config_shape", "model_unknown",
     "llamacpp_format", "llamacpp_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
-    "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
+    "format_group", "model_missing", "kv_option", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
     "file_missing", "file_unreadable", "file_folder", "file_not_regular", "file_too_large", "file_binary", "file_not_utf8",

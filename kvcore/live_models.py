@@ -140,6 +140,9 @@ class LiveModel:
     weights_format: str
     dtype: str
     module: Any = field(repr=False, default=None)
+    tokenizer: Any = field(repr=False, default=None)  # a real model's own (kvcore.real_model.Tokenizer), else None
+    weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.real_model)
+    weights_note: str = ""  # how its weights were made ready, for the recording
 
     def weights_bytes(self) -> int:
         """Bytes of the parameters as they sit in memory (measured from the arrays)."""
@@ -148,9 +151,12 @@ class LiveModel:
         return sum(v.nbytes for _, v in tree_flatten(self.module.parameters()))
 
     def summary(self) -> dict:
-        return {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
+        info = {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
                 "weights": self.weights, "weights_format": self.weights_format, "activation_dtype": self.dtype,
                 "config": {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}}
+        if self.weights_mode:
+            info["weights_mode"], info["weights_note"] = self.weights_mode, self.weights_note
+        return info
 
 
 def resolve_config(model: str) -> tuple[str, dict]:
@@ -262,7 +268,12 @@ def _param_dtype(module) -> str:
 
 
 def get_model(model: str, weights: str = "random", weights_format: str = "mlx-q4") -> LiveModel:
-    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load)."""
+    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load; the real
+    model kvcore.real_model ships is loaded from its installed GGUF unless --weights random)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        return real_model.load()
     if weights and weights != "random":
         return load_real(weights)
     if weights is None and is_loadable(model):
@@ -281,6 +292,14 @@ def is_loadable(model: str) -> bool:
 
 def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:
     """Weights bytes before building the model (for the guard); None when unknown (hub id)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        path = real_model.require()
+        if real_model.weights_mode(backend()["backend"]) == "dequantized":
+            name, config = resolve_config(model)
+            return weights_bytes(parse_config(config, name), "fp32")
+        return path.stat().st_size
     source = weights if weights and weights != "random" else (model if weights is None and is_loadable(model) else None)
     if source:
         path = Path(source)
@@ -388,7 +407,7 @@ def provenance(command: str) -> dict:
     from datetime import datetime, timezone
     from importlib.metadata import PackageNotFoundError, version
 
-    from . import __version__
+    from . import __version__, blas
 
     def ver(pkg: str) -> str:
         try:
@@ -400,7 +419,7 @@ def provenance(command: str) -> dict:
     return {
         "machine": {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": _chip(),
                     "memory_gb": _memory_gb(), "cpu_cores": os.cpu_count() or 0},
-        "backend": b["backend"], "device": b["device"],
+        "backend": b["backend"], "device": b["device"], "blas": blas.state()["note"],
         "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command,

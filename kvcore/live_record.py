@@ -68,6 +68,17 @@ def model_info(model: LiveModel | None, geometry: Geometry | None = None, kv_for
     return info
 
 
+def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveModel) -> dict:
+    """How a quality run was made (the recording's method.quality)."""
+    from .live_quality import QUANTIZE_RULE
+    from . import blas
+
+    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk, "prompt": prompt,
+            "baseline": f"mlx_lm's KVCache in the activation dtype ({model.dtype})", "quantize": QUANTIZE_RULE,
+            "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with the "
+                       "baseline's top-1 token (kvcore.quality)", "weights": model.weights_note, "blas": blas.state()["note"]}
+
+
 def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, trap_tokens: int = 1025,
                  kv_contexts: list[int], contexts: list[int], kv_format: str | None = None, geometry_kv_format: str = "fp16",
                  warmup: int = 3, steps: int = 16, repeats: int = 3, new_tokens: int = 64, prompt_tokens: int = 32,
