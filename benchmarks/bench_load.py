@@ -32,8 +32,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kvsite.reader import Reader  # noqa: E402
-from kvsite.server import ROOT, nginx_server, streamlit_server  # noqa: E402
+from harness.reader import Reader  # noqa: E402
+from harness.server import ROOT, nginx_server, streamlit_server  # noqa: E402
 
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
 APP_ENV = {"KVCORE_READ_ONLY": "1"}

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvsite.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
+from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
 
 # chapter URL path and query -> which slider to step (its label's position among the page's sliders)
 CHAPTERS = {

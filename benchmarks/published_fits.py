@@ -17,14 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvcore import decode_model, recordings, views  # noqa: E402
+from kvcore import decode_model, recordings  # noqa: E402
 
 
 def rows() -> list[dict]:
     recs, errors = recordings.load_all([recordings.BUNDLED_DIR])
     if errors:
         raise SystemExit("\n".join(errors))
-    summary = views.slowdown_summary(views.slowdown_vs_bytes(recs)).set_index("recording")
+    summary = decode_model.slowdown_summary(decode_model.slowdown_vs_bytes(recs)).set_index("recording")
     out = []
     for rec in recs:
         if rec.kind != "published" or not rec.has("decode"):

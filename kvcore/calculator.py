@@ -12,14 +12,15 @@ and the llama.cpp options (unified cache, micro-batch, --swa-full) come in a lla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import pandas as pd
 
 from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import (
-    MAX_CONTEXT,
-    MAX_SEQUENCES,
     KvSpec,
     check_context,
     formula_text,
@@ -33,7 +34,9 @@ from .formulas import (
 )
 from . import llamacpp
 from .geometry import LCPP, Geometry
-from .hardware import get_chip
+from .hardware import Chip, get_chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
+from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
 ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says otherwise (hardware.md: ~40-85 %)
@@ -61,6 +64,7 @@ def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec
         "kv_bytes": total,
         "kv_bytes_per_sequence": total // sequences,
         "kv_bytes_per_token": kv_bytes_per_token(geometry, spec),
+        "kv_bytes_per_token_average": total // sequences / context,  # one sequence's KV / its tokens
         "kv_bytes_per_token_at_context": kv_bytes_per_token_at(geometry, context, spec),
         "kv_prefill_peak_bytes": kv_prefill_peak_bytes(geometry, context, spec, sequences),
         "per_layer": per_layer,
@@ -97,6 +101,7 @@ def _calculate_llamacpp(geometry: Geometry, context: int, spec: KvSpec, weights_
         "kv_bytes": total,
         "kv_bytes_per_sequence": total // options.sequences,
         "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token_average": total // options.sequences / context,  # one slot's cache / -c
         # what one more token of -c adds: the rows of the layers whose cache spans the whole context (not the SWA one)
         "kv_bytes_per_token_at_context": sum(llamacpp.row_bytes(spec.k_format, k) + llamacpp.row_bytes(spec.v_format, v)
                                              for c in caches if c.name in ("kv", "non-swa")
@@ -229,15 +234,24 @@ def efficiency(recordings: list) -> Efficiency:
     return Efficiency(mean, "; ".join(t for _, t, _ in shares))
 
 
-def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float, sequences: int = 1) -> list[dict]:
-    """Predicted tokens/s per context on `chip` at `share` of its peak bandwidth (memory-bound model)."""
-    bw = get_chip(chip).bandwidth_gbps * share
+def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float,
+                   sequences: int = 1, llama: llamacpp.Options | None = None) -> list[dict]:
+    """Predicted decode per context on `chip` at `share` of its peak bandwidth: the time model's step (kvcore.timing:
+    the weights once, every sequence's KV as the runtime reads it, the roofline bound) at each context.
+
+    Rows: tokens_per_s (each sequence; llama.cpp: each slot), tokens_per_s_total (all of them), bytes_per_token (what
+    one step reads), bound. llama.cpp: `context` is -c and `llama` its options (unified slots share the cells: one
+    read serves every slot, so each slot decodes as one slot at -c does and the total is slots x that).
+    """
+    from . import timing, timing_fit
+
+    eff = timing.Efficiency(timing_fit.calibration().compute, share, "calculator")
     rows = []
     for t in contexts:
-        b = bytes_per_generated_token(geometry, t, spec, weights_format, sequences)
-        rows.append({"context": t, "bytes_per_token": b, "tokens_per_s": predict_tokens_per_s(b, bw)})
+        step = timing.decode_step(geometry, t, chip, eff, spec, weights_format, sequences, llama)
+        rows.append({"context": t, "bytes_per_token": step.bytes, "tokens_per_s": 1.0 / step.time_s,
+                     "tokens_per_s_total": step.tokens / step.time_s, "sequences": step.tokens, "bound": step.bound})
     return rows
-
 
 
 CURVE_FORMATS = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")
@@ -269,3 +283,40 @@ def memory_curves(geometry: Geometry, contexts: list[int], weights: int, sequenc
             continue
         rows += [{"context": t, "format": name, "kv_bytes": b, "total_bytes": weights + b} for t, b in zip(contexts, kv)]
     return rows
+
+
+# ---------------------------------------------------------------- a chip's memory and the decode what-if
+
+
+def doubling_contexts(max_context: int, start: int = 1024) -> list[int]:
+    """Powers of two from `start` to `max_context` (all multiples of 256)."""
+    return [2**k for k in range(int(math.log2(start)), int(math.log2(max_context)) + 1)]
+
+
+def chip_memory_bytes(chip: Chip) -> int | None:
+    """The most memory a model may use on `chip`: its largest memory option (vendors' "GB" are GiB) within
+    macOS's default GPU share on a Mac; None when the hardware table lists no sizes for it."""
+    if not chip.memory_gb:
+        return None
+    gb, _ = gpu_memory_limit_gb(float(max(chip.memory_gb)), chip.unified)
+    return int(gb * GIB)
+
+
+def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, efficiency: float,
+            max_context: int) -> pd.DataFrame:
+    """Predicted tok/s vs context on a chip, at its peak bandwidth and at `efficiency` x peak: only at contexts the
+    model supports (max_position_embeddings) and whose weights + KV fit in the chip's largest memory.
+
+    Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
+    """
+    limit = min(max_context, geometry.max_position_embeddings or max_context)
+    ctxs = sorted({*(t for t in doubling_contexts(max_context, 256) if t <= limit), limit})  # the model's own limit is drawn too
+    memory = chip_memory_bytes(chip)
+    if memory is not None:
+        weights = weights_bytes(geometry, weights_format)
+        ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
+    if not ctxs:
+        return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
+    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
+              for series, share in (("peak", 1.0), ("effective", efficiency))]
+    return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]

@@ -3,7 +3,7 @@
 Every chart has tooltips and a legend that selects (a named point selection bound to the legend, so
 Streamlit can report it). Legends sit under the plot, so a phone's 390 px go to the plot. Titles and
 labels come in as arguments: the pages translate them. A source (recording) keeps one colour everywhere:
-callers pass `colors` from kvcore.views.source_colors.
+callers pass `colors` from kvcore.provenance.source_colors.
 Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.LayerChart.
 """
 
@@ -284,7 +284,7 @@ def slowdown_scatter(
 
     Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
     memory read; above it something besides bytes grows with the context; below it a fixed cost hides growth.
-    Example: slowdown_scatter(views.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
+    Example: slowdown_scatter(decode_model.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
     """
     domain = list(dict.fromkeys(df[color]))
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0

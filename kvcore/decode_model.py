@@ -10,11 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from .errors import KvError
 from .formats import FORMATS
 from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
 from .geometry import Geometry, parse_config, preset_geometry
-from .hardware import Chip, get_chip
+from .hardware import Chip, get_chip, slowest_memory
+from .provenance import provenance, runtime_label, source_class
+from .recordings import Recording
 
 MIN_POINTS_FOR_OVERHEAD = 3  # a slope and an intercept need a third point to leave a residual
 FAR_BELOW_PEAK = 0.10  # fitted BW_eff under 10 % of the chip's peak: not explained by memory reads
@@ -45,7 +49,7 @@ class Fit:
     rms_residual: float
     memory_bound: bool
     verdict: str  # one plain English sentence (CLI, tests); pages render verdict_code instead
-    verdict_code: str = "memory_bound"  # "memory_bound" | "large_residual" | "far_below_peak" | "above_peak"
+    verdict_code: str = "memory_bound"  # memory_bound | large_residual | far_below_peak | below_any_memory | above_peak
     peak_gbps: float | None = None  # the chip's peak the verdict compared against
 
     def predict(self, bytes_per_token: float) -> float:
@@ -91,11 +95,15 @@ def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
 
 
 def verdict_code(bw: float, rms: float, peak: float | None) -> str:
-    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak" or "above_peak"."""
+    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak", "below_any_memory"
+    (no chip peak known, and the fitted bandwidth is below the slowest memory any computer has: a CPU run at
+    1 GB/s is not reading memory flat out) or "above_peak"."""
     if rms > LARGE_RESIDUAL:
         return "large_residual"
     if peak and bw < FAR_BELOW_PEAK * peak:
         return "far_below_peak"
+    if not peak and bw < slowest_memory()[0]:
+        return "below_any_memory"
     if peak and bw > ABOVE_PEAK * peak:
         return "above_peak"
     return "memory_bound"
@@ -109,6 +117,10 @@ def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | No
     if code == "far_below_peak":
         return (f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
                 f"{peak:g} GB/s peak, so something other than memory reads sets the pace.")
+    if code == "below_any_memory":
+        floor, source = slowest_memory()
+        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is below the slowest memory a computer has ({floor:g} GB/s, "
+                f"{source}), so something other than memory reads sets the pace.")
     if code == "above_peak":
         return f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
     share = f" ({bw / peak:.0%} of the {peak:g} GB/s peak)" if peak else ""
@@ -164,3 +176,91 @@ def fit_run(rec) -> Fit | None:
     b = [bytes_per_generated_token(geometry, int(r["context"]), spec, weights) for r in rows]
     chip = chip_for(rec)
     return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], chip.bandwidth_gbps if chip else None)
+
+
+# ---------------------------------------------------------------- a run's decode points, its fit and its slowdown
+
+
+def decode_points(rec: Recording) -> pd.DataFrame:
+    """Measured decode points with the bytes each generated token reads and the bandwidth that implies."""
+    df = pd.DataFrame(rec.rows("decode"))
+    model = geometry_for(rec)
+    if df.empty or model is None:
+        return df
+    geometry, weights, spec = model
+    df["weights_bytes"] = weights_bytes(geometry, weights, active=True)
+    df["kv_bytes"] = [kv_bytes(geometry, int(t), spec) for t in df["context"]]
+    df["bytes_per_token"] = df["weights_bytes"] + df["kv_bytes"]
+    df["implied_gbps"] = df["bytes_per_token"] * df["tokens_per_s"] / 1e9
+    return df.assign(source=rec.label, recording=rec.id)
+
+
+def decode_fit(rec: Recording) -> tuple[Fit, pd.DataFrame] | None:
+    """The fitted bytes/BW_eff model for a run and its curve over the run's context range (log-spaced)."""
+    points = decode_points(rec)
+    if points.empty or "bytes_per_token" not in points:
+        return None
+    fit = fit_run(rec)
+    geometry, weights, spec = geometry_for(rec)
+    lo, hi = int(points["context"].min()), int(points["context"].max())
+    grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
+    curve = pd.DataFrame({"context": grid})
+    curve["tokens_per_s"] = [fit.predict(bytes_per_generated_token(geometry, t, spec, weights)) for t in grid]
+    return fit, curve.assign(source=rec.label, recording=rec.id)
+
+
+def worked_check(rec: Recording) -> dict | None:
+    """First vs last decode point: bytes per token, predicted and measured slowdown, implied bandwidths."""
+    points = decode_points(rec)
+    if len(points) < 2 or "bytes_per_token" not in points:
+        return None
+    a, b = points.iloc[0], points.iloc[-1]
+    return {"context_a": int(a["context"]), "context_b": int(b["context"]),
+            "tokens_per_s_a": float(a["tokens_per_s"]), "tokens_per_s_b": float(b["tokens_per_s"]),
+            "weights_bytes": int(a["weights_bytes"]), "kv_bytes_a": int(a["kv_bytes"]), "kv_bytes_b": int(b["kv_bytes"]),
+            "bytes_a": int(a["bytes_per_token"]), "bytes_b": int(b["bytes_per_token"]),
+            "predicted_slowdown": float(b["bytes_per_token"] / a["bytes_per_token"]),
+            "measured_slowdown": float(a["tokens_per_s"] / b["tokens_per_s"]),
+            "gbps_a": float(a["implied_gbps"]), "gbps_b": float(b["implied_gbps"])}
+
+
+def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
+    """Every run's measured slowdown against what the bytes model predicts, one row per decode point.
+
+    measured_slowdown = time per token at the context / at the run's shortest context (= tok/s there / here);
+    predicted_slowdown = bytes read per token at the context / at the shortest (active weights + KV, with the
+    run's own model, weights format and KV format). A memory-bound run sits on the identity line; one whose
+    measured slowdown is steeper than its bytes (kernels, latency) sits above it. The first point of every
+    run is (1, 1). Runs without a model geometry or with fewer than two points are left out.
+    Example: Article A's M5 Pro run -> (1, 1) at 1,024 tokens, (2.43, 2.45) at 32,768.
+    """
+    frames = []
+    for rec in recs:
+        points = decode_points(rec)
+        if len(points) < 2 or "bytes_per_token" not in points:
+            continue
+        points = points.sort_values("context", kind="stable").reset_index(drop=True)
+        first = points.iloc[0]
+        p = provenance(rec)
+        frames.append(pd.DataFrame({
+            "run": rec.short_label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
+            "runtime": runtime_label(rec), "model": p["model"],
+            "context": points["context"].astype(int), "tokens_per_s": points["tokens_per_s"].astype(float),
+            "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
+            "bytes_per_token": points["bytes_per_token"].astype(int),
+            "predicted_slowdown": points["bytes_per_token"] / first["bytes_per_token"],
+            "measured_slowdown": first["tokens_per_s"] / points["tokens_per_s"],
+        }))
+    columns = ["run", "recording", "kind", "chip", "runtime", "model", "context", "tokens_per_s", "ms_per_token",
+               "bytes_per_token", "predicted_slowdown", "measured_slowdown"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def slowdown_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each run's last (longest-context) point of slowdown_vs_bytes, with measured ÷ predicted:
+    1 on the identity line, above 1 when decode slows more than its bytes grow."""
+    if frame.empty:
+        return frame.assign(context_first=[], ratio=[])
+    first = frame.groupby("recording", sort=False)["context"].min().rename("context_first")
+    last = frame.loc[frame.groupby("recording", sort=False)["context"].idxmax()].join(first, on="recording")
+    return last.assign(ratio=last["measured_slowdown"] / last["predicted_slowdown"]).reset_index(drop=True)

@@ -33,8 +33,9 @@ class CacheFormat:
             return dim * self.bits // 8
         if self.kind == "mlx":
             if dim % group_size:
-                raise KvError(
-                    f"{self.name} needs a group size that divides head_dim: {group_size} does not divide {dim}.",
+                raise KvError(  # mx.quantize refuses a last dimension its group size does not divide
+                    f"{self.name} quantizes values in groups of {group_size}, and {group_size} does not divide this "
+                    f"model's head_dim of {dim}; choose another KV format.",
                     "format_group", format=self.name, group=group_size, dim=dim)
             packed = dim * self.bits // 8  # uint32 words hold 32/bits codes
             return packed + 2 * (dim // group_size) * DTYPE_BYTES[scale_dtype]

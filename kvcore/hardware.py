@@ -20,6 +20,27 @@ class Chip:
     memory_gb: tuple[int, ...]
     unified: bool
     source: str
+    fp16_tflops: float | None = None  # peak GPU FP16 compute, TFLOPS (None: no public figure found)
+    compute_source: str = ""
+    dies: int = 1  # 2 for an Ultra (two Max dies joined by UltraFusion)
+
+    @property
+    def peak_flops(self) -> float | None:
+        """Peak FP16 FLOP/s, or None when the table has no compute figure for this chip."""
+        return self.fp16_tflops * 1e12 if self.fp16_tflops else None
+
+    @property
+    def ridge_flops_per_byte(self) -> float | None:
+        """The roofline's ridge point: peak FLOP/s over peak bytes/s. Work with more FLOPs per byte read is
+        compute-bound on this chip, less is memory-bound. Example: M2 Ultra 27.2e12 / 800e9 = 34 FLOPs/byte."""
+        return self.peak_flops / (self.bandwidth_gbps * 1e9) if self.peak_flops else None
+
+    def as_dict(self) -> dict:
+        """The row as `chips --json` prints it."""
+        return {"chip": self.chip, "bandwidth_gbps": self.bandwidth_gbps, "bandwidth_source": self.source,
+                "fp16_tflops": self.fp16_tflops, "compute_source": self.compute_source or None,
+                "ridge_flops_per_byte": self.ridge_flops_per_byte, "memory_gb": list(self.memory_gb), "unified": self.unified,
+                "dies": self.dies}
 
 
 @lru_cache(maxsize=1)
@@ -33,7 +54,10 @@ def chips() -> list[Chip]:
 
 @lru_cache(maxsize=1)
 def _chips() -> tuple[Chip, ...]:
-    return tuple(Chip(c["chip"], float(c["bandwidth_gbps"]), tuple(c["memory_gb"]), c["unified"], c["source"]) for c in _table()["chips"])
+    return tuple(Chip(c["chip"], float(c["bandwidth_gbps"]), tuple(c["memory_gb"]), c["unified"], c["source"],
+                      float(c["fp16_tflops"]) if c.get("fp16_tflops") else None, c.get("compute_source", ""),
+                      int(c.get("dies", 1)))
+                 for c in _table()["chips"])
 
 
 def get_chip(name: str) -> Chip:
@@ -49,6 +73,13 @@ def mac_gpu_share(ram_gb: float) -> tuple[float, str]:
         if rule["up_to_ram_gb"] is None or ram_gb <= rule["up_to_ram_gb"]:
             return rule["share"], rule["source"]
     raise AssertionError("the last working-set rule has no upper bound")
+
+
+def slowest_memory() -> tuple[float, str]:
+    """The slowest memory bandwidth a computer has, GB/s, and its source: the floor a decode fit is held to when the
+    chip is not in the table (a fit below it cannot be explained by memory reads)."""
+    r = _table()["slowest_memory"]
+    return float(r["gbps"]), r["source"]
 
 
 def efficiency_range() -> tuple[float, float, str]:

@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .cli_args import whole_number  # one wording for every whole-number option
 from .errors import KvError
 
 BUNDLED_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"
@@ -22,6 +23,10 @@ DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
 DEFAULT_KV_CONTEXTS = "1024,2048,4096,8192,16384,32768"
 MAX_LIVE_CONTEXT = 1_048_576
 MAX_TEXT_BYTES = 4_000_000  # a text for `quality` (a novel is ~1 MB)
+DEFAULT_PROMPTS = "256,1024,4096"
+DEFAULT_BATCHES = "1,2,4,8"
+DEFAULT_BATCH_CONTEXTS = "256,1024,4096"
+MAX_BATCH = 256
 
 
 def _contexts(text: str) -> list[int]:
@@ -45,7 +50,6 @@ def _parse_contexts(text: str) -> list[int]:
 
 
 def _count(label: str, low: int, high: int):
-    from .cli import whole_number  # one wording for every whole-number option
 
     return whole_number(label, low, high)
 
@@ -232,8 +236,8 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
-    from .live_models import backend
+    from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -266,8 +270,8 @@ def _cmd_decode(a) -> int:
 
 
 def _cmd_mechanism(a) -> int:
-    from .live import mechanism_probe
-    from .live_models import backend
+    from .live_decode import mechanism_probe
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -288,6 +292,36 @@ def _cmd_mechanism(a) -> int:
     return 0
 
 
+RECORD_TABLES = {  # what `record` prints of each section it measured: (key, header, format)
+    "decode": [("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("q1_ms", "q1 ms", ".2f"),
+               ("q3_ms", "q3 ms", ".2f"), ("spread_ms", "spread ms", ".2f")],
+    "growth": [("context", "context", ","), ("allocated_mib", "alloc MiB", ".1f"), ("used_mib", "used MiB", ".1f"),
+               ("peak_mib", "peak MiB", ".1f")],
+    "prefill": [("prompt_tokens", "prompt", ","), ("prefill_s", "prefill s", ".3f"), ("tokens_per_s", "prompt tok/s", ".1f"),
+                ("min_s", "min s", ".3f"), ("max_s", "max s", ".3f")],
+    "batch": [("batch", "sequences", ","), ("context", "context", ","), ("ms_per_step", "ms/step", ".2f"),
+              ("tokens_per_s_total", "total tok/s", ".1f"), ("tokens_per_s", "per-seq tok/s", ".1f"),
+              ("spread_ms", "spread ms", ".2f")],
+}
+
+
+def _sections(text: str) -> tuple[str, ...]:
+    from .live_record import SWEEPS
+
+    items = tuple(dict.fromkeys(t.strip() for t in text.split(",")))
+    bad = [t for t in items if t not in SWEEPS]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"--sections must be some of {','.join(SWEEPS)} separated by commas, not {text!r}")
+    return items
+
+
+def _batch_sizes(text: str) -> list[int]:
+    values = _contexts(text)
+    if values[-1] > MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"every batch size must be a whole number from 1 to {MAX_BATCH}, not {text!r}")
+    return values
+
+
 def _cmd_record(a) -> int:
     from . import recordings
     from .live_record import record_suite, save_run
@@ -297,17 +331,15 @@ def _cmd_record(a) -> int:
     data = _run(record_suite, model, geometry, command_line(), trap_tokens=a.tokens, kv_contexts=a.kv_contexts,
                 contexts=a.contexts, kv_format=a.kv_format, geometry_kv_format=a.geometry_kv_format, warmup=a.warmup,
                 steps=a.steps, repeats=a.repeats, new_tokens=a.new_tokens, prompt_tokens=a.prompt_tokens,
-                check_context=a.check_context, title=a.title, label=a.label)
-    for name in ("decode", "growth"):
-        print(f"\n{name}")
-        cols = ([("context", "context", ","), ("ms_per_token", "ms/token", ".2f"), ("q1_ms", "q1 ms", ".2f"),
-                 ("q3_ms", "q3 ms", ".2f"), ("spread_ms", "spread ms", ".2f")]
-                if name == "decode" else
-                [("context", "context", ","), ("allocated_mib", "alloc MiB", ".1f"), ("used_mib", "used MiB", ".1f"),
-                 ("peak_mib", "peak MiB", ".1f")])
-        _print_table(data["sections"][name], cols)
-    last = data["sections"]["mechanism"][-1]
-    print(f"\nmechanism  {last['new_tokens']} tokens: {last['with_cache_s']:.2f} s with cache, {last['without_cache_s']:.2f} s without")
+                check_context=a.check_context, title=a.title, label=a.label, sections=a.sections, prompts=a.prompts,
+                batches=a.batch_sizes, batch_contexts=a.batch_contexts)
+    for name, cols in RECORD_TABLES.items():
+        if name in data["sections"]:
+            print(f"\n{name}")
+            _print_table(data["sections"][name], cols)
+    if "mechanism" in data["sections"]:
+        last = data["sections"]["mechanism"][-1]
+        print(f"\nmechanism  {last['new_tokens']} tokens: {last['with_cache_s']:.2f} s with cache, {last['without_cache_s']:.2f} s without")
     for c in data["method"].get("cross_checks", []):
         print("check      " + ", ".join(f"{k} {v}" for k, v in c.items()))
     if a.no_save:
@@ -326,7 +358,8 @@ def _cmd_quality(a) -> int:
     import json
 
     from . import real_model
-    from .live_models import backend, get_model
+    from .live_models import get_model
+    from .machine import backend
     from .live_quality import parse_format, run_quality
     from .live_record import model_info, quality_method
     from .textfile import read_text_file
@@ -364,7 +397,7 @@ def _cmd_quality(a) -> int:
 
 
 def _provenance() -> dict:
-    from .live_models import provenance
+    from .machine import provenance
 
     return provenance(command_line())
 
@@ -465,7 +498,7 @@ def add_live_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object (formats, answers, provenance)")
     p.set_defaults(run=_checked(_cmd_quality))
 
-    p = sub.add_parser("record", help="trap + growth + decode + mechanism into one recording")
+    p = sub.add_parser("record", help="trap + growth + decode + mechanism (or --sections, e.g. prefill,batch) into one recording")
     _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism", saves=True)
     _model_args(p)
     p.add_argument("--geometry", help="preset or config.json whose cache geometry the trap and growth probes use "
@@ -479,4 +512,13 @@ def add_live_commands(sub) -> None:
     p.add_argument("--name", type=_stem, help="file name of the recording, without .yaml (default: date + title)")
     p.add_argument("--check-context", type=_count("--check-context", 1, MAX_LIVE_CONTEXT),
                    help="also cross-check decode at this context: real prefill and mlx_lm generate_step")
+    p.add_argument("--sections", type=_sections, default=("trap", "growth", "decode", "mechanism"),
+                   help="what to measure, separated by commas: trap, growth, decode, mechanism (the default), "
+                        "prefill (a real prefill at each --prompts), batch (--batch-sizes sequences decoding together "
+                        "at each --batch-contexts, mlx_lm's batch caches)")
+    p.add_argument("--prompts", type=_contexts, default=_contexts(DEFAULT_PROMPTS), help="prefill: prompt lengths")
+    p.add_argument("--batch-sizes", type=_batch_sizes, default=_batch_sizes(DEFAULT_BATCHES),
+                   help=f"batch: sequences decoding together (1 to {MAX_BATCH})")
+    p.add_argument("--batch-contexts", type=_contexts, default=_contexts(DEFAULT_BATCH_CONTEXTS),
+                   help="batch: tokens each sequence holds")
     p.set_defaults(run=_checked(_cmd_record))

@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import recordings
+from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
-                   growth_probe, mechanism_probe, real_prefill_check, trap_probe)
-from .live_models import LiveModel, backend, provenance
+from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_decode import (SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, mechanism_probe,
+                          real_prefill_check)
+from .live_models import LiveModel
+from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
@@ -77,60 +80,85 @@ def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveM
             "baseline": f"mlx_lm's KVCache in the activation dtype ({model.dtype})", "quantize": QUANTIZE_RULE,
             "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with the "
                        "baseline's top-1 token (kvcore.quality)", "weights": model.weights_note, "blas": blas.state()["note"]}
+SUITE = ("trap", "growth", "decode", "mechanism")  # what `kvcore record` measures unless told otherwise
+SWEEPS = SUITE + ("prefill", "batch")  # every section `record --sections` can measure
 
 
 def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, trap_tokens: int = 1025,
                  kv_contexts: list[int], contexts: list[int], kv_format: str | None = None, geometry_kv_format: str = "fp16",
                  warmup: int = 3, steps: int = 16, repeats: int = 3, new_tokens: int = 64, prompt_tokens: int = 32,
                  check_context: int | None = None, title: str | None = None, label: str | None = None,
-                 progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
-    """trap + growth (cache geometry of `geometry`, random tensors) + decode sweep + mechanism (on
-    `model`), optionally the two decode cross-checks at `check_context`; one recording dict.
+                 progress: Progress | None = None, should_stop: StopCheck | None = None,
+                 sections: tuple[str, ...] = SUITE, prompts: list[int] | None = None, batches: list[int] | None = None,
+                 batch_contexts: list[int] | None = None) -> dict:
+    """trap + growth (cache geometry of `geometry`, random tensors) + decode sweep + mechanism (on `model`), or the
+    `sections` asked for, among them prefill (a real prefill at each of `prompts`) and batch (`batches` sequences
+    decoding together at each of `batch_contexts`); optionally the two decode cross-checks at `check_context`;
+    one recording dict.
     """
+    from .live_sweeps import BATCH_METHOD, PREFILL_METHOD, batch_sweep, prefill_sweep
+
+    unknown = [s for s in sections if s not in SWEEPS]
+    if unknown or not sections:
+        raise KvError(f"--sections must name some of {', '.join(SWEEPS)}, not {', '.join(unknown) or 'nothing'}.")
     kv_format = kv_format or model.dtype
-    phases = ["trap", "growth", "decode", "mechanism"] + (["generate_step", "real prefill"] if check_context else [])
+    checks_wanted = bool(check_context) and "decode" in sections
+    phases = [s for s in SWEEPS if s in sections] + (["generate_step", "real prefill"] if checks_wanted else [])
     total = 1000 * len(phases)
 
-    def phase(i: int):
+    def phase(name: str):
+        i = phases.index(name)
+
         def report(done: int, n: int, text: str) -> None:
             if progress:
                 progress(1000 * i + 1000 * done // max(1, n), total, f"{phases[i]}: {text}")
         return report
 
-    geometry_name = geometry if isinstance(geometry, str) else geometry.name
-    sections = {
-        "trap": trap_probe(geometry, dtype=geometry_kv_format, tokens=trap_tokens, progress=phase(0), should_stop=should_stop),
-        "growth": growth_probe(geometry, kv_contexts, kv_format=geometry_kv_format, dtype=geometry_kv_format,
-                               progress=phase(1), should_stop=should_stop),
-        "decode": decode_sweep(model, contexts, kv_format, warmup, steps, repeats, phase(2), should_stop),
-        "mechanism": mechanism_probe(model, new_tokens, prompt_tokens, phase(3), should_stop),
-    }
-    checks = []
-    if check_context:
-        checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase(4), should_stop))
-        checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase(5), should_stop))
     from .live import resolve_geometry
 
     g = resolve_geometry(geometry)
-    method = {
-        "trap": {"driver": "real mlx_lm cache classes fed random tensors of one layer", "tokens": trap_tokens,
-                 "kv_dtype": geometry_kv_format, "used_bytes": "from keys_and_values() arrays",
-                 "rotating_max_size": 512, "quantized": "group 64, 8 bits", "layers": g.count("full")},
-        "growth": {"fill": "random K/V in generate_step's prefill chunks (2048)", "kv_format": geometry_kv_format,
-                   "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"},
-        "decode": {"fill": "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing",
-                   "warmup": warmup, "steps": steps, "repeats": repeats, "statistic": "median of repeat medians",
-                   "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
-                   "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
-        "mechanism": {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
-                      "without_cache": "full forward over prompt + generated tokens every step"},
-        "backend": backend(),
-    }
+    rows, method = {}, {}
+    if "trap" in sections:
+        rows["trap"] = trap_probe(geometry, dtype=geometry_kv_format, tokens=trap_tokens, progress=phase("trap"),
+                                  should_stop=should_stop)
+        method["trap"] = {"driver": "real mlx_lm cache classes fed random tensors of one layer", "tokens": trap_tokens,
+                          "kv_dtype": geometry_kv_format, "used_bytes": "from keys_and_values() arrays",
+                          "rotating_max_size": 512, "quantized": "group 64, 8 bits", "layers": g.count("full")}
+    if "growth" in sections:
+        rows["growth"] = growth_probe(geometry, kv_contexts, kv_format=geometry_kv_format, dtype=geometry_kv_format,
+                                      progress=phase("growth"), should_stop=should_stop)
+        method["growth"] = {"fill": "random K/V in generate_step's prefill chunks (2048)", "kv_format": geometry_kv_format,
+                            "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"}
+    if "decode" in sections:
+        rows["decode"] = decode_sweep(model, contexts, kv_format, warmup, steps, repeats, phase("decode"), should_stop)
+        method["decode"] = {"fill": "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated "
+                                    "before timing", "warmup": warmup, "steps": steps, "repeats": repeats,
+                            "statistic": "median of repeat medians", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
+                            "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
+    if "mechanism" in sections:
+        rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop)
+        method["mechanism"] = {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
+                               "without_cache": "full forward over prompt + generated tokens every step"}
+    if "prefill" in sections:
+        rows["prefill"] = prefill_sweep(model, prompts or [256, 1024, 4096], kv_format, repeats, progress=phase("prefill"),
+                                        should_stop=should_stop)
+        method["prefill"] = {**PREFILL_METHOD, "repeats": repeats, "kv_format": kv_format}
+    if "batch" in sections:
+        rows["batch"] = batch_sweep(model, batches or [1, 2, 4, 8], batch_contexts or [256, 1024, 4096], kv_format,
+                                    warmup, steps, repeats, progress=phase("batch"), should_stop=should_stop)
+        method["batch"] = {**BATCH_METHOD, "warmup": warmup, "steps": steps, "repeats": repeats, "kv_format": kv_format}
+    checks = []
+    if checks_wanted:
+        checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase("generate_step"), should_stop))
+        checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase("real prefill"), should_stop))
+    method["backend"] = backend()
     if checks:
         method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
-    info = model_info(model, g, kv_format)
-    info["geometry_kv_format"] = geometry_kv_format
-    return build_recording(sections, info, method, command, title, label)
+    geometry_used = "trap" in sections or "growth" in sections
+    info = model_info(model, g if geometry_used else None, kv_format)
+    if geometry_used:
+        info["geometry_kv_format"] = geometry_kv_format
+    return build_recording(rows, info, method, command, title, label)
 
 
 def save_run(data: dict, out: str | Path | None = None, name: str | None = None) -> Path:
@@ -140,4 +168,4 @@ def save_run(data: dict, out: str | Path | None = None, name: str | None = None)
     return recordings.save(data, Path(out) if out else recordings.LOCAL_DIR, stem=name)
 
 
-__all__ = ["Interrupted", "build_recording", "record_suite", "save_run", "section_rows", "model_info", "CPU_LABEL"]
+__all__ = ["Interrupted", "SUITE", "SWEEPS", "build_recording", "record_suite", "save_run", "section_rows", "model_info", "CPU_LABEL"]

@@ -35,7 +35,7 @@ The rules, each from ggml-org/llama.cpp (file @ commit):
   `src/llama-cparams.h`: `LLAMA_MAX_SEQ 256`.
 
 Which layers are sliding (iSWA) under llama.cpp is the family table's `llama.cpp` window rule
-(kvcore.geometry.FAMILIES): Gemma 2 (`set_swa_pattern(2)`), Gemma 3 (pattern 6) and gpt-oss are iSWA;
+(kvcore.families.FAMILIES): Gemma 2 (`set_swa_pattern(2)`), Gemma 3 (pattern 6) and gpt-oss are iSWA;
 Phi-3's window is disabled ("Phi SWA is currently disabled", PR #13676); Llama/Mistral have none.
 MLA layers (DeepSeek V2/V3) are stored as one KV head with K = kv_lora_rank + rope dims and
 V = kv_lora_rank (`n_embd_head_k_mla`/`n_embd_head_v_mla`), as of the llama-kv-cache.cpp commit above.

@@ -10,7 +10,7 @@ file's metadata with the `tokenizers` package (byte-level BPE; control tokens sp
 template is the file's own (`tokenizer.chat_template`, rendered in a sandboxed jinja2).
 Weights stay quantized where the backend is fast (Metal) and are dequantized to fp32 on the CPU backend,
 where mlx's quantized matmul and fp16 are slow; LiveModel.weights_format says which.
-Example: model = load(); model.tokenizer.decode(generate(model, model.tokenizer.chat("What is the capital of France?")))
+Example: model = kvcore.live_models.load_real_model(); model.tokenizer.decode(generate(model, model.tokenizer.chat("What is the capital of France?")))
     -> "The capital of France is Paris."
 """
 
@@ -140,21 +140,39 @@ def weights_mode(backend_name: str) -> str:
     return "quantized" if backend_name == "mlx metal" else "dequantized"
 
 
-def load(mode: str | None = None, dtype: str | None = None):
-    """SmolLM2-135M-Instruct as a LiveModel (with .tokenizer); mode "dequantized" (fp32 weights and activations)
-    or "quantized" (the file's Q4_1 / Q8_0 blocks as mlx quantized layers); default by backend. Activations
-    (`dtype`) are fp16 on Metal and fp32 on the CPU backend, whose fp16 quantized matmul is both very slow and
-    imprecise here (8 tokens: logits off by 0.8 from the fp32 run, and a wrong answer after a few words)."""
+def check_geometry(path: Path) -> None:
+    """The file's geometry as llama.cpp reads it (kvcore.gguf) must be the preset's: layers, KV heads, head_dim, heads,
+    vocabulary and context. A file that differs is refused in one sentence."""
+    from . import gguf
+    from .geometry import preset_geometry
+
+    got, want = gguf.geometry(path), preset_geometry(NAME)
+
+    def shape(g):
+        return ([(l.kind, l.kv_heads, l.k_dim, l.v_dim) for l in g.layers], g.num_attention_heads, g.vocab_size,
+                g.max_position_embeddings)
+
+    if shape(got) != shape(want):
+        raise KvError(f"{path.name} does not hold the {NAME} geometry the preset states (its metadata reads "
+                      f"{len(got.layers)} layers, {got.num_attention_heads} heads, {got.layers[0].kv_heads} KV heads x "
+                      f"{got.layers[0].k_dim}); reinstall it with `{INSTALL}`.", "model_load", name=NAME,
+                      detail="geometry differs from the preset")
+
+
+def build(mode: str, dtype_name: str) -> dict:
+    """SmolLM2-135M-Instruct's parts (kvcore.live_models.load_real_model makes a LiveModel of them): mlx_lm's module
+    with the file's weights, its config, tokenizer and how the weights were made ready. Mode "dequantized" (weights
+    in `dtype_name`) or "quantized" (the file's Q4_1 / Q8_0 blocks as mlx quantized layers, scales in `dtype_name`).
+    fp16 on the CPU backend is both very slow and imprecise with quantized layers here (8 tokens: logits off by 0.8
+    from the fp32 run, a wrong answer after a few words), so the CPU runs fp32."""
     import mlx.core as mx
     import mlx.nn as nn
     from mlx_lm.models import llama
 
-    from .geometry import load_preset, parse_config
-    from .live_models import LiveModel, backend
+    from .geometry import load_preset
 
     path = require()
-    mode = mode or weights_mode(backend()["backend"])
-    dtype_name = dtype or backend()["dtype"]
+    check_geometry(path)
     if mode not in ("quantized", "dequantized"):
         raise KvError(f"Unknown weights mode {mode!r}; valid: quantized, dequantized.")
     try:
@@ -167,9 +185,7 @@ def load(mode: str | None = None, dtype: str | None = None):
     module = llama.Model(llama.ModelArgs.from_dict(config))
     quantized = {k[:-len(".scales")]: _bits(weights[k[:-len(".scales")] + ".weight"], v)
                  for k, v in weights.items() if k.endswith(".scales")}
-    from .live_models import mx_dtype
-
-    dtype = mx_dtype(dtype_name)
+    dtype = {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[dtype_name]
     if mode == "quantized":
         nn.quantize(module, class_predicate=lambda p, m: {"group_size": GGUF_GROUP, "bits": quantized[p]}
                     if p in quantized else False)
@@ -186,11 +202,7 @@ def load(mode: str | None = None, dtype: str | None = None):
     mx.eval(module.parameters())
     how = (f"{FILE_FORMAT} kept as mlx quantized layers (group {GGUF_GROUP}; Q8_0 embedding), {dtype_name} activations"
            if mode == "quantized" else f"{FILE_FORMAT} dequantized to {dtype_name} at load")
-    model = LiveModel(NAME, config, parse_config(config, NAME), str(path), FILE_FORMAT, dtype_name, module)
-    model.tokenizer = build_tokenizer(meta)
-    model.weights_mode = mode
-    model.weights_note = how
-    return model
+    return {"module": module, "config": config, "path": str(path), "tokenizer": build_tokenizer(meta), "note": how}
 
 
 # ---------------------------------------------------------------- generation
@@ -199,10 +211,9 @@ def load(mode: str | None = None, dtype: str | None = None):
 def generate(model, prompt: list[int], max_tokens: int = 32, caches: list | None = None) -> list[int]:
     """Greedy tokens after `prompt` (stops at the end-of-text token), through `caches` (default: mlx_lm's KVCache)."""
     import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
 
-    from .live_models import make_caches
-
-    caches = caches if caches is not None else make_caches(model, model.dtype)
+    caches = caches if caches is not None else make_prompt_cache(model.module)
     out: list[int] = []
     x = mx.array([prompt])
     for _ in range(max_tokens):

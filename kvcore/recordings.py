@@ -1,7 +1,8 @@
 """Recordings: one YAML file per run (measured by kvcore, or transcribed from a publication).
 
-Load with yaml.safe_load and validate; a broken file gives one RecordingError naming the file
-and the problem, and the other files still load. Save atomically (temporary file + rename),
+Load with a bounded YAML reader (read_yaml: no aliases, at most MAX_NODES values, MAX_DEPTH levels, MAX_SCALAR
+characters a value, checked on the parser's events before any data is built) and validate; a broken file gives one
+RecordingError naming the file and the problem, and the other files still load. Save atomically (temporary file + rename),
 never overwriting, and never at all in read-only mode (KVCORE_READ_ONLY=1).
 
 Schema (version 1):
@@ -48,6 +49,13 @@ READ_ONLY_ENV = "KVCORE_READ_ONLY"
 DIR_ENV = "KVCORE_RECORDINGS_DIR"  # overrides BUNDLED_DIR (tests, other deployments); local/ inside it
 MAX_FILE_BYTES = 2_000_000
 MAX_NUMBER = 1e15
+# What a file may hold, checked on the YAML parser's events before anything is built (read_yaml): the largest
+# bundled recording has ~3,200 values, 4 levels and 534 characters in its longest value.
+MAX_NODES = 30_000  # values (scalars, lists and mappings), so that what walks the data later is bounded too
+MAX_DEPTH = 12  # levels of nested lists and mappings
+MAX_SCALAR = 20_000  # characters in one value (a command quoted verbatim is the longest)
+TOP_LEVEL = ("schema", "kind", "title", "label", "short_label", "citation", "runtime", "hardware", "provenance",
+             "model", "method", "sections")  # the schema's top-level keys (above); any other is refused
 
 # What a row of each section holds: required numbers, optional numbers, texts (required ones listed again under
 # required_texts) and lists of numbers. The validation below and kvcore.live_record read it; schema_rows() writes it.
@@ -72,12 +80,23 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "answers": {"required": ("tokens",), "numbers": ("first_divergence", "margin"),
                 "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
                 "required_texts": ("kv_format", "prompt", "answer")},
-    # prompt processing: a real prefill of prompt_tokens tokens into a fresh cache (median of repeats)
-    "prefill": {"required": ("prompt_tokens", "prefill_s"),
-                "numbers": ("tokens_per_s", "repeats", "min_s", "max_s"), "texts": ("kv_format",)},
     "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
                   "texts": ("name",), "required_texts": ("name",)},
+    # prompt processing: tokens_per_s = prompt_tokens / prefill time (of all `batch` sequences, when given); a
+    # llama-bench pp/tg pair keeps its tg beside it (tg_tokens_per_s, over generation_tokens at the same depth)
+    "prefill": {"required": ("prompt_tokens", "tokens_per_s"),
+                "numbers": ("depth", "batch", "prefill_s", "repeats", "min_s", "max_s", "q1_s", "q3_s", "spread_s",
+                            "tg_tokens_per_s", "generation_tokens", "peak_memory_gb"),
+                "texts": ("series",), "lists": ("pass_s",)},  # series: which model, when one source has several
+    # batched decode: `batch` sequences at `context` tokens each; tokens_per_s_total counts every sequence's tokens,
+    # tokens_per_s (when given) is one sequence's
+    "batch": {"required": ("batch", "context", "tokens_per_s_total"),
+              "numbers": ("tokens_per_s", "ms_per_step", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "spread_ms",
+                          "prompt_tokens", "generation_tokens", "peak_memory_gb"),
+              "texts": ("series",), "lists": ("pass_ms",)},
 }
+# Counts that must be whole and at least 1 (a batch of 0.5 sequences or a prompt of 0 tokens is not a run)
+COUNTS = {"prefill": ("prompt_tokens", "batch"), "batch": ("batch",)}
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {name: f["required_texts"] for name, f in ROW_FIELDS.items() if "required_texts" in f}
@@ -262,6 +281,10 @@ def validate(data, label: str = "recording") -> dict:
     """Check a recording's structure; return it unchanged or raise RecordingError ("<label>: <problem>")."""
     if not isinstance(data, dict):
         _fail(label, "rec_not_recording", "the file must hold a YAML mapping")
+    for key in data:
+        if key not in TOP_LEVEL:
+            _fail(label, "rec_top_key", f"unknown top-level key {_short(key)} (known: {', '.join(TOP_LEVEL)})",
+                  key=_short(key), known=", ".join(TOP_LEVEL))
     if data.get("schema") != SCHEMA_VERSION:
         _fail(label, "rec_schema", f"'schema' must be {SCHEMA_VERSION}, not {_short(data.get('schema'))}",
               version=SCHEMA_VERSION, value=_short(data.get("schema")))
@@ -305,6 +328,9 @@ def validate(data, label: str = "recording") -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}", label)
+                    if key in COUNTS.get(name, ()) and (value < 1 or value != int(value)):
+                        _fail(label, "rec_count", f"{where}.{key} must be a whole number of at least 1, not {_short(value)}",
+                              field=f"{where}.{key}", value=_short(value))
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
                         _fail(label, "rec_list", f"{where}.{key} must be a non-empty list of numbers", field=f"{where}.{key}")
@@ -321,17 +347,72 @@ def validate(data, label: str = "recording") -> dict:
 # ---------------------------------------------------------------- load / save
 
 
-def parse_text(text: str, label: str = "recording") -> Recording:
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it (its wheels do)
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_END_EVENTS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def check_events(text: str, label: str = "recording") -> int:
+    """Read the YAML's events one at a time (nothing kept) and refuse, at the first event past a limit, what no
+    recording holds: an alias (*name, which expands to a copy of what its anchor holds: a 35 kB file can expand
+    to millions of values), more than MAX_NODES values, lists or mappings nested deeper than MAX_DEPTH, a value
+    longer than MAX_SCALAR characters. The work done is bounded by the limits, not by what the file would expand to.
+    Returns the number of values. Example: check_events("a: &x [1]\\nb: *x") -> RecordingError code "rec_alias".
+    """
+    nodes = depth = 0
+    events = yaml.parse(text, Loader=_LOADER)
     try:
-        data = yaml.safe_load(text)
+        for event in events:
+            line = event.start_mark.line + 1 if event.start_mark else 0
+            if isinstance(event, yaml.AliasEvent):
+                _fail(label, "rec_alias", f"line {line} uses a YAML alias (*{event.anchor}); a recording never needs one",
+                      line=line, alias=event.anchor[:60])
+            if isinstance(event, _END_EVENTS):
+                depth -= 1
+            elif isinstance(event, _NODE_EVENTS):
+                nodes, depth = _count(event, nodes, depth, line, label)
+    finally:
+        events.close()  # the parser is let go at once, also when a limit stopped the walk
+    return nodes
+
+
+def _count(event, nodes: int, depth: int, line: int, label: str) -> tuple[int, int]:
+    """One more value (and one more level for a list or mapping): (values, depth), or the limit's RecordingError."""
+    nodes += 1
+    if nodes > MAX_NODES:
+        _fail(label, "rec_nodes", f"holds more than {MAX_NODES:,} values; a recording has far fewer", n=f"{MAX_NODES:,}")
+    if isinstance(event, yaml.ScalarEvent):
+        if len(event.value) > MAX_SCALAR:
+            _fail(label, "rec_scalar", f"line {line} holds a value longer than {MAX_SCALAR:,} characters",
+                  line=line, n=f"{MAX_SCALAR:,}")
+        return nodes, depth
+    if depth + 1 > MAX_DEPTH:
+        _fail(label, "rec_depth", f"line {line} is nested deeper than {MAX_DEPTH} levels", line=line, n=MAX_DEPTH)
+    return nodes, depth + 1
+
+
+def read_yaml(text: str, label: str = "recording"):
+    """The data of a YAML text that check_events accepts (aliases, size and depth refused first); RecordingError
+    otherwise, one sentence naming the file and the problem."""
+    try:
+        check_events(text, label)
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a safe loader: CSafeLoader or SafeLoader)
+    except RecordingError:  # a limit check_events refused (a RecordingError is a ValueError too)
+        raise
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
+        if mark and "nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, read ahead of the events
+            _fail(label, "rec_depth", f"line {mark.line + 1} is nested deeper than {MAX_DEPTH} levels", line=mark.line + 1,
+                  n=MAX_DEPTH)
         if mark:
             _fail(label, "rec_yaml_at", f"not valid YAML at line {mark.line + 1}", line=mark.line + 1)
         _fail(label, "rec_yaml", "not valid YAML")
-    except (ValueError, OverflowError, RecursionError) as e:  # e.g. absurd timestamps or nesting
-        _fail(label, "rec_yaml_value", f"unreadable YAML value ({type(e).__name__})")
-    return Recording(None, validate(data, label))
+    except (ValueError, OverflowError):  # e.g. a date such as 2026-13-45, or an integer of 5,000 digits
+        _fail(label, "rec_yaml_value", "holds a value YAML cannot read (a date or a number out of range)")
+
+
+def parse_text(text: str, label: str = "recording") -> Recording:
+    return Recording(None, validate(read_yaml(text, label), label))
 
 
 def parse_bytes(raw: bytes, label: str = "recording") -> Recording:

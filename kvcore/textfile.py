@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import KvError
 
@@ -48,6 +49,22 @@ def read_text_file(path: str | Path, max_bytes: int, label: str | None = None) -
 def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) -> bytes:
     """A regular file's first `max_bytes + 1` bytes (one more than allowed, so the caller can tell it is too large);
     KvError when it is missing, unreadable, a folder, or not a regular file."""
+    label = label or str(path)
+    with open_regular(path, label) as f:
+        try:  # what the file holds (a buffer of its size, not of the limit's), one byte more to see it grew
+            want = min(max_bytes, os.fstat(f.fileno()).st_size) + 1
+            data = f.read(want)
+            if len(data) == want <= max_bytes:  # larger than it said (it grew, or /proc): the rest, up to the limit
+                data += f.read(max_bytes + 1 - want)
+            return data
+        except OSError as e:
+            raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
+                          detail=e.strerror or str(e)) from None
+
+
+def open_regular(path: str | Path, label: str | None = None) -> BinaryIO:
+    """A regular file opened for binary reading (the caller closes it); KvError when it is missing, unreadable,
+    a folder, or not a regular file (a FIFO, a device or a socket is refused before any read can wait on it)."""
     path = Path(path)
     label = label or str(path)
     try:
@@ -58,16 +75,12 @@ def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) 
     except OSError as e:
         raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
                       detail=e.strerror or str(e)) from None
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
+    f = os.fdopen(fd, "rb")
+    mode = os.fstat(f.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        f.close()
         if stat.S_ISDIR(mode):
             raise KvError(f"{label} is a folder, not a file.", "file_folder", label=label)
-        if not stat.S_ISREG(mode):
-            raise KvError(f"{label} is not a regular file (a device, a pipe or a socket); give a file.",
-                          "file_not_regular", label=label)
-        try:
-            data = f.read(max_bytes + 1)
-        except OSError as e:
-            raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
-                          detail=e.strerror or str(e)) from None
-    return data
+        raise KvError(f"{label} is not a regular file (a device, a pipe or a socket); give a file.",
+                      "file_not_regular", label=label)
+    return f

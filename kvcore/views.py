@@ -8,11 +8,12 @@ Example: trap_curve(preset_geometry("llama-3.2-1b"), 300) -> allocated jumps 8.0
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import pandas as pd
 
-from . import allocsim, decode_model, hardware
+from . import allocsim
+from .calculator import doubling_contexts, max_context, memory_curves
+from .decode_model import worked_check
 from .errors import KvError
 from .formats import FORMATS, get_format
 from .formulas import (
@@ -27,9 +28,7 @@ from .formulas import (
 )
 from .geometry import Geometry, preset_geometry
 from .published import figures
-from .calculator import max_context, memory_curves, predict_decode
-from .decode_model import chip_for, geometry_for
-from .recordings import Recording, is_apple_silicon
+from .recordings import Recording
 from .units import GIB, MIB
 
 ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-Instruct-4bit)
@@ -38,92 +37,10 @@ ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-
 # ---------------------------------------------------------------- recordings
 
 
-def source_class(rec: Recording) -> str:
-    """'published', 'apple' (measured on Apple Silicon) or 'other' (measured anywhere else)."""
-    if rec.kind == "published":
-        return "published"
-    return "apple" if is_apple_silicon(rec.data.get("provenance", {})) else "other"
-
-
-def provenance(rec: Recording) -> dict:
-    """The badge's fields: kind, class, label, chip, machine, memory, model, weights and KV format, method (as recorded:
-    method_groups reads it), versions, date, command, citation (source, url, note). Empty where the recording is silent."""
-    d, prov = rec.data, rec.data.get("provenance", {})
-    machine = prov.get("machine", {})
-    hw = d.get("hardware", {})
-    versions = prov.get("versions", {})
-    citation = d.get("citation", {})
-    return {
-        "kind": rec.kind,
-        "class": source_class(rec),
-        "label": rec.label,
-        "chip": machine.get("chip") or hw.get("chip", ""),
-        "vendor": hw.get("vendor", ""),
-        "machine": ", ".join(str(v) for v in (machine.get("os"), prov.get("backend") or hw.get("backend"), prov.get("device")) if v),
-        "memory_gb": machine.get("memory_gb") or hw.get("memory_gb") or "",
-        "model": d["model"]["name"],
-        "weights_format": d["model"].get("weights_format", ""),
-        "kv_format": d["model"].get("kv_format", ""),
-        "method": d.get("method", {}),
-        "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
-        "date": str(prov.get("date", "")),
-        "command": str(prov.get("command", "")),
-        "citation": citation.get("source", ""),
-        "url": citation.get("url", ""),
-        "note": citation.get("note", ""),
-        # a published run's source details (empty when the recording has none)
-        "author": citation.get("author", ""),
-        "published": str(citation.get("date", "")),
-        "grade": citation.get("grade", ""),
-        "runtime": _runtime(rec) if isinstance(d.get("runtime"), dict) else "",
-    }
-
-
-def source_colors(recs: list[Recording]) -> dict[str, str]:
-    """One colour per recording id, the same on every page and chart: the palette in order of the sorted ids.
-
-    Example: source_colors(all recordings)["published-article-a-m5-pro"] -> '#4c78a8' wherever it is drawn.
-    """
-    from .charts import PALETTE
-
-    return {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(sorted({r.id for r in recs}))}
-
-
-def method_groups(method) -> list[tuple[str, list[tuple[str, object]]]]:
-    """A recording's free-form method as (group, [(field, value), ...]): "" for the top-level fields, then one group
-    per nested mapping (a section's method, the backend) and per list of mappings (cross-checks: one item per entry,
-    named by its `check` field). Order as recorded.
-
-    Example: {"fill": "synthetic", "decode": {"warmup": 3}} -> [("", [("fill", "synthetic")]), ("decode", [("warmup", 3)])]
-    """
-    if not isinstance(method, dict):
-        return [("", [("note", str(method))])] if method else []
-    top, groups = [], []
-    for key, value in method.items():
-        if isinstance(value, dict):
-            groups.append((str(key), list(value.items())))
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            groups.append((str(key), [(str(v.get("check", i + 1)), {k: x for k, x in v.items() if k != "check"})
-                                      for i, v in enumerate(value)]))
-        else:
-            top.append((str(key), value))
-    return ([("", top)] if top else []) + groups
-
-
 def section_frame(recs: list[Recording], section: str) -> pd.DataFrame:
     """Rows of one section from several recordings, with the recording's id and label as columns."""
     frames = [pd.DataFrame(r.rows(section)).assign(source=r.label, recording=r.id) for r in recs if r.has(section)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def recordings_table(recs: list[Recording], local_ids: set[str]) -> pd.DataFrame:
-    rows = []
-    for r in recs:
-        p = provenance(r)
-        rows.append({"recording": r.id, "kind": r.kind, "where": "local" if r.id in local_ids else "bundled",
-                     "label": r.label, "chip": p["chip"], "model": p["model"], "date": p["date"],
-                     "sections": ", ".join(r.data["sections"])})
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- 1 mechanism
@@ -248,16 +165,11 @@ def chunking_table(geometry: Geometry, patterns: list[str], kv_format: str = "fp
 # ---------------------------------------------------------------- 3 linear growth
 
 
-def contexts(max_context: int, start: int = 1024) -> list[int]:
-    """Powers of two from `start` to `max_context` (all multiples of 256)."""
-    return [2**k for k in range(int(math.log2(start)), int(math.log2(max_context)) + 1)]
-
-
 def growth_curve(geometry: Geometry, max_context: int, spec: KvSpec, weights_format: str, sequences: int = 1) -> pd.DataFrame:
     """Allocated / used / theory KV bytes at each power-of-two context, with the weights as a level."""
     w = weights_bytes(geometry, weights_format)
     rows = []
-    for t in contexts(max_context):
+    for t in doubling_contexts(max_context):
         used = kv_bytes(geometry, t, spec, sequences)
         for series, value in (("allocated", sequences * allocated_bytes(geometry, t, spec)), ("used", used),
                               ("theory", used), ("weights", w)):
@@ -284,20 +196,6 @@ def growth_measured(recs: list[Recording]) -> pd.DataFrame:
 # ---------------------------------------------------------------- 4 decode slowdown
 
 
-def decode_points(rec: Recording) -> pd.DataFrame:
-    """Measured decode points with the bytes each generated token reads and the bandwidth that implies."""
-    df = pd.DataFrame(rec.rows("decode"))
-    model = geometry_for(rec)
-    if df.empty or model is None:
-        return df
-    geometry, weights, spec = model
-    df["weights_bytes"] = weights_bytes(geometry, weights, active=True)
-    df["kv_bytes"] = [kv_bytes(geometry, int(t), spec) for t in df["context"]]
-    df["bytes_per_token"] = df["weights_bytes"] + df["kv_bytes"]
-    df["implied_gbps"] = df["bytes_per_token"] * df["tokens_per_s"] / 1e9
-    return df.assign(source=rec.label, recording=rec.id)
-
-
 SPREADS = {"iqr": ("q1_ms", "q3_ms"), "range": ("min_ms", "max_ms")}
 
 
@@ -318,64 +216,6 @@ def decode_spread(points: pd.DataFrame, spread: str = "iqr", fallback: str | Non
         for col in ("tokens_per_s_low", "tokens_per_s_high"):
             out[col] = out[col].fillna(other[col])
     return out
-
-
-def decode_fit(rec: Recording) -> tuple[decode_model.Fit, pd.DataFrame] | None:
-    """The fitted bytes/BW_eff model for a run and its curve over the run's context range (log-spaced)."""
-    points = decode_points(rec)
-    if points.empty or "bytes_per_token" not in points:
-        return None
-    fit = decode_model.fit_run(rec)
-    geometry, weights, spec = geometry_for(rec)
-    lo, hi = int(points["context"].min()), int(points["context"].max())
-    grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
-    curve = pd.DataFrame({"context": grid})
-    curve["tokens_per_s"] = [fit.predict(decode_model.bytes_per_generated_token(geometry, t, spec, weights)) for t in grid]
-    return fit, curve.assign(source=rec.label, recording=rec.id)
-
-
-def worked_check(rec: Recording) -> dict | None:
-    """First vs last decode point: bytes per token, predicted and measured slowdown, implied bandwidths."""
-    points = decode_points(rec)
-    if len(points) < 2 or "bytes_per_token" not in points:
-        return None
-    a, b = points.iloc[0], points.iloc[-1]
-    return {"context_a": int(a["context"]), "context_b": int(b["context"]),
-            "tokens_per_s_a": float(a["tokens_per_s"]), "tokens_per_s_b": float(b["tokens_per_s"]),
-            "weights_bytes": int(a["weights_bytes"]), "kv_bytes_a": int(a["kv_bytes"]), "kv_bytes_b": int(b["kv_bytes"]),
-            "bytes_a": int(a["bytes_per_token"]), "bytes_b": int(b["bytes_per_token"]),
-            "predicted_slowdown": float(b["bytes_per_token"] / a["bytes_per_token"]),
-            "measured_slowdown": float(a["tokens_per_s"] / b["tokens_per_s"]),
-            "gbps_a": float(a["implied_gbps"]), "gbps_b": float(b["implied_gbps"])}
-
-
-def chip_memory_bytes(chip: hardware.Chip) -> int | None:
-    """The most memory a model may use on `chip`: its largest memory option (vendors' "GB" are GiB) within
-    macOS's default GPU share on a Mac; None when the hardware table lists no sizes for it."""
-    if not chip.memory_gb:
-        return None
-    gb, _ = hardware.gpu_memory_limit_gb(float(max(chip.memory_gb)), chip.unified)
-    return int(gb * GIB)
-
-
-def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: hardware.Chip, efficiency: float,
-            max_context: int) -> pd.DataFrame:
-    """Predicted tok/s vs context on a chip, at its peak bandwidth and at `efficiency` x peak: only at contexts the
-    model supports (max_position_embeddings) and whose weights + KV fit in the chip's largest memory.
-
-    Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
-    """
-    limit = min(max_context, geometry.max_position_embeddings or max_context)
-    ctxs = sorted({*(t for t in contexts(max_context, 256) if t <= limit), limit})  # the model's own limit is drawn too
-    memory = chip_memory_bytes(chip)
-    if memory is not None:
-        weights = weights_bytes(geometry, weights_format)
-        ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
-    if not ctxs:
-        return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
-    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
-              for series, share in (("peak", 1.0), ("effective", efficiency))]
-    return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]
 
 
 # ---------------------------------------------------------------- 5 savings
@@ -421,8 +261,20 @@ def _mla_as_mha(geometry: Geometry, dims: tuple[int, int]) -> Geometry:
     return dataclasses.replace(geometry, layers=layers)
 
 
+def misfits(geometry: Geometry, formats: list[str]) -> dict[str, KvError]:
+    """The formats that cannot store this model's cache, each with the engine's refusal (format_table leaves them
+    out). Example: misfits(preset_geometry("phi-3-mini-4k"), ["fp16", "mlx-q4"]) -> {"mlx-q4": KvError(...)}."""
+    out = {}
+    for name in formats:
+        try:
+            kv_bytes_per_token(geometry, KvSpec(name, name))
+        except KvError as e:
+            out[name] = e
+    return out
+
+
 def format_table(geometry: Geometry, formats: list[str], activation_dtype: str = "fp16") -> pd.DataFrame:
-    """Bits per value and bytes per token for each format on this model (padding included); skips misfits."""
+    """Bits per value and bytes per token for each format on this model (padding included); skips misfits (misfits())."""
     rows = []
     fp16 = kv_bytes_per_token(geometry, KvSpec(activation_dtype=activation_dtype))
     for name in formats:
@@ -459,7 +311,7 @@ def one_line_per_cost(curves: pd.DataFrame, geometry: Geometry) -> pd.DataFrame:
 def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> pd.DataFrame:
     """KV GiB vs context per format, one line per distinct cost (see one_line_per_cost)."""
     listed = list(format_table(geometry, formats)["format"])
-    df = one_line_per_cost(pd.DataFrame(memory_curves(geometry, contexts(max_context), 0, 1, KvSpec(), listed)), geometry)
+    df = one_line_per_cost(pd.DataFrame(memory_curves(geometry, doubling_contexts(max_context), 0, 1, KvSpec(), listed)), geometry)
     return df.assign(gib=df["kv_bytes"] / GIB)[["context", "format", "gib"]]
 
 
@@ -518,56 +370,3 @@ def key_numbers(rec: Recording | None) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- 4 decode: slowdown against the bytes model
-
-
-def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
-    """Every run's measured slowdown against what the bytes model predicts, one row per decode point.
-
-    measured_slowdown = time per token at the context / at the run's shortest context (= tok/s there / here);
-    predicted_slowdown = bytes read per token at the context / at the shortest (active weights + KV, with the
-    run's own model, weights format and KV format). A memory-bound run sits on the identity line; one whose
-    measured slowdown is steeper than its bytes (kernels, latency) sits above it. The first point of every
-    run is (1, 1). Runs without a model geometry or with fewer than two points are left out.
-    Example: Article A's M5 Pro run -> (1, 1) at 1,024 tokens, (2.43, 2.45) at 32,768.
-    """
-    frames = []
-    for rec in recs:
-        points = decode_points(rec)
-        if len(points) < 2 or "bytes_per_token" not in points:
-            continue
-        points = points.sort_values("context", kind="stable").reset_index(drop=True)
-        first = points.iloc[0]
-        p = provenance(rec)
-        frames.append(pd.DataFrame({
-            "run": rec.short_label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
-            "runtime": _runtime(rec), "model": p["model"],
-            "context": points["context"].astype(int), "tokens_per_s": points["tokens_per_s"].astype(float),
-            "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
-            "bytes_per_token": points["bytes_per_token"].astype(int),
-            "predicted_slowdown": points["bytes_per_token"] / first["bytes_per_token"],
-            "measured_slowdown": first["tokens_per_s"] / points["tokens_per_s"],
-        }))
-    columns = ["run", "recording", "kind", "chip", "runtime", "model", "context", "tokens_per_s", "ms_per_token",
-               "bytes_per_token", "predicted_slowdown", "measured_slowdown"]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
-
-
-def _runtime(rec: Recording) -> str:
-    """The engine a run used: a published run's runtime (name and version), a measured run's backend."""
-    runtime = rec.data.get("runtime")
-    if isinstance(runtime, dict):
-        name, version = str(runtime.get("name", "")), str(runtime.get("version", ""))
-        return version if version.lower().startswith(name.lower()) else " ".join(filter(None, (name, version)))
-    prov = rec.data.get("provenance", {})
-    return str(prov.get("backend") or rec.data.get("hardware", {}).get("backend") or "—")
-
-
-def slowdown_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each run's last (longest-context) point of slowdown_vs_bytes, with measured ÷ predicted:
-    1 on the identity line, above 1 when decode slows more than its bytes grow."""
-    if frame.empty:
-        return frame.assign(context_first=[], ratio=[])
-    first = frame.groupby("recording", sort=False)["context"].min().rename("context_first")
-    last = frame.loc[frame.groupby("recording", sort=False)["context"].idxmax()].join(first, on="recording")
-    return last.assign(ratio=last["measured_slowdown"] / last["predicted_slowdown"]).reset_index(drop=True)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kvcore import calculator, llamacpp, views
-from kvcore.formulas import MAX_CONTEXT, KvSpec, formula_terms
-from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, parse_json_text, preset_geometry
+from kvcore.formulas import KvSpec, formula_terms
+from kvcore.limits import MAX_CONTEXT
+from kvcore.config import parse_json_text
+from kvcore.geometry import LCPP, RUNTIMES, Geometry, parse_config, preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
@@ -109,7 +111,17 @@ def numbers_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_b
     its exact bytes."""
     result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
     t = i18n.translator(lang)
-    rows = pd.DataFrame([{"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]} for q in NUMBERS])
+    windowed = result["kv_bytes_per_token_at_context"] != result["kv_bytes_per_token"]  # sliding windows stop growing
+    rows = []
+    for q in NUMBERS:
+        if q == "kv_bytes_per_token" and windowed:  # what one token adds only until the windows are full; and the average
+            rows.append({"quantity": t("calc.q_kv_bytes_per_token_window"), "size": fmt_bytes(result[q]), "bytes": result[q]})
+            avg = result["kv_bytes_per_token_average"]
+            rows.append({"quantity": t("calc.q_kv_bytes_per_token_average", n=f"{ctx:,}"), "size": fmt_bytes(avg),
+                         "bytes": round(avg)})
+            continue
+        rows.append({"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]})
+    rows = pd.DataFrame(rows)
     return md_table(rows, {"quantity": (t("calc.col_quantity"), None), "size": (t("calc.col_size"), None),
                            "bytes": (t("calc.col_bytes"), "{:,}")})
 
@@ -154,14 +166,21 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = chart_contexts(ctx) if fits else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
-    rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs)
-    here = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs)[0]["tokens_per_s"] if fits else None
-    dec = pd.DataFrame(rows).assign(series=t("calc.predicted"))
+    llama = llama_options(src, seqs)
+    rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
+    at = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0] if fits else None
+    here = at["tokens_per_s"] if at else None
+    each = t("calc.decode_each_slot" if g.runtime == LCPP else "calc.decode_each_sequence")
+    dec = pd.DataFrame(rows).assign(series=t("calc.predicted") + (f" ({each})" if seqs > 1 else ""))
+    if seqs > 1:  # the total of all sequences is a second line, named as such
+        total = pd.DataFrame(rows).assign(tokens_per_s=lambda d: d["tokens_per_s_total"],
+                                          series=t("calc.predicted") + f" ({t('calc.decode_all', n=seqs)})")
+        dec = pd.concat([dec, total], ignore_index=True)
     marks = (pd.DataFrame([{"context": ctx, "tokens_per_s": here, "label": f"{ctx:,}: {here:,.1f} tok/s"}])
              if here is not None else None)
     return {"chart": make_chart(dec, "marked_series_chart", dec, "context", "tokens_per_s", "series", t("common.context"),
                                 t("common.tok_s"), log_x=True, rules=limit_rule(g, contexts[-1], lang), marks=marks),
-            "here": here, "fits_to": fits_to}
+            "here": here, "here_total": at["tokens_per_s_total"] if at else None, "each": each, "fits_to": fits_to}
 
 
 @section_cache(max_entries=8)

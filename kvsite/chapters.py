@@ -37,9 +37,9 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("nbytes_trap", "2_Nbytes_trap.py", "trap", "trap"),
     Chapter("linear_growth", "3_Linear_growth.py", "growth", "growth"),
     Chapter("decode_slowdown", "4_Decode_slowdown.py", "decode", "decode"),
-    Chapter("savings", "5_Savings.py", "savings"),
-    Chapter("calculator", "6_Calculator.py", "calc"),
-    Chapter("recordings", "7_Recordings.py", "recordings"),
+    Chapter("savings", "6_Savings.py", "savings"),
+    Chapter("calculator", "7_Calculator.py", "calc"),
+    Chapter("recordings", "8_Recordings.py", "recordings"),
 )
 
 

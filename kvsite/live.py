@@ -51,7 +51,7 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.live import SWEEP_ORDER, SWEEP_SPREAD
+        from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD
         from kvcore.live_record import build_recording
 
         method = {"fill": "synthetic (random K/V, T+1 rows)", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
@@ -68,7 +68,7 @@ def _run(job: Job) -> None:
 
 
 def _measure(job: Job) -> None:
-    from kvcore import live, live_models
+    from kvcore import live, live_decode, live_models
 
     p = job.params
     try:
@@ -85,13 +85,13 @@ def _measure(job: Job) -> None:
             def show(rows: list[dict]) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
                 job.sections["decode"] = rows
 
-            job.sections["decode"] = live.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
+            job.sections["decode"] = live_decode.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
                                                        repeats=p["repeats"], progress=progress, should_stop=stop,
                                                        on_rows=show)
         if job.kind == "suite":
             job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
                                                        dtype=model.dtype, should_stop=stop)
-            job.sections["mechanism"] = live.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
+            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"

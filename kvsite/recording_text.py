@@ -10,7 +10,7 @@ import pandas as pd
 
 from kvcore.recordings import Recording
 from kvcore.units import fmt_num
-from kvcore.views import method_groups
+from kvcore.provenance import method_groups
 
 from . import i18n
 from .cache import section_cache

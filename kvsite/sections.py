@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import allocsim, calculator, hardware, views
+from kvcore import allocsim, calculator, decode_model, hardware, provenance as run_info, views
 from kvcore.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
@@ -42,8 +42,8 @@ def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = 
 
 
 def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
-    """{legend name: colour}: each recording keeps one colour on every page (kvcore.views.source_colors)."""
-    names, by_id = source_names(recs, lang), views.source_colors(recs)
+    """{legend name: colour}: each recording keeps one colour on every page (kvcore.provenance.source_colors)."""
+    names, by_id = source_names(recs, lang), run_info.source_colors(recs)
     return {names[rid]: colour for rid, colour in by_id.items()}
 
 
@@ -65,7 +65,7 @@ def _k(tokens: int) -> str:
 
 def home_decode(rec: Recording | None, numbers: dict) -> dict:
     """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
-    p = views.provenance(rec) if rec is not None else {"chip": "", "model": ""}
+    p = run_info.provenance(rec) if rec is not None else {"chip": "", "model": ""}
     vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
     return {"a": _k(numbers["context_a"]), "b": _k(numbers["context_b"]), "chip": " ".join(filter(None, (vendor, p["chip"]))),
             "model": p["model"].split("/")[-1]}
@@ -95,7 +95,7 @@ def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
-            "limit": fmt_pct(FAR_BELOW_PEAK)}
+            "limit": fmt_pct(FAR_BELOW_PEAK), "floor": fmt_num(hardware.slowest_memory()[0])}
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
@@ -137,7 +137,7 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     t = i18n.translator(lang)
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
-    chips = {r.id: views.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
+    chips = {r.id: run_info.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
     df = df.assign(run=df["recording"].map(chips) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
                    source=df["recording"].map(names), mode=df["mode"].map(i18n.translator(lang, "mechanism.")),
@@ -221,8 +221,11 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 
 @cached
 def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
-    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model)."""
+    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
+    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
+    if kv in views.misfits(g, [kv]):
+        return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
@@ -271,8 +274,8 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
 def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
-    fits = [views.decode_fit(r) for r in runs]
-    pts = [views.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
+    fits = [decode_model.decode_fit(r) for r in runs]
+    pts = [decode_model.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
@@ -288,8 +291,8 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
                        points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
                        error=("tokens_per_s_low", "tokens_per_s_high"))
     rec = runs[0]
-    return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and views.worked_check(rec),
-            "chip": fits[0] and views.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
+    return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and decode_model.worked_check(rec),
+            "chip": fits[0] and decode_model.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
@@ -313,8 +316,8 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     """Predicted tok/s on a chip where the model fits and supports the context; why not, where it does not."""
     t = i18n.translator(lang)
     g, c = preset_geometry(model), hardware.get_chip(chip)
-    pred = views.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
-    memory = views.chip_memory_bytes(c)
+    pred = calculator.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
+    memory = calculator.chip_memory_bytes(c)
     caveat = t("decode.caveat" if c.unified else "decode.caveat_gpu")
     if pred.empty:
         return {"chart": None, "caveat": caveat,
@@ -338,10 +341,10 @@ WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own li
 
 @cached
 def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
-    """Every run's measured slowdown against the bytes model's (views.slowdown_vs_bytes): the chart (each run named
+    """Every run's measured slowdown against the bytes model's (decode_model.slowdown_vs_bytes): the chart (each run named
     and coloured as everywhere on the site), a table of each run's longest context, and the runs shown.
     None when no run has two points and a model."""
-    frame = views.slowdown_vs_bytes(recs)
+    frame = decode_model.slowdown_vs_bytes(recs)
     if frame.empty:
         return None
     t, names = i18n.translator(lang, "decode."), source_names(recs, lang)
@@ -351,7 +354,7 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
     chart = make_chart(frame[fields].rename(columns=titles), "slowdown_scatter", frame, "predicted_slowdown", "measured_slowdown",
                        "run", t("sb_x"), t("sb_y"), t("sb_identity"), tooltip=("chip", "runtime", "model", "context", "tokens_per_s"),
                        colors=source_colors(recs, lang), titles=titles)
-    summary = views.slowdown_summary(frame)
+    summary = decode_model.slowdown_summary(frame)
     table = md_table(summary, {"run": (t("sb_run"), None), "context_first": (t("sb_from"), "{:,}"),
                                "context": (t("sb_to"), "{:,}"), "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
                                "measured_slowdown": (t("sb_measured"), "{:.2f}×"), "ratio": (t("sb_ratio"), "{:.2f}")})
@@ -388,13 +391,20 @@ def heads(model: str, ctx: int, lang: str) -> dict:
 @cached
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
-    the formats table."""
+    the formats table; `kept`: the formats this model's cache can be stored in, `left_out`: why the others cannot
+    (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    curve = views.formats_curve(g, list(fmts), top)
+    misfits = views.misfits(g, list(fmts))
+    kept = tuple(f for f in fmts if f not in misfits)
+    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    if not kept:
+        return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
+    curve = views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
-    return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
+    return {"kept": kept, "left_out": left_out,
+            "chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
@@ -444,7 +454,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
     rows = views.section_frame([rec], "benchmark")
     rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
     t = i18n.translator(lang)
-    p = views.provenance(rec)
+    p = run_info.provenance(rec)
     titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
     table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
     return {"chart": make_chart(table, "bar_chart", rows, "name", "tokens_per_s", "name", t("savings.weights_precision"), t("common.tok_s"),
@@ -458,7 +468,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
 @cached
 def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: str) -> object:
     """Every recording, one row each, with headers, kinds, places and section names in `lang`."""
-    df = views.recordings_table(recs, set(local_ids))
+    df = run_info.recordings_table(recs, set(local_ids))
     if df.empty:
         return arrow(df)
     t = i18n.translator(lang)

@@ -13,6 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from kvcore import recordings, views
+from kvcore.provenance import provenance as recording_provenance
 from kvcore.recordings import Recording
 
 from .cache import HASH_FUNCS, section_cache
@@ -59,10 +60,10 @@ _provenances: OrderedDict[str, dict] = OrderedDict()
 
 
 def provenance(rec: Recording) -> dict:
-    """views.provenance(rec), once per recording content (read-only: shared)."""
+    """recording_provenance(rec), once per recording content (read-only: shared)."""
     value = _provenances.get(rec.key)
     if value is None:
-        value = _provenances[rec.key] = views.provenance(rec)
+        value = _provenances[rec.key] = recording_provenance(rec)
         while len(_provenances) > 256:
             _provenances.popitem(last=False)
     return value

@@ -22,6 +22,8 @@ STORE = "kv_uploads"  # st.session_state: {id: Recording}, this session's upload
 RESULT = "kv_upload_result"  # st.session_state: the last upload's id, or its RecordingError
 MAX_WIDGET_MB = 10  # the uploader's own refusal (Streamlit's message) above this; our sentence from MAX_FILE_BYTES
 MAX_KEPT = 5  # a session keeps its last five uploads (each up to MAX_FILE_BYTES, in the server's memory)
+MAX_SESSION_BYTES = 2 * recordings.MAX_FILE_BYTES  # and at most this many bytes of files: the oldest go first
+SIZES = "kv_upload_bytes"  # st.session_state: {id: the file's size in bytes}, for the bound above
 
 
 def uploaded() -> list[Recording]:
@@ -49,14 +51,17 @@ def receive() -> None:
     except RecordingError as e:
         st.session_state[RESULT] = e
         return
-    store = st.session_state.setdefault(STORE, {})
+    store, sizes = st.session_state.setdefault(STORE, {}), st.session_state.setdefault(SIZES, {})
     for rid, old in list(store.items()):  # the same file again replaces itself
-        if old.data == rec.data:
+        if old.data == rec.data:  # a walk of at most recordings.MAX_NODES values each
             del store[rid]
+            sizes.pop(rid, None)
     rec.name = _new_id(file.name, {r.id for r in load_recordings()[0]} | set(store))
     store[rec.name] = rec
-    while len(store) > MAX_KEPT:
-        del store[next(iter(store))]
+    sizes[rec.name] = file.size
+    while len(store) > MAX_KEPT or sum(sizes.get(rid, 0) for rid in store) > MAX_SESSION_BYTES:
+        sizes.pop(oldest := next(iter(store)), None)
+        del store[oldest]
     st.session_state[RESULT] = rec.name
 
 

@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore import hardware
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
-from kvcore import views
+from kvcore.provenance import provenance
 from kvcore.views import ARTICLE_MODEL
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio
 from kvsite import live, sections
@@ -59,7 +59,7 @@ weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMAT
 article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 default_eff = sections.default_efficiency(article)
 eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
-               help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=views.provenance(article)["chip"] if article else "—"))
+               help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=provenance(article)["chip"] if article else "—"))
 what = sections.what_if(chip_name, model, weights, eff, f.lang)
 if what["chart"] is None:
     st.warning(what["text"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -18,33 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore import blas, real_model  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
-from kvcore.live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, mechanism_probe  # noqa: E402
+from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, mechanism_probe  # noqa: E402
+from kvcore.live_sweeps import prefill_sweep  # noqa: E402
 from kvcore.live_cli import BUNDLED_TEXT  # noqa: E402
-from kvcore.live_models import backend, make_caches  # noqa: E402
+from kvcore.machine import backend  # noqa: E402
+from kvcore.live_models import load_real_model  # noqa: E402
 from kvcore.live_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402
 from kvcore.live_record import build_recording, model_info, quality_method, save_run  # noqa: E402
 
 PROMPTS = ("What is the capital of Japan?", "What is the capital of France?",
            "What is the largest planet in the Solar System?")
-
-
-def prefill_rows(model, ids, lengths, repeats=2) -> list[dict]:
-    import mlx.core as mx
-
-    rows = []
-    for n in lengths:
-        times = []
-        for _ in range(repeats):
-            caches = make_caches(model, model.dtype)
-            t0 = time.perf_counter()
-            for start in range(0, n, 2048):
-                model.module(mx.array([ids[start:min(n, start + 2048)]]), cache=caches)
-                mx.eval([c.state for c in caches])
-            times.append(time.perf_counter() - t0)
-        s = statistics.median(times)
-        rows.append({"prompt_tokens": n, "prefill_s": s, "tokens_per_s": n / s, "repeats": repeats,
-                     "min_s": min(times), "max_s": max(times), "kv_format": model.dtype})
-    return rows
 
 
 def main() -> int:
@@ -55,7 +37,7 @@ def main() -> int:
     a = p.parse_args()
     command = shlex.join(["python", "scripts/record_smollm2.py", *sys.argv[1:]])
     t_all = time.perf_counter()
-    model = real_model.load()
+    model = load_real_model()
     ids = model.tokenizer.encode(BUNDLED_TEXT.read_text(encoding="utf-8"))
     options = [parse_format("fp16"), parse_format("mlx-q8"), parse_format("mlx-q4"), parse_format("mlx-q4", 32)]
     checkpoints = tuple(c for c in (512, 1024, 2048, 4096, 8192) if c < a.tokens)
@@ -69,7 +51,7 @@ def main() -> int:
     print("mechanism done", flush=True)
     decode = decode_sweep(model, [256, 1024, 4096, 8192], warmup=2, steps=8, repeats=2)
     print("decode done", flush=True)
-    prefill = prefill_rows(model, ids, [128, 512, 2048])
+    prefill = prefill_sweep(model, [128, 512, 2048], repeats=2)
     total_s = time.perf_counter() - t_all
     method = {"quality": dict(quality_method(str(BUNDLED_TEXT), a.tokens, 256, " | ".join(PROMPTS), model),
                               checkpoints=list(checkpoints), seconds=round(quality_s, 1)),
@@ -80,7 +62,8 @@ def main() -> int:
                          "repeats": 2, "statistic": "median of repeat medians", "order": SWEEP_ORDER,
                          "spread": SWEEP_SPREAD, "sync": "mx.eval of the sampled token every step",
                          "kv_format": model.dtype},
-              "prefill": {"text": BUNDLED_TEXT.name, "chunk": 2048, "statistic": "median of 2 fresh-cache runs"},
+              "prefill": {"tokens": "random token ids (the time does not depend on which)", "chunk": 2048,
+                          "statistic": "median of 2 passes, a fresh cache each, one untimed warm-up"},
               "backend": backend(), "blas": blas.state(), "total_seconds": round(total_s, 1)}
     label = f"Measured — Linux CPU (mlx[cpu], {blas.label()}), SmolLM2-135M real weights, not Apple Silicon"
     data = build_recording({"quality": quality, "answers": answer_rows, "mechanism": mech, "decode": decode,

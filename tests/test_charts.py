@@ -19,7 +19,7 @@ def _rows(layer: dict, datasets: dict) -> list[dict]:
 
 @pytest.mark.mlx
 def test_decode_points_get_error_bars_from_their_spread_over_passes():
-    from kvcore.live import decode_sweep
+    from kvcore.live_decode import decode_sweep
     from kvcore.live_models import build_random
 
     tiny = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 128,

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from kvcore.calculator import calculate
 from kvcore.errors import KvError
-from kvcore.geometry import load_preset, parse_config, parse_json_text, preset_names
+from kvcore.config import parse_json_text
+from kvcore.geometry import load_preset, parse_config, preset_names
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

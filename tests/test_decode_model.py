@@ -28,7 +28,7 @@ def test_article_as_measured_slowdown_comes_from_its_recording():
     from pathlib import Path
 
     from kvcore.recordings import load
-    from kvcore.views import worked_check
+    from kvcore.decode_model import worked_check
 
     check = worked_check(load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml"))
     assert (check["context_a"], check["context_b"]) == (1024, 32768)
@@ -96,3 +96,14 @@ def test_mac_gpu_limit_depends_on_ram_size():
     large, reason = gpu_memory_limit_gb(128)
     assert round(small, 2) == 10.67 and large / 128 > 0.8 and "macOS" in reason
     assert gpu_memory_limit_gb(80, unified=False)[0] == 80
+
+
+def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
+    # a CPU run (no chip in the table) that follows the bytes line at ~1 GB/s: memory reads cannot set that pace
+    from kvcore.decode_model import fit_bandwidth
+    b = [1.0e9, 1.5e9, 2.0e9, 3.0e9]
+    fit = fit_bandwidth(b, [1.2e9 / x for x in b], peak_gbps=None)
+    assert fit.rms_residual < 0.01 and fit.verdict_code == "below_any_memory" and not fit.memory_bound
+    assert "12.8 GB/s" in fit.verdict and fit.verdict.startswith("Not memory-bound")
+    fast = fit_bandwidth(b, [40e9 / x for x in b], peak_gbps=None)  # 40 GB/s: a plausible memory, left alone
+    assert fast.verdict_code == "memory_bound"

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from kvcore import cli, formats, geometry
+from kvcore import cli, families, formats, geometry
+from kvcore.errors import KvError
 from kvcore.calculator import calculate, formats_that_fit
 from kvcore.formats import CacheFormat
 from kvcore.formulas import KvSpec, kv_bytes
@@ -33,8 +34,8 @@ def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_
 
 def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(monkeypatch):
     config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
-    with pytest.raises(geometry.KvError, match="throwaway_llama"):
+    with pytest.raises(KvError, match="throwaway_llama"):
         geometry.parse_config(config)
-    monkeypatch.setitem(geometry.FAMILIES, "throwaway_llama", geometry.Family("throwaway_llama", defaults={"head_dim": 32}))
+    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", defaults={"head_dim": 32}))
     g = geometry.parse_config({k: v for k, v in config.items() if k != "head_dim"})
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {32}  # the row's default applies

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from kvcore import calculator, llamacpp
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
-from kvcore.geometry import FAMILIES, RUNTIMES, load_preset, parse_config, preset_geometry
+from kvcore.families import FAMILIES, RUNTIMES
+from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from kvcore.geometry import preset_geometry
-from kvcore import decode_model, recordings, views
+from kvcore import decode_model, recordings
 from kvcore.formats import FORMATS
 from kvcore.formulas import ALL_WEIGHT_FORMATS, weights_bytes
 from kvcore.recordings import RecordingError
@@ -129,7 +129,7 @@ def test_a_non_boolean_hybrid_flag_is_refused():
 
 # ---------------------------------------------------------------- the slowdown-vs-bytes frame
 
-FRAME = views.slowdown_vs_bytes(BUNDLED)
+FRAME = decode_model.slowdown_vs_bytes(BUNDLED)
 
 
 def test_the_first_point_of_every_run_is_one_one():
@@ -161,7 +161,7 @@ def test_the_frame_values_match_the_recording(rec):
 
 
 def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
-    summary = views.slowdown_summary(FRAME).set_index("recording")
+    summary = decode_model.slowdown_summary(FRAME).set_index("recording")
     assert summary.loc["published-article-a-m5-pro", "ratio"] == pytest.approx(1.0, abs=0.03)
     assert summary.loc["published-llamacpp-13583-llama-3.2-1b-q8_0-master", "ratio"] > 1.5
     assert summary.loc["published-rapid-mlx-633-m3-ultra-qwen3-0.6b-4bit", "ratio"] < 0.9
@@ -169,8 +169,8 @@ def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
 
 
 def test_no_run_no_frame():
-    assert views.slowdown_vs_bytes([]).empty
-    assert views.slowdown_summary(views.slowdown_vs_bytes([])).empty
+    assert decode_model.slowdown_vs_bytes([]).empty
+    assert decode_model.slowdown_summary(decode_model.slowdown_vs_bytes([])).empty
 
 
 def test_the_fit_report_lists_every_published_decode_run():

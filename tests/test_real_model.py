@@ -14,7 +14,7 @@ import pytest
 
 from kvcore import real_model
 from kvcore.cli import main
-from kvcore.errors import KvError
+from kvcore.live_models import load_real_model
 
 pytestmark = [pytest.mark.mlx,
               pytest.mark.skipif(not real_model.available(), reason=real_model.MISSING)]
@@ -23,7 +23,7 @@ TEXT = real_model.Path(__file__).resolve().parent.parent / "kvcore" / "texts" / 
 
 @pytest.fixture(scope="session")
 def model():
-    return real_model.load()
+    return load_real_model()
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +46,24 @@ def test_the_greedy_answer_to_a_fixed_question_is_stable(model):
     assert model.tokenizer.decode(ids) == "The capital of France is Paris."
 
 
+def test_the_files_geometry_is_checked_against_the_preset(tmp_path):
+    from kvcore.errors import KvError
+
+    real_model.check_geometry(real_model.gguf_path())  # the installed file agrees
+    # the same check refuses a GGUF whose metadata says another geometry (a tiny file kvcore.gguf reads)
+    import gguf as gguf_py
+
+    path = tmp_path / "other.gguf"
+    w = gguf_py.GGUFWriter(str(path), "llama")
+    for key, value in (("block_count", 2), ("context_length", 8192), ("embedding_length", 576),
+                       ("feed_forward_length", 64), ("attention.head_count", 9), ("attention.head_count_kv", 3),
+                       ("vocab_size", 49152)):
+        getattr(w, "add_uint32")(f"llama.{key}", value)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    with pytest.raises(KvError, match=r"does not hold the smollm2-135m geometry .* 2 layers"):
+        real_model.check_geometry(path)
+
+
 def test_the_weights_are_dequantized_on_the_cpu_and_said_so(model):
     assert model.weights_mode == "dequantized" and model.dtype == "fp32"
     assert "dequantized" in model.weights_note and model.summary()["weights_mode"] == "dequantized"
@@ -53,7 +71,7 @@ def test_the_weights_are_dequantized_on_the_cpu_and_said_so(model):
 
 def test_the_kept_quantized_weights_give_the_same_first_answer_tokens():
     """The Metal path (the file's Q4_1/Q8_0 blocks as mlx quantized layers), run here in fp32 activations."""
-    q = real_model.load("quantized", "fp32")
+    q = load_real_model("quantized", "fp32")
     assert q.weights_bytes() < 130e6  # the file's blocks (scales in fp32 here), not 538 MB of fp32 weights
     ids = real_model.generate(q, q.tokenizer.chat("What is the capital of Japan?"), 6)
     assert q.tokenizer.decode(ids).startswith("The capital of Japan is")
@@ -153,4 +171,4 @@ def test_a_text_shorter_than_asked_is_one_sentence(capsys, tmp_path):
     text = tmp_path / "short.txt"
     text.write_text("Only a few words.", encoding="utf-8")
     assert main(["quality", "--text", str(text), "--tokens", "512"]) == 2
-    assert "holds 4 tokens; --tokens 512 needs 513" in capsys.readouterr().err
+    assert "holds 5 tokens; --tokens 512 needs 513" in capsys.readouterr().err

@@ -225,7 +225,7 @@ def test_bundled_recordings_validate(path):
 
 
 def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
-    from kvcore.views import method_groups
+    from kvcore.provenance import method_groups
 
     method = {"fill": "synthetic", "warmup": 3, "decode": {"steps": 16, "repeats": 5}, "backend": {"device": "cpu"},
               "cross_checks": [{"check": "generate_step", "context": 2048, "ratio": 0.99}, {"context": 4096}]}
@@ -236,7 +236,7 @@ def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
 
 
 def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows():
-    from kvcore.views import method_groups, provenance
+    from kvcore.provenance import method_groups, provenance
 
     recs, _ = recordings.load_all()
     p = provenance(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))

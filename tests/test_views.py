@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import allocsim, hardware, views
+from kvcore import allocsim, calculator, hardware, provenance, views
 from kvcore.charts import MAX_ROWS
 from kvcore.formulas import KvSpec, formula_terms, kv_bytes
 from kvcore.geometry import load_preset, preset_names, preset_geometry
@@ -53,18 +53,18 @@ def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_f
 def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
     h100 = hardware.get_chip("NVIDIA H100 SXM")
     big = preset_geometry("llama-3.1-70b")
-    assert views.what_if(big, "bf16", KvSpec(), h100, 0.7, 131072).empty  # 141 GB of weights, 80 GB of memory
-    q8 = views.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
+    assert calculator.what_if(big, "bf16", KvSpec(), h100, 0.7, 131072).empty  # 141 GB of weights, 80 GB of memory
+    q8 = calculator.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
     top = int(q8["context"].max())
     assert 0 < top < 131072  # 8-bit weights fit; the KV of the longest contexts does not
     from kvcore.formulas import weights_bytes
 
-    assert weights_bytes(big, "mlx-q8") + kv_bytes(big, top) <= views.chip_memory_bytes(h100) < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
+    assert weights_bytes(big, "mlx-q8") + kv_bytes(big, top) <= calculator.chip_memory_bytes(h100) < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
 
 
 def test_what_if_stops_at_the_models_own_limit():
     qwen = preset_geometry("qwen3-4b")
-    df = views.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
+    df = calculator.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
     assert df["context"].max() == qwen.max_position_embeddings == 40960
 
 
@@ -122,6 +122,6 @@ def test_article_as_formula_for_llama_3_2_1b():
 
 
 def test_each_source_keeps_one_colour_whatever_else_is_drawn():
-    colours = views.source_colors([CPU, ARTICLE_A, ARTICLE_B])
+    colours = provenance.source_colors([CPU, ARTICLE_A, ARTICLE_B])
     assert len(set(colours.values())) == 3
-    assert views.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours
+    assert provenance.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours

@@ -17,7 +17,7 @@ from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc import NUMBERS
 
-CALC = "pages/6_Calculator.py"
+CALC = "pages/7_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w):
@@ -36,7 +36,9 @@ def numbers_rows(at, lang: str = "en") -> list[list[str]]:
 def numbers(at) -> dict:
     """{quantity key: exact bytes}, read back through the English quantity names."""
     names = {i18n.translate("en", f"calc.q_{q}"): q for q in NUMBERS}
-    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at)}
+    names[i18n.translate("en", "calc.q_kv_bytes_per_token_window")] = "kv_bytes_per_token"  # a sliding-window model's row
+    average = i18n.translate("en", "calc.q_kv_bytes_per_token_average", n="{n}").split("{n}")[0]
+    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at) if not name.startswith(average)}
 
 
 def marks_in(spec: dict) -> list[str]:
@@ -279,3 +281,33 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
     lines = curves.groupby("format")["gib"].apply(tuple)
     assert lines.nunique() == len(lines)  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
     assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, lang):
+    # issue 17: gpt-oss-20b, 131,072, llama.cpp, 4 slots on one unified cache, M4 Pro: the KV is one slot's, and so
+    # is each slot's speed; the total is four times that, and the page says which figure is which
+    four = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=4, uni="True", chip="M4 Pro", ram=48)
+    one = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=1, chip="M4 Pro", ram=48)
+    assert not four.exception and not one.exception
+    t = i18n.translator(lang, "calc.")
+    each = next(m for m in four.metric if t("decode_each_slot") in m.label)
+    total = next(m for m in four.metric if m.label == t("decode_at_total", n=4))
+    alone = next(m for m in one.metric if m.label.startswith(t("decode_at", n="131,072", chip="M4 Pro")))
+    speed = lambda m: float(m.value.split()[0].replace(",", ""))  # noqa: E731
+    assert speed(each) == pytest.approx(speed(alone), rel=0.02)
+    assert speed(total) == pytest.approx(4 * speed(each), rel=0.01)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_and_gives_the_average(rec_dir, lang):
+    # issue 17: Gemma-3-27B at 131,072 showed 496 KiB per token beside a 10.41 GiB total (83 KiB per token on average)
+    at = page(CALC, lang, model="gemma-3-27b", ctx=131072)
+    assert not at.exception
+    rows = {name: exact for name, _, exact in numbers_rows(at, lang)}
+    t = i18n.translator(lang, "calc.")
+    cli = cli_json("gemma-3-27b", 131072, 1, "fp16", "fp16", "mlx-q4")
+    assert int(rows[t("q_kv_bytes_per_token_window")].replace(",", "")) == cli["kv_bytes_per_token"]
+    average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
+    assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
+    assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs

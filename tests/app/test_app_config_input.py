@@ -12,7 +12,7 @@ import pytest
 from app_helpers import ROOT, page
 from kvcore.geometry import load_preset
 
-CALC = "pages/6_Calculator.py"
+CALC = "pages/7_Calculator.py"
 GOOD = json.dumps(load_preset("llama-3.2-1b")["config"])
 
 # (what, bytes uploaded, English words, Japanese words)

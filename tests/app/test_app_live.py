@@ -87,7 +87,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
 def test_unwritable_recordings_folder_means_read_only(rec_dir):
     rec_dir.chmod(0o555)
     try:
-        at = page("pages/7_Recordings.py", "en")
+        at = page("pages/8_Recordings.py", "en")
         assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
     finally:
         rec_dir.chmod(0o755)
@@ -101,14 +101,14 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
     assert not at.exception
     assert "Live mode is unavailable" in " ".join(c.value for c in at.sidebar.caption)
     assert charts(at)  # the published figures still show
-    at = page("pages/7_Recordings.py", "en")
+    at = page("pages/8_Recordings.py", "en")
     assert "Live mode is unavailable" in texts(at)
 
 
 def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monkeypatch):
-    import kvcore.live_models
+    import kvcore.machine
 
-    monkeypatch.setattr(kvcore.live_models, "available_memory_bytes", lambda: 10_000_000)
+    monkeypatch.setattr(kvcore.machine, "available_memory_bytes", lambda: 10_000_000)
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert at.session_state["job_decode"].state == "error"
     assert "refused or failed" in texts(at)

@@ -178,7 +178,7 @@ def test_broken_recording_is_named_and_skipped(rec_dir):
 
 
 def test_savings_formats_and_turbo3_discrepancy(rec_dir):
-    at = page("pages/5_Savings.py", "en", fmts="fp16")
+    at = page("pages/6_Savings.py", "en", fmts="fp16")
     formats = charts(at)[1]["data"]["format"].unique().tolist()
     assert formats == ["fp16"]
     table = next(m.value for m in at.markdown if "| Claim |" in m.value).split("| Claim |")[1].split("\n\n")[0]
@@ -187,7 +187,7 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
 
 
 def test_recordings_page_lists_every_run(rec_dir):
-    at = page("pages/7_Recordings.py", "en", rec=CPU_DEMO)
+    at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
     ids = set(next(d.value for d in at.dataframe if "ID" in d.value)["ID"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
@@ -202,7 +202,7 @@ def test_recordings_page_lists_every_run(rec_dir):
             "**KV の形式**：fp32", "**日時**：2026-11-29 00:00 UTC"],
      "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し")])
 def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_dir, lang, fields, method):
-    at = page("pages/7_Recordings.py", lang, rec=CPU_DEMO)
+    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
     card = next(m.value for m in at.markdown if m.value.startswith("- **"))
     for field in fields:
         assert "- " + field in card.splitlines()
@@ -212,7 +212,7 @@ def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_d
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang):
-    at = page("pages/7_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/8_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
     card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
     command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
     assert not [line for line in card if "`" in line and not line.startswith(command)]  # `field`: a field without words
@@ -222,7 +222,7 @@ def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang)
 
 
 def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
-    at = page("pages/7_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/8_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
     listing, section = (d.value for d in at.dataframe)
     assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
     assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
@@ -236,11 +236,11 @@ def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_di
 @pytest.mark.parametrize("model,expected", [("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
                                             ("llama-3.1-70b", "serves 8 query heads"), ("llama-3.1-405b", "serves 16 query heads")])
 def test_savings_heads_text_states_the_selected_models_heads(rec_dir, model, expected):
-    assert expected in texts(page("pages/5_Savings.py", "en", model=model))
+    assert expected in texts(page("pages/6_Savings.py", "en", model=model))
 
 
 def test_savings_heads_text_of_an_mla_model_says_it_caches_a_latent(rec_dir):
-    assert "caches one compressed latent of 512 values" in texts(page("pages/5_Savings.py", "en", model="deepseek-v3"))
+    assert "caches one compressed latent of 512 values" in texts(page("pages/6_Savings.py", "en", model="deepseek-v3"))
 
 
 @pytest.mark.parametrize("fmt,shown", [("fp16", True), ("mlx-q4", False), ("mlx-q8", False)])
@@ -252,7 +252,7 @@ def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
     assert "メモリ帯域律速（memory-bound）です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
-    at = page("pages/6_Calculator.py", "ja", model="mistral-7b-v0.1")
+    at = page("pages/7_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
 
 
@@ -276,7 +276,7 @@ RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
     "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
     "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
-    "views": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
+    "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app_helpers import charts, page, texts
-from kvcore import recordings, views
+from kvcore import decode_model, recordings
 
 
 def _runs(folder, lang: str) -> list[str]:
@@ -16,7 +16,7 @@ def _runs(folder, lang: str) -> list[str]:
     recs, errors = recordings.load_all([folder])
     assert not errors
     names = source_names(recs, lang)
-    return [names[rid] for rid in dict.fromkeys(views.slowdown_vs_bytes(recs)["recording"])]
+    return [names[rid] for rid in dict.fromkeys(decode_model.slowdown_vs_bytes(recs)["recording"])]
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -41,7 +41,7 @@ def test_the_section_shows_every_run_in_both_languages(rec_dir, lang):
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_recordings_page_badge_links_a_published_run_to_its_source(rec_dir, lang):
-    at = page("pages/7_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit")
+    at = page("pages/8_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit")
     assert not at.exception, [e.message for e in at.exception]
     badge = next(c.value for c in [*at.caption, *at.markdown] if "mlx-examples/issues/1029" in c.value)  # the full card
     assert "chigkim" in badge and "2024-12-15" in badge and "mlx-lm 0.20.4, MLX 0.21.1" in badge

@@ -22,7 +22,7 @@ def test_every_chapter_has_its_texts_in_every_language():
 
 
 def test_the_navigation_number_is_the_file_number(rec_dir):
-    for c in chapters.CHAPTERS:  # "7 · Recordings" lives in pages/7_...: one name per chapter
+    for c in chapters.CHAPTERS:  # "8 · Recordings" lives in pages/8_...: one name per chapter
         assert i18n.translate("en", f"nav.{c.slug}").startswith(c.file.split("_")[0] + " ·"), c
 
 

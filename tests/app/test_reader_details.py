@@ -24,7 +24,7 @@ def test_a_unit_conversion_is_not_shown_as_a_change(rec_dir):
 
 
 def test_the_weight_precision_chart_names_its_model_and_chip(rec_dir):
-    shown = texts(page("pages/5_Savings.py", "en"))
+    shown = texts(page("pages/6_Savings.py", "en"))
     assert "Qwen/Qwen3-4B-Instruct-2507 on M4 Max (40-core GPU)" in shown
 
 

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kvsite.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
+from harness.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
 
 
 
@@ -48,7 +48,7 @@ def readonly_server():
 @pytest.fixture
 def hosted_server():
     """The hosted demo's settings (KVCORE_READ_ONLY=1) on top of readonly_server's; also yields the server's
-    own folder (its HOME), where anything it wrote would be found."""
+    own folder (its HOME, with its TMPDIR inside), where anything it wrote would be found."""
     yield from _unprivileged_server({"KVCORE_READ_ONLY": "1"}, with_home=True)
 
 
@@ -60,11 +60,13 @@ def _unprivileged_server(extra_env: dict, with_home: bool = False):
     folder = base_dir / "recordings"
     shutil.copytree(ROOT / "recordings", folder, ignore=shutil.ignore_patterns("local"))
     home = base_dir / "home"
-    home.mkdir()
-    os.chown(home, 65534, 65534)
+    (home / "tmp").mkdir(parents=True)  # the server's temporary folder too (TMPDIR): inside what the test owns
+    for p in (home, home / "tmp"):
+        os.chown(p, 65534, 65534)
     for p in [folder, *folder.rglob("*")]:
         p.chmod(0o555 if p.is_dir() else 0o444)
-    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home), **extra_env}
+    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home), "TMPDIR": str(home / "tmp"),
+           **extra_env}
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     try:
         with streamlit_server(env=env, prefix=prefix) as base:

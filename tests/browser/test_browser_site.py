@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from kvcore.geometry import preset_geometry
-from kvsite.server import PAGES as PATHS
-from kvsite.server import streamlit_server
+from harness.server import PAGES as PATHS
+from harness.server import streamlit_server
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 

@@ -5,7 +5,8 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.geometry import LCPP, RUNTIMES, preset_names
 from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
 from kvcore.units import fmt_bytes
@@ -65,7 +66,8 @@ if src == "config" and not text.strip():
 try:
     out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
-    st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+    message = i18n.error_text(f.lang, e)  # about a pasted config, or the engine's sentence on a preset and format
+    st.error(f.t("calc.bad_input", message=message) if src == "config" else message)
     st.stop()
 result, need, verdict = out["result"], out["need"], out["verdict"]
 
@@ -125,8 +127,12 @@ low, high, _ = efficiency_range()  # the published range the assumed share sits 
 st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
            else f.t("calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)))
 dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, speed_chip, eff.share, f.lang)
-if dec["here"] is not None:
+if dec["here"] is not None and int(seqs) == 1:
     st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
+elif dec["here"] is not None:  # several sequences: each one's speed and all of them together, each named
+    each, total = st.columns(2)
+    each.metric(f.t("calc.decode_at_each", n=f"{int(ctx):,}", chip=speed_chip, each=dec["each"]), f"{dec['here']:,.1f} tok/s")
+    total.metric(f.t("calc.decode_at_total", n=int(seqs)), f"{dec['here_total']:,.1f} tok/s")
 else:  # a run that does not fit has no speed to predict
     st.info(f.t("calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none", n=f"{int(ctx):,}", need=fmt_bytes(need, decimal=False),
                 available=fmt_bytes(mem.bytes, decimal=False), fits_to=f"{dec['fits_to']:,}"))

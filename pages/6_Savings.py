@@ -25,18 +25,23 @@ text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_titl
 default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
-show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}")
-st.markdown(formats["table"])
+if not formats["kept"]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
+    st.warning(formats["left_out"])
+elif formats["left_out"]:
+    st.caption(":material/info: " + formats["left_out"])
+if formats["chart"] is not None:
+    show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}")
+    st.markdown(formats["table"])
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
 c = row()
 mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
 weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)
-if fits is None:
+fits = sections.fits(model, weights, float(mem), formats["kept"], f.lang) if formats["kept"] else None
+if fits is None and formats["kept"]:
     st.error(f.t("savings.no_fit", mem=mem))
-else:
+elif fits is not None:
     show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib")
     if fits["note"]:
         st.caption(":material/info: " + fits["note"])

@@ -1,0 +1,150 @@
+"""Parameter counts in mlx_lm's layout: what memory must hold and what one decode step reads (MoE:
+the routed experts only), split by how mlx_lm quantizes them.
+
+Example: preset_geometry("llama-3.2-1b").params.total -> 1,235,814,400.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .config import Cfg
+from .families import Family
+
+if TYPE_CHECKING:
+    from .geometry import Layer
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameter counts split by how mlx_lm quantizes them.
+
+    matrix: Linear/Embedding weights (quantized at the chosen bits); router: MoE router
+    weights (mlx_lm keeps them at 8 bits); vector: norms, biases, other small tensors (never
+    quantized).
+    """
+
+    matrix: int = 0
+    router: int = 0
+    vector: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.matrix + self.router + self.vector
+
+    def __add__(self, other: "Params") -> "Params":
+        return Params(self.matrix + other.matrix, self.router + other.router, self.vector + other.vector)
+
+    def __mul__(self, k: int) -> "Params":
+        return Params(self.matrix * k, self.router * k, self.vector * k)
+
+
+def _mlp(h: int, inter: int) -> Params:
+    return Params(matrix=3 * h * inter)
+
+
+def _attention(cfg: Cfg, family: Family, layer: Layer) -> Params:
+    h, nh = cfg.int("hidden_size"), cfg.int("num_attention_heads")
+    if layer.kind == "mla":
+        q_lora = cfg.get("q_lora_rank")
+        nope, rope, v_head = cfg.int("qk_nope_head_dim"), cfg.int("qk_rope_head_dim"), cfg.int("v_head_dim")
+        latent = cfg.int("kv_lora_rank")
+        q = Params(matrix=h * q_lora + q_lora * nh * (nope + rope), vector=q_lora) if q_lora else Params(matrix=h * nh * (nope + rope))
+        kv = Params(matrix=h * (latent + rope) + nh * nope * latent + nh * latent * v_head, vector=latent)
+        return q + kv + Params(matrix=nh * v_head * h)
+    if layer.kind == "linear":  # Qwen3-Next gated delta net
+        nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
+        dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
+        key_dim, value_dim = nk * dk, nv * dv
+        conv_dim = 2 * key_dim + value_dim
+        return Params(
+            matrix=h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h,
+            vector=conv_dim * cfg.int("linear_conv_kernel_dim") + 2 * nv + dv,
+        )
+    hd, kvh = layer.k_dim, layer.kv_heads
+    q_out = nh * hd * (2 if family.gated_q else 1)
+    p = Params(matrix=h * q_out + 2 * h * kvh * hd + nh * hd * h)
+    extras = family.attention_extras
+    if extras == "qkv_bias":
+        p += Params(vector=(nh + 2 * kvh) * hd)
+    elif extras == "llama_bias" and cfg.bool("attention_bias", False):
+        p += Params(vector=(nh + 2 * kvh) * hd + h)
+    elif extras == "gpt_oss":
+        p += Params(vector=(nh + 2 * kvh) * hd + h + nh)  # q/k/v/o biases + attention sinks
+    elif extras == "qwen_v1":  # c_attn has a bias; c_proj has one unless no_bias
+        p += Params(vector=3 * nh * hd + (0 if cfg.bool("no_bias", True) else h))
+    if family.qk_norm:
+        p += Params(vector=2 * hd)  # q_norm, k_norm
+    return p
+
+
+def _ffn(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params]:
+    """(all parameters, parameters one token reads) of layer i's feed-forward block."""
+    h = cfg.int("hidden_size")
+    if family.ffn == "moe_deepseek":
+        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
+            p = _mlp(h, cfg.int("intermediate_size"))
+            return p, p
+        experts, top_k, inter = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+        shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
+        router = Params(vector=h * experts + experts)  # MoEGate: plain arrays (never quantized) + bias
+        return router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k
+    if family.ffn == "moe_gpt_oss":
+        experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")
+        expert = Params(matrix=3 * h * inter, vector=2 * inter + h)
+        router = Params(router=h * experts, vector=experts)
+        return router + expert * experts, router + expert * top_k
+    if family.ffn == "moe_qwen":
+        experts = cfg.int("num_experts", 0, minimum=0)
+        mlp_only = cfg.get("mlp_only_layers") or []
+        if experts and i not in mlp_only and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
+            top_k, inter = cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+            router = Params(router=h * experts)
+            if family.gated_q:  # Qwen3-Next: a shared expert and its gate
+                router += _mlp(h, cfg.int("shared_expert_intermediate_size")) + Params(router=h)
+            return router + _mlp(h, inter) * experts, router + _mlp(h, inter) * top_k
+    if family.ffn == "qwen_v1":  # w1, w2: hidden -> intermediate_size / 2; c_proj back
+        half = cfg.int("intermediate_size") // 2
+        p = _mlp(h, half) + (Params() if cfg.bool("no_bias", True) else Params(vector=h))
+        return p, p
+    p = _mlp(h, cfg.int("intermediate_size"))
+    if family.ffn == "llama" and cfg.bool("mlp_bias", False):
+        p += Params(vector=2 * cfg.int("intermediate_size") + h)
+    return p, p
+
+
+def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Params, bool]:
+    h, vocab = cfg.int("hidden_size"), cfg.int("vocab_size")
+    tied = {"always": True, "never": False}.get(family.tied)
+    if tied is None:
+        tied = cfg.bool("tie_word_embeddings", family.tie_default)
+    base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
+    total, active = base, base
+    for layer in layers:
+        attn = _attention(cfg, family, layer) + Params(vector=family.norms_per_layer * h)
+        ffn_all, ffn_active = _ffn(cfg, family, layer.index)
+        total, active = total + attn + ffn_all, active + attn + ffn_active
+    return total, active, tied
+
+
+def layer_ffn(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[tuple[int, int], ...]:
+    """Per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
+    (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4_MOE packs only the 3-D expert tensors)."""
+    return tuple((_ffn(cfg, family, layer.index)[0].matrix, _routed_matrix(cfg, family, layer.index)) for layer in layers)
+
+
+def _routed_matrix(cfg: Cfg, family: Family, i: int) -> int:
+    """Matrix parameters of layer i's routed experts (the 3-D expert tensors a GGUF file stores), 0 if dense."""
+    h = cfg.int("hidden_size")
+    if family.ffn == "moe_deepseek":
+        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
+            return 0
+        return _mlp(h, cfg.int("moe_intermediate_size")).matrix * cfg.int("n_routed_experts")
+    if family.ffn == "moe_gpt_oss":
+        return 3 * h * cfg.int("intermediate_size") * cfg.int("num_local_experts")
+    if family.ffn == "moe_qwen":
+        experts = cfg.int("num_experts", 0, minimum=0)
+        if experts and i not in (cfg.get("mlp_only_layers") or []) and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
+            return _mlp(h, cfg.int("moe_intermediate_size")).matrix * experts
+    return 0

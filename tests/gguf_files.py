@@ -1,0 +1,133 @@
+"""Tiny GGUF files for the tests: a preset's real cache geometry, written as llama.cpp's converter writes it.
+
+`metadata(config)` turns a Hugging Face config.json into the keys `convert_hf_to_gguf.py` writes for that
+family (llama.cpp 0c1e570, `conversion/base.py` `set_gguf_parameters` and each family's file: block count,
+heads, KV heads, key/value length, sliding window, MLA and recurrent keys), with everything that does not
+shape the KV cache 64 wide (embedding, feed-forward, vocabulary). `write(path, arch, keys, tensors)` writes
+the header with gguf-py's GGUFWriter and leaves the tensor data as a hole (a sparse file): a 405B-shaped
+file costs a few kB of disk and milliseconds, and nothing reads the data (kvcore reads the header; llama.cpp
+loads with no_alloc).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.constants import GGML_QUANT_SIZES
+
+from kvcore.config import Cfg, flatten
+from kvcore.families import family_for
+
+WIDTH = 64  # embedding, feed-forward and vocabulary of every tiny file
+ARCH = {"llama": "llama", "qwen": "qwen", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
+        "qwen3_next": "qwen3next", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "gpt_oss": "gpt-oss",
+        "deepseek_v3": "deepseek2"}
+TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(WIDTH - 3)]
+
+
+def metadata(config: dict) -> tuple[str, dict]:
+    """(GGUF architecture, {key: value}) for a config.json, in the converter's terms (keys without the arch prefix
+    start with '.': '.block_count' -> 'llama.block_count')."""
+    flat = flatten(config)
+    family = family_for(flat["model_type"])
+    c = Cfg(flat, family)
+    arch = ARCH[family.model_type]
+    n_layer, n_head = c.int("num_hidden_layers"), c.int("num_attention_heads")
+    kv = c.int("num_key_value_heads", n_head)
+    head_dim = c.int(family.head_dim_field) if c.has(family.head_dim_field) else c.int("hidden_size") // n_head
+    keys = {".block_count": n_layer, ".context_length": c.int("max_position_embeddings", 4096),
+            ".embedding_length": WIDTH, ".feed_forward_length": WIDTH, ".attention.head_count": n_head,
+            ".attention.head_count_kv": kv, ".attention.key_length": head_dim, ".attention.value_length": head_dim,
+            ".rope.dimension_count": head_dim, ".attention.layer_norm_rms_epsilon": 1e-6, ".vocab_size": WIDTH}
+    if family.model_type in ("gemma2", "gemma3_text", "gpt_oss", "phi3") and c.get("sliding_window") is not None:
+        keys[".attention.sliding_window"] = c.int("sliding_window")  # gemma.py, gpt_oss.py, phi.py
+    if family.model_type in ("gpt_oss", "qwen3_moe", "qwen3_next"):
+        keys |= {".expert_count": c.int("num_local_experts" if family.model_type == "gpt_oss" else "num_experts"),
+                 ".expert_used_count": c.int("num_experts_per_tok"), ".expert_feed_forward_length": WIDTH}
+    if family.model_type == "qwen3_next":  # qwen.py Qwen3NextModel
+        nv, dv = c.int("linear_num_value_heads"), c.int("linear_value_head_dim")
+        keys |= {".ssm.conv_kernel": c.int("linear_conv_kernel_dim"), ".ssm.state_size": c.int("linear_key_head_dim"),
+                 ".ssm.group_count": c.int("linear_num_key_heads"), ".ssm.time_step_rank": nv, ".ssm.inner_size": nv * dv,
+                 ".full_attention_interval": c.int("full_attention_interval", 4), ".rope.dimension_count": head_dim // 4,
+                 ".expert_shared_feed_forward_length": WIDTH}
+    if family.model_type == "deepseek_v3":  # deepseek.py DeepseekV2Model: MLA as one KV head of latent + rope
+        latent, rope = c.int("kv_lora_rank"), c.int("qk_rope_head_dim")
+        keys |= {".attention.head_count_kv": 1, ".attention.key_length": latent + rope, ".attention.value_length": latent,
+                 ".attention.key_length_mla": c.int("qk_nope_head_dim") + rope, ".attention.value_length_mla":
+                 c.int("v_head_dim"), ".attention.kv_lora_rank": latent, ".attention.q_lora_rank": c.int("q_lora_rank"),
+                 ".rope.dimension_count": rope, ".leading_dense_block_count": c.int("first_k_dense_replace", 0, 0),
+                 ".expert_count": c.int("n_routed_experts"), ".expert_used_count": c.int("num_experts_per_tok"),
+                 ".expert_shared_count": c.int("n_shared_experts"), ".expert_feed_forward_length": WIDTH,
+                 ".expert_gating_func": 2}
+    return arch, keys
+
+
+def basic_tensors(arch: str, keys: dict, weight_type=GGMLQuantizationType.Q8_0) -> dict[str, tuple[list[int], int]]:
+    """A plausible tensor table {name: (ggml shape, ggml type)}: embeddings, norms and attention/FFN matrices per layer.
+    Enough for kvcore (which reads only the header); llama.cpp wants each family's exact set (see complete_for)."""
+    k = {name[1:]: v for name, v in keys.items()}
+    n_head, kv, kd, vd = k["attention.head_count"], k["attention.head_count_kv"], k["attention.key_length"], \
+        k["attention.value_length"]
+    f32 = GGMLQuantizationType.F32
+    t = {"token_embd.weight": ([WIDTH, WIDTH], weight_type), "output_norm.weight": ([WIDTH], f32)}
+    for il in range(k["block_count"]):
+        t |= {f"blk.{il}.attn_norm.weight": ([WIDTH], f32), f"blk.{il}.ffn_norm.weight": ([WIDTH], f32),
+              f"blk.{il}.attn_q.weight": ([WIDTH, n_head * kd], weight_type),
+              f"blk.{il}.attn_k.weight": ([WIDTH, kv * kd], weight_type),
+              f"blk.{il}.attn_v.weight": ([WIDTH, kv * vd], weight_type),
+              f"blk.{il}.attn_output.weight": ([n_head * vd, WIDTH], weight_type),
+              f"blk.{il}.ffn_up.weight": ([WIDTH, WIDTH], weight_type),
+              f"blk.{il}.ffn_down.weight": ([WIDTH, WIDTH], weight_type)}
+    return t
+
+
+def nbytes(shape: list[int], ggml_type) -> int:
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+    return int(np.prod(shape)) // block * size
+
+
+def write(path: Path, arch: str, keys: dict, tensors: dict[str, tuple[list[int], int]], vocab: bool = True) -> Path:
+    """Write a GGUF: the keys (prefixed with the arch where they start with '.'), a 64-token vocabulary, and the
+    tensor table; the data is a hole of the right size (tensor offsets aligned as GGUFWriter aligns them)."""
+    w = GGUFWriter(str(path), arch)
+    for name, value in keys.items():
+        name = arch + name if name.startswith(".") else name
+        if isinstance(value, bool):
+            w.add_bool(name, value)
+        elif isinstance(value, int):
+            w.add_uint32(name, value)
+        elif isinstance(value, float):
+            w.add_float32(name, value)
+        elif isinstance(value, str):
+            w.add_string(name, value)
+        else:
+            w.add_array(name, value)
+    if vocab:
+        w.add_tokenizer_model("llama")
+        w.add_token_list(TOKENS)
+        w.add_token_scores([0.0] * len(TOKENS))
+        w.add_token_types([2, 3, 3] + [1] * (len(TOKENS) - 3))
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
+    for name, (shape, ggml_type) in tensors.items():
+        w.add_tensor_info(name, list(reversed(shape)), np.dtype(np.float32), nbytes(shape, ggml_type), raw_dtype=ggml_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    start = -(-fout.tell() // w.data_alignment) * w.data_alignment
+    size = sum(-(-nbytes(s, t) // w.data_alignment) * w.data_alignment for s, t in tensors.values())
+    fout.truncate(start + size)
+    w.close()
+    return Path(path)
+
+
+def preset_file(tmp_path: Path, preset: str, tensors=None) -> Path:
+    """The tiny GGUF of a bundled preset, in tmp_path."""
+    from kvcore.geometry import load_preset
+
+    arch, keys = metadata(load_preset(preset)["config"])
+    return write(tmp_path / f"{preset}.gguf", arch, keys, tensors or basic_tensors(arch, keys))
