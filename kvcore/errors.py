@@ -4,8 +4,8 @@
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset({
     "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
-    "config_heads", "config_object", "config_shape", "model_unknown",
-    "llamacpp_format", "llamacpp_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
+    "config_heads", "config_object", "config_shape", "model_unknown", "runtime_unknown",
+    "llamacpp_format", "format_block", "llamacpp_mla_types", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
     "format_group", "model_missing", "kv_option", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     "live_batch_format", "live_batch_cache",
@@ -18,7 +18,7 @@ CODES = frozenset({
     # a recording file (kvcore.recordings: a reader's upload on the site)
     "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
     "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
-    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_flag", "rec_list", "rec_count",
+    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_format", "rec_flag", "rec_list", "rec_count",
     "rec_alias", "rec_nodes", "rec_depth", "rec_scalar", "rec_top_key",
 })
 

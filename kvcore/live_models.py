@@ -19,11 +19,12 @@ from typing import Any
 
 from . import machine
 from .errors import KvError
+from .formats import mlx_cache_formats
 from .formulas import KvSpec, weights_bytes
 from .config import read_config_file
 from .geometry import Geometry, load_preset, parse_config, preset_names
 
-KV_FORMATS = ("fp16", "bf16", "fp32", "mlx-q8", "mlx-q4")
+KV_FORMATS = mlx_cache_formats()  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory

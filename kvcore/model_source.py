@@ -10,17 +10,18 @@ from pathlib import Path
 
 from .config import read_config_file
 from .errors import KvError
-from .families import LCPP
 from .geometry import Geometry, load_preset, parse_config
 from .gguf import geometry as gguf_geometry
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime, gguf_runtime
 
 
-def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
+def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry, dict]:
     """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
     only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
     if model.lower().endswith(".gguf"):
-        if runtime != LCPP:
-            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under llama.cpp's rules; add --runtime llama.cpp.",
+        reader = gguf_runtime()  # the runtime a GGUF file is the model format of
+        if get_runtime(runtime) is not reader:
+            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under {reader.name}'s rules; add --runtime {reader.name}.",
                           "gguf_runtime", label=Path(model).name, runtime=runtime)
         return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
     if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses

@@ -139,7 +139,7 @@ def _poll(f, key: str) -> None:
         return
     if job.state != "running":
         st.rerun()  # the whole page now shows the final result
-    st.progress(min(1.0, job.done / max(1, job.total)), text=job.text or f.t("live.starting"))
+    st.progress(min(1.0, job.done / max(1, job.total)), text=progress_text(f, job.done, job.total, job.text))
     _results(f, job)
 
 
@@ -152,6 +152,14 @@ def _results(f, job: Job) -> None:
                 df = df[["context", "ms_per_token", "tokens_per_s"]]
             st.caption(group_name(f.lang, section))
             st.dataframe(translated_table(df, f.lang), hide_index=True)
+
+
+def progress_text(f, done: int, total: int, text: str) -> str:
+    """A probe's progress in the page's language: the engine's own line (English, kvcore.live) on an English page,
+    steps done of the total elsewhere."""
+    if not text:
+        return f.t("live.starting")
+    return text if f.lang == "en" else f.t("live.progress", done=f"{done:,}", total=f"{total:,}")
 
 
 def _reason(f, e: Exception) -> str:
@@ -202,10 +210,10 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
-            cls = ("KVCache",) if fmt == "fp16" else ("QuantizedKVCache",)
+            cls = (FORMATS[fmt].mlx_cache,)  # the mlx_lm cache class that holds this format
             bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
             rows = live.trap_probe(ARTICLE_MODEL, dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
-                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))
+                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=progress_text(f, d, t, text)))
             st.session_state["live_trap"] = (key, rows)
         except Exception as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
             st.error(f.t("live.refused", reason=_reason(f, e)))

@@ -18,7 +18,8 @@ with c:
                           format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
 
 work = sections.mechanism_work(prompt, new, per_step, f.lang)
-event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work")
+event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work", source=f.t("export.computed"),
+                   settings={f.t("mechanism.prompt"): f"{prompt:,}", f.t("mechanism.new"): f"{new:,}"})
 if picked := f.selected(event, "mode"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 

@@ -23,7 +23,7 @@ if rec == LIVE:
     trap = sections.trap_chart(tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt), sections.source_names([], f.lang))
 else:  # the chosen recording's points, where it measured this cache class and format
     trap = sections.trap_recorded(tokens, fmt, f.lang, [rec] if rec is not None else [])
-event = show_chart(f, trap["chart"], "trap_chart", "kv-nbytes-trap")
+event = show_chart(f, trap["chart"], "trap_chart", "kv-nbytes-trap", settings={f.t("trap.tokens"): f"{tokens:,}", f.t("trap.format"): fmt})
 if picked := f.selected(event, "series"):
     st.caption(f.t("common.selected", items=", ".join(picked)))
 
@@ -47,10 +47,10 @@ if error:
 st.caption(f.t("trap.slack_note"))
 RIGHT_WAY = """```python
 used_bytes = 0
-for c in cache:                      # one cache object per layer
-    k, v = c.keys_and_values()       # the used slice: offset rows, not the capacity
+for c in cache:                      # {code_per_layer}
+    k, v = c.keys_and_values()       # {code_used}
     used_bytes += k.nbytes + v.nbytes
-# or, without touching the arrays: c.offset * kv_heads * (K row + V row bytes)
-allocated = sum(c.nbytes for c in cache)   # what .nbytes reports: the capacity
-```"""
+# {code_offset} c.offset * kv_heads * (K row + V row bytes)
+allocated = sum(c.nbytes for c in cache)   # {code_capacity}
+```""".format(**{k: f.t(f"trap.{k}") for k in ("code_per_layer", "code_used", "code_offset", "code_capacity")})
 text(table, "## " + f.t("trap.right_title"), f.t("trap.right_lead"), RIGHT_WAY, f.t("trap.quantized", **geo))

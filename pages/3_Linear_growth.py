@@ -33,7 +33,8 @@ def body(rec) -> None:
     st.code(grow["formula"], language=None, wrap_lines=True)
     if grow["model_max"] and ctx > grow["model_max"]:
         st.caption(":material/info: " + f.t("common.beyond_limit", model=model, n=f"{grow['model_max']:,}"))
-    event = show_chart(f, grow["chart"], "growth_chart", f"kv-growth-{model}")
+    settings = {f.t("common.model"): model, f.t("common.weights"): weights, f.t("common.kv_format"): kv, f.t("growth.sequences"): seqs}
+    event = show_chart(f, grow["chart"], "growth_chart", f"kv-growth-{model}", settings={**settings, f.t("growth.max_context"): f"{ctx:,}"})
     if picked := f.selected(event, "series"):
         st.caption(f.t("common.selected", items=", ".join(picked)))
     if rec is not None and not grow["points"]:
@@ -49,7 +50,7 @@ def body(rec) -> None:
     st.header(f.t("growth.layers_title"))
     layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", format_func="{:,}".format, bind="query-params")
     show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"], "layers_chart", f"kv-per-layer-{model}",
-               table=False)
+               table=False, settings={**settings, f.t("common.context"): f"{layer_ctx:,}"}, source=f.t("export.computed"))
     st.caption(f.t("growth.layers_note"))
 
 

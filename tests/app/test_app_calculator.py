@@ -115,7 +115,7 @@ def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     eff = calc.efficiency(__import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0])
     want = calc.predict_decode(geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]
     assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
-    assert "Article A" in texts(at)  # the efficiency says where it came from
+    assert "M5 Pro · Llama-3.2-1B 4-bit · mlx_lm" in texts(at)  # the efficiency names the runs it came from, as the site does
     decode = charts(at)[-1]["data"]
     row = decode[decode["context"] == 1048576].iloc[0]
     g = geometry("qwen3-8b")
