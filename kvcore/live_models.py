@@ -243,8 +243,9 @@ def load_real_model(mode: str | None = None, dtype: str | None = None) -> LiveMo
     dtype = dtype or b["dtype"]
     parts = real_model.build(mode, dtype)
     config = parts["config"]
-    return LiveModel(real_model.NAME, config, parse_config(config, real_model.NAME), parts["path"], real_model.FILE_FORMAT,
-                     dtype, parts["module"], tokenizer=parts["tokenizer"], weights_mode=mode, weights_note=parts["note"])
+    # weights_format: what sits in memory, in kvcore.formulas' names: the file's own blocks, or plain dtype values
+    return LiveModel(real_model.NAME, config, parse_config(config, real_model.NAME), parts["path"],
+                     "gguf-file" if mode == "quantized" else dtype, dtype, parts["module"], tokenizer=parts["tokenizer"], weights_mode=mode, weights_note=parts["note"])
 
 
 def is_loadable(model: str) -> bool:
