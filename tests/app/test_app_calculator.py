@@ -311,3 +311,38 @@ def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_a
     average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
     assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
     assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
+
+
+# ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
+
+
+def _tiny_gguf(tmp_path, preset: str):
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gguf_files
+
+    return gguf_files.preset_file(tmp_path, preset)
+
+
+def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path):
+    path = _tiny_gguf(tmp_path, "gpt-oss-20b")
+    at = page(CALC, msrc="gguf", ctx=131072)
+    at.text_input(key="gguf_path").set_value(str(path)).run()
+    assert not at.exception and not at.error
+    log = next(c.value for c in at.code if "llama_kv_cache" in c.value)
+    cli = subprocess.run([sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--context", "131072",
+                          "--runtime", "llama.cpp", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert log.splitlines() == json.loads(cli.stdout)["log_lines"]
+    assert numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]  # the file's own tensors
+    at.expander(key="cmp_open").open = True  # the runtimes compared: llama.cpp's only, for a GGUF
+    at.session_state["cmp_open"] = True
+    at.run()
+    table = next(m.value for m in at.markdown if "`llama.cpp`" in m.value and "`mlx_lm`" not in m.value)
+    assert table.count("\n") == 2 and not at.exception
+
+
+def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_text('{"model_type": "llama"}')
+    at = page(CALC, lang="ja", msrc="gguf")
+    at.text_input(key="gguf_path").set_value(str(bad)).run()
+    assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value
