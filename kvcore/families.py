@@ -19,9 +19,10 @@ class Family:
     """What one `model_type` caches per layer and how its parameters are laid out, as data.
 
     Each field answers one question the layer and parameter rules ask; a new family is one
-    entry in FAMILIES (and its test), never a new branch. `windows` maps each runtime to the
-    window rule it applies (the rules listed under this class, applied by
-    kvcore.geometry); a runtime not listed applies `none`.
+    entry in FAMILIES (and its test), never a new branch. `windows` maps each runtime's `windows`
+    key (kvcore.runtimes) to the window rules it applies (kvcore.geometry.WINDOW_RULES, listed
+    under this class); a runtime not listed applies `none`. An unknown attention kind, window
+    rule or layout code is refused with its name when a config of the family is read.
     """
 
     model_type: str
@@ -34,12 +35,13 @@ class Family:
     tie_default: bool = False  # mlx_lm's default when the config is silent
     norms_per_layer: int = 2
     qk_norm: bool = False  # per-head q_norm and k_norm (2 x head_dim)
-    attention_extras: str = ""  # "qkv_bias", "llama_bias" (attention_bias flag), "gpt_oss" (all biases + sinks), "qwen_v1"
+    attention_extras: str = ""  # a key of kvcore.params.ATTENTION_EXTRAS: its biases and sinks
     gated_q: bool = False  # Qwen3-Next doubles q_proj for its output gate
-    ffn: str = "dense"  # "dense", "llama" (mlp_bias flag), "qwen_v1" (two halves), "moe_qwen", "moe_gpt_oss", "moe_deepseek"
+    ffn: str = "dense"  # a key of kvcore.params.FFN_LAYOUTS: its feed-forward block (dense, MoE...)
+    shared_expert: bool = False  # a Qwen MoE layer also has a shared expert and its gate (Qwen3-Next)
 
 
-# Window rules, by name: which layers keep a sliding window (returns flags and reader notes).
+# Window rules, by name (kvcore.geometry.WINDOW_RULES applies them; an unknown one is refused, naming it):
 #   none:            every layer full
 #   layer_types:     the config's layer_types list when present, else the next rule named after "|"
 #   pattern:         every sliding_window_pattern-th layer full (Gemma 3)
@@ -62,7 +64,7 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("qwen2", windows={"reference": "max_window"}, tie_default=True, attention_extras="qkv_bias"),
     Family("qwen3", windows={"reference": "max_window"}, qk_norm=True),
     Family("qwen3_moe", windows={"reference": "max_window"}, qk_norm=True, ffn="moe_qwen"),
-    Family("qwen3_next", attention="hybrid_linear", qk_norm=True, gated_q=True, ffn="moe_qwen"),
+    Family("qwen3_next", attention="hybrid_linear", qk_norm=True, gated_q=True, ffn="moe_qwen", shared_expert=True),
     # Phi-3: transformers applies sliding_window on every layer; mlx_lm ignores it; llama.cpp disables it
     # ("Phi SWA is currently disabled", https://github.com/ggml-org/llama.cpp/pull/13676).
     Family("phi3", windows={"mlx_lm": "ignored", "reference": "every_layer", "llama.cpp": "disabled"}),

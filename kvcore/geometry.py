@@ -23,7 +23,7 @@ from typing import Any
 from .config import Cfg, flatten
 from .errors import KvError
 from .families import FAMILIES, Family, family_for
-from .params import Params, count_params, layer_ffn
+from .params import Params, check_layouts, count_params, layer_ffn
 from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -99,30 +99,75 @@ def _note(code: str, window: int) -> tuple[str, int, str]:
     return code, window, _NOTE_TEXT[code].format(window=window)
 
 
+# Window rules by name (a family's `windows`, kvcore.families): layer count and the config -> (sliding flags, notes),
+# or None when the rule does not apply to this config and the next rule named after "|" is tried.
+def _rule_layer_types(cfg: Cfg, n: int, runtime: Runtime):
+    layer_types = cfg.get("layer_types")  # the config's list when present
+    return ([t == "sliding_attention" for t in layer_types], []) if layer_types else None
+
+
+def _rule_pattern(cfg: Cfg, n: int, runtime: Runtime):  # every sliding_window_pattern-th layer full (Gemma 3)
+    pattern = cfg.int("sliding_window_pattern")
+    return [i % pattern != pattern - 1 for i in range(n)], []
+
+
+def _rule_every_layer(cfg: Cfg, n: int, runtime: Runtime):  # Mistral v0.1, Phi-3 in transformers
+    if cfg.get("sliding_window"):
+        return [True] * n, [_note("sliding_every_layer", cfg.int("sliding_window"))]
+    return None
+
+
+def _rule_full(code: str | None):  # the window is set, but this runtime caches the full context; a note says so
+    def rule(cfg: Cfg, n: int, runtime: Runtime):
+        if cfg.get("sliding_window"):
+            return [False] * n, [_note(code or runtime.ignored_window_note, cfg.int("sliding_window"))]
+        return None
+    return rule
+
+
+def _rule_max_window(cfg: Cfg, n: int, runtime: Runtime):  # Qwen2/3 in transformers, when use_sliding_window
+    if cfg.get("use_sliding_window"):
+        start = cfg.int("max_window_layers", 0, minimum=0)
+        return [i >= start for i in range(n)], []
+    return None
+
+
+WINDOW_RULES = {
+    "none": lambda cfg, n, runtime: ([False] * n, []),  # every layer full
+    "layer_types": _rule_layer_types,
+    "pattern": _rule_pattern,
+    "alternate": lambda cfg, n, runtime: ([i % 2 == 0 for i in range(n)], []),  # even layers slide (gpt-oss, Gemma 2)
+    "every_layer": _rule_every_layer,
+    "ignored": _rule_full(None),  # the runtime's own note (mlx_lm, llama.cpp)
+    "disabled": _rule_full("sliding_disabled"),  # llama.cpp turns Phi-3's window off
+    "max_window": _rule_max_window,
+}
+ATTENTION_KINDS = ("gqa", "mla", "hybrid_linear")  # a family's `attention`: how its layers are read (_layers)
+
+
+def check_family(family: Family) -> None:
+    """Refuse a family whose attention kind, window rule or layout code kvcore does not know, naming it."""
+    if family.attention not in ATTENTION_KINDS:
+        raise KvError(f"Model family {family.model_type!r} has the attention kind {family.attention!r}; known: "
+                      f"{', '.join(ATTENTION_KINDS)}.")
+    for key, rules in family.windows.items():
+        for rule in rules.split("|"):
+            if rule not in WINDOW_RULES:
+                raise KvError(f"Model family {family.model_type!r} names the window rule {rule!r} for {key}; known: "
+                              f"{', '.join(WINDOW_RULES)}.")
+    check_layouts(family)
+
+
 def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: Runtime) -> tuple[list[bool], list[tuple[str, int, str]]]:
-    """Which layers keep a sliding window under `runtime`, by the family's window rule; notes are (code, window, text)."""
+    """Which layers keep a sliding window under `runtime`, by the family's window rules (WINDOW_RULES, tried in
+    order); notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
     if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
         raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
-    window = cfg.get("sliding_window")
     for rule in family.windows.get(runtime.windows, "none").split("|"):
-        if rule == "layer_types":
-            if layer_types:
-                return [t == "sliding_attention" for t in layer_types], []
-            continue
-        if rule == "pattern":
-            pattern = cfg.int("sliding_window_pattern")
-            return [i % pattern != pattern - 1 for i in range(n_layers)], []
-        if rule == "alternate":
-            return [i % 2 == 0 for i in range(n_layers)], []
-        if rule == "every_layer" and window:
-            return [True] * n_layers, [_note("sliding_every_layer", cfg.int("sliding_window"))]
-        if rule in ("ignored", "disabled") and window:
-            code = "sliding_disabled" if rule == "disabled" else runtime.ignored_window_note
-            return [False] * n_layers, [_note(code, cfg.int("sliding_window"))]
-        if rule == "max_window" and cfg.get("use_sliding_window"):
-            start = cfg.int("max_window_layers", 0, minimum=0)
-            return [i >= start for i in range(n_layers)], []
+        found = WINDOW_RULES[rule](cfg, n_layers, runtime)
+        if found is not None:
+            return found
     return [False] * n_layers, []
 
 
@@ -182,6 +227,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_
     if not isinstance(model_type, str):
         raise KvError("config.json is missing the field 'model_type'.", "config_missing", field="model_type")
     family = family_for(model_type)
+    check_family(family)
     model_type = family.model_type
     cfg = Cfg(flat, family)
     try:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 from kvcore import calculator, views
+from kvcore import gguf as kgguf
+from kvcore.errors import KvError
 from kvcore.formulas import KvSpec, formula_terms
 from kvcore.limits import MAX_CONTEXT
 from kvcore.config import parse_json_text
 from kvcore.geometry import Geometry, parse_config, preset_geometry
-from kvcore.runtimes import RUNTIMES, get_runtime, runtime_of
+from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime, runtime_of
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB, fmt_bytes
 
@@ -65,6 +70,33 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
     return Memory(int(limit_gb * GIB), reason)
 
 
+GGUF_UPLOAD_MB = 100  # an upload is held whole in the server's memory; a larger file is read by its path (header only)
+_GGUF_UPLOADS: OrderedDict = OrderedDict()  # digest -> geometry of an uploaded GGUF (its header read once), the last 8
+
+
+def gguf_upload_source(data: bytes, name: str) -> tuple:
+    """An uploaded GGUF file -> the model source text the cached sections key on: ("gguf", digest), its header
+    read once here (kvcore.gguf); KvError (one sentence) when it is not a GGUF kvcore reads or is too large."""
+    if len(data) > GGUF_UPLOAD_MB * 1_000_000:
+        raise KvError(f"{name} is larger than {GGUF_UPLOAD_MB} MB; GGUF uploads are limited to {GGUF_UPLOAD_MB} MB: give a "
+                      "larger file by its path (only its header is read).", "gguf_upload_large", label=name, mb=GGUF_UPLOAD_MB)
+    key = ("gguf", hashlib.sha256(data).hexdigest()[:24])
+    if key not in _GGUF_UPLOADS:
+        _GGUF_UPLOADS[key] = kgguf.geometry(data, name)
+        while len(_GGUF_UPLOADS) > 8:
+            _GGUF_UPLOADS.popitem(last=False)
+    return key
+
+
+def gguf_path_source(path: str) -> tuple:
+    """A GGUF file on this machine -> ("gguf-path", its modification time): the header is read again when it changes."""
+    try:
+        return ("gguf-path", os.stat(path).st_mtime_ns)
+    except OSError:
+        kgguf.geometry(path)  # the engine's sentence: missing, unreadable, a folder
+        raise
+
+
 @section_cache(max_entries=32)
 def config_geometry(text: str | bytes | None, name: str, runtime: str, settings: tuple = ()) -> Geometry:
     """A preset (text None) or a pasted config.json -> geometry; KvError names the problem field.
@@ -74,6 +106,15 @@ def config_geometry(text: str | bytes | None, name: str, runtime: str, settings:
     """
     if text is None:
         return preset_geometry(name, runtime)
+    if isinstance(text, tuple) and not get_runtime(runtime).reads_gguf:  # a GGUF's layers are llama.cpp's reading
+        raise KvError(f"{name} is a GGUF file: it is sized under {gguf_runtime().name}'s rules; choose {gguf_runtime().name}.",
+                      "gguf_runtime", label=name, runtime=runtime)
+    if isinstance(text, tuple) and text[0] == "gguf":  # an upload, read by gguf_upload_source
+        if text not in _GGUF_UPLOADS:
+            raise KvError(f"{name} is no longer held by this server; upload it again.", "gguf_upload_lost", label=name)
+        return _GGUF_UPLOADS[text]
+    if isinstance(text, tuple) and text[0] == "gguf-path":  # a local file: its header only
+        return kgguf.geometry(name)
     return parse_config(parse_json_text(text, name), name, runtime)
 
 
@@ -167,7 +208,7 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = chart_contexts(ctx) if fits else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
-    llama = llama_options(src, seqs)
+    llama = runtime_options(src, seqs)
     rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
     at = calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0] if fits else None
     here = at["tokens_per_s"] if at else None
@@ -234,7 +275,7 @@ def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
     options or its defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
     t = i18n.translator(lang)
     rows = []
-    for runtime in RUNTIMES.values():
+    for runtime in [gguf_runtime()] if isinstance(src[0], tuple) else RUNTIMES.values():  # a GGUF: its reader's rules only
         here = (*src[:2], runtime.name, src[3] if runtime is get_runtime(src[2]) else ())
         g = config_geometry(src[0], src[1], runtime.name)
         r = calculator.calculate(g, ctx, seqs, KvSpec("fp16", "fp16"), "bf16", runtime_options(here, seqs))

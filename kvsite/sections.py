@@ -56,6 +56,12 @@ def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
 
 
 @cached
+def key_numbers(rec: Recording | None) -> dict:
+    """The home page's key numbers (kvcore.views.key_numbers), once per recording."""
+    return views.key_numbers(rec)
+
+
+@cached
 def article_geometry() -> dict:
     """Article A's model as the prose states it (shared: read it, never change it): layers, KV heads, head_dim, fp16 bytes per value, block step."""
     g = preset_geometry(views.ARTICLE_MODEL)
@@ -100,7 +106,9 @@ def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
-            "limit": fmt_pct(FAR_BELOW_PEAK), "floor": fmt_num(hardware.slowest_memory()[0])}
+            "limit": fmt_pct(FAR_BELOW_PEAK)}
+    if fit.verdict_code == "below_any_memory":  # the one verdict that quotes the floor (a table lookup)
+        nums["floor"] = fmt_num(hardware.slowest_memory()[0])
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
@@ -280,14 +288,21 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
     runs_decode = [decode_model.analyse(r) for r in runs]
-    pts = [a.points for a in runs_decode if a is not None]
+    # a run without a model geometry is still drawn: its measured points, no bytes line (no_fit says why)
+    pts = [a.points if a is not None else pd.DataFrame(r.rows("decode")).assign(recording=r.id)
+           for r, a in zip(runs, runs_decode) if r.rows("decode")]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
+    no_fit = [{"run": names[r.id], "why": no_fit_reason(r)} for r, a in zip(runs, runs_decode) if a is None and r.rows("decode")]
     points = pd.concat(pts, ignore_index=True)
+    for col in ("bytes_per_token", "implied_gbps"):
+        if col not in points:
+            points[col] = float("nan")
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
-    lines = pd.concat([a.curve for a in runs_decode if a is not None], ignore_index=True)
+    lines = pd.concat([a.curve for a in runs_decode if a is not None]
+                      or [pd.DataFrame(columns=["context", "tokens_per_s", "recording"])], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
     unfit = [names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound]
     titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
@@ -297,7 +312,15 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
                        error=("tokens_per_s_low", "tokens_per_s_high"))
     first = runs_decode[0]
     return {"chart": chart, "fit": first and first.fit, "check": first and first.check,
-            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
+            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any()),
+            "no_fit": no_fit}
+
+
+def no_fit_reason(rec: Recording) -> str:
+    """Why a run has no bytes line: "hybrid" (linear-attention layers kvcore has no geometry for), "unusual" (a model
+    whose attention kvcore does not model) or "no_model" (the recording names no model configuration)."""
+    model = rec.data["model"]
+    return "hybrid" if model.get("hybrid") else "unusual" if model.get("unusual") else "no_model"
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:

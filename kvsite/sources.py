@@ -7,16 +7,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from collections import OrderedDict
 from pathlib import Path
 
-import streamlit as st
-
-from kvcore import recordings, views
+from kvcore import recordings
 from kvcore.provenance import provenance as recording_provenance
 from kvcore.recordings import Recording
 
-from .cache import HASH_FUNCS, section_cache
+from .cache import section_cache
 
 
 def _signature(folders: tuple[str, ...]) -> tuple:
@@ -50,34 +47,16 @@ def load_recordings():
     return _load(_signature(folders), folders)
 
 
-@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
-def view(name: str, *args, **kwargs):
-    """kvcore.views.<name>(*args, **kwargs), cached on its arguments (recordings hash by content)."""
-    return getattr(views, name)(*args, **kwargs)
-
-
-_provenances: OrderedDict[str, dict] = OrderedDict()
-
-
+@section_cache(max_entries=256)
 def provenance(rec: Recording) -> dict:
-    """recording_provenance(rec), once per recording content (read-only: shared)."""
-    value = _provenances.get(rec.key)
-    if value is None:
-        value = _provenances[rec.key] = recording_provenance(rec)
-        while len(_provenances) > 256:
-            _provenances.popitem(last=False)
-    return value
+    """kvcore.provenance.provenance(rec), once per recording content (read-only: shared)."""
+    return recording_provenance(rec)
 
 
+@section_cache(max_entries=256)
 def short_name(rec: Recording) -> str:
     """rec.short_name (kvcore makes it), once per recording content: a picker asks on every rerun."""
-    key = ("short", rec.key)
-    value = _provenances.get(key)
-    if value is None:
-        value = _provenances[key] = rec.short_name
-        while len(_provenances) > 256:
-            _provenances.popitem(last=False)
-    return value
+    return rec.short_name
 
 
 def source_label(rec: Recording, lang: str, where: str = "", short: bool = False) -> str:

@@ -5,11 +5,11 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.formulas import FILE_WEIGHTS, WEIGHT_FORMATS
 from kvcore.config import MAX_CONFIG_BYTES
 from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
-from kvcore.runtimes import RUNTIMES, get_runtime
+from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
 from kvsite import i18n
@@ -22,10 +22,23 @@ f.intro()
 
 # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
 names = preset_names()
-src = url_choice(st.segmented_control, f.t("calc.model_source"), ["preset", "config"], "preset", "msrc",
+src = url_choice(st.segmented_control, f.t("calc.model_source"), ["preset", "config", "gguf"], "preset", "msrc",
                  format_func=lambda o: f.t(f"calc.src_{o}"), required=True)
 c = st.columns([3, 2])
-if src == "config":
+if src == "gguf":  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
+    gg = c[0].file_uploader(f.t("calc.gguf_upload", mb=calc_site.GGUF_UPLOAD_MB), type=["gguf"], key="gguf_up",
+                            max_upload_size=calc_site.GGUF_UPLOAD_MB)
+    path = "" if f.read_only else c[0].text_input(f.t("calc.gguf_path"), key="gguf_path", help=f.t("calc.gguf_path_help"))
+    st.caption(f.t("calc.gguf_note", mb=calc_site.GGUF_UPLOAD_MB))
+    label = gg.name if gg is not None else path.strip()
+    text = ""
+    try:
+        text = calc_site.gguf_upload_source(gg.getvalue(), gg.name) if gg is not None else (
+            calc_site.gguf_path_source(label) if label else "")
+    except KvError as e:
+        st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+        st.stop()
+elif src == "config":
     upload = c[0].file_uploader(f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000), type=["json"], key="upload",
                                 max_upload_size=-(-MAX_CONFIG_BYTES // 2**20))  # the widget's "…MB per file" says the same
     pasted = c[0].text_area(f.t("calc.paste"), key="pasted", height=140)  # size checked by the engine
@@ -34,7 +47,11 @@ if src == "config":
     st.caption(f.t("calc.config_url_note"))
 else:
     model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-runtime = c[1].selectbox(f.t("calc.runtime"), list(RUNTIMES), key="rt", bind="query-params", help=f.t("calc.runtime_help"))
+if src == "gguf":  # a GGUF's layers are the reading of the runtime it is the model format of (llama.cpp)
+    runtime = c[1].selectbox(f.t("calc.runtime"), [gguf_runtime().name], key="rt_gguf", disabled=True,
+                             help=f.t("calc.runtime_gguf_help"))
+else:
+    runtime = c[1].selectbox(f.t("calc.runtime"), list(RUNTIMES), key="rt", bind="query-params", help=f.t("calc.runtime_help"))
 rt = get_runtime(runtime)
 
 # ---- inputs
@@ -45,7 +62,12 @@ seqs = c[2].number_input(f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq
 kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
-w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+if src == "gguf":  # the file's own tensors by default (exact bytes), or any other format for comparison
+    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *WEIGHT_FORMATS], key="w_gguf",
+                           format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w)
+else:
+    w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
+                           bind="query-params")
 
 c = st.columns([2, 1, 1])
 chip = url_choice(c[0].selectbox, f.t("calc.machine"), chip_names(), "M4 Pro", "chip", format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n)
@@ -59,15 +81,15 @@ for s in rt.settings:
         settings.append(bool(lc.checkbox(name, s.default, key=s.key, bind="query-params", help=tip)))
     else:
         settings.append(int(lc.number_input(name, s.low, s.high, s.default, key=s.key, bind="query-params", help=tip)))
-src_key = (text, label, runtime, tuple(settings)) if src == "config" else (None, model, runtime, tuple(settings))
-if src == "config" and not text.strip():
-    st.info(f.t("calc.paste_prompt"))
+src_key = (text, label, runtime, tuple(settings)) if src != "preset" else (None, model, runtime, tuple(settings))
+if src != "preset" and not text or src == "config" and not text.strip():
+    st.info(f.t("calc.gguf_prompt" if src == "gguf" else "calc.paste_prompt"))
     st.stop()
 try:
     out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
     message = i18n.error_text(f.lang, e)  # about a pasted config, or the engine's sentence on a preset and format
-    st.error(f.t("calc.bad_input", message=message) if src == "config" else message)
+    st.error(f.t("calc.bad_input", message=message) if src != "preset" else message)
     st.stop()
 result, need, verdict = out["result"], out["need"], out["verdict"]
 

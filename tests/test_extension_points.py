@@ -6,6 +6,7 @@ Every entry here is monkeypatched into its registry for one test: nothing is wri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -83,6 +84,31 @@ def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {32}  # the row's default applies
 
 
+@pytest.mark.parametrize("change, named", [
+    (dict(windows={"mlx_lm": "layer_types|sometimes"}), "'sometimes'"),
+    (dict(ffn="moe_mixtral"), "'moe_mixtral'"),
+    (dict(attention_extras="all_bias"), "'all_bias'"),
+    (dict(attention="linear_only"), "'linear_only'"),
+])
+def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatch, change, named):
+    config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change))
+    with pytest.raises(KvError, match=named):
+        geometry.parse_config(config)
+
+
+def test_a_shared_expert_is_its_own_field_not_the_gated_query():
+    """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
+    config = geometry.load_preset("qwen3-next-80b-a3b")["config"]
+    real = geometry.parse_config(config)
+    h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
+    moe_layers = config["num_hidden_layers"]
+    with pytest.MonkeyPatch.context() as m:
+        m.setitem(families.FAMILIES, "qwen3_next", dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False))
+        without = geometry.parse_config(config)
+    assert real.params.total - without.params.total == moe_layers * (3 * h * inter + h)  # the expert and its gate
+
+
 # ---------------------------------------------------------------- runtimes
 
 
@@ -105,8 +131,8 @@ def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_t
 
 
 def test_an_unknown_runtime_and_a_runtime_of_unknown_window_rules_are_refused(monkeypatch, capsys):
-    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "vllm"]) == 2
-    assert "'vllm'" in capsys.readouterr().err
+    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "no_such_rt"]) == 2
+    assert "'no_such_rt'" in capsys.readouterr().err
     rt = runtimes.TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     with pytest.raises(KvError, match="'odd_rules'"):

@@ -273,10 +273,13 @@ def test_an_unknown_model_type_has_a_japanese_sentence():
 
 
 def test_every_family_has_a_known_window_rule():
-    rules = {"none", "layer_types", "pattern", "alternate", "every_layer", "ignored", "disabled", "max_window"}
+    from kvcore.geometry import WINDOW_RULES, check_family
+
+    rules = set(WINDOW_RULES)
     for family in FAMILIES.values():
         assert set(family.windows) <= set(RUNTIMES)
         assert all(set(rule.split("|")) <= rules for rule in family.windows.values()), family.model_type
+        check_family(family)  # its attention kind and layout codes too
 
 
 # ---------------------------------------------------------------- the calculator's verdict and levers under llama.cpp

@@ -320,3 +320,62 @@ def test_the_context_in_the_url_comes_back_exactly(rec_dir, value):
     assert at.number_input(key="ctx").value == int(value)
     at.number_input(key="ctx").set_value(1).run()  # and a reader's 1 goes into the URL, to come back from it
     assert at.query_params["ctx"] == ["1"] or at.query_params["ctx"] == "1"
+
+
+# ---------------------------------------------------------------- the registries reach the page (issue 15)
+
+
+def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(rec_dir, monkeypatch):
+    """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
+    runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
+    from kvcore import formats, runtimes
+    from kvcore.formats import CacheFormat
+
+    monkeypatch.setitem(formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True))
+    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
+    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
+    at = page(CALC, "en", rt="llama.cpp")
+    assert {"q6_test", "q6_k"} <= set(at.selectbox(key="k").options) and "throwaway_rt" in at.selectbox(key="rt").options
+    at = page(CALC, "en", model="mistral-7b-v0.1", ctx=10007, rt="throwaway_rt", k="q6_test", v="q6_test", w="bf16")
+    assert not at.exception and at.selectbox(key="rt").value == "throwaway_rt"
+    g = preset_geometry("mistral-7b-v0.1", "throwaway_rt")
+    assert numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test")) and g.count("sliding") == 32
+    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
+    assert not wrong.exception and "26.25" not in texts(wrong)
+    assert any("whole blocks of 256 values and does not pad them: a 64-value row" in e.value for e in wrong.error)
+
+
+# ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
+
+
+def _tiny_gguf(tmp_path, preset: str):
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gguf_files
+
+    return gguf_files.preset_file(tmp_path, preset)
+
+
+def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path):
+    path = _tiny_gguf(tmp_path, "gpt-oss-20b")
+    at = page(CALC, msrc="gguf", ctx=131072)
+    at.text_input(key="gguf_path").set_value(str(path)).run()
+    assert not at.exception and not at.error
+    log = next(c.value for c in at.code if "llama_kv_cache" in c.value)
+    cli = subprocess.run([sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--context", "131072",
+                          "--runtime", "llama.cpp", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert log.splitlines() == json.loads(cli.stdout)["log_lines"]
+    assert numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]  # the file's own tensors
+    at.expander(key="cmp_open").open = True  # the runtimes compared: llama.cpp's only, for a GGUF
+    at.session_state["cmp_open"] = True
+    at.run()
+    table = next(m.value for m in at.markdown if "`llama.cpp`" in m.value and "`mlx_lm`" not in m.value)
+    assert table.count("\n") == 2 and not at.exception
+
+
+def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_text('{"model_type": "llama"}')
+    at = page(CALC, lang="ja", msrc="gguf")
+    at.text_input(key="gguf_path").set_value(str(bad)).run()
+    assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value

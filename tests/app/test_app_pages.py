@@ -277,6 +277,7 @@ RERUN_MAY_CALL = {
     "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
     "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range", "slowest_memory"},
     "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
+    "runtimes": {"get_runtime", "kv_formats"},  # the runtime object and the formats it stores: look-ups
 }
 
 
