@@ -274,7 +274,7 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 # (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
 RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
-    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
+    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"}, "published": {"source"},
     "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range", "slowest_memory"},
     "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
     "runtimes": {"get_runtime", "kv_formats"},  # the runtime object and the formats it stores: look-ups
