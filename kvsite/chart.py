@@ -22,7 +22,7 @@ import vl_convert as vlc
 from kvcore import charts
 
 from .tables import arrow, csv_bytes
-from .frame import row
+from .layout import row
 
 EXPORT_FONT = "Noto Sans CJK JP"  # the family of the font file below
 EXPORT_WIDTH = 720  # px: an exported chart's plot width (the page's chart fits its column instead)

@@ -20,7 +20,7 @@ from kvcore.views import ARTICLE_MODEL
 from kvcore.recordings import Recording, RecordingError
 
 from . import i18n
-from .frame import row
+from .layout import row
 from .recording_text import group_name, translated_table
 
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
