@@ -113,6 +113,11 @@ def rows() -> list[tuple[str, str]]:
         out.append((command, "can start" if not reasons else "cannot start: " + "; ".join(dict.fromkeys(reasons))))
     if not mlx_missing:
         out.append(("default run", f"decode of {DEFAULT_MODEL} to {DEFAULT_MAX_CONTEXT:,} tokens fits: {_default_decode_fits()}"))
+    from . import blas, real_model
+
+    out.append(("blas", blas.state()["note"]))
+    path = real_model.gguf_path()
+    out.append(("real model", f"{real_model.NAME}: {path}" if path else real_model.MISSING))
     folder = recordings.local_dir()
     if recordings.read_only():
         saving = f"no: read-only mode ({recordings.READ_ONLY_ENV}=1)"

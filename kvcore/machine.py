@@ -108,7 +108,7 @@ def provenance(command: str) -> dict:
     from datetime import datetime, timezone
     from importlib.metadata import PackageNotFoundError, version
 
-    from . import __version__
+    from . import __version__, blas
 
     def ver(pkg: str) -> str:
         try:
@@ -120,7 +120,7 @@ def provenance(command: str) -> dict:
     return {
         "machine": {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": chip_name(),
                     "memory_gb": memory_gb(), "cpu_cores": os.cpu_count() or 0},
-        "backend": b["backend"], "device": b["device"],
+        "backend": b["backend"], "device": b["device"], "blas": blas.state()["note"],
         "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command,

@@ -313,6 +313,30 @@ def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_a
     assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
 
 
+# ---------------------------------------------------------------- the registries reach the page (issue 15)
+
+
+def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(rec_dir, monkeypatch):
+    """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
+    runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
+    from kvcore import formats, runtimes
+    from kvcore.formats import CacheFormat
+
+    monkeypatch.setitem(formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True))
+    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
+    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
+    at = page(CALC, "en", rt="llama.cpp")
+    assert {"q6_test", "q6_k"} <= set(at.selectbox(key="k").options) and "throwaway_rt" in at.selectbox(key="rt").options
+    at = page(CALC, "en", model="mistral-7b-v0.1", ctx=10007, rt="throwaway_rt", k="q6_test", v="q6_test", w="bf16")
+    assert not at.exception and at.selectbox(key="rt").value == "throwaway_rt"
+    g = preset_geometry("mistral-7b-v0.1", "throwaway_rt")
+    assert numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test")) and g.count("sliding") == 32
+    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
+    assert not wrong.exception and "26.25" not in texts(wrong)
+    assert any("whole blocks of 256 values and does not pad them: a 64-value row" in e.value for e in wrong.error)
+
+
 # ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
 
 
