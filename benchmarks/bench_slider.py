@@ -29,8 +29,10 @@ from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready
 CHAPTERS = {
     "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0),
     "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0),
+    "3 Linear growth (context)": ("Linear_growth?lang=en", 0),
     "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0),
-    "5 Savings (memory)": ("Savings?lang=en", 1),
+    "6 Savings (memory)": ("Savings?lang=en", 1),
+    "7 Calculator (context, log scale)": ("Calculator?lang=en", 0),
 }
 BASELINE_PAGE = '''import altair as alt
 import pandas as pd

@@ -6,7 +6,7 @@ CODES = frozenset({
     "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
     "config_heads", "config_object", "config_shape", "model_unknown", "runtime_unknown",
     "llamacpp_format", "format_block", "llamacpp_mla_types", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
-    "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
+    "format_group", "model_missing", "kv_option", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     "live_batch_format", "live_batch_cache",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)

@@ -243,15 +243,19 @@ def generate_step_check(model: LiveModel, context: int, kv_format: str | None = 
 
 
 def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int = 64, progress: Progress | None = None,
-                    should_stop: StopCheck | None = None) -> list[dict]:
+                    should_stop: StopCheck | None = None, prompt_ids: list[int] | None = None) -> list[dict]:
     """N new tokens with the cache (prefill once, then one token per step) vs without it (every
     step recomputes the whole prefix). Same token sequence both ways; per-step ms and running totals.
+    A real model (with a tokenizer) starts from `prompt_ids` (real text) and each row carries its new token's text.
     """
     import mlx.core as mx
 
+    if prompt_ids is not None:
+        prompt_tokens = len(prompt_ids)
     _decode_guard(model, prompt_tokens + new_tokens, model.dtype, 1)
     ticker = _Ticker(2 * new_tokens, progress, should_stop)
-    prompt = mx.random.randint(0, model.geometry.vocab_size, (1, prompt_tokens), key=mx.random.key(2))
+    prompt = (mx.array([prompt_ids]) if prompt_ids is not None else
+              mx.random.randint(0, model.geometry.vocab_size, (1, prompt_tokens), key=mx.random.key(2)))
     mx.eval(prompt)
     caches, seq, with_ms = make_caches(model, model.dtype), prompt, []
     token = prompt
@@ -270,8 +274,11 @@ def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int =
         without_ms.append((time.perf_counter() - t0) * 1000)
         ticker.tick(f"without cache: token {i + 1}/{new_tokens}")
     rows, w, wo = [], 0.0, 0.0
+    generated = seq[0, prompt_tokens:].tolist()
     for i, (a, b) in enumerate(zip(with_ms, without_ms)):
         w, wo = w + a / 1000, wo + b / 1000
         rows.append({"new_tokens": i + 1, "with_cache_step_ms": a, "without_cache_step_ms": b,
                      "with_cache_s": w, "without_cache_s": wo})
+        if model.tokenizer is not None:
+            rows[-1]["token"] = model.tokenizer.piece(generated[i])
     return rows

@@ -90,6 +90,9 @@ class LiveModel:
     weights_format: str
     dtype: str
     module: Any = field(repr=False, default=None)
+    tokenizer: Any = field(repr=False, default=None)  # a real model's own (kvcore.real_model.Tokenizer), else None
+    weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.real_model)
+    weights_note: str = ""  # how its weights were made ready, for the recording
 
     def weights_bytes(self) -> int:
         """Bytes of the parameters as they sit in memory (measured from the arrays)."""
@@ -98,9 +101,12 @@ class LiveModel:
         return sum(v.nbytes for _, v in tree_flatten(self.module.parameters()))
 
     def summary(self) -> dict:
-        return {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
+        info = {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
                 "weights": self.weights, "weights_format": self.weights_format, "activation_dtype": self.dtype,
                 "config": {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}}
+        if self.weights_mode:
+            info["weights_mode"], info["weights_note"] = self.weights_mode, self.weights_note
+        return info
 
 
 def resolve_config(model: str) -> tuple[str, dict]:
@@ -212,13 +218,34 @@ def _param_dtype(module) -> str:
 
 
 def get_model(model: str, weights: str = "random", weights_format: str = "mlx-q4") -> LiveModel:
-    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load)."""
+    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load; the real
+    model kvcore.real_model ships is loaded from its installed GGUF unless --weights random)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        return load_real_model()
     if weights and weights != "random":
         return load_real(weights)
     if weights is None and is_loadable(model):
         return load_real(model)
     name, config = resolve_config(model)
     return build_random(name, config, weights_format)
+
+
+def load_real_model(mode: str | None = None, dtype: str | None = None) -> LiveModel:
+    """The real model kvcore.real_model reads from its installed GGUF, as a LiveModel with its tokenizer: weights
+    kept quantized on Metal and dequantized on the CPU backend unless `mode` says; activations fp16 on Metal, fp32 on
+    the CPU unless `dtype` says."""
+    from . import real_model
+
+    b = machine.backend()
+    mode = mode or real_model.weights_mode(b["backend"])
+    dtype = dtype or b["dtype"]
+    parts = real_model.build(mode, dtype)
+    config = parts["config"]
+    # weights_format: what sits in memory, in kvcore.formulas' names: the file's own blocks, or plain dtype values
+    return LiveModel(real_model.NAME, config, parse_config(config, real_model.NAME), parts["path"],
+                     "gguf-file" if mode == "quantized" else dtype, dtype, parts["module"], tokenizer=parts["tokenizer"], weights_mode=mode, weights_note=parts["note"])
 
 
 def is_loadable(model: str) -> bool:
@@ -231,6 +258,14 @@ def is_loadable(model: str) -> bool:
 
 def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:
     """Weights bytes before building the model (for the guard); None when unknown (hub id)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        path = real_model.require()
+        if real_model.weights_mode(machine.backend()["backend"]) == "dequantized":
+            name, config = resolve_config(model)
+            return weights_bytes(parse_config(config, name), "fp32")
+        return path.stat().st_size
     source = weights if weights and weights != "random" else (model if weights is None and is_loadable(model) else None)
     if source:
         path = Path(source)

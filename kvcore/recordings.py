@@ -70,7 +70,18 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
              "texts": ("cache", "pattern")},
     "growth": {"required": ("context", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("active_mib", "peak_mib")},
     "mechanism": {"required": ("new_tokens", "with_cache_s", "without_cache_s"),
-                  "numbers": ("with_cache_step_ms", "without_cache_step_ms")},
+                  "numbers": ("with_cache_step_ms", "without_cache_step_ms"),
+                  "texts": ("token",)},  # token: the new token's text (a real model's run)
+    # a real model's next-token log-probabilities through a KV format vs the unquantized cache (kvcore.quality);
+    # tokens: positions scored; rows of one format at several token counts show the price against context
+    "quality": {"required": ("tokens", "perplexity", "kl_vs_baseline", "top1_agreement"),
+                "numbers": ("bits", "group_size", "quantized_kv_start", "bytes_per_token", "seconds", "first_divergence"),
+                "texts": ("kv_format", "label"), "required_texts": ("kv_format",)},
+    # the same chat prompt answered greedily through each cache; first_divergence: the first token that differs;
+    # margin: how many nats the baseline preferred its own token there
+    "answers": {"required": ("tokens",), "numbers": ("first_divergence", "margin"),
+                "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
+                "required_texts": ("kv_format", "prompt", "answer")},
     "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
                   "texts": ("name",), "required_texts": ("name",)},
     # prompt processing: tokens_per_s = prompt_tokens / prefill time (of all `batch` sequences, when given); a
@@ -228,7 +239,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+SHORT_NAME_MAX = 35  # characters: about 210 px of an 11 px legend label, the sidebar picker's width
 
 
 def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
@@ -239,7 +250,7 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
         return text
     cut = text[:limit - 1]
     space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
+    return (cut[:space] if space >= limit // 3 else cut).rstrip(" ·,—-") + "…"
 
 
 def _fail(label: str, code: str, problem: str, **params):

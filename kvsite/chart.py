@@ -22,7 +22,7 @@ import vl_convert as vlc
 from kvcore import charts
 
 from .tables import arrow, csv_bytes
-from .frame import row
+from .layout import row
 
 EXPORT_FONT = "Noto Sans CJK JP"  # the family of the font file below
 EXPORT_WIDTH = 720  # px: an exported chart's plot width (the page's chart fits its column instead)
@@ -51,7 +51,7 @@ class Export:
 
 @dataclass(frozen=True)
 class Chart:
-    """What chart_block shows: read-only, shared between reruns (built in a cache_resource section)."""
+    """What show_chart shows: read-only, shared between reruns (built in a cache_resource section)."""
 
     spec: dict  # Vega-Lite; datasets as Arrow IPC bytes
     data: pd.DataFrame  # behind the CSV download

@@ -13,11 +13,13 @@ from pathlib import Path
 import streamlit as st
 
 from kvcore import recordings
-from kvcore.recordings import Recording
+from kvcore.recordings import Recording, is_apple_silicon
 
 from . import i18n, recording_text, uploads
 from . import chapters
 from .chapters import HOME, by_slug
+from .chart import Export
+from .layout import row, text  # noqa: F401 - pages import them from here too
 from .sources import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +111,9 @@ class Frame:
                 self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
                 st.markdown(f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
                             f"Python {platform.python_version()}")
-                if not (platform.system() == "Darwin" and platform.machine() == "arm64"):
+                from kvcore.machine import this_machine  # live mode: mlx is in use here already
+
+                if not is_apple_silicon({"machine": this_machine()}):  # the one rule a recording is labelled by
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
             p = provenance(rec)
@@ -127,8 +131,6 @@ class Frame:
     def export(self, key: str, settings: dict | None = None, source: str | None = None):
         """What a chart's downloads say about themselves (kvsite.chart.Export): its title (`export.<key>`), the
         settings it was drawn with ("label: value", in this language), its source and the site."""
-        from .chart import Export
-
         colon = self.t("recordings.colon")
         lines = [self.t("export.settings", items=self.t("recordings.list_sep").join(
             f"{label}{colon}{value}" for label, value in settings.items()))] if settings else []
@@ -158,18 +160,6 @@ class Frame:
             return [p[field_name] for p in event.selection.get("pick", []) if field_name in p]
         except AttributeError:
             return []
-
-
-def row(**kwargs):
-    """Widgets or metrics side by side: one horizontal block (st.columns sends a block per column, each a
-    cost on every rerun); each item takes its share of the width, and the row wraps when it runs out."""
-    return st.container(horizontal=True, **kwargs)
-
-
-def text(*blocks: str) -> None:
-    """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
-    (~0.1 ms a rerun), and adjacent markdown looks the same either way."""
-    st.markdown("\n\n".join(b for b in blocks if b))
 
 
 def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):

@@ -53,15 +53,10 @@ def provenance(rec: Recording) -> dict:
     return recording_provenance(rec)
 
 
+@section_cache(max_entries=256)
 def short_name(rec: Recording) -> str:
     """rec.short_name (kvcore makes it), once per recording content: a picker asks on every rerun."""
-    key = ("short", rec.key)
-    value = _provenances.get(key)
-    if value is None:
-        value = _provenances[key] = rec.short_name
-        while len(_provenances) > 256:
-            _provenances.popitem(last=False)
-    return value
+    return rec.short_name
 
 
 def source_label(rec: Recording, lang: str, where: str = "", short: bool = False) -> str:

@@ -37,18 +37,27 @@ if formats["chart"] is not None:
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
-c = row()
-mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-fits = sections.fits(model, weights, float(mem), formats["kept"], f.lang) if formats["kept"] else None
-if fits is None and formats["kept"]:
-    st.error(f.t("savings.no_fit", mem=mem))
-elif fits is not None:
-    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
-               settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
-    if fits["note"]:
-        st.caption(":material/info: " + fits["note"])
-st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+@st.fragment
+def fits_section(model: str, kept: tuple[str, ...]) -> None:
+    """What fits beside the weights: memory and weights rerun this section only; the model and formats come from
+    above (a change there reruns the page, and this section with them)."""
+    c = row()
+    mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
+    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    fits = sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
+    if fits is None and kept:
+        st.error(f.t("savings.no_fit", mem=mem))
+    elif fits is not None:
+        show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
+                   settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
+        if fits["note"]:
+            st.caption(":material/info: " + fits["note"])
+    st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+fits_section(model, formats["kept"])
 
 turbo, nums = sections.turbo(f.lang), sections.published_numbers()
 text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"],

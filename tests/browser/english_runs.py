@@ -37,7 +37,8 @@ EXTRA = (
 def proper_nouns() -> tuple[str, ...]:
     """Chip, model and runtime names the engine knows, plus EXTRA; longest first (so a long name goes whole)."""
     from kvcore import hardware, recordings
-    from kvcore.geometry import RUNTIMES, preset_names
+    from kvcore.geometry import preset_names
+    from kvcore.runtimes import RUNTIMES
 
     names = set(EXTRA) | set(RUNTIMES) | set(preset_names())
     for chip in hardware.chips():
