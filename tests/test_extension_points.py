@@ -131,8 +131,8 @@ def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_t
 
 
 def test_an_unknown_runtime_and_a_runtime_of_unknown_window_rules_are_refused(monkeypatch, capsys):
-    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "vllm"]) == 2
-    assert "'vllm'" in capsys.readouterr().err
+    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "no_such_rt"]) == 2
+    assert "'no_such_rt'" in capsys.readouterr().err
     rt = runtimes.TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     with pytest.raises(KvError, match="'odd_rules'"):
