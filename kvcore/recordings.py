@@ -126,7 +126,7 @@ def writable(folder: Path = LOCAL_DIR) -> bool:
     return os.access(probe, os.W_OK)
 
 
-SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+SHORT_NAME_MAX = 35  # characters: about 210 px of an 11 px legend label, the sidebar picker's width
 
 
 def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
@@ -137,7 +137,7 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
         return text
     cut = text[:limit - 1]
     space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
+    return (cut[:space] if space >= limit // 3 else cut).rstrip(" ·,—-") + "…"
 
 
 # ---------------------------------------------------------------- load / save
