@@ -48,8 +48,8 @@ elif src == "config":
 else:
     model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
 if src == "gguf":  # a GGUF's layers are the reading of the runtime it is the model format of (llama.cpp)
-    runtime = c[1].selectbox(f.t("calc.runtime"), [gguf_runtime().name], key="rt_gguf", disabled=True,
-                             help=f.t("calc.runtime_gguf_help"))
+    runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
+    c[1].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
 else:
     runtime = c[1].selectbox(f.t("calc.runtime"), list(RUNTIMES), key="rt", bind="query-params", help=f.t("calc.runtime_help"))
 rt = get_runtime(runtime)
