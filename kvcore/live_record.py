@@ -136,7 +136,11 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
                             "statistic": "median of repeat medians", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
                             "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
     if "mechanism" in sections:
-        rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop)
+        from .real_model import sample_ids  # a real model continues real text
+
+        text = sample_ids(model.tokenizer, prompt_tokens) if model.tokenizer is not None else None
+        rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop,
+                                            prompt_ids=text)
         method["mechanism"] = {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
                                "without_cache": "full forward over prompt + generated tokens every step"}
     if "prefill" in sections:

