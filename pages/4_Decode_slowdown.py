@@ -7,7 +7,7 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.provenance import provenance
 from kvcore.views import ARTICLE_MODEL
-from kvcore.units import fmt_num, fmt_pct, fmt_ratio
+from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import live, sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
@@ -42,7 +42,7 @@ if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
         m = row()
-        m.metric(f.t("decode.bytes_token"), f"{fmt_num(w['bytes_a'] / 1e9)} → {fmt_num(w['bytes_b'] / 1e9)} GB")
+        m.metric(f.t("decode.bytes_token"), f"{fmt_size(w['bytes_a'])} → {fmt_size(w['bytes_b'])}")
         m.metric(f.t("decode.predicted"), fmt_ratio(w["predicted_slowdown"]))
         m.metric(f.t("decode.measured"), fmt_ratio(w["measured_slowdown"]))
         m.metric(f.t("decode.implied"), f"{fmt_num(w['gbps_a'])} → {fmt_num(w['gbps_b'])} GB/s")
@@ -56,24 +56,32 @@ if (fit := dec["fit"]) is not None:
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
-c = row()
-chip_name = c.selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
-model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
-default_eff = sections.default_efficiency(article)
-eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
-               help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=provenance(article)["chip"] if article else "—"))
-what = sections.what_if(chip_name, model, weights, eff, f.lang)
-if what["chart"] is None:
-    st.warning(what["text"])
-else:
-    show_chart(f, what["chart"], "whatif_chart", f"kv-decode-whatif-{model}", source=f.t("export.computed"),
-               settings={f.t("decode.chip"): chip_name, f.t("common.model"): model, f.t("common.weights"): weights,
-                         f.t("decode.efficiency"): fmt_pct(eff)})
-    if what["text"]:
-        st.caption(what["text"])
-st.caption(what["caveat"])
+
+
+@st.fragment
+def what_if_section() -> None:
+    """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them)."""
+    c = row()
+    chip_name = c.selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
+    model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
+    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
+    default_eff = sections.default_efficiency(article)
+    eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
+                   help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=provenance(article)["chip"] if article else "—"))
+    what = sections.what_if(chip_name, model, weights, eff, f.lang)
+    if what["chart"] is None:
+        st.warning(what["text"])
+    else:
+        show_chart(f, what["chart"], "whatif_chart", f"kv-decode-whatif-{model}", source=f.t("export.computed"),
+                   settings={f.t("decode.chip"): chip_name, f.t("common.model"): model, f.t("common.weights"): weights,
+                             f.t("decode.efficiency"): fmt_pct(eff)})
+        if what["text"]:
+            st.caption(what["text"])
+    st.caption(what["caveat"])
+
+
+what_if_section()
 
 st.header(f.t("decode.sb_title"))
 st.markdown(f.t("decode.sb_lead"))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.calculator import FIT_SHARE
-from kvcore.formats import FORMATS
+from kvcore.formats import COMPARED, FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
@@ -26,7 +26,7 @@ heads = sections.heads(model, ctx, f.lang)
 settings = {f.t("common.model"): model, f.t("common.context"): f"{ctx:,}"}
 show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}", settings=settings, source=f.t("export.computed"))
 text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
-default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
+default = list(COMPARED)  # kvcore.formats: the formats the site compares
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
 if not formats["kept"]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
@@ -39,18 +39,27 @@ if formats["chart"] is not None:
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
-c = row()
-mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-fits = sections.fits(model, weights, float(mem), formats["kept"], f.lang) if formats["kept"] else None
-if fits is None and formats["kept"]:
-    st.error(f.t("savings.no_fit", mem=mem))
-elif fits is not None:
-    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
-               settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
-    if fits["note"]:
-        st.caption(":material/info: " + fits["note"])
-st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+@st.fragment
+def fits_section(model: str, kept: tuple[str, ...]) -> None:
+    """What fits beside the weights: memory and weights rerun this section only; the model and formats come from
+    above (a change there reruns the page, and this section with them)."""
+    c = row()
+    mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
+    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    fits = sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
+    if fits is None and kept:
+        st.error(f.t("savings.no_fit", mem=mem))
+    elif fits is not None:
+        show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
+                   settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
+        if fits["note"]:
+            st.caption(":material/info: " + fits["note"])
+    st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+fits_section(model, formats["kept"])
 
 turbo, nums = sections.turbo(f.lang), sections.published_numbers()
 text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"],

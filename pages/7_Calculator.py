@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import FILE_WEIGHTS, WEIGHT_FORMATS
+from kvcore.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.config import MAX_CONFIG_BYTES
 from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
@@ -56,21 +56,17 @@ rt = get_runtime(runtime)
 
 # ---- inputs
 c = st.columns([2, 2, 1, 1, 1, 1])
-st.session_state.setdefault("ctx", 32768)  # no value= below: the log slider's callback also sets it
-ctx = c[1].number_input(f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", bind="query-params")
-st.session_state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log slider follows the exact value
-c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}",
-                   on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
+ctx = calc_site.context_inputs(f, c[0], c[1])  # exact number and log slider, bound to ?ctx= (1 comes back as 1)
 seqs = c[2].number_input(f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq",
                          bind="query-params")  # llama.cpp runs at most 256 sequences (-np)
 kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
 if src == "gguf":  # the file's own tensors by default (exact bytes), or any other format for comparison
-    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *WEIGHT_FORMATS], key="w_gguf",
+    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *DOWNLOAD_WEIGHT_FORMATS], key="w_gguf",
                            format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w)
 else:
-    w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
+    w_fmt = c[5].selectbox(f.t("common.weights"), DOWNLOAD_WEIGHT_FORMATS, index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"), key="w",
                            bind="query-params")
 
 c = st.columns([2, 1, 1])

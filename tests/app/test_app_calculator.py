@@ -115,7 +115,7 @@ def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     eff = calc.efficiency(__import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0])
     want = calc.predict_decode(geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]
     assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
-    assert "M5 Pro · Llama-3.2-1B 4-bit · mlx_lm" in texts(at)  # the efficiency names the runs it came from, as the site does
+    assert "M5 Pro · Llama-3.2-1B · mlx_lm" in texts(at)  # the efficiency names the runs it came from, as the site does
     decode = charts(at)[-1]["data"]
     row = decode[decode["context"] == 1048576].iloc[0]
     g = geometry("qwen3-8b")
@@ -313,6 +313,39 @@ def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_a
     assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
 
 
+@pytest.mark.parametrize("value", ["1", "4096", "32768", "10000000"])
+def test_the_context_in_the_url_comes_back_exactly(rec_dir, value):
+    """?ctx=1 is the number input's minimum: Streamlit's own binding took it for the default and showed 32,768."""
+    at = page(CALC, ctx=value)
+    assert at.number_input(key="ctx").value == int(value)
+    at.number_input(key="ctx").set_value(1).run()  # and a reader's 1 goes into the URL, to come back from it
+    assert at.query_params["ctx"] == ["1"] or at.query_params["ctx"] == "1"
+
+
+# ---------------------------------------------------------------- the registries reach the page (issue 15)
+
+
+def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(rec_dir, monkeypatch):
+    """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
+    runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
+    from kvcore import formats, runtimes
+    from kvcore.formats import CacheFormat
+
+    monkeypatch.setitem(formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True))
+    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
+    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
+    at = page(CALC, "en", rt="llama.cpp")
+    assert {"q6_test", "q6_k"} <= set(at.selectbox(key="k").options) and "throwaway_rt" in at.selectbox(key="rt").options
+    at = page(CALC, "en", model="mistral-7b-v0.1", ctx=10007, rt="throwaway_rt", k="q6_test", v="q6_test", w="bf16")
+    assert not at.exception and at.selectbox(key="rt").value == "throwaway_rt"
+    g = preset_geometry("mistral-7b-v0.1", "throwaway_rt")
+    assert numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test")) and g.count("sliding") == 32
+    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
+    assert not wrong.exception and "26.25" not in texts(wrong)
+    assert any("whole blocks of 256 values and does not pad them: a 64-value row" in e.value for e in wrong.error)
+
+
 # ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
 
 
@@ -346,3 +379,11 @@ def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
     at = page(CALC, lang="ja", msrc="gguf")
     at.text_input(key="gguf_path").set_value(str(bad)).run()
     assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value
+
+
+def test_gguf_weight_formats_are_choosable_and_give_the_clis_bytes(rec_dir):
+    at = page(CALC, "en", model="llama-3.1-8b", ctx=8192, rt="llama.cpp", w="gguf-q4_k_m")
+    assert not at.exception
+    assert "gguf-q4_k_m" in next(s for s in at.selectbox if s.key == "w").options
+    out = cli_json("llama-3.1-8b", 8192, 1, "fp16", "fp16", "gguf-q4_k_m")
+    assert numbers(at)["weights_bytes"] == out["weights_bytes"]

@@ -51,3 +51,35 @@ def test_a_run_without_a_geometry_is_plotted_and_the_page_says_why_and_article_a
     why = i18n.translate(lang, f"decode.no_fit_{NO_GEOMETRY[src]}", run=names[src])
     assert any(why == i.value for i in at.info)
     assert colours(chart["spec"])[names[ARTICLE]] == colours(charts(alone)[0]["spec"])[names[ARTICLE]]
+
+
+def y_axes(spec: dict) -> list[dict]:
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            y = node.get("encoding", {}).get("y") if isinstance(node.get("encoding"), dict) else None
+            if isinstance(y, dict) and y.get("scale", {}).get("type") == "log":
+                out.append(y)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk({k: v for k, v in spec.items() if k not in ("datasets", "data")})
+    return out
+
+
+@pytest.mark.parametrize("params", [{}, {"model": "llama-3.1-70b", "chip": "M4 Pro"}, {"model": "qwen3-8b", "chip": "M2"}])
+def test_every_log_axis_on_the_decode_page_labels_around_every_curve(rec_dir, params):
+    # issue 17: the what-if chart labelled only 6-10 tok/s with a curve at ~17; Article A's 292 sat above the top tick
+    at = page(DECODE, "en", **params)
+    assert not at.exception
+    for chart in charts(at)[:2]:  # the chosen run (Article A by default) and the what-if
+        values = chart["data"]["tokens_per_s"].dropna()
+        for y in y_axes(chart["spec"]):
+            ticks = y["axis"]["values"]
+            assert ticks[0] <= values.min() and ticks[-1] >= values.max(), (ticks, values.min(), values.max())
+            assert all(b / a <= 2.5 for a, b in zip(ticks, ticks[1:]))
+            assert y["scale"]["domain"] == [ticks[0], ticks[-1]]
