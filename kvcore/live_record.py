@@ -82,12 +82,13 @@ def decode_method(warmup: int, steps: int, repeats: int, kv_format: str) -> dict
             "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
 
 
-def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveModel) -> dict:
-    """How a quality run was made (the recording's method.quality)."""
+def quality_method(text: str, tokens: int, chunk: int, prompt: str | None, model: LiveModel) -> dict:
+    """How a quality run was made (the recording's method.quality); the prompt, a model input, lives in the answers'
+    rows, so it is not repeated here unless no answers were asked for."""
     from .live_quality import QUANTIZE_RULE
     from . import blas
 
-    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk, "prompt": prompt,
+    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk,
             "baseline": f"mlx_lm's KVCache in the activation dtype ({model.dtype})", "quantize": QUANTIZE_RULE,
             "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with the "
                        "baseline's top-1 token (kvcore.quality)", "weights": model.weights_note, "blas": blas.state()["note"]}

@@ -86,7 +86,7 @@ def mechanism_text(rec: Recording) -> dict | None:
     rows = rec.rows("mechanism")
     if not rows or not all("token" in r for r in rows):
         return None
-    prompt = rec.data.get("method", {}).get("mechanism", {}).get("prompt", "")
+    prompt = rows[0].get("prompt", "")
     return {"prompt": prompt, "generated": "".join(r["token"] for r in rows), "new_tokens": len(rows)}
 
 
