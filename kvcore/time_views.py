@@ -1,0 +1,164 @@
+"""The prefill-and-decode chapter's numbers as long-form DataFrames and dicts (kvcore.timing underneath): a roofline
+per chip, one reader's prompt from the first token to the last, and batching. Pure functions, no Streamlit.
+
+Names of series are codes ("roof", "prefill", "decode_1", "decode_b", "article"); the site translates them.
+Example: roofline_points(preset_geometry("llama-3.2-1b"), "mlx-q4", KvSpec(), get_chip("M2 Ultra"), eff, 2048, 4096, 8)
+         -> rows prefill / decode_1 / decode_b with intensity (FLOPs per byte) and TFLOP/s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import timing
+from .calculator import kv_need
+from .decode_model import geometry_for
+from .formulas import KvSpec, weights_bytes
+from .geometry import Geometry
+from .hardware import Chip
+from .recordings import Recording
+
+PEAK = timing.Efficiency(1.0, 1.0, "peak")  # for work counts only (FLOPs, bytes): no time is read from it
+INTENSITY_RANGE = (0.1, 10_000.0)  # FLOPs per byte the roofline spans
+DECODE_SAMPLES = 65  # contexts at which "your prompt" times a decode step (the answer's steps between them interpolated)
+
+
+# ---------------------------------------------------------------- roofline
+
+
+def roof(chip: Chip, lo: float = INTENSITY_RANGE[0], hi: float = INTENSITY_RANGE[1]) -> pd.DataFrame:
+    """The chip's roof: attainable TFLOP/s = min(peak compute, peak bandwidth x intensity), at log-spaced
+    intensities and at the ridge itself. Without a compute figure: the bandwidth slope only (no ridge).
+
+    Columns: intensity (FLOPs/byte), tflops.
+    """
+    xs = set(np.logspace(math.log10(lo), math.log10(hi), 41).round(6))
+    ridge = chip.ridge_flops_per_byte
+    if ridge and lo < ridge < hi:
+        xs.add(round(ridge, 6))
+    xs = sorted(xs)
+    bw = chip.bandwidth_gbps * 1e9
+    peak = chip.peak_flops or math.inf
+    return pd.DataFrame({"intensity": xs, "tflops": [min(peak, bw * x) / 1e12 for x in xs]})
+
+
+def _point(kind: str, step: timing.Step, **extra) -> dict:
+    return {"kind": kind, "intensity": step.intensity, "tflops": step.flops / step.time_s / 1e12, "bound": step.bound,
+            "flops": step.flops, "bytes": step.bytes, **extra}
+
+
+def roofline_points(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
+                    prompt: int, context: int, sequences: int) -> pd.DataFrame:
+    """The model's three steps on the chip: the prompt's prefill, a decode step of one sequence at `context`, and one
+    of `sequences` sequences. tflops is what each achieves at the efficiency (FLOPs / its roofline time).
+
+    Columns: kind (prefill | decode_1 | decode_b), intensity, tflops, bound, flops, bytes, tokens, sequences.
+    """
+    pre = timing.prefill_step(geometry, prompt, chip, eff, spec, weights_format)
+    one = timing.decode_step(geometry, context, chip, eff, spec, weights_format, 1)
+    many = timing.decode_step(geometry, context, chip, eff, spec, weights_format, sequences)
+    rows = [_point("prefill", pre, tokens=prompt, sequences=1), _point("decode_1", one, tokens=context, sequences=1)]
+    if sequences > 1:
+        rows.append(_point("decode_b", many, tokens=context, sequences=sequences))
+    return pd.DataFrame(rows)
+
+
+def measured_points(rec: Recording) -> pd.DataFrame:
+    """A run's decode points on the roofline: the intensity of its model's step at each context (kvcore.timing),
+    and the FLOP/s it achieved (that step's FLOPs x the measured tok/s). Empty when its model is unknown.
+
+    Columns: kind ("article"), context, tokens_per_s, intensity, tflops.
+    """
+    model = geometry_for(rec)
+    if model is None or not rec.has("decode"):
+        return pd.DataFrame(columns=["kind", "context", "tokens_per_s", "intensity", "tflops"])
+    geometry, weights, spec = model
+    any_chip = Chip("work counts", 1.0, (), True, "")  # the step's FLOPs and bytes do not depend on the chip
+    rows = []
+    for r in rec.rows("decode"):
+        step = timing.decode_step(geometry, int(r["context"]), any_chip, PEAK, spec, weights, 1)
+        rows.append({"kind": "article", "context": int(r["context"]), "tokens_per_s": r["tokens_per_s"],
+                     "intensity": step.intensity, "tflops": step.flops * r["tokens_per_s"] / 1e12})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- one reader's prompt
+
+
+def your_prompt(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
+                prompt: int, answer: int, sequences: int = 1) -> dict:
+    """From the prompt to the last token of the answer, for `sequences` sequences each with its own prompt and answer.
+
+    prefill_s: one prompt (the time to its first token; None without a compute figure for the chip); the prompts
+    are processed one after another (prefill is compute-bound: B prompts cost B times the FLOPs), so the last
+    sequence's first token comes after sequences x prefill_s. decode_s: the answer's steps, each timed by the
+    roofline at its context, summed (timed at DECODE_SAMPLES contexts, linear between them). memory_bytes: the
+    weights and every sequence's KV at prompt + answer.
+    """
+    timing._check_tokens("answer", answer)
+    end = prompt + answer
+    pre = timing.prefill_step(geometry, prompt, chip, eff, spec, weights_format)
+    prefill_s = pre.time_s if chip.peak_flops else None
+    first = timing.decode_step(geometry, prompt + 1, chip, eff, spec, weights_format, sequences)
+    last = timing.decode_step(geometry, end, chip, eff, spec, weights_format, sequences)
+    samples = sorted({round(prompt + 1 + (end - prompt - 1) * i / (DECODE_SAMPLES - 1)) for i in range(DECODE_SAMPLES)})
+    times = [timing.decode_step(geometry, c, chip, eff, spec, weights_format, sequences).time_s for c in samples]
+    # the answer's steps: one at every context prompt+1 .. end; a step's time is linear between two samples
+    decode_s = times[0] if len(samples) == 1 else sum(
+        (b - a) * (ta + tb) / 2 for a, b, ta, tb in zip(samples, samples[1:], times, times[1:])) + times[0]
+    weights = weights_bytes(geometry, weights_format)
+    kv = kv_need(geometry, end, spec, sequences)
+    return {
+        "prompt": prompt, "answer": answer, "sequences": sequences, "end_context": end,
+        "prefill_s": prefill_s, "prefill_all_s": prefill_s * sequences if prefill_s is not None else None,
+        "prefill_bound": pre.bound if chip.peak_flops else None, "prefill_flops": pre.flops,
+        "decode_s": decode_s,
+        "decode_tokens_per_s_first": 1 / first.time_s, "decode_tokens_per_s_last": 1 / last.time_s,
+        "decode_tokens_per_s_total_first": sequences / first.time_s, "decode_bound_first": first.bound,
+        "decode_bound_last": last.bound,
+        "total_s": (prefill_s * sequences + decode_s) if prefill_s is not None else None,
+        "weights_bytes": weights, "kv_bytes": kv, "memory_bytes": weights + kv,
+        "decode_bytes_first": first.bytes, "decode_bytes_last": last.bytes,
+        "peak_tflops": chip.fp16_tflops, "peak_gbps": chip.bandwidth_gbps,
+        "compute_efficiency": eff.compute, "bandwidth_efficiency": eff.bandwidth, "efficiency_source": eff.source,
+    }
+
+
+# ---------------------------------------------------------------- batching
+
+
+def kv_overtakes_weights(geometry: Geometry, weights_format: str, spec: KvSpec, context: int) -> float:
+    """The batch size at which the step's KV reads equal its weight reads at `context`: active weights / one
+    sequence's KV read (kvcore.timing.kv_read_bytes). Above it the KV is most of what a step reads."""
+    return weights_bytes(geometry, weights_format, active=True) / timing.kv_read_bytes(geometry, context, spec, 1)
+
+
+def batch_curve(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
+                contexts: list[int], batches: list[int]) -> pd.DataFrame:
+    """Decode of B sequences at each context, as the roofline model has it.
+
+    Columns: context, batch, tokens_per_s_total, tokens_per_s (one sequence), bound, kv_share (share of the step's
+    bytes that are KV).
+    """
+    weights = weights_bytes(geometry, weights_format, active=True)
+    rows = []
+    for context in contexts:
+        for b in batches:
+            step = timing.decode_step(geometry, context, chip, eff, spec, weights_format, b)
+            rows.append({"context": context, "batch": b, "tokens_per_s_total": b / step.time_s, "tokens_per_s": 1 / step.time_s,
+                         "bound": step.bound, "kv_share": 1 - weights / step.bytes})
+    return pd.DataFrame(rows)
+
+
+def batch_points(rec: Recording) -> pd.DataFrame:
+    """A run's batch rows with per-sequence tok/s (the run's own, else total / batch: our arithmetic).
+
+    Columns: series (the source's model name, "" when it has one), context, batch, tokens_per_s_total, tokens_per_s.
+    """
+    rows = [{"series": r.get("series", ""), "context": int(r["context"]), "batch": int(r["batch"]),
+             "tokens_per_s_total": r["tokens_per_s_total"],
+             "tokens_per_s": r.get("tokens_per_s", r["tokens_per_s_total"] / r["batch"])} for r in rec.rows("batch")]
+    return pd.DataFrame(rows, columns=["series", "context", "batch", "tokens_per_s_total", "tokens_per_s"])
