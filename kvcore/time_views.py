@@ -76,7 +76,7 @@ def measured_points(rec: Recording) -> pd.DataFrame:
     if model is None or not rec.has("decode"):
         return pd.DataFrame(columns=["kind", "context", "tokens_per_s", "intensity", "tflops"])
     geometry, weights, spec = model
-    any_chip = Chip("work counts", 1.0, (), True, "")  # the step's FLOPs and bytes do not depend on the chip
+    any_chip = _work_chip()
     rows = []
     for r in rec.rows("decode"):
         step = timing.decode_step(geometry, int(r["context"]), any_chip, PEAK, spec, weights, 1)
@@ -162,3 +162,85 @@ def batch_points(rec: Recording) -> pd.DataFrame:
              "tokens_per_s_total": r["tokens_per_s_total"],
              "tokens_per_s": r.get("tokens_per_s", r["tokens_per_s_total"] / r["batch"])} for r in rec.rows("batch")]
     return pd.DataFrame(rows, columns=["series", "context", "batch", "tokens_per_s_total", "tokens_per_s"])
+
+
+# ---------------------------------------------------------------- a measured run against the model
+
+
+def fit_roofline(flops: list[float], n_bytes: list[float], seconds: list[float]) -> dict:
+    """The two numbers of a roofline fitted to one run's points: effective compute (FLOP/s) and bandwidth (bytes/s)
+    such that time = max(FLOPs / compute, bytes / bandwidth) matches the measured times best on a log scale (a
+    grid over 0.1-10x the run's own medians, 1 % apart). A number no point depends on (every point bound by the
+    other) is None: the run does not determine it. residuals: predicted / measured time - 1, per point.
+    """
+    f, b, t = (np.asarray(v, dtype=float) for v in (flops, n_bytes, seconds))
+    c0, w0 = float(np.median(f / t)), float(np.median(b / t))
+    grid = np.geomspace(0.1, 10, 464)
+    cs, ws = c0 * grid, w0 * grid
+    pred = np.maximum(f[None, None, :] / cs[:, None, None], b[None, None, :] / ws[None, :, None])
+    err = (np.log(pred / t[None, None, :]) ** 2).sum(axis=2)
+    i, j = np.unravel_index(int(err.argmin()), err.shape)
+    compute, bandwidth = float(cs[i]), float(ws[j])
+    compute_bound = f / compute >= b / bandwidth
+    best = np.maximum(f / compute, b / bandwidth)
+    return {"compute_flops": compute if compute_bound.any() else None,
+            "bandwidth_bytes": bandwidth if (~compute_bound).any() else None,
+            "bounds": ["compute" if c else "memory" for c in compute_bound],
+            "residuals": [float(x) for x in best / t - 1]}
+
+
+def _fitted_time(flops: float, n_bytes: float, fit: dict) -> float:
+    c, w = fit["compute_flops"], fit["bandwidth_bytes"]
+    return max(flops / c if c else 0.0, n_bytes / w if w else 0.0)
+
+
+def _work_chip() -> Chip:
+    return Chip("work counts", 1.0, (), True, "")  # a step's FLOPs and bytes do not depend on the chip
+
+
+def batch_fit(rec: Recording, max_batch: int | None = None) -> dict | None:
+    """A run's batch rows against the roofline fitted to them (its own model and formats): the fit, and the model's
+    curve at every batch size from 1 to the largest measured (powers of two and the measured ones) per context.
+    None when kvcore does not know the run's model (a published run with no preset or config)."""
+    model = geometry_for(rec)
+    if model is None or not rec.has("batch"):
+        return None
+    geometry, weights, spec = model
+    chip, pts = _work_chip(), batch_points(rec)
+    steps = [timing.decode_step(geometry, int(r.context), chip, PEAK, spec, weights, int(r.batch)) for r in pts.itertuples()]
+    fit = fit_roofline([s.flops for s in steps], [s.bytes for s in steps], list(pts["batch"] / pts["tokens_per_s_total"]))
+    top = max_batch or int(pts["batch"].max())
+    sizes = sorted({2 ** k for k in range(int(math.log2(top)) + 1)} | set(int(b) for b in pts["batch"]))
+    rows = []
+    for context in sorted(set(pts["context"])):
+        for b in sizes:
+            s = timing.decode_step(geometry, int(context), chip, PEAK, spec, weights, b)
+            t = _fitted_time(s.flops, s.bytes, fit)
+            rows.append({"context": int(context), "batch": b, "tokens_per_s_total": b / t, "tokens_per_s": 1 / t})
+    return {"fit": fit, "curve": pd.DataFrame(rows), "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"])}
+
+
+def prefill_fit(rec: Recording) -> dict | None:
+    """A run's prefill rows (prompt tok/s against prompt length) against the roofline fitted to them, and the model's
+    curve (kvcore.timing.prefill_step: FLOPs with the O(T^2) attention term) from the shortest to the longest prompt.
+    None when kvcore does not know the run's model or the run has fewer than two prompt lengths at depth 0."""
+    model = geometry_for(rec)
+    rows = [r for r in rec.rows("prefill") if not r.get("depth") and r.get("batch", 1) == 1]
+    if model is None or len({r["prompt_tokens"] for r in rows}) < 2:
+        return None
+    geometry, weights, spec = model
+    chip = _work_chip()
+    steps = [timing.prefill_step(geometry, int(r["prompt_tokens"]), chip, PEAK, spec, weights) for r in rows]
+    fit = fit_roofline([s.flops for s in steps], [s.bytes for s in steps],
+                       [r["prompt_tokens"] / r["tokens_per_s"] for r in rows])
+    lo, hi = min(r["prompt_tokens"] for r in rows), max(r["prompt_tokens"] for r in rows)
+    prompts = sorted({int(p) for p in np.geomspace(lo, hi, 25).round()} | {int(r["prompt_tokens"]) for r in rows})
+    curve = []
+    for p in prompts:
+        s = timing.prefill_step(geometry, p, chip, PEAK, spec, weights)
+        attention = s.flops - timing.matrix_flops_per_token(geometry) * p
+        curve.append({"prompt_tokens": p, "tokens_per_s": p / _fitted_time(s.flops, s.bytes, fit),
+                      "attention_share": attention / s.flops})
+    pts = pd.DataFrame([{"prompt_tokens": int(r["prompt_tokens"]), "tokens_per_s": r["tokens_per_s"],
+                         "prefill_s": r["prompt_tokens"] / r["tokens_per_s"]} for r in rows])
+    return {"fit": fit, "curve": pd.DataFrame(curve), "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"])}
