@@ -1,4 +1,4 @@
-"""`python -m kvcore`: calc, presets, selftest, doctor (and the live probes, which import mlx lazily).
+"""`python -m kvcore`: calc, presets, chips, selftest, doctor (and the live probes, which import mlx lazily).
 
 Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 """
@@ -18,6 +18,7 @@ from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
 from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
 from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
 from .units import fmt_bytes
+from . import hardware, timing, timing_fit
 
 EXIT_BAD_INPUT = 2
 
@@ -71,11 +72,55 @@ def _print_calc(r: dict) -> None:
           f" {r['active_params']:,} read per token)")
     print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
     print(f"formula    {r['formula']}")
+    if "decode_tokens_per_s" in r:
+        _print_time(r)
     for note in r["notes"]:
         print(f"note       {note}")
     print("\nlayer  kind      tokens held        KV bytes")
     for row in r["per_layer"]:
         print(f"{row['layer']:>5}  {row['kind']:<8} {row['tokens_held']:>12,} {row['kv_bytes']:>15,}")
+
+
+def _print_time(r: dict) -> None:
+    """The time model's lines: time to the first token, decode per sequence and for all, the bounds, the shares used."""
+    t = r["time"]
+    if t.get("prefill_s") is not None:
+        print(f"prefill    {t['prompt']:,}-token prompt: {t['prefill_s']:.3g} s to the first token ({t['prefill_bound']}-bound,"
+              f" {t['compute_efficiency']:.0%} of {t['peak_tflops']:g} TFLOPS on {t['chip']})")
+    elif "prompt" in t:
+        print(f"prefill    unknown: the hardware table has no compute figure for {t['chip']}")
+    n = t["decode_sequences"]
+    each = "per slot" if r["runtime"] == LCPP else "per sequence"
+    total = f", {t['decode_tokens_per_s_total']:,.1f} tok/s for all {n}" if n > 1 else ""
+    where = (f"over {t['decode_context']:,} cells shared by {n} slots" if t["decode_shared_cache"]
+             else f"at {t['decode_context']:,} tokens")
+    print(f"decode     {where}: {t['decode_tokens_per_s']:,.1f} tok/s {each}{total}"
+          f" ({t['decode_bound']}-bound, {t['bandwidth_efficiency']:.0%} of {t['peak_gbps']:g} GB/s"
+          f" + {t['decode_overhead_s'] * 1e3:.1f} ms per step; {fmt_bytes(t['decode_bytes_per_step'])} read per step)")
+    print(f"shares     {t['efficiency_source']}")
+
+
+def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
+    """Adds the time model's figures to `result` for `calc --chip [--prompt]` (flat keys and a "time" block)."""
+    if a.prompt and not a.chip:
+        raise KvError("--prompt needs --chip: the time to the first token depends on the chip's compute.")
+    if not a.chip:
+        return
+    chip = hardware.get_chip(a.chip)
+    per_slot = result["context"] // result["sequences"] if geometry.runtime == LCPP and not (llama and llama.unified) else result["context"]
+    if a.prompt and a.prompt > per_slot:
+        raise KvError(f"--prompt {a.prompt:,} is longer than the {per_slot:,} tokens a sequence can hold here.")
+    eff = timing_fit.efficiency(chip, geometry.runtime)
+    t = timing.estimate(geometry, a.prompt or min(512, per_slot), chip, eff, spec, result["weights_format"],
+                        result["context"], result["sequences"], llama)
+    if not a.prompt:
+        for key in ("prompt", "prefill_s", "prefill_bound", "prefill_intensity", "prefill"):
+            t.pop(key)
+    result["time"] = t
+    for key in ("prefill_s", "prefill_bound", "decode_tokens_per_s", "decode_tokens_per_s_total", "decode_bound",
+                "compute_efficiency", "bandwidth_efficiency", "decode_overhead_s", "chip"):
+        if key in t:
+            result[key] = t[key]
 
 
 def _cmd_calc(a) -> int:
@@ -92,6 +137,7 @@ def _cmd_calc(a) -> int:
         raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")
     result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"), llama)
     result["source"] = preset.get("source", a.model)
+    _time(a, geometry, result, spec, llama)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -115,6 +161,20 @@ def _cmd_presets(a) -> int:
     print(f"{'preset':<22}{'layers':<28}{'heads':>6}{'kv':>4}{'dim':>5}{'params':>18}")
     for r in rows:
         print(f"{r['name']:<22}{r['layers']:<28}{r['heads']:>6}{r['kv_heads']:>4}{r['head_dim']:>5}{r['params']:>18,}")
+    return 0
+
+
+def _cmd_chips(a) -> int:
+    rows = [c.as_dict() for c in hardware.chips()]
+    if a.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return 0
+    print(f"{'chip':<24}{'GB/s':>7}{'FP16 TFLOPS':>13}{'ridge':>7}  sources (bandwidth; compute)")
+    for c in rows:
+        tflops = f"{c['fp16_tflops']:g}" if c["fp16_tflops"] else "—"
+        ridge = f"{c['ridge_flops_per_byte']:.0f}" if c["ridge_flops_per_byte"] else "—"
+        print(f"{c['chip']:<24}{c['bandwidth_gbps']:>7g}{tflops:>13}{ridge:>7}  {c['bandwidth_source']}; {c['compute_source']}")
+    print("ridge: FLOPs per byte read above which a step is compute-bound on that chip (peak FLOP/s / peak bytes/s)")
     return 0
 
 
@@ -155,11 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ubatch", default=DEFAULT_UBATCH, type=_positive_int("ubatch", MAX_UBATCH),
                    help=f"llama.cpp: micro-batch -ub (default {DEFAULT_UBATCH}); it sizes the sliding-window cache")
     c.add_argument("--swa-full", action="store_true", help="llama.cpp: a full-size sliding-window cache (--swa-full)")
+    c.add_argument("--chip", help="adds decode speed at the context on this chip (see `python -m kvcore chips`)")
+    c.add_argument("--prompt", type=_positive_int("prompt", MAX_CONTEXT),
+                   help="prompt tokens: adds prefill_s, the time to the first token (needs --chip)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(run=_cmd_calc)
     ps = sub.add_parser("presets", help="list the bundled model presets")
     ps.add_argument("--json", action="store_true")
     ps.set_defaults(run=_cmd_presets)
+    ch = sub.add_parser("chips", help="the hardware table: peak bandwidth and FP16 compute per chip, with sources")
+    ch.add_argument("--json", action="store_true")
+    ch.set_defaults(run=_cmd_chips)
     st = sub.add_parser("selftest", help="check the engine against the source articles' figures")
     st.set_defaults(run=_cmd_selftest)
     dr = sub.add_parser("doctor", help="this machine for a bug report: backend, chip, memory, versions, which probes can start")

@@ -14,6 +14,8 @@ from .allocsim import simulate, trace
 from .errors import KvError
 from .formats import DTYPE_BYTES, get_format
 from .geometry import Geometry, Layer
+from . import gguf_weights
+from .gguf_weights import GGUF_FORMATS
 
 MAX_CONTEXT = 100_000_000  # 1e8 tokens: beyond any model's position limit
 MAX_SEQUENCES = 100_000
@@ -155,9 +157,9 @@ def kv_prefill_peak_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpe
 # ---------------------------------------------------------------- weights
 
 WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "mlx-q8", "mlx-q6", "mlx-q5", "mlx-q4", "mlx-q3", "mlx-q2")
-# llama.cpp GGUF files whose every matrix has one ggml block type (the published llama.cpp runs use Q8_0).
-# Kept apart from WEIGHT_FORMATS (the pages' mlx-centred choices); weights_bytes accepts both.
-GGUF_WEIGHT_FORMATS = {"gguf-q8_0": "q8_0"}  # name -> ggml block type in kvcore.formats.FORMATS
+# llama.cpp GGUF files as users download them (q8_0, q6_k, q5_k_m, q4_k_m, q4_0, mxfp4): their block types and
+# mixes in kvcore.gguf_weights. Kept apart from WEIGHT_FORMATS (the pages' mlx-centred choices); weights_bytes accepts both.
+GGUF_WEIGHT_FORMATS = {name: f.base.lower() for name, f in GGUF_FORMATS.items()}  # name -> its base ggml type
 FILE_WEIGHTS = "gguf-file"  # the weights exactly as a GGUF file stores them (its tensor table: Geometry.file_weights)
 ALL_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS) + (FILE_WEIGHTS,)
 
@@ -166,7 +168,7 @@ def weight_bits(weights_format: str) -> int:
     if weights_format not in ALL_WEIGHT_FORMATS:
         raise KvError(f"Unknown weights format {weights_format!r}; valid formats: {', '.join(ALL_WEIGHT_FORMATS)}.")
     if weights_format in GGUF_WEIGHT_FORMATS:
-        return get_format(GGUF_WEIGHT_FORMATS[weights_format]).bits
+        return round(GGUF_FORMATS[weights_format].bits_per_weight)
     return DTYPE_BYTES[weights_format] * 8 if weights_format in DTYPE_BYTES else int(weights_format[5:])
 
 
@@ -176,10 +178,10 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
 
     active=True counts only what one decode step reads (MoE: the routed experts).
 
-    GGUF formats (llama.cpp): every matrix in whole ggml blocks (Q8_0: 34 bytes per 32 values, ggml
-    `block_q8_0`); llama-quant.cpp quantizes only tensors with 2+ dimensions whose name ends in "weight"
-    and never norms or the MoE router (`ffn_gate_inp.weight`), and convert_hf_to_gguf.py writes those
-    1-D tensors as F32: so norms, biases and routers count 4 bytes per value.
+    GGUF formats (llama.cpp, kvcore.gguf_weights): every matrix in whole ggml blocks of the type llama-quant.cpp
+    gives it (Q8_0: 34 bytes per 32 values, ggml `block_q8_0`; Q4_K_M a mix of Q4_K and Q6_K); llama-quant.cpp
+    quantizes only tensors with 2+ dimensions whose name ends in "weight" and never norms or the MoE router
+    (`ffn_gate_inp.weight`), and convert_hf_to_gguf.py writes those 1-D tensors as F32: 4 bytes per value.
     Example: a 1,024 x 1,024 matrix in gguf-q8_0 = 32,768 blocks x 34 B = 1,114,112 B.
     gguf-file: the bytes of the model file's own tensors (kvcore.gguf), whatever types they are.
     """
@@ -191,9 +193,7 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
     bits = weight_bits(weights_format)
     p = geometry.active_params if active else geometry.params
     if weights_format in GGUF_WEIGHT_FORMATS:
-        block = get_format(GGUF_WEIGHT_FORMATS[weights_format])
-        matrix = -(-p.matrix // block.block_values) * block.block_bytes
-        return matrix + (p.router + p.vector) * DTYPE_BYTES["fp32"]
+        return gguf_weights.weights_bytes(geometry, weights_format, active)
     if weights_format in DTYPE_BYTES:
         return p.total * DTYPE_BYTES[weights_format]
     scale_bias = 2 * DTYPE_BYTES["fp16"]  # one scale + one bias per group

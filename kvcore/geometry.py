@@ -23,7 +23,7 @@ from typing import Any
 from .config import Cfg, flatten, read_config_file
 from .errors import KvError
 from .families import LCPP, RUNTIMES, Family, family_for
-from .params import Params, count_params
+from .params import Params, count_params, layer_ffn
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -71,6 +71,9 @@ class Geometry:
     notes: tuple[str, ...] = field(default=())
     note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
     max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
+    # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
+    # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
+    layer_ffn: tuple[tuple[int, int], ...] = field(default=())
     file_weights: FileWeights | None = None  # a model file's own weights (GGUF: its tensor table), exact
 
     @property
@@ -181,6 +184,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     try:
         layers, notes = _layers(cfg, family, runtime)
         params, active, tied = count_params(cfg, family, layers)
+        ffn_split = layer_ffn(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
@@ -200,6 +204,7 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
+        layer_ffn=ffn_split,
     )
 
 

@@ -126,3 +126,25 @@ def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params,
         ffn_all, ffn_active = _ffn(cfg, family, layer.index)
         total, active = total + attn + ffn_all, active + attn + ffn_active
     return total, active, tied
+
+
+def layer_ffn(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[tuple[int, int], ...]:
+    """Per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
+    (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4_MOE packs only the 3-D expert tensors)."""
+    return tuple((_ffn(cfg, family, layer.index)[0].matrix, _routed_matrix(cfg, family, layer.index)) for layer in layers)
+
+
+def _routed_matrix(cfg: Cfg, family: Family, i: int) -> int:
+    """Matrix parameters of layer i's routed experts (the 3-D expert tensors a GGUF file stores), 0 if dense."""
+    h = cfg.int("hidden_size")
+    if family.ffn == "moe_deepseek":
+        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
+            return 0
+        return _mlp(h, cfg.int("moe_intermediate_size")).matrix * cfg.int("n_routed_experts")
+    if family.ffn == "moe_gpt_oss":
+        return 3 * h * cfg.int("intermediate_size") * cfg.int("num_local_experts")
+    if family.ffn == "moe_qwen":
+        experts = cfg.int("num_experts", 0, minimum=0)
+        if experts and i not in (cfg.get("mlp_only_layers") or []) and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
+            return _mlp(h, cfg.int("moe_intermediate_size")).matrix * experts
+    return 0

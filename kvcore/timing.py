@@ -42,6 +42,7 @@ class Efficiency:
     compute: float
     bandwidth: float
     source: str  # what they were fitted on, or "assumption"
+    overhead_s: float = 0.0  # fixed time per decode step (kernel launches, sampling), fitted with the bandwidth share
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,13 @@ class Step:
     compute_s: float  # flops / (peak FLOP/s x compute share); inf when the chip has no compute figure
     memory_s: float  # bytes / (peak bandwidth x bandwidth share)
     tokens: int  # tokens the step produces or processes
+    overhead_s: float = 0.0  # fixed time on top (decode steps: Efficiency.overhead_s)
+    position: int = 0  # decode: the tokens each sequence's attention runs over (llama.cpp: the cells it reads)
 
     @property
     def time_s(self) -> float:
-        return max(self.compute_s, self.memory_s) if math.isfinite(self.compute_s) else self.memory_s
+        roof = max(self.compute_s, self.memory_s) if math.isfinite(self.compute_s) else self.memory_s
+        return roof + self.overhead_s
 
     @property
     def bound(self) -> str:
@@ -202,7 +206,8 @@ def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficie
         position = context
     flops = sequences * flops_per_token(geometry, position)
     n_bytes = decode_bytes(geometry, context, spec, weights_format, sequences, llama)
-    return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=sequences)
+    return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=sequences, overhead_s=eff.overhead_s,
+                position=position)
 
 
 def micro_batch(geometry: Geometry, prompt: int, llama: llamacpp.Options | None = None) -> int:
@@ -248,7 +253,8 @@ def estimate(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency,
         "prefill_s": pre.time_s if chip.peak_flops else None,
         "prefill_bound": pre.bound if chip.peak_flops else None,
         "prefill_intensity": pre.intensity,
-        "decode_context": context,
+        "decode_context": dec.position,  # per sequence (llama.cpp separate slots: -c / slots; unified: the shared -c)
+        "decode_shared_cache": geometry.runtime == LCPP and bool(llama and llama.unified) and dec.tokens > 1,
         "decode_sequences": dec.tokens,
         "decode_tokens_per_s": 1.0 / dec.time_s,
         "decode_tokens_per_s_total": dec.tokens / dec.time_s,
@@ -260,6 +266,7 @@ def estimate(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency,
         "peak_gbps": chip.bandwidth_gbps,
         "compute_efficiency": eff.compute,
         "bandwidth_efficiency": eff.bandwidth,
+        "decode_overhead_s": eff.overhead_s,
         "efficiency_source": eff.source,
         "prefill": pre.as_dict(),
         "decode": dec.as_dict(),

@@ -1,0 +1,233 @@
+"""The time model's calibration: shares of peak compute and bandwidth fitted on published runs, and the
+held-out check on chips the fit never saw (kvcore/timing_runs.yaml; `benchmarks/timing_heldout.py` prints it).
+
+Each published point implies a share: a prompt-processing point, the model's compute time at 100 % of the
+chip's peak FLOP/s over the measured time; a generation point, the model's memory time at 100 % of peak
+bandwidth over the measured time. The fitted share is the geometric mean over runs (each run's points averaged
+first, so a long sweep counts as one run), and every point keeps its residual: predicted / measured - 1.
+
+The fit: one compute share (prefill, every chip); a bandwidth share per (runtime family, dies) -- llama.cpp's Metal
+backend reaches a smaller share of an Ultra's two-die bandwidth than of one die's (discussion #4167: Ultras at 800 GB/s
+decode about as fast as a 546 GB/s M4 Max) -- and one fixed time per decode step, by least squares on log time.
+Example: M2 Ultra, Llama-2-7B Q4_0, pp512 at 1,238 tok/s x 13.3 GFLOPs per token = 16.5 TFLOP/s of 27.2: a 61 %
+compute share. Every point's share is `Point.implied_share`; nothing is tuned by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from . import decode_model, recordings, timing
+from .formulas import KvSpec
+from .geometry import LCPP, Geometry, parse_config, preset_geometry
+from .hardware import Chip, get_chip
+from . import llamacpp
+
+TABLE = Path(__file__).parent / "timing_runs.yaml"
+ONE = timing.Efficiency(1.0, 1.0, "peak")
+FIT, HELD_OUT = "fit", "held_out"
+
+
+@dataclass(frozen=True)
+class Point:
+    run: str
+    split: str  # "fit" | "held_out"
+    kind: str  # "pp" (prompt processing) | "tg" (generation)
+    chip: Chip
+    runtime: str
+    model: str
+    weights_format: str
+    tokens: int  # pp: prompt length; tg: context when decoding
+    depth: int  # pp: tokens already cached
+    measured: float  # tokens/s
+    url: str
+    grade: str
+    geometry: Geometry = field(repr=False, compare=False, default=None)
+    spec: KvSpec = field(repr=False, compare=False, default=KvSpec())
+    ubatch: int | None = None
+
+    def step(self, eff: timing.Efficiency) -> timing.Step:
+        llama = llamacpp.Options(ubatch=self.ubatch) if self.ubatch and self.runtime == LCPP else None
+        if self.kind == "pp":
+            return timing.prefill_step(self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format,
+                                       self.depth, llama)
+        return timing.decode_step(self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format, 1, llama)
+
+    def predicted(self, eff: timing.Efficiency) -> float | None:
+        """Predicted tokens/s, None when the chip has no compute figure (a pp point there)."""
+        s = self.step(eff)
+        if self.kind == "pp" and not self.chip.peak_flops:
+            return None
+        return s.tokens / s.time_s
+
+    @property
+    def implied_share(self) -> float | None:
+        """The share of peak this point implies: compute (pp) or bandwidth (tg)."""
+        s = self.step(ONE)
+        if self.kind == "pp":
+            return s.compute_s * self.measured / s.tokens if self.chip.peak_flops else None
+        return s.memory_s * self.measured / s.tokens
+
+
+def runtime_family(runtime: str) -> str:
+    """"llama.cpp" (llama.cpp and the servers built on it) or "mlx" (mlx_lm and the engines on MLX)."""
+    return "llama.cpp" if runtime in (LCPP, "ollama") else "mlx"
+
+
+def decode_class(chip: Chip, runtime: str) -> tuple[str, int]:
+    """What a decode bandwidth share is fitted per: (runtime family, dies of the chip)."""
+    return runtime_family(runtime), chip.dies
+
+
+@dataclass(frozen=True)
+class Calibration:
+    compute: float  # share of peak FP16 FLOP/s prefill reaches (one for every chip and runtime)
+    bandwidth: dict  # (runtime family, dies) -> share of peak bandwidth decode reaches
+    overhead_s: float  # fixed time per decode step
+    fit_points: tuple[Point, ...]
+    held_out: tuple[Point, ...]
+    source: str
+
+    def efficiency_for(self, chip: Chip | str, runtime: str = "mlx_lm") -> timing.Efficiency:
+        """The shares to use for `runtime` on `chip`: its class's fitted bandwidth share; a class the fit had no run
+        for (e.g. mlx on an Ultra) takes the same runtime's single-die share, and the source says so."""
+        chip = get_chip(chip) if isinstance(chip, str) else chip
+        key = decode_class(chip, runtime)
+        source = f"{self.source}; bandwidth share for {key[0]} on {'a two-die Ultra' if key[1] == 2 else 'one die'}"
+        if key not in self.bandwidth:
+            key = (key[0], 1)
+            source += " (no fitted run of that kind: the one-die share)"
+        return timing.Efficiency(self.compute, self.bandwidth[key], source, self.overhead_s)
+
+    def residual(self, p: Point) -> float | None:
+        pred = p.predicted(self.efficiency_for(p.chip, p.runtime))
+        return None if pred is None else pred / p.measured - 1
+
+
+def _geometry(model: str, runtime: str, models: dict) -> Geometry:
+    geo_runtime = LCPP if runtime == LCPP else "mlx_lm"
+    if model in models:
+        return parse_config(models[model]["config"], model, geo_runtime)
+    from .geometry import resolve_model
+    return resolve_model(model, geo_runtime)[0]
+
+
+def _table_points(run: dict, models: dict) -> list[Point]:
+    c = run["citation"]
+    base = dict(run=run["id"], split=run["split"], chip=get_chip(run["chip"]), runtime=run["runtime"],
+                url=c["url"], grade=c.get("grade", "—"), ubatch=run.get("ubatch"))
+    spec = KvSpec("fp16", "fp16")
+    out = []
+    for kind in ("pp", "tg"):
+        for row in run.get(kind, []):
+            g = _geometry(run["model"], run["runtime"], models)
+            tokens = row["prompt"] if kind == "pp" else row["context"]
+            out.append(Point(**base, kind=kind, model=run["model"], weights_format=run["weights_format"], tokens=tokens,
+                             depth=row.get("depth", 0), measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+    for row in run.get("tg_by_format", []):
+        g = _geometry(run["model"], run["runtime"], models)
+        out.append(Point(**base, kind="tg", model=run["model"], weights_format=row["weights_format"], tokens=row["context"],
+                         depth=0, measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+    for row in run.get("tg_by_model", []):
+        g = _geometry(row["model"], run["runtime"], models)
+        out.append(Point(**base, kind="tg", model=row["model"], weights_format=run["weights_format"], tokens=row["context"],
+                         depth=0, measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+    return out
+
+
+def _recording_points(run: dict, recs: dict) -> list[Point]:
+    rec = recs[run["recording"]]
+    model, chip = decode_model.geometry_for(rec), decode_model.chip_for(rec)
+    if model is None or chip is None:  # no geometry, or a chip name the table cannot place (e.g. "M5 Max": which GPU?)
+        return []
+    geometry, weights, spec = model
+    c = rec.data["citation"]
+    runtime = rec.data.get("runtime", {}).get("name", "mlx_lm")
+    name = rec.data["model"].get("preset") or rec.data["model"]["name"]
+    return [Point(run["id"], run["split"], "tg", chip, runtime, name, weights, int(r["context"]), 0,
+                  float(r["tokens_per_s"]), c.get("url", c.get("source", "")), c.get("grade", "—"), geometry, spec)
+            for r in rec.rows("decode")]
+
+
+@lru_cache(maxsize=1)
+def points() -> tuple[Point, ...]:
+    """Every published point of kvcore/timing_runs.yaml (bundled recordings included by id)."""
+    table = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    names = [run["recording"] for run in table["runs"] if "recording" in run]
+    recs = {name: recordings.load(recordings.BUNDLED_DIR / f"{name}.yaml") for name in names}
+    out = []
+    for run in table["runs"]:
+        out += _recording_points(run, recs) if "recording" in run else _table_points(run, table["models"])
+    return tuple(out)
+
+
+def _geomean_by_run(pts: list[Point]) -> float:
+    by_run: dict[str, list[float]] = {}
+    for p in pts:
+        share = p.implied_share
+        if share is not None:
+            by_run.setdefault(p.run, []).append(math.log(share))
+    return math.exp(statistics.fmean(statistics.fmean(v) for v in by_run.values()))
+
+
+def _fit_decode(pts: list[Point]) -> tuple[dict, float]:
+    """Bandwidth share per class and one fixed time per step, least squares on log(predicted / measured time),
+    each run weighing the same (its points averaged). Grid: overhead 0-6 ms by 0.1 ms; share 0.20-1.00 by 0.005."""
+    import numpy as np
+
+    rows = [(decode_class(p.chip, p.runtime), p.run, p.step(ONE).memory_s, 1.0 / p.measured) for p in pts]
+    shares = np.round(np.arange(0.2, 1.0001, 0.005), 3)
+    best = None
+    for c in np.round(np.arange(0, 61) * 1e-4, 4):
+        total, chosen = 0.0, {}
+        for k in sorted({key for key, *_ in rows}):
+            runs = sorted({run for key, run, _, _ in rows if key == k})
+            loss = np.zeros(len(shares))
+            for run in runs:
+                m = np.array([r[2] for r in rows if r[0] == k and r[1] == run])
+                t = np.array([r[3] for r in rows if r[0] == k and r[1] == run])
+                loss += (np.log((m[None, :] / shares[:, None] + c) / t[None, :]) ** 2).mean(axis=1)
+            i = int(np.argmin(loss))
+            total += float(loss[i])
+            chosen[k] = float(shares[i])
+        if best is None or total < best[0]:
+            best = (total, chosen, float(c))
+    return best[1], best[2]
+
+
+@lru_cache(maxsize=1)
+def calibration() -> Calibration:
+    """The fitted shares (compute from the fit runs' pp points; bandwidth per class and a fixed step time from their
+    tg points) and the held-out points."""
+    pts = points()
+    fit = [p for p in pts if p.split == FIT]
+    compute = round(_geomean_by_run([p for p in fit if p.kind == "pp"]), 3)
+    bandwidth, overhead = _fit_decode([p for p in fit if p.kind == "tg"])
+    runs = sorted({p.run for p in fit})
+    chips = sorted({p.chip.chip for p in fit})
+    source = f"fitted on {len(runs)} published runs ({', '.join(chips)}; kvcore/timing_runs.yaml)"
+    return Calibration(compute, bandwidth, overhead, tuple(fit), tuple(p for p in pts if p.split == HELD_OUT), source)
+
+
+def efficiency(chip: Chip | str = "M4 Max (40-core GPU)", runtime: str = "mlx_lm") -> timing.Efficiency:
+    """The calibrated shares of peak for `runtime` on `chip`."""
+    return calibration().efficiency_for(chip, runtime)
+
+
+def summary(pts: list[Point], cal: Calibration | None = None) -> dict:
+    """Median |error| and the worst ratio (max of predicted/measured and its inverse) per kind, over `pts`."""
+    cal = cal or calibration()
+    out = {}
+    for kind in ("pp", "tg"):
+        errs = [cal.residual(p) for p in pts if p.kind == kind]
+        errs = [e for e in errs if e is not None]
+        if errs:
+            worst = max(max(1 + e, 1 / (1 + e)) for e in errs)
+            out[kind] = {"points": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs), "worst_ratio": worst}
+    return out
