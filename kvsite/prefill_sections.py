@@ -13,7 +13,8 @@ import pandas as pd
 
 from kvcore import hardware, time_views, timing, timing_fit
 from kvcore.formulas import KvSpec
-from kvcore.geometry import MLX, preset_geometry
+from kvcore.families import MLX
+from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
 
@@ -39,11 +40,24 @@ def efficiency(chip: str) -> timing.Efficiency:
     return timing_fit.efficiency(chip, RUNTIME)
 
 
+def efficiency_words(chip: str, lang: str) -> str:
+    """Where the efficiencies come from, in `lang`: the calibration's runs and chips, its fixed step time, and
+    whether this chip's kind of run had a fitted share of its own (timing_fit.Calibration.efficiency_for)."""
+    cal = timing_fit.calibration()
+    runs = sorted({p.run for p in cal.fit_points})
+    chips = sorted({p.chip.chip for p in cal.fit_points})
+    own = timing_fit.decode_class(hardware.get_chip(chip), RUNTIME) in cal.bandwidth
+    t = i18n.translator(lang, "prefill.")
+    words = t("eff_source", runs=len(runs), chips=", ".join(chips), ms=fmt_num(cal.overhead_s * 1e3))
+    return words if own else words + t("eff_fallback")
+
+
 def _chip_values(chip: hardware.Chip, lang: str) -> dict:
     t = i18n.translator(lang)
-    return {"chip": chip.chip, "bw": fmt_num(chip.bandwidth_gbps), "bw_source": chip.source,
+    # the hardware table's sources quoted as they stand (a vendor page number such as "Apple support 121553")
+    return {"chip": chip.chip, "bw": fmt_num(chip.bandwidth_gbps), "bw_source": f"`{chip.source}`",
             "tflops": fmt_num(chip.fp16_tflops) if chip.fp16_tflops else "—",
-            "compute_source": chip.compute_source or t("prefill.no_compute_source"),
+            "compute_source": f"`{chip.compute_source}`" if chip.compute_source else t("prefill.no_compute_source"),
             "ridge": fmt_num(chip.ridge_flops_per_byte) if chip.ridge_flops_per_byte else "—"}
 
 
@@ -105,7 +119,7 @@ def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: i
     values = _chip_values(chip, lang)
     attention = a["prefill_flops"] - timing.matrix_flops_per_token(g) * prompt
     assumptions = t("assumptions", model=model, weights=weights, kv="fp16", **values, ce=fmt_pct(eff.compute),
-                    be=fmt_pct(eff.bandwidth), eff_source=eff.source, chunk=fmt_num(timing.micro_batch(g, prompt)),
+                    be=fmt_pct(eff.bandwidth), eff_source=efficiency_words(chip_name, lang), chunk=fmt_num(timing.micro_batch(g, prompt)),
                     attention=fmt_pct(attention / a["prefill_flops"]), b=sequences, answer=fmt_num(answer),
                     samples=time_views.DECODE_SAMPLES, end=fmt_num(a["end_context"]))
     bound = lambda b: t(f"bound_{b}") if b else "—"  # noqa: E731
