@@ -107,6 +107,7 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
 
     g = resolve_geometry(geometry)
     rows, method = {}, {}
+    load_start = _load()
     if "trap" in sections:
         rows["trap"] = trap_probe(geometry, dtype=geometry_kv_format, tokens=trap_tokens, progress=phase("trap"),
                                   should_stop=should_stop)
@@ -141,6 +142,8 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
         checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase("generate_step"), should_stop))
         checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase("real prefill"), should_stop))
     method["backend"] = backend()
+    if load_start is not None:  # a shared machine's contention, as the timings met it
+        method["machine_load"] = {"load_start": load_start, "load_end": _load()}
     if checks:
         method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
     geometry_used = "trap" in sections or "growth" in sections
@@ -148,6 +151,16 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
     if geometry_used:
         info["geometry_kv_format"] = geometry_kv_format
     return build_recording(rows, info, method, command, title, label)
+
+
+def _load() -> float | None:
+    """The machine's 1-minute load average (os.getloadavg), None where the system has none."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def save_run(data: dict, out: str | Path | None = None, name: str | None = None) -> Path:

@@ -141,15 +141,17 @@ def batch_curve(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chi
     """Decode of B sequences at each context, as the roofline model has it.
 
     Columns: context, batch, tokens_per_s_total, tokens_per_s (one sequence), bound, kv_share (share of the step's
-    bytes that are KV).
+    bytes that are KV), memory_bytes (all the weights and every sequence's KV).
     """
     weights = weights_bytes(geometry, weights_format, active=True)
+    stored = weights_bytes(geometry, weights_format)
     rows = []
     for context in contexts:
+        kv_one = kv_need(geometry, context, spec, 1)
         for b in batches:
             step = timing.decode_step(geometry, context, chip, eff, spec, weights_format, b)
             rows.append({"context": context, "batch": b, "tokens_per_s_total": b / step.time_s, "tokens_per_s": 1 / step.time_s,
-                         "bound": step.bound, "kv_share": 1 - weights / step.bytes})
+                         "bound": step.bound, "kv_share": 1 - weights / step.bytes, "memory_bytes": stored + b * kv_one})
     return pd.DataFrame(rows)
 
 

@@ -126,7 +126,9 @@ def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: i
     bounds = t("answer_bounds", prefill_bound=bound(a["prefill_bound"]), decode_first=bound(a["decode_bound_first"]),
                decode_last=bound(a["decode_bound_last"]), end=fmt_num(a["end_context"]))
     note = None if chip.peak_flops else t("no_compute", chip=chip.chip, source=chip.compute_source)
-    return {"metrics": metrics, "assumptions": assumptions, "bounds": bounds, "note": note, "numbers": a}
+    largest = max(chip.memory_gb, default=0)
+    too_big = t("too_big", chip=chip.chip, gb=fmt_num(largest)) if largest and a["memory_bytes"] > largest * 1e9 else None
+    return {"metrics": metrics, "assumptions": assumptions, "bounds": bounds, "note": note, "too_big": too_big, "numbers": a}
 
 
 # ---------------------------------------------------------------- (c) batching
@@ -139,6 +141,12 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
     contexts = [c for c in BATCH_CONTEXTS if not g.max_position_embeddings or c <= g.max_position_embeddings] or [1024]
     curve = time_views.batch_curve(g, weights, KvSpec(), chip, efficiency(chip_name), contexts, list(BATCHES))
+    largest = max(chip.memory_gb, default=0) * 1e9  # GB as the vendor states them
+    cut = bool(largest) and bool((curve["memory_bytes"] > largest).any())
+    if largest:  # a batch whose weights and KV exceed the chip's largest memory is not drawn
+        curve = curve[curve["memory_bytes"] <= largest]
+    if curve.empty:
+        return {"chart": None, "caption": t("batch_none", chip=chip.chip, gb=fmt_num(largest / 1e9))}
     long = pd.concat([
         curve.assign(series=curve["context"].map(lambda c: t("s_total", context=_k(c))), tok_s=curve["tokens_per_s_total"]),
         curve.assign(series=curve["context"].map(lambda c: t("s_per_seq", context=_k(c))), tok_s=curve["tokens_per_s"]),
@@ -160,6 +168,8 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
                        titles=titles, height=380)
     caption = t("batch_model_caption", model=model, weights=weights, chip=chip.chip,
                 contexts=", ".join(_k(c) for c in contexts), crossings="; ".join(words))
+    if cut:
+        caption = i18n.join(lang, caption, t("batch_cut", chip=chip.chip, gb=fmt_num(largest / 1e9)))
     return {"chart": chart, "caption": caption}
 
 

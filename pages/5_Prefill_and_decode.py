@@ -45,14 +45,16 @@ ans = ps.your_prompt(chip, model, weights, prompt, answer, seqs, f.lang)
 m = row()
 for label, value in ans["metrics"]:
     m.metric(label, value)
-if ans["note"]:
-    st.warning(ans["note"])
+for warning in (ans["note"], ans["too_big"]):
+    if warning:
+        st.warning(warning)
 st.markdown(ans["bounds"])
 st.caption(ans["assumptions"])
 
 text("## " + f.t("prefill.batch_title"), f.t("prefill.batch_lead"))
 bm = ps.batch_model(chip, model, weights, f.lang)
-show_chart(f, bm["chart"], "batch_model_chart", f"kv-batch-model-{model}")
+if bm["chart"] is not None:
+    show_chart(f, bm["chart"], "batch_model_chart", f"kv-batch-model-{model}")
 st.caption(bm["caption"])
 if rec is not None and (measured := ps.batch_measured(rec, f.lang)) is not None:
     st.subheader(measured["title"])

@@ -114,7 +114,7 @@ def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsy
     (path,) = out.glob("*.yaml")
     rec = recordings.load(path)
     assert set(rec.data["sections"]) == {"prefill", "batch"}
-    assert set(rec.data["method"]) == {"prefill", "batch", "backend"}
+    assert set(rec.data["method"]) == {"prefill", "batch", "backend", "machine_load"}
     assert [r["batch"] for r in rec.rows("batch")] == [1, 2]
     assert "geometry_kv_format" not in rec.data["model"]  # no trap or growth: no geometry of their own
 

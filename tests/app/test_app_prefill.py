@@ -98,4 +98,14 @@ def test_no_exception_at_the_ends(rec_dir, params):
     for lang in ("en", "ja"):
         at = page(PAGE, lang, **params)
         assert not at.exception, (params, [e.message for e in at.exception])
+        assert "⟨" not in texts(at), params  # no missing text key
         assert all(math.isfinite(float(v.replace(",", "").split()[0])) for v in metrics(at).values() if v[0].isdigit())
+
+
+def test_a_model_larger_than_the_chips_largest_memory_is_said_and_its_batches_cut(rec_dir):
+    at = page(PAGE, "en", chip="M4", model="llama-3.1-70b", w="fp16")
+    shown = texts(at)
+    assert "more memory than the largest M4 ships with (32 GB)" in shown
+    assert "Not even one sequence of this model fits in the largest M4 (32 GB)" in shown
+    at = page(PAGE, "en", chip="M4 Max (40-core GPU)", model="llama-3.1-8b", w="mlx-q4")
+    assert "Batches whose weights and KV exceed the largest M4 Max (40-core GPU) (128 GB) are not drawn." in texts(at)
