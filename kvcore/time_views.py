@@ -23,6 +23,7 @@ from .recordings import Recording
 
 PEAK = timing.Efficiency(1.0, 1.0, "peak")  # for work counts only (FLOPs, bytes): no time is read from it
 INTENSITY_RANGE = (0.1, 10_000.0)  # FLOPs per byte the roofline spans
+UNDETERMINED = 0.01  # RMS log residual: a one-number fit this close to the two-number one leaves the other undetermined
 DECODE_SAMPLES = 65  # contexts at which "your prompt" times a decode step (the answer's steps between them interpolated)
 
 
@@ -106,9 +107,10 @@ def your_prompt(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chi
     last = timing.decode_step(geometry, end, chip, eff, spec, weights_format, sequences)
     samples = sorted({round(prompt + 1 + (end - prompt - 1) * i / (DECODE_SAMPLES - 1)) for i in range(DECODE_SAMPLES)})
     times = [timing.decode_step(geometry, c, chip, eff, spec, weights_format, sequences).time_s for c in samples]
-    # the answer's steps: one at every context prompt+1 .. end; a step's time is linear between two samples
-    decode_s = times[0] if len(samples) == 1 else sum(
-        (b - a) * (ta + tb) / 2 for a, b, ta, tb in zip(samples, samples[1:], times, times[1:])) + times[0]
+    # the answer's steps: one at every context prompt+1 .. end, a step's time linear between two samples: the n steps
+    # after sample a up to sample b = a + n add n * ta + (tb - ta) * (n + 1) / 2 (exact where samples are 1 apart)
+    decode_s = times[0] + sum((b - a) * ta + (tb - ta) * (b - a + 1) / 2
+                              for a, b, ta, tb in zip(samples, samples[1:], times, times[1:]))
     weights = weights_bytes(geometry, weights_format)
     kv = kv_need(geometry, end, spec, sequences)
     return {
@@ -172,23 +174,32 @@ def batch_points(rec: Recording) -> pd.DataFrame:
 def fit_roofline(flops: list[float], n_bytes: list[float], seconds: list[float]) -> dict:
     """The two numbers of a roofline fitted to one run's points: effective compute (FLOP/s) and bandwidth (bytes/s)
     such that time = max(FLOPs / compute, bytes / bandwidth) matches the measured times best on a log scale (a
-    grid over 0.1-10x the run's own medians, 1 % apart). A number no point depends on (every point bound by the
-    other) is None: the run does not determine it. residuals: predicted / measured time - 1, per point.
+    grid over 0.1-10x the run's own medians, 1 % apart). A number the run does not determine is None: when the fit
+    with the other number alone is as good (its RMS log residual within UNDETERMINED), the run never waits on it.
+    bounds: which of the two each point waits on; residuals: predicted / measured time - 1, per point.
     """
     f, b, t = (np.asarray(v, dtype=float) for v in (flops, n_bytes, seconds))
-    c0, w0 = float(np.median(f / t)), float(np.median(b / t))
     grid = np.geomspace(0.1, 10, 464)
-    cs, ws = c0 * grid, w0 * grid
-    pred = np.maximum(f[None, None, :] / cs[:, None, None], b[None, None, :] / ws[None, :, None])
-    err = (np.log(pred / t[None, None, :]) ** 2).sum(axis=2)
-    i, j = np.unravel_index(int(err.argmin()), err.shape)
+    cs, ws = float(np.median(f / t)) * grid, float(np.median(b / t)) * grid
+    log_t = np.log(t)
+
+    def rms(pred) -> np.ndarray:
+        return np.sqrt(((np.log(pred) - log_t) ** 2).mean(axis=-1))
+
+    both = rms(np.maximum(f / cs[:, None, None], b / ws[None, :, None]))
+    i, j = np.unravel_index(int(both.argmin()), both.shape)
+    memory_only, compute_only = rms(b / ws[:, None]), rms(f / cs[:, None])
     compute, bandwidth = float(cs[i]), float(ws[j])
-    compute_bound = f / compute >= b / bandwidth
-    best = np.maximum(f / compute, b / bandwidth)
-    return {"compute_flops": compute if compute_bound.any() else None,
-            "bandwidth_bytes": bandwidth if (~compute_bound).any() else None,
-            "bounds": ["compute" if c else "memory" for c in compute_bound],
-            "residuals": [float(x) for x in best / t - 1]}
+    if memory_only.min() <= both.min() + UNDETERMINED:
+        compute, bandwidth = None, float(ws[memory_only.argmin()])
+    elif compute_only.min() <= both.min() + UNDETERMINED:
+        compute, bandwidth = float(cs[compute_only.argmin()]), None
+    fit = {"compute_flops": compute, "bandwidth_bytes": bandwidth}
+    compute_s = f / compute if compute else np.zeros_like(f)
+    memory_s = b / bandwidth if bandwidth else np.zeros_like(b)
+    fit["bounds"] = ["compute" if c > m else "memory" for c, m in zip(compute_s, memory_s)]
+    fit["residuals"] = [float(x) for x in np.maximum(compute_s, memory_s) / t - 1]
+    return fit
 
 
 def _fitted_time(flops: float, n_bytes: float, fit: dict) -> float:

@@ -71,7 +71,6 @@ def roofline(chip_name: str, model: str, weights: str, prompt: int, answer: int,
     t = i18n.translator(lang, "prefill.")
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
     eff, context = efficiency(chip_name), prompt + answer
-    roof = time_views.roof(chip).assign(series=t("s_roof", chip=chip.chip))
     pts = time_views.roofline_points(g, weights, KvSpec(), chip, eff, prompt, context, sequences)
     names = {"prefill": t("s_prefill", prompt=_k(prompt)), "decode_1": t("s_decode_1", context=_k(context)),
              "decode_b": t("s_decode_b", b=sequences, context=_k(context))}
@@ -83,6 +82,9 @@ def roofline(chip_name: str, model: str, weights: str, prompt: int, answer: int,
         if not measured.empty:
             measured = measured.assign(series=t("s_article", chip=article_chip), bound="")
             pts = pd.concat([pts, measured], ignore_index=True)
+    lo, hi = time_views.INTENSITY_RANGE  # the roof spans every point
+    roof = time_views.roof(chip, min(lo, pts["intensity"].min() / 2), max(hi, pts["intensity"].max() * 2))
+    roof = roof.assign(series=t("s_roof", chip=chip.chip))
     ridge = chip.ridge_flops_per_byte
     rules = pd.DataFrame([{"intensity": ridge, "label": t("ridge", ridge=fmt_num(ridge))}]) if ridge else None
     titles = {**cols(lang, "series"), "intensity": t("roof_x"), "tflops": t("roof_y")}
