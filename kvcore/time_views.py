@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import timing
 from .calculator import kv_need
-from .decode_model import geometry_for
+from .decode_model import chip_for, geometry_for
 from .formulas import KvSpec, weights_bytes
 from .geometry import Geometry
 from .hardware import Chip
@@ -200,6 +200,11 @@ def fit_roofline(flops: list[float], n_bytes: list[float], seconds: list[float])
     fit["bounds"] = ["compute" if c > m else "memory" for c, m in zip(compute_s, memory_s)]
     fit["residuals"] = [float(x) for x in np.maximum(compute_s, memory_s) / t - 1]
     return fit
+
+
+def chip_known(rec: Recording) -> bool:
+    """Whether the run's chip is in the hardware table (its peaks known), as kvcore.decode_model.chip_for reads it."""
+    return chip_for(rec) is not None
 
 
 def _fitted_time(flops: float, n_bytes: float, fit: dict) -> float:

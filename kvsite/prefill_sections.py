@@ -202,6 +202,8 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
                     compute=fmt_num(fit["compute_flops"] / 1e9, unit="GFLOP/s") if fit["compute_flops"] else undetermined,
                     bandwidth=fmt_num(fit["bandwidth_bytes"] / 1e9, unit="GB/s") if fit["bandwidth_bytes"] else undetermined,
                     residual=_residual_text(fit["residuals"]))
+        if rec.kind == "measured" and not time_views.chip_known(rec):
+            caption = i18n.join(lang, caption, t("fit_this_run"))
     else:
         caption = t("measured_caption_no_fit", why=t("why_no_model"))
     titles = {**cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"), "series_name": i18n.translate(lang, "cols.series")}
