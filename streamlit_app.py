@@ -3,7 +3,6 @@
 import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, gib
-from kvsite.sources import view
 from kvsite.chapters import CHAPTERS
 from kvsite.frame import DEFAULT_SOURCE, row, setup, text
 from kvsite import sections
@@ -12,7 +11,7 @@ f = setup("home")
 f.intro()
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
-n = view("key_numbers", rec)
+n = sections.key_numbers(rec)
 geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = row(gap="large")  # a metric takes its label's width

@@ -5,6 +5,8 @@ browser renders anything. Reports, each as the median of paired ratios over inte
 
 - load: N concurrent readers, each doing back-to-back reruns: throughput (reruns/s), p50 and p95 of a rerun's
   round trip, errors, resident memory per open session;
+- interactions: one reader's slider steps on the chapters with a slider, each sent as a browser sends it (a rerun of
+  the slider's st.fragment only), server CPU per step against a one-line page's rerun, and a full rerun beside it;
 - soak: >= 10,000 reruns by N sessions kept open on the app server, resident memory sampled every ~1,000;
 - live: the same load with and without one live decode sweep running in another session of the same server
   (started by its button, as a reader would), readers' p95 with / without;
@@ -16,7 +18,7 @@ Both servers run with the project's settings (.streamlit/config.toml, runner.pos
 not the server. A third, the one-line page on Streamlit's default (postScriptGC on: a full gc.collect(2) after every
 run), is a reference row. Per rerun: the server's CPU time (/proc, every thread) and the bytes it sent.
 
-    .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000]
+    .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000] [--steps 20]
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kvsite.reader import Reader  # noqa: E402
-from kvsite.server import ROOT, nginx_server, streamlit_server  # noqa: E402
+from harness.reader import Reader  # noqa: E402
+from harness.server import ROOT, nginx_server, streamlit_server  # noqa: E402
 
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
 APP_ENV = {"KVCORE_READ_ONLY": "1"}
@@ -52,6 +54,9 @@ APP_VISITS = [
     ("Recordings", "lang=en"), ("Recordings", "lang=ja&rec=measured-linux-cpu-demo-mlx-cpu"),
 ]
 ONE_VISITS = [("", "lang=ja"), ("", "lang=en"), ("", "x=1"), ("", "x=2")]
+# a reader's interaction: one slider step (page, the slider's key), as bench_slider.py presses them in a browser
+SLIDERS = [("Mechanism", "prompt"), ("Nbytes_trap", "tokens"), ("Linear_growth", "ctx"), ("Decode_slowdown", "eff"),
+           ("Savings", "mem"), ("Calculator", "ctx_log")]
 
 
 def rss_mib(pid: int) -> float:
@@ -117,6 +122,31 @@ class Load:
                 "kib": (sum(r.bytes_received for r in readers) - bytes0) / 1024 / n}
 
 
+def interaction_cpu(base: str, pid: int, page: str, key: str | None, steps: int) -> tuple[float, float]:
+    """(server CPU ms per slider step, per full rerun of the same page) for one reader on a fresh session: `steps`
+    steps forward from the slider's default, each sent as a browser sends it (the slider's fragment only, when it
+    is in one), once untimed and then timed (warm caches, like the full reruns), and as many full reruns. key None:
+    the one-line page, whose interaction is a full rerun."""
+    with Reader(base, timeout_s=120) as r:
+        r.rerun(page, "lang=en")
+        cpu0 = cpu_s(pid)
+        for _ in range(steps):
+            r.rerun(page, "lang=en")
+        full = (cpu_s(pid) - cpu0) * 1e3 / steps
+        if key is None:
+            return full, full
+        wid, value, step, top, options = r.slider(key)
+        room = max(1, int((top - value) / step))  # steps up to the slider's end; then back to its start, and on
+        values = [value + (k % (room + 1)) * step for k in range(1, steps + 1)]
+        values = [options[int(v)] for v in values] if options else values  # a select_slider: by label
+        for v in values:  # once untimed: each value's sections computed (the full reruns are warm too)
+            r.rerun(page, "lang=en", slider=(wid, v))
+        cpu0 = cpu_s(pid)
+        for v in values:
+            r.rerun(page, "lang=en", slider=(wid, v))
+        return (cpu_s(pid) - cpu0) * 1e3 / steps, full
+
+
 def spread(values: list[float]) -> str:
     return f"×{statistics.median(values):.2f} (range {min(values):.2f}–{max(values):.2f})"
 
@@ -136,6 +166,7 @@ def main() -> int:
     ap.add_argument("--reruns", type=int, default=6, help="visits per reader and round")
     ap.add_argument("--soak", type=int, default=10_000)
     ap.add_argument("--trip-runs", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=20, help="slider steps per page and round (interactions)")
     a = ap.parse_args()
     out = []
 
@@ -181,6 +212,21 @@ def main() -> int:
         for name, rs in res.items():
             for e in sorted({e for x in rs for e in x["errors"]})[:5]:
                 say(f"  error ({name}): {e}")
+
+        # ---- one reader's interactions: server CPU per slider step against a one-line page's rerun, interleaved
+        steps = {name: [] for name, _ in SLIDERS}
+        full = {name: [] for name, _ in SLIDERS}
+        ones = []
+        for k in range(a.rounds):
+            for page, key in SLIDERS:
+                ones.append(interaction_cpu(one, one.pid, "", None, a.steps)[0])
+                step_ms, full_ms = interaction_cpu(app, app.pid, page, key, a.steps)
+                steps[page].append(step_ms / ones[-1])
+                full[page].append(full_ms / ones[-1])
+        say(f"\none reader's slider steps ({a.steps} per page and round, {a.rounds} interleaved rounds): server CPU per step "
+            f"against a one-line page's rerun ({statistics.median(ones):.1f} ms, median of paired ratios, range)")
+        for page, key in SLIDERS:
+            say(f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}")
 
         # ---- one reader's round trip: direct and through nginx, app page and one-line page, Nagle on and off
         variants = {("app", "Nagle on"): app, ("one-line page", "Nagle on"): one,

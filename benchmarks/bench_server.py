@@ -36,7 +36,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kvsite.server import PAGES, streamlit_server  # noqa: E402
+from harness.server import PAGES, streamlit_server  # noqa: E402
 
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
 

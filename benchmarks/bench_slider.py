@@ -23,14 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvsite.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
+from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
 
 # chapter URL path and query -> which slider to step (its label's position among the page's sliders)
 CHAPTERS = {
     "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0),
     "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0),
+    "3 Linear growth (context)": ("Linear_growth?lang=en", 0),
     "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0),
-    "5 Savings (memory)": ("Savings?lang=en", 1),
+    "6 Savings (memory)": ("Savings?lang=en", 1),
+    "7 Calculator (context, log scale)": ("Calculator?lang=en", 0),
 }
 BASELINE_PAGE = '''import altair as alt
 import pandas as pd

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import KvError
+from .limits import MAX_CONTEXT  # one update holds at most the engine's context limit
 
 STEP = 256  # KVCache.step
 CACHE_CLASSES = ("KVCache", "QuantizedKVCache", "RotatingKVCache")
@@ -115,8 +116,6 @@ MAX_UPDATES = 4096  # a chunking pattern longer than this is refused (it is a de
 
 def parse_updates(text: str) -> list[int]:
     """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else."""
-    from .formulas import MAX_CONTEXT  # one update holds at most the engine's context limit
-
     out: list[int] = []
     for part in text.replace("+", ",").replace(" ", "").split(","):
         if not part:

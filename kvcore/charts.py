@@ -36,30 +36,44 @@ def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
 def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
     if not log:
         return alt.Scale(zero=False)
-    if values is not None and len(values):
-        lo, hi = float(values[values > 0].min()), float(values.max())
-        return alt.Scale(type="log", domain=[lo, hi], nice=False)
+    if values is not None and len(values) and (values > 0).any():
+        ticks = log_ticks(float(values[values > 0].min()), float(values.max()))
+        return alt.Scale(type="log", domain=[ticks[0], ticks[-1]], nice=False)  # from the tick below to the tick above
     return alt.Scale(type="log")
 
 
-def log_ticks(lo: float, hi: float) -> list[float]:
-    """Round ticks for a log axis within [lo, hi]: 1-2-5 per decade, 1-2-3-5 or every integer multiple when
-    that gives fewer than three (a range inside one decade still gets labels).
+LADDERS = ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9))
+MIN_LOG_TICKS = 4  # fewer and a curve can sit between two labels a decade apart (issue 17: only 6-10 labelled, a curve at 17)
 
-    Example: log_ticks(0.03, 1.2) -> [0.05, 0.1, 0.2, 0.5, 1.0]; log_ticks(3.4, 9) -> [4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
-    log_ticks(119, 292) -> [125.0, 150.0, 200.0, 250.0].
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Round ticks for a log axis around [lo, hi]: the first at or below lo, the last at or above hi (every point
+    lies inside the labelled range), from the coarsest ladder (1-2-5 per decade, then 1-2-3-5, every integer,
+    quarter steps) that gives at least MIN_LOG_TICKS.
+
+    Example: log_ticks(119, 292) -> [100.0, 125.0, 150.0, 200.0, 250.0, 300.0] (Article A's 292 tok/s below the top
+    label); log_ticks(6.2, 17) -> [6.0, 7.0, 8.0, 9.0, 10.0, 20.0]; log_ticks(0.03, 1.2) -> [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0].
     """
     if lo <= 0 or hi <= 0:
         return []
-    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
-        ticks, k = [], math.floor(math.log10(lo))
-        while 10**k <= hi * 1.000001:
-            ticks += [m * 10**k for m in mantissas if lo * 0.999999 <= m * 10**k <= hi * 1.000001]
+    lo, hi = min(lo, hi), max(lo, hi)
+    for mantissas in LADDERS:
+        k = math.floor(math.log10(lo)) - 1
+        ladder = []
+        while not ladder or ladder[-1] < hi * 1.000001:
+            ladder += [m * 10**k for m in mantissas]
             k += 1
-        if len(ticks) >= 3 or (len(ticks) >= 2 and len(mantissas) > 9):
+        below = max(t for t in ladder if t <= lo * 1.000001)
+        above = min(t for t in ladder if t >= hi * 0.999999)
+        ticks = [t for t in ladder if below <= t <= above]
+        if len(ticks) >= MIN_LOG_TICKS:
             break
-    if len(ticks) < 2:  # narrower than one step of the integers: the ends themselves
-        ticks = [lo, hi]
+    while len(ticks) < MIN_LOG_TICKS:  # one value (or a sliver): its finest neighbours on both sides
+        i, j = ladder.index(ticks[0]), ladder.index(ticks[-1])
+        wider = ladder[max(i - 1, 0):j + 2]
+        if len(wider) == len(ticks):
+            break
+        ticks = wider
     return [float(f"{t:.6g}") for t in ticks]
 
 

@@ -6,45 +6,22 @@ Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
-import re
 import sys
 
+from .cli_args import Parser, whole_number
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
-from .llamacpp import DEFAULT_UBATCH, MAX_UBATCH, Options as LlamaOptions
-from .formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS, KvSpec
-from .geometry import LCPP, RUNTIMES, load_preset, parse_config, preset_names, resolve_model
+from .formulas import WEIGHT_FORMATS, KvSpec
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
+from .geometry import load_preset, parse_config, preset_names
+from .model_source import resolve_model
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, RUNTIMES, get_runtime, runtime_of
 from .units import fmt_bytes
 from . import hardware, timing, timing_fit
 
 EXIT_BAD_INPUT = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
-        hint = ""
-        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-        if wrong:  # a mistyped command or choice: name the nearest
-            close = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
-            hint = f" Did you mean {close[0]}?" if close else ""
-        raise KvError(f"{message} (see `{self.prog} --help`).{hint}")  # prog: "python -m kvcore" or "python -m kvcore calc"
-
-
-def whole_number(label: str, low: int, high: int):
-    """An argparse type: a whole number from `low` to `high` (1,024 and 1_024 accepted); one wording for every option."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip().replace("_", "").replace(",", ""))
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number from {low:,} to {high:,}, not {text!r}")
-        return value
-
-    return parse
 
 
 def _positive_int(label: str, limit: int):
@@ -52,22 +29,20 @@ def _positive_int(label: str, limit: int):
 
 
 def _print_calc(r: dict) -> None:
+    runtime = get_runtime(r["runtime"])
     print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
-    if "log_lines" in r:  # llama.cpp: the lines it logs for its caches, to hold against a real log
-        o = r["llama_cpp"]
-        print(f"llama.cpp  -c {r['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} -ub {o['ubatch']}"
-              f" (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}")
-        for cache, line in zip(r["caches"], r["log_lines"]):
-            print(f"  {cache['name']:<9} {line}")
+    for line in runtime.describe_options(r):  # llama.cpp: its options and the lines it logs for its caches
+        print(line)
     print(f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}")
     print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
     if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
     else:  # sliding layers stop growing once their window is full
         print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
-              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full)")
-    if r["kv_prefill_peak_bytes"] != r["kv_bytes"] and r["runtime"] == "mlx_lm":
-        print(f"  prefill peak (mlx_lm chunked prefill): {fmt_bytes(r['kv_prefill_peak_bytes'])}")
+              f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
+              f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}")
+    for line in runtime.describe_sizes(r):  # mlx_lm: the chunked prefill's peak above the steady state
+        print(line)
     print(f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
           f" {r['active_params']:,} read per token)")
     print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
@@ -90,7 +65,7 @@ def _print_time(r: dict) -> None:
     elif "prompt" in t:
         print(f"prefill    unknown: the hardware table has no compute figure for {t['chip']}")
     n = t["decode_sequences"]
-    each = "per slot" if r["runtime"] == LCPP else "per sequence"
+    each = f"per {get_runtime(r['runtime']).sequence_noun}"
     total = f", {t['decode_tokens_per_s_total']:,.1f} tok/s for all {n}" if n > 1 else ""
     where = (f"over {t['decode_context']:,} cells shared by {n} slots" if t["decode_shared_cache"]
              else f"at {t['decode_context']:,} tokens")
@@ -107,7 +82,7 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
     if not a.chip:
         return
     chip = hardware.get_chip(a.chip)
-    per_slot = result["context"] // result["sequences"] if geometry.runtime == LCPP and not (llama and llama.unified) else result["context"]
+    per_slot = runtime_of(geometry).sequence_share(result["context"], result["sequences"], llama)
     if a.prompt and a.prompt > per_slot:
         raise KvError(f"--prompt {a.prompt:,} is longer than the {per_slot:,} tokens a sequence can hold here.")
     eff = timing_fit.efficiency(chip, geometry.runtime)
@@ -129,15 +104,19 @@ def _cmd_calc(a) -> int:
     k = a.k_format or a.kv_format or "fp16"
     v = a.v_format or a.kv_format or "fp16"
     spec = KvSpec(k, v, a.group_size, a.activation_dtype)
-    geometry, preset = resolve_model(a.model, a.runtime)
-    llama = None
-    if a.runtime == LCPP:  # --sequences is llama.cpp's -np (n_seq_max), at most LLAMA_MAX_SEQ
-        llama = LlamaOptions(a.sequences, a.kv_unified, ubatch=a.ubatch, swa_full=a.swa_full)
-    elif a.kv_unified or a.swa_full or a.ubatch != DEFAULT_UBATCH:
-        raise KvError("--kv-unified, --ubatch and --swa-full are llama.cpp settings; add --runtime llama.cpp.")
-    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"), llama)
+    runtime = get_runtime(a.runtime)
+    for other in RUNTIMES.values():  # another runtime's settings, given: say whose they are
+        changed = [s.flag for s in other.settings if other is not runtime and getattr(a, s.name) != s.default]
+        if changed:
+            raise KvError(f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
+                          f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}.")
+    geometry, preset = resolve_model(a.model, runtime.name)
+    # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
+    options = runtime.options(a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings})
+    result = calculate(geometry, a.context, a.sequences, spec, a.weights_format or preset.get("default_weights_format", "bf16"),
+                       options)
     result["source"] = preset.get("source", a.model)
-    _time(a, geometry, result, spec, llama)
+    _time(a, geometry, result, spec, options)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -196,8 +175,8 @@ def _cmd_doctor(a) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kvcore", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = Parser(prog="python -m kvcore", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
     c.add_argument("--model", required=True, help="preset name or path to a config.json")
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
@@ -209,12 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
     c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
     c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
-    c.add_argument("--runtime", default="mlx_lm", choices=RUNTIMES,
-                   help="mlx_lm (default), llama.cpp (its preallocated caches) or reference (the config's own window rules)")
-    c.add_argument("--kv-unified", action="store_true", help="llama.cpp: one cache stream shared by all sequences (-kvu)")
-    c.add_argument("--ubatch", default=DEFAULT_UBATCH, type=_positive_int("ubatch", MAX_UBATCH),
-                   help=f"llama.cpp: micro-batch -ub (default {DEFAULT_UBATCH}); it sizes the sliding-window cache")
-    c.add_argument("--swa-full", action="store_true", help="llama.cpp: a full-size sliding-window cache (--swa-full)")
+    c.add_argument("--runtime", default=DEFAULT_RUNTIME, choices=list(RUNTIMES),
+                   help="; ".join(rt.help for rt in RUNTIMES.values()))
+    for runtime in RUNTIMES.values():  # each runtime's own settings, from its object
+        for s in runtime.settings:
+            if s.switch:
+                c.add_argument(s.flag, dest=s.name, action="store_true", help=s.help)
+            else:
+                c.add_argument(s.flag, dest=s.name, default=s.default, type=whole_number(s.flag.lstrip("-"), s.low, s.high),
+                               help=s.help)
     c.add_argument("--chip", help="adds decode speed at the context on this chip (see `python -m kvcore chips`)")
     c.add_argument("--prompt", type=_positive_int("prompt", MAX_CONTEXT),
                    help="prompt tokens: adds prefill_s, the time to the first token (needs --chip)")

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import KvError
-from .formats import FORMATS
-from .formulas import ALL_WEIGHT_FORMATS, KvSpec, kv_bytes, weights_bytes
+from .formulas import KvSpec, kv_bytes, weights_bytes
 from .geometry import Geometry, parse_config, preset_geometry
-from .hardware import Chip, get_chip
+from .hardware import Chip, get_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
-from .recordings import Recording
+from .recordings import Recording, model_format
 
 MIN_POINTS_FOR_OVERHEAD = 3  # a slope and an intercept need a third point to leave a residual
 FAR_BELOW_PEAK = 0.10  # fitted BW_eff under 10 % of the chip's peak: not explained by memory reads
@@ -49,7 +48,7 @@ class Fit:
     rms_residual: float
     memory_bound: bool
     verdict: str  # one plain English sentence (CLI, tests); pages render verdict_code instead
-    verdict_code: str = "memory_bound"  # "memory_bound" | "large_residual" | "far_below_peak" | "above_peak"
+    verdict_code: str = "memory_bound"  # memory_bound | large_residual | far_below_peak | below_any_memory | above_peak
     peak_gbps: float | None = None  # the chip's peak the verdict compared against
 
     def predict(self, bytes_per_token: float) -> float:
@@ -95,11 +94,15 @@ def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
 
 
 def verdict_code(bw: float, rms: float, peak: float | None) -> str:
-    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak" or "above_peak"."""
+    """Why a fit is or is not memory-bound: "memory_bound", "large_residual", "far_below_peak", "below_any_memory"
+    (no chip peak known, and the fitted bandwidth is below the slowest memory any computer has: a CPU run at
+    1 GB/s is not reading memory flat out) or "above_peak"."""
     if rms > LARGE_RESIDUAL:
         return "large_residual"
     if peak and bw < FAR_BELOW_PEAK * peak:
         return "far_below_peak"
+    if not peak and bw < slowest_memory()[0]:
+        return "below_any_memory"
     if peak and bw > ABOVE_PEAK * peak:
         return "above_peak"
     return "memory_bound"
@@ -113,6 +116,10 @@ def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | No
     if code == "far_below_peak":
         return (f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
                 f"{peak:g} GB/s peak, so something other than memory reads sets the pace.")
+    if code == "below_any_memory":
+        floor, source = slowest_memory()
+        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is below the slowest memory a computer has ({floor:g} GB/s, "
+                f"{source}), so something other than memory reads sets the pace.")
     if code == "above_peak":
         return f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
     share = f" ({bw / peak:.0%} of the {peak:g} GB/s peak)" if peak else ""
@@ -131,8 +138,13 @@ def slowdown(geometry: Geometry, context_a: int, context_b: int, spec: KvSpec = 
 
 
 def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
-    """A recording's model geometry, weights format and KV spec; None when it names no model config."""
+    """A recording's model geometry, weights format and KV spec; None when it names no model config or its source does
+    not say which formats ran (kvcore.recordings.model_format: "unknown"). A misspelled format is a KvError naming it,
+    never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
     model = rec.data["model"]
+    kv, weights = model_format(model, "kv_format", "fp16"), model_format(model, "weights_format", "bf16")
+    if kv is None or weights is None:
+        return None
     try:
         if isinstance(model.get("config"), dict):
             geometry = parse_config(model["config"], model["name"])
@@ -140,10 +152,6 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
             geometry = preset_geometry(model["preset"])
         else:
             return None
-        kv = model.get("kv_format", "fp16")
-        kv = kv if kv in FORMATS else "fp16"
-        weights = model.get("weights_format", "bf16")
-        weights = weights if weights in ALL_WEIGHT_FORMATS else "bf16"
         return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
     except KvError:
         return None
@@ -159,24 +167,16 @@ def chip_for(rec) -> Chip | None:
         return None
 
 
-def fit_run(rec) -> Fit | None:
-    """BW_eff fitted to a recording's decode rows with its own model and formats; None if it has none."""
-    model, rows = geometry_for(rec), rec.rows("decode")
-    if model is None or not rows:
-        return None
-    geometry, weights, spec = model
-    b = [bytes_per_generated_token(geometry, int(r["context"]), spec, weights) for r in rows]
-    chip = chip_for(rec)
-    return fit_bandwidth(b, [r["tokens_per_s"] for r in rows], chip.bandwidth_gbps if chip else None)
-
-
 # ---------------------------------------------------------------- a run's decode points, its fit and its slowdown
 
 
 def decode_points(rec: Recording) -> pd.DataFrame:
     """Measured decode points with the bytes each generated token reads and the bandwidth that implies."""
+    return _points(rec, geometry_for(rec))
+
+
+def _points(rec: Recording, model: tuple[Geometry, str, KvSpec] | None) -> pd.DataFrame:
     df = pd.DataFrame(rec.rows("decode"))
-    model = geometry_for(rec)
     if df.empty or model is None:
         return df
     geometry, weights, spec = model
@@ -187,23 +187,54 @@ def decode_points(rec: Recording) -> pd.DataFrame:
     return df.assign(source=rec.label, recording=rec.id)
 
 
-def decode_fit(rec: Recording) -> tuple[Fit, pd.DataFrame] | None:
-    """The fitted bytes/BW_eff model for a run and its curve over the run's context range (log-spaced)."""
+def _fit_points(points: pd.DataFrame, chip: Chip | None) -> Fit:
+    return fit_bandwidth(list(points["bytes_per_token"]), list(points["tokens_per_s"]), chip.bandwidth_gbps if chip else None)
+
+
+def fit_run(rec) -> Fit | None:
+    """BW_eff fitted to a recording's decode points (decode_points) with its own model and formats; None if it
+    has none."""
     points = decode_points(rec)
     if points.empty or "bytes_per_token" not in points:
         return None
-    fit = fit_run(rec)
-    geometry, weights, spec = geometry_for(rec)
+    return _fit_points(points, chip_for(rec))
+
+
+@dataclass(frozen=True)
+class RunDecode:
+    """A run's decode analysis, computed once: its points (decode_points), the fit, the fitted curve over the
+    run's context range (log-spaced), the worked check (first vs last point; None under two points), its chip."""
+
+    points: pd.DataFrame
+    fit: Fit
+    curve: pd.DataFrame
+    check: dict | None
+    chip: Chip | None
+
+
+def analyse(rec: Recording) -> RunDecode | None:
+    """Everything the Decode chapter says about one run, each part computed once; None when the run has no decode
+    points or no model geometry. Example: analyse(article_a).check["predicted_slowdown"] -> 2.43."""
+    model = geometry_for(rec)
+    points = _points(rec, model)
+    if points.empty or "bytes_per_token" not in points:
+        return None
+    chip = chip_for(rec)
+    fit = _fit_points(points, chip)
+    geometry, weights, spec = model
     lo, hi = int(points["context"].min()), int(points["context"].max())
     grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
     curve = pd.DataFrame({"context": grid})
     curve["tokens_per_s"] = [fit.predict(bytes_per_generated_token(geometry, t, spec, weights)) for t in grid]
-    return fit, curve.assign(source=rec.label, recording=rec.id)
+    return RunDecode(points, fit, curve.assign(source=rec.label, recording=rec.id), _check(points), chip)
 
 
 def worked_check(rec: Recording) -> dict | None:
     """First vs last decode point: bytes per token, predicted and measured slowdown, implied bandwidths."""
-    points = decode_points(rec)
+    return _check(decode_points(rec))
+
+
+def _check(points: pd.DataFrame) -> dict | None:
     if len(points) < 2 or "bytes_per_token" not in points:
         return None
     a, b = points.iloc[0], points.iloc[-1]

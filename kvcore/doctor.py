@@ -89,15 +89,15 @@ def rows() -> list[tuple[str, str]]:
         out += [("backend", f"none: {mlx_missing}"),
                 ("install", "mlx and mlx-lm: `.venv/bin/pip install mlx mlx-lm` on a Mac, `mlx[cpu] mlx-lm` on Linux")]
     else:
-        from .live_models import _chip, _memory_gb, available_memory, backend, metal_info
+        from .machine import available_memory, backend, chip_name, memory_gb, metal_info
 
         b = backend()
         info = metal_info()
         out.append(("backend", f"{'Metal' if b['backend'] == 'mlx metal' else 'CPU'} ({b['backend']}, {b['device']}, "
                                f"activations {b['dtype']})"))
-        out.append(("chip", _chip()))
+        out.append(("chip", chip_name()))
         memory, source = available_memory()
-        out.append(("memory", f"{_memory_gb()} GB in the machine; the backend may use {fmt_bytes(memory)} ({source})"))
+        out.append(("memory", f"{memory_gb()} GB in the machine; the backend may use {fmt_bytes(memory)} ({source})"))
         if info:
             out.append(("metal", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in sorted(info.items()))))
         elif platform.system() == "Darwin":
@@ -113,6 +113,11 @@ def rows() -> list[tuple[str, str]]:
         out.append((command, "can start" if not reasons else "cannot start: " + "; ".join(dict.fromkeys(reasons))))
     if not mlx_missing:
         out.append(("default run", f"decode of {DEFAULT_MODEL} to {DEFAULT_MAX_CONTEXT:,} tokens fits: {_default_decode_fits()}"))
+    from . import blas, real_model
+
+    out.append(("blas", blas.state()["note"]))
+    path = real_model.gguf_path()
+    out.append(("real model", f"{real_model.NAME}: {path}" if path else real_model.MISSING))
     folder = recordings.local_dir()
     if recordings.read_only():
         saving = f"no: read-only mode ({recordings.READ_ONLY_ENV}=1)"

@@ -4,9 +4,9 @@
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset({
     "config_missing", "config_not_whole", "config_range", "config_not_bool", "config_layer_types", "config_head_dim",
-    "config_heads", "config_object", "config_shape", "model_unknown",
-    "llamacpp_format", "llamacpp_block", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
-    "format_group", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
+    "config_heads", "config_object", "config_shape", "model_unknown", "runtime_unknown",
+    "llamacpp_format", "format_block", "llamacpp_mla_types", "llamacpp_seq_max", "llamacpp_ubatch", "json_too_large", "json_invalid", "json_nested", "json_not_object",
+    "format_group", "model_missing", "kv_option", "updates_bad", "updates_many", "updates_none", "model_build", "model_load",
     "guard_decode_fits", "guard_decode_none", "guard_growth_fits", "guard_growth_none",
     "live_batch_format", "live_batch_cache",
     # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
@@ -14,11 +14,11 @@ CODES = frozenset({
     # a GGUF file (kvcore.gguf_header, kvcore.gguf): a path on the command line or an upload on the site
     "gguf_not_gguf", "gguf_big_endian", "gguf_version", "gguf_truncated", "gguf_header_large", "gguf_corrupt",
     "gguf_corrupt_detail", "gguf_count", "gguf_missing", "gguf_value", "gguf_layers", "gguf_arch", "gguf_tensor_type",
-    "gguf_tensor_block", "gguf_tensor_past_end", "gguf_runtime", "gguf_upload_large", "weights_file",
+    "gguf_tensor_block", "gguf_tensor_past_end", "gguf_runtime", "gguf_upload_large", "gguf_upload_lost", "weights_file",
     # a recording file (kvcore.recordings: a reader's upload on the site)
     "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
     "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",
-    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_flag", "rec_list", "rec_count",
+    "rec_field", "rec_number", "rec_range", "rec_negative", "rec_url", "rec_grade", "rec_format", "rec_flag", "rec_list", "rec_count",
     "rec_alias", "rec_nodes", "rec_depth", "rec_scalar", "rec_top_key",
 })
 

@@ -9,16 +9,18 @@ Example: Llama-3.2-1B fp16 -> 16 x 8 x (128 + 128) = 32,768 bytes per token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .allocsim import simulate, trace
 from .errors import KvError
 from .formats import DTYPE_BYTES, get_format
-from .geometry import Geometry, Layer
+from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from . import gguf_weights
 from .gguf_weights import GGUF_FORMATS
 
-MAX_CONTEXT = 100_000_000  # 1e8 tokens: beyond any model's position limit
-MAX_SEQUENCES = 100_000
+if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+    from .geometry import Geometry, Layer
+
 PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
 
 

@@ -20,10 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .config import Cfg, flatten, read_config_file
+from .config import Cfg, flatten
 from .errors import KvError
-from .families import LCPP, RUNTIMES, Family, family_for
-from .params import Params, count_params, layer_ffn
+from .families import FAMILIES, Family, family_for
+from .params import Params, check_layouts, count_params, layer_ffn
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -98,34 +99,79 @@ def _note(code: str, window: int) -> tuple[str, int, str]:
     return code, window, _NOTE_TEXT[code].format(window=window)
 
 
-def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: str) -> tuple[list[bool], list[tuple[str, int, str]]]:
-    """Which layers keep a sliding window under `runtime`, by the family's window rule; notes are (code, window, text)."""
+# Window rules by name (a family's `windows`, kvcore.families): layer count and the config -> (sliding flags, notes),
+# or None when the rule does not apply to this config and the next rule named after "|" is tried.
+def _rule_layer_types(cfg: Cfg, n: int, runtime: Runtime):
+    layer_types = cfg.get("layer_types")  # the config's list when present
+    return ([t == "sliding_attention" for t in layer_types], []) if layer_types else None
+
+
+def _rule_pattern(cfg: Cfg, n: int, runtime: Runtime):  # every sliding_window_pattern-th layer full (Gemma 3)
+    pattern = cfg.int("sliding_window_pattern")
+    return [i % pattern != pattern - 1 for i in range(n)], []
+
+
+def _rule_every_layer(cfg: Cfg, n: int, runtime: Runtime):  # Mistral v0.1, Phi-3 in transformers
+    if cfg.get("sliding_window"):
+        return [True] * n, [_note("sliding_every_layer", cfg.int("sliding_window"))]
+    return None
+
+
+def _rule_full(code: str | None):  # the window is set, but this runtime caches the full context; a note says so
+    def rule(cfg: Cfg, n: int, runtime: Runtime):
+        if cfg.get("sliding_window"):
+            return [False] * n, [_note(code or runtime.ignored_window_note, cfg.int("sliding_window"))]
+        return None
+    return rule
+
+
+def _rule_max_window(cfg: Cfg, n: int, runtime: Runtime):  # Qwen2/3 in transformers, when use_sliding_window
+    if cfg.get("use_sliding_window"):
+        start = cfg.int("max_window_layers", 0, minimum=0)
+        return [i >= start for i in range(n)], []
+    return None
+
+
+WINDOW_RULES = {
+    "none": lambda cfg, n, runtime: ([False] * n, []),  # every layer full
+    "layer_types": _rule_layer_types,
+    "pattern": _rule_pattern,
+    "alternate": lambda cfg, n, runtime: ([i % 2 == 0 for i in range(n)], []),  # even layers slide (gpt-oss, Gemma 2)
+    "every_layer": _rule_every_layer,
+    "ignored": _rule_full(None),  # the runtime's own note (mlx_lm, llama.cpp)
+    "disabled": _rule_full("sliding_disabled"),  # llama.cpp turns Phi-3's window off
+    "max_window": _rule_max_window,
+}
+ATTENTION_KINDS = ("gqa", "mla", "hybrid_linear")  # a family's `attention`: how its layers are read (_layers)
+
+
+def check_family(family: Family) -> None:
+    """Refuse a family whose attention kind, window rule or layout code kvcore does not know, naming it."""
+    if family.attention not in ATTENTION_KINDS:
+        raise KvError(f"Model family {family.model_type!r} has the attention kind {family.attention!r}; known: "
+                      f"{', '.join(ATTENTION_KINDS)}.")
+    for key, rules in family.windows.items():
+        for rule in rules.split("|"):
+            if rule not in WINDOW_RULES:
+                raise KvError(f"Model family {family.model_type!r} names the window rule {rule!r} for {key}; known: "
+                              f"{', '.join(WINDOW_RULES)}.")
+    check_layouts(family)
+
+
+def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: Runtime) -> tuple[list[bool], list[tuple[str, int, str]]]:
+    """Which layers keep a sliding window under `runtime`, by the family's window rules (WINDOW_RULES, tried in
+    order); notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
     if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
         raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
-    window = cfg.get("sliding_window")
-    for rule in family.windows.get(runtime, "none").split("|"):
-        if rule == "layer_types":
-            if layer_types:
-                return [t == "sliding_attention" for t in layer_types], []
-            continue
-        if rule == "pattern":
-            pattern = cfg.int("sliding_window_pattern")
-            return [i % pattern != pattern - 1 for i in range(n_layers)], []
-        if rule == "alternate":
-            return [i % 2 == 0 for i in range(n_layers)], []
-        if rule == "every_layer" and window:
-            return [True] * n_layers, [_note("sliding_every_layer", cfg.int("sliding_window"))]
-        if rule in ("ignored", "disabled") and window:
-            code = "sliding_disabled" if rule == "disabled" else "sliding_ignored_llamacpp" if runtime == LCPP else "sliding_ignored"
-            return [False] * n_layers, [_note(code, cfg.int("sliding_window"))]
-        if rule == "max_window" and cfg.get("use_sliding_window"):
-            start = cfg.int("max_window_layers", 0, minimum=0)
-            return [i >= start for i in range(n_layers)], []
+    for rule in family.windows.get(runtime.windows, "none").split("|"):
+        found = WINDOW_RULES[rule](cfg, n_layers, runtime)
+        if found is not None:
+            return found
     return [False] * n_layers, []
 
 
-def _layers(cfg: Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[tuple[str, int, str]]]:
+def _layers(cfg: Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
@@ -168,10 +214,12 @@ def _layers(cfg: Cfg, family: Family, runtime: str) -> tuple[list[Layer], list[t
 # ---------------------------------------------------------------- entry points
 
 
-def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm") -> Geometry:
+def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
-    if runtime not in RUNTIMES:
-        raise KvError(f"Unknown runtime {runtime!r}; valid runtimes: {', '.join(RUNTIMES)}.")
+    rt = get_runtime(runtime)
+    if rt.windows not in {key for family in FAMILIES.values() for key in family.windows}:
+        raise KvError(f"Runtime {rt.name} applies the window rules of {rt.windows!r}, which no model family states; "
+                      f"give each family's rule for it in kvcore.families.FAMILIES.")
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = flatten(config)
@@ -179,10 +227,11 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = "mlx_lm"
     if not isinstance(model_type, str):
         raise KvError("config.json is missing the field 'model_type'.", "config_missing", field="model_type")
     family = family_for(model_type)
+    check_family(family)
     model_type = family.model_type
     cfg = Cfg(flat, family)
     try:
-        layers, notes = _layers(cfg, family, runtime)
+        layers, notes = _layers(cfg, family, rt)
         params, active, tied = count_params(cfg, family, layers)
         ffn_split = layer_ffn(cfg, family, layers)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
@@ -229,25 +278,9 @@ def load_preset(name: str) -> dict:
 
 
 @lru_cache(maxsize=64)
-def preset_geometry(name: str, runtime: str = "mlx_lm") -> Geometry:
+def preset_geometry(name: str, runtime: str = DEFAULT_RUNTIME) -> Geometry:
     """A bundled preset's geometry under `runtime` (shared and frozen: read it, never change it).
 
     Example: preset_geometry("llama-3.2-1b").count("full") -> 16.
     """
     return parse_config(load_preset(name)["config"], name, runtime)
-
-
-def resolve_model(model: str, runtime: str = "mlx_lm") -> tuple[Geometry, dict]:
-    """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
-    only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
-    if model.lower().endswith(".gguf"):
-        if runtime != LCPP:
-            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under llama.cpp's rules; add --runtime llama.cpp.",
-                          "gguf_runtime", label=Path(model).name, runtime=runtime)
-        from .gguf import geometry as gguf_geometry
-
-        return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
-    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
-        return parse_config(read_config_file(model), Path(model).name, runtime), {}
-    preset = load_preset(model)
-    return parse_config(preset["config"], preset["name"], runtime), preset

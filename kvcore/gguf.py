@@ -21,9 +21,10 @@ from pathlib import Path
 
 from .errors import KvError
 from .config import MAX_FIELD
-from .geometry import LCPP, FileWeights, Geometry, Layer, _note
+from .geometry import FileWeights, Geometry, Layer, _note
 from .params import Params
 from .gguf_header import Header, LongArray, TensorInfo, read_header
+from .runtimes import gguf_runtime
 
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h
 
@@ -240,7 +241,7 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     return Geometry(
         name=name,
         model_type=spec.family,
-        runtime=LCPP,
+        runtime=gguf_runtime().name,
         layers=tuple(layers),
         hidden_size=meta.int("{arch}.embedding_length"),
         num_attention_heads=meta.per_layer("{arch}.attention.head_count", meta.int("{arch}.block_count"), minimum=1)[0],

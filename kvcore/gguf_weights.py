@@ -29,9 +29,12 @@ projections of MLA and linear-attention layers are kept at the file's base type 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import KvError
-from .geometry import Geometry
+
+if TYPE_CHECKING:  # the geometry's type only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+    from .geometry import Geometry
 
 SOURCE = "ggml-org/llama.cpp @ 0c1e570: ggml/src/ggml-common.h (block layouts), src/llama-quant.cpp (which tensor gets which)"
 

@@ -75,6 +75,13 @@ def mac_gpu_share(ram_gb: float) -> tuple[float, str]:
     raise AssertionError("the last working-set rule has no upper bound")
 
 
+def slowest_memory() -> tuple[float, str]:
+    """The slowest memory bandwidth a computer has, GB/s, and its source: the floor a decode fit is held to when the
+    chip is not in the table (a fit below it cannot be explained by memory reads)."""
+    r = _table()["slowest_memory"]
+    return float(r["gbps"]), r["source"]
+
+
 def efficiency_range() -> tuple[float, float, str]:
     """Share of peak bandwidth decode reaches on Apple Silicon per published llama.cpp tables: (low, high, source)."""
     r = _table()["apple_silicon_efficiency"]

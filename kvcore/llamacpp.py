@@ -37,20 +37,28 @@ The rules, each from ggml-org/llama.cpp (file @ commit):
 Which layers are sliding (iSWA) under llama.cpp is the family table's `llama.cpp` window rule
 (kvcore.families.FAMILIES): Gemma 2 (`set_swa_pattern(2)`), Gemma 3 (pattern 6) and gpt-oss are iSWA;
 Phi-3's window is disabled ("Phi SWA is currently disabled", PR #13676); Llama/Mistral have none.
-MLA layers (DeepSeek V2/V3) are stored as one KV head with K = kv_lora_rank + rope dims and
-V = kv_lora_rank (`n_embd_head_k_mla`/`n_embd_head_v_mla`), as of the llama-kv-cache.cpp commit above.
+MLA layers (DeepSeek V2/V3) are stored as one KV head of K = kv_lora_rank + rope dims and no V tensor
+(`src/llama-kv-cache.cpp` @ 0c1e570: `const bool has_v = !is_mla;` -- attention reads V as a view of the
+latent; the V line logs 0.00 MiB). Older builds (@ 3514e9f6) also stored V = kv_lora_rank.
 Recurrent layers (Qwen3-Next's gated delta net) live in a separate fp32 cache of one cell per sequence
-(`llama_memory_recurrent`, hybrid memory): their size is kvcore's reading, not checked against a log.
+(`llama_memory_recurrent`, hybrid memory, `src/llama-memory-recurrent.cpp`): R = (d_conv - 1) x (d_inner +
+2 n_group d_state) and S = d_state x d_inner values per layer, its log line counting the model's n_layer.
+
+Checked against a real llama.cpp: llama-cpp-python 0.3.36 (vendored llama.cpp 0c1e570), every family and
+option over the grid in tests/test_llamacpp_build.py (tiny GGUFs, no_alloc); see the README.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import KvError
-from .formats import LLAMACPP_TYPES, ggml_name, get_format
-from .geometry import LCPP, Geometry, Layer
+from .formats import ggml_name, get_format, llamacpp_types
+
+if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+    from .geometry import Geometry, Layer
 
 PAD = 256  # GGML_PAD(…, 256) of n_ctx, n_ctx_seq, the SWA cache and n_kv
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
@@ -129,23 +137,20 @@ def read_cells(used: int, cells: int) -> int:
 
 
 def row_bytes(type_name: str, width: int) -> int:
-    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks)."""
+    """ggml_row_size: bytes of one row of `width` values in a llama.cpp K/V type (the width must fill whole blocks,
+    as ggml asserts: kvcore.formats refuses a row that does not)."""
     fmt = get_format(type_name)
-    if fmt.name not in LLAMACPP_TYPES:
-        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {', '.join(map(ggml_name, LLAMACPP_TYPES))}.",
-                      "llamacpp_format", format=type_name, valid=", ".join(map(ggml_name, LLAMACPP_TYPES)))
-    if fmt.kind == "plain":
-        return width * fmt.bits // 8
-    if width % fmt.block_values:
-        raise KvError(f"llama.cpp's {fmt.name} needs rows that are a multiple of {fmt.block_values} values; {width} is not.",
-                      "llamacpp_block", format=fmt.name, block=fmt.block_values, dim=width)
-    return width // fmt.block_values * fmt.block_bytes
+    if not fmt.llamacpp:
+        valid = ", ".join(map(ggml_name, llamacpp_types()))
+        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.", "llamacpp_format",
+                      format=type_name, valid=valid)
+    return fmt.row_bytes(width)
 
 
 def kv_widths(layer: Layer) -> tuple[int, int]:
     """(n_embd_k_gqa, n_embd_v_gqa) llama.cpp stores per cell for this layer (0, 0 for a recurrent layer)."""
-    if layer.kind == "mla":  # one head: K = latent + rope, V = latent
-        return layer.k_dim + layer.v_dim, layer.k_dim
+    if layer.kind == "mla":  # one head: K = latent + rope; no V tensor (attention reads V as a view of K's latent):
+        return layer.k_dim + layer.v_dim, 0  # src/llama-kv-cache.cpp @ 0c1e570: `const bool has_v = !is_mla;`
     if layer.kind == "linear":
         return 0, 0
     return layer.kv_heads * layer.k_dim, layer.kv_heads * layer.v_dim
@@ -164,16 +169,23 @@ class Cache:
     v_type: str
     k_bytes: int
     v_bytes: int
+    model_layers: int = 0  # the model's layer count (what the recurrent cache's log line prints as "layers")
 
     @property
     def bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
+    @property
+    def spans_context(self) -> bool:
+        """True for the cache whose cells grow with -c (the full-attention one), not the SWA or recurrent one."""
+        return self.name in ("kv", "non-swa")
+
     def log_line(self) -> str:
         """The line llama.cpp prints for this cache (llama-kv-cache.cpp's format string, float MiB as C computes them)."""
-        if self.name == "recurrent":  # kvcore's own summary, in the same shape
-            return (f"recurrent state: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, {len(self.layers):3d} layers, "
-                    f"{self.n_seq_max:2d} seqs), R (f32): {_mib(self.k_bytes):7.2f} MiB, S (f32): {_mib(self.v_bytes):7.2f} MiB")
+        if self.name == "recurrent":  # src/llama-memory-recurrent.cpp @ 0c1e570; "layers" counts the model's n_layer
+            return (f"llama_memory_recurrent: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, "
+                    f"{self.model_layers:3d} layers, {self.n_seq_max:2d} seqs {0:2d} rs_seq), R (f32): {_mib(self.k_bytes):7.2f} MiB, "
+                    f"S (f32): {_mib(self.v_bytes):7.2f} MiB, P (f32): {0.0:7.2f} MiB")
         return (f"llama_kv_cache: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, {len(self.layers):3d} layers, "
                 f"{self.n_seq_max:2d}/{self.streams} seqs), K ({ggml_name(self.k_type)}): {_mib(self.k_bytes):7.2f} MiB, "
                 f"V ({ggml_name(self.v_type)}): {_mib(self.v_bytes):7.2f} MiB")
@@ -200,11 +212,12 @@ def _cache(name: str, layers: list[Layer], cells: int, streams: int, options: Op
 
 def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f16", options: Options = Options()) -> list[Cache]:
     """The caches llama.cpp allocates for this model at `-c n_ctx`: one `kv` cache, or `non-swa` + `swa` (iSWA),
-    plus a `recurrent` state cache for linear-attention layers."""
-    if geometry.runtime != LCPP:
-        raise ValueError(f"llamacpp.caches needs a geometry parsed with runtime={LCPP!r}, not {geometry.runtime!r}")
+    plus a `recurrent` state cache for linear-attention layers (kvcore.runtimes checks the geometry is llama.cpp's)."""
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
         raise KvError(f"context must be a whole number from 1, not {n_ctx!r}.")
+    if k_type != v_type and any(layer.kind == "mla" for layer in geometry.layers):  # src/llama-context.cpp:3835 @ 0c1e570
+        raise KvError(f"llama.cpp refuses different K ({k_type}) and V ({v_type}) cache types for an MLA model "
+                      f"({geometry.name}): give one type for both.", "llamacpp_mla_types", k=k_type, v=v_type, model=geometry.name)
     cells, streams = context_cells(n_ctx, options)
     full = [layer for layer in geometry.layers if layer.kind in ("full", "mla")]
     sliding = [layer for layer in geometry.layers if layer.kind == "sliding"]
@@ -220,7 +233,8 @@ def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f
         cells_rs = max(1, options.sequences)
         r = sum(layer.conv_values for layer in linear) * 4 * cells_rs
         s = sum(layer.state_values for layer in linear) * 4 * cells_rs
-        out.append(Cache("recurrent", cells_rs, tuple(layer.index for layer in linear), options.sequences, 1, "fp32", "fp32", r, s))
+        out.append(Cache("recurrent", cells_rs, tuple(layer.index for layer in linear), options.sequences, 1, "fp32", "fp32", r, s,
+                         geometry.num_layers))
     return out
 
 

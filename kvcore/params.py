@@ -7,9 +7,10 @@ Example: preset_geometry("llama-3.2-1b").params.total -> 1,235,814,400.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .config import Cfg
+from .errors import KvError
 from .families import Family
 
 if TYPE_CHECKING:
@@ -65,53 +66,113 @@ def _attention(cfg: Cfg, family: Family, layer: Layer) -> Params:
     hd, kvh = layer.k_dim, layer.kv_heads
     q_out = nh * hd * (2 if family.gated_q else 1)
     p = Params(matrix=h * q_out + 2 * h * kvh * hd + nh * hd * h)
-    extras = family.attention_extras
-    if extras == "qkv_bias":
-        p += Params(vector=(nh + 2 * kvh) * hd)
-    elif extras == "llama_bias" and cfg.bool("attention_bias", False):
-        p += Params(vector=(nh + 2 * kvh) * hd + h)
-    elif extras == "gpt_oss":
-        p += Params(vector=(nh + 2 * kvh) * hd + h + nh)  # q/k/v/o biases + attention sinks
-    elif extras == "qwen_v1":  # c_attn has a bias; c_proj has one unless no_bias
-        p += Params(vector=3 * nh * hd + (0 if cfg.bool("no_bias", True) else h))
+    p += _layout(ATTENTION_EXTRAS, "attention_extras", family.attention_extras, family)(cfg, nh, kvh, hd, h)
     if family.qk_norm:
         p += Params(vector=2 * hd)  # q_norm, k_norm
     return p
 
 
-def _ffn(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params]:
-    """(all parameters, parameters one token reads) of layer i's feed-forward block."""
+def _layout(table: dict, field: str, code: str, family: Family):
+    """The table's entry for a family's layout code, or a KvError naming the code (never a silent default)."""
+    try:
+        return table[code]
+    except KeyError:
+        raise KvError(f"Model family {family.model_type!r} names the {field} layout {code!r}, which kvcore does not know; "
+                      f"known: {', '.join(repr(k) for k in table)}.") from None
+
+
+def _qkv_bias(nh: int, kvh: int, hd: int) -> int:
+    return (nh + 2 * kvh) * hd
+
+
+# The attention's extra parameters by layout code (Family.attention_extras): biases and sinks, per layer.
+ATTENTION_EXTRAS: dict[str, Callable[[Cfg, int, int, int, int], Params]] = {
+    "": lambda cfg, nh, kvh, hd, h: Params(),
+    "qkv_bias": lambda cfg, nh, kvh, hd, h: Params(vector=_qkv_bias(nh, kvh, hd)),  # Qwen2
+    # Llama: q/k/v/o biases when the config's attention_bias is set
+    "llama_bias": lambda cfg, nh, kvh, hd, h: (Params(vector=_qkv_bias(nh, kvh, hd) + h) if cfg.bool("attention_bias", False)
+                                               else Params()),
+    "gpt_oss": lambda cfg, nh, kvh, hd, h: Params(vector=_qkv_bias(nh, kvh, hd) + h + nh),  # q/k/v/o biases + attention sinks
+    # Qwen v1: c_attn has a bias; c_proj has one unless no_bias
+    "qwen_v1": lambda cfg, nh, kvh, hd, h: Params(vector=3 * nh * hd + (0 if cfg.bool("no_bias", True) else h)),
+}
+
+
+def _moe_layer(cfg: Cfg, i: int, first_dense: str | None = None) -> bool:
+    """Whether layer i routes to experts: DeepSeek (first_k_dense_replace, moe_layer_freq), Qwen (num_experts,
+    mlp_only_layers, decoder_sparse_step)."""
+    if first_dense:
+        return not (i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1))
+    return bool(cfg.int("num_experts", 0, minimum=0)) and i not in (cfg.get("mlp_only_layers") or []) \
+        and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0
+
+
+def _dense(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    p = _mlp(cfg.int("hidden_size"), cfg.int("intermediate_size"))
+    return p, p, 0
+
+
+def _llama(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    p, _, _ = _dense(cfg, family, i)
+    if cfg.bool("mlp_bias", False):
+        p += Params(vector=2 * cfg.int("intermediate_size") + cfg.int("hidden_size"))
+    return p, p, 0
+
+
+def _qwen_v1(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    """w1, w2: hidden -> intermediate_size / 2; c_proj back (with a bias unless no_bias)."""
     h = cfg.int("hidden_size")
-    if family.ffn == "moe_deepseek":
-        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
-            p = _mlp(h, cfg.int("intermediate_size"))
-            return p, p
-        experts, top_k, inter = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
-        shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
-        router = Params(vector=h * experts + experts)  # MoEGate: plain arrays (never quantized) + bias
-        return router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k
-    if family.ffn == "moe_gpt_oss":
-        experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")
-        expert = Params(matrix=3 * h * inter, vector=2 * inter + h)
-        router = Params(router=h * experts, vector=experts)
-        return router + expert * experts, router + expert * top_k
-    if family.ffn == "moe_qwen":
-        experts = cfg.int("num_experts", 0, minimum=0)
-        mlp_only = cfg.get("mlp_only_layers") or []
-        if experts and i not in mlp_only and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
-            top_k, inter = cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
-            router = Params(router=h * experts)
-            if family.gated_q:  # Qwen3-Next: a shared expert and its gate
-                router += _mlp(h, cfg.int("shared_expert_intermediate_size")) + Params(router=h)
-            return router + _mlp(h, inter) * experts, router + _mlp(h, inter) * top_k
-    if family.ffn == "qwen_v1":  # w1, w2: hidden -> intermediate_size / 2; c_proj back
-        half = cfg.int("intermediate_size") // 2
-        p = _mlp(h, half) + (Params() if cfg.bool("no_bias", True) else Params(vector=h))
-        return p, p
-    p = _mlp(h, cfg.int("intermediate_size"))
-    if family.ffn == "llama" and cfg.bool("mlp_bias", False):
-        p += Params(vector=2 * cfg.int("intermediate_size") + h)
-    return p, p
+    p = _mlp(h, cfg.int("intermediate_size") // 2) + (Params() if cfg.bool("no_bias", True) else Params(vector=h))
+    return p, p, 0
+
+
+def _moe_deepseek(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    if not _moe_layer(cfg, i, first_dense="first_k_dense_replace"):
+        return _dense(cfg, family, i)
+    h = cfg.int("hidden_size")
+    experts, top_k, inter = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+    shared = _mlp(h, inter * cfg.int("n_shared_experts", 0, minimum=0))
+    router = Params(vector=h * experts + experts)  # MoEGate: plain arrays (never quantized) + bias
+    return (router + shared + _mlp(h, inter) * experts, router + shared + _mlp(h, inter) * top_k,
+            _mlp(h, inter).matrix * experts)
+
+
+def _moe_gpt_oss(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    h = cfg.int("hidden_size")
+    experts, top_k, inter = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok"), cfg.int("intermediate_size")
+    expert = Params(matrix=3 * h * inter, vector=2 * inter + h)
+    router = Params(router=h * experts, vector=experts)
+    return router + expert * experts, router + expert * top_k, 3 * h * inter * experts
+
+
+def _moe_qwen(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    if not _moe_layer(cfg, i):
+        return _dense(cfg, family, i)
+    h = cfg.int("hidden_size")
+    experts, top_k, inter = cfg.int("num_experts"), cfg.int("num_experts_per_tok"), cfg.int("moe_intermediate_size")
+    router = Params(router=h * experts)
+    if family.shared_expert:  # Qwen3-Next: a shared expert and its gate
+        router += _mlp(h, cfg.int("shared_expert_intermediate_size")) + Params(router=h)
+    return router + _mlp(h, inter) * experts, router + _mlp(h, inter) * top_k, _mlp(h, inter).matrix * experts
+
+
+# The feed-forward block by layout code (Family.ffn): layer i -> (all parameters, parameters one token reads,
+# matrix parameters of its routed experts: the 3-D expert tensors a GGUF file stores; 0 when dense).
+FFN_LAYOUTS: dict[str, Callable[[Cfg, Family, int], tuple[Params, Params, int]]] = {
+    "dense": _dense, "llama": _llama, "qwen_v1": _qwen_v1,
+    "moe_qwen": _moe_qwen, "moe_gpt_oss": _moe_gpt_oss, "moe_deepseek": _moe_deepseek,
+}
+
+
+def _ffn(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
+    """(all parameters, parameters one token reads, routed-expert matrix parameters) of layer i's feed-forward block."""
+    return _layout(FFN_LAYOUTS, "ffn", family.ffn, family)(cfg, family, i)
+
+
+def check_layouts(family: Family) -> None:
+    """Refuse a family whose attention_extras or ffn code is not a layout kvcore knows, naming it."""
+    _layout(ATTENTION_EXTRAS, "attention_extras", family.attention_extras, family)
+    _layout(FFN_LAYOUTS, "ffn", family.ffn, family)
 
 
 def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params, Params, bool]:
@@ -123,7 +184,7 @@ def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params,
     total, active = base, base
     for layer in layers:
         attn = _attention(cfg, family, layer) + Params(vector=family.norms_per_layer * h)
-        ffn_all, ffn_active = _ffn(cfg, family, layer.index)
+        ffn_all, ffn_active, _ = _ffn(cfg, family, layer.index)
         total, active = total + attn + ffn_all, active + attn + ffn_active
     return total, active, tied
 
@@ -131,20 +192,4 @@ def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params,
 def layer_ffn(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[tuple[int, int], ...]:
     """Per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
     (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4_MOE packs only the 3-D expert tensors)."""
-    return tuple((_ffn(cfg, family, layer.index)[0].matrix, _routed_matrix(cfg, family, layer.index)) for layer in layers)
-
-
-def _routed_matrix(cfg: Cfg, family: Family, i: int) -> int:
-    """Matrix parameters of layer i's routed experts (the 3-D expert tensors a GGUF file stores), 0 if dense."""
-    h = cfg.int("hidden_size")
-    if family.ffn == "moe_deepseek":
-        if i < cfg.int("first_k_dense_replace", 0, minimum=0) or i % cfg.int("moe_layer_freq", 1):
-            return 0
-        return _mlp(h, cfg.int("moe_intermediate_size")).matrix * cfg.int("n_routed_experts")
-    if family.ffn == "moe_gpt_oss":
-        return 3 * h * cfg.int("intermediate_size") * cfg.int("num_local_experts")
-    if family.ffn == "moe_qwen":
-        experts = cfg.int("num_experts", 0, minimum=0)
-        if experts and i not in (cfg.get("mlp_only_layers") or []) and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0:
-            return _mlp(h, cfg.int("moe_intermediate_size")).matrix * experts
-    return 0
+    return tuple((ffn[0].matrix, ffn[2]) for ffn in (_ffn(cfg, family, layer.index) for layer in layers))

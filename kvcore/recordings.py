@@ -40,6 +40,8 @@ from pathlib import Path
 import yaml
 
 from .errors import KvError
+from .formats import FORMATS, get_format
+from .formulas import ALL_WEIGHT_FORMATS
 from .textfile import read_file_bytes
 
 SCHEMA_VERSION = 1
@@ -68,7 +70,18 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
              "texts": ("cache", "pattern")},
     "growth": {"required": ("context", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("active_mib", "peak_mib")},
     "mechanism": {"required": ("new_tokens", "with_cache_s", "without_cache_s"),
-                  "numbers": ("with_cache_step_ms", "without_cache_step_ms")},
+                  "numbers": ("with_cache_step_ms", "without_cache_step_ms"),
+                  "texts": ("token",)},  # token: the new token's text (a real model's run)
+    # a real model's next-token log-probabilities through a KV format vs the unquantized cache (kvcore.quality);
+    # tokens: positions scored; rows of one format at several token counts show the price against context
+    "quality": {"required": ("tokens", "perplexity", "kl_vs_baseline", "top1_agreement"),
+                "numbers": ("bits", "group_size", "quantized_kv_start", "bytes_per_token", "seconds", "first_divergence"),
+                "texts": ("kv_format", "label"), "required_texts": ("kv_format",)},
+    # the same chat prompt answered greedily through each cache; first_divergence: the first token that differs;
+    # margin: how many nats the baseline preferred its own token there
+    "answers": {"required": ("tokens",), "numbers": ("first_divergence", "margin"),
+                "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
+                "required_texts": ("kv_format", "prompt", "answer")},
     "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
                   "texts": ("name",), "required_texts": ("name",)},
     # prompt processing: tokens_per_s = prompt_tokens / prefill time (of all `batch` sequences, when given); a
@@ -155,6 +168,19 @@ class Recording:
         return self.data.get("label", self.title)
 
     @property
+    def short_name(self) -> str:
+        """A name that fits a legend on a phone or the site's sidebar (at most SHORT_NAME_MAX characters): the
+        file's short_label, else chip and model (its repository's name, without the owner); made short here,
+        at a word, rather than cut by whatever draws it."""
+        if "short_label" in self.data:
+            return _shorten(self.data["short_label"])
+        hw = self.data.get("hardware") or {}
+        machine = (self.data.get("provenance") or {}).get("machine") or {}
+        chip = re.sub(r"\((R|TM)\)|\b(Processor|CPU)\b", "", str(machine.get("chip") or hw.get("chip") or ""))
+        model = str((self.data.get("model") or {}).get("name", "")).split("/")[-1].split(" (")[0]
+        return _shorten(" · ".join(filter(None, (" ".join(chip.split()), model))))
+
+    @property
     def short_label(self) -> str:
         """A name for tight places (a legend on a phone): short_label when the file has one, else label."""
         return self.data.get("short_label", self.label)
@@ -213,6 +239,20 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+
+
+def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
+    """text up to `limit` characters, ended at a word with "…" when it is longer. _shorten("Intel Xeon Processor", 12)
+    -> "Intel Xeon…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
+
+
 def _fail(label: str, code: str, problem: str, **params):
     raise RecordingError(f"{label}: {problem}", code, label=label, **params) from None
 
@@ -243,6 +283,49 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
             _fail(label, "rec_missing", f"{where}{key!r} must be a non-empty text (missing)", field=f"{where}{key}")
         _fail(label, "rec_not_text", f"{where}{key!r} must be a non-empty text", field=f"{where}{key}")
     return value
+
+
+NOT_STATED = ("unknown", "various")  # the source does not say which format, or its rows mix several
+FORMAT_FIELDS = {"kv_format": "a KV cache format", "weights_format": "a weights format"}
+
+
+def model_format(model: dict, key: str, default: str) -> str | None:
+    """A recording's model.kv_format or model.weights_format as the engine names it (`default` when absent), or None
+    when the source does not say: "unknown", "various", or a description in words ("IQ2_XXS (llama.cpp GGUF)").
+    A one-word name the engine does not know (a misspelling: "fp61") is a KvError naming it, never a default.
+
+    Example: model_format({"kv_format": "f16"}, "kv_format", "fp16") -> "fp16".
+    """
+    value = model.get(key, default)
+    if not isinstance(value, str) or value in NOT_STATED or " " in value.strip():
+        return None if isinstance(value, str) else _not_a_format(key, value)
+    try:
+        return get_format(value).name if key == "kv_format" else _weights(value)
+    except KvError:
+        return _not_a_format(key, value)
+
+
+def _weights(name: str) -> str:
+    if name not in ALL_WEIGHT_FORMATS:
+        raise KvError(name)
+    return name
+
+
+def _not_a_format(key: str, value) -> None:
+    known = ", ".join(FORMATS) if key == "kv_format" else ", ".join(ALL_WEIGHT_FORMATS)
+    raise KvError(f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
+                  f"write 'unknown' if the source does not say", "rec_format", field=f"model.{key}", value=_short(value),
+                  known=known)
+
+
+def _formats(model: dict, label: str) -> None:
+    """Refuse a misspelled model.kv_format / model.weights_format in one sentence (a fit would read other bytes)."""
+    for key in FORMAT_FIELDS:
+        if key in model:
+            try:
+                model_format(model, key, "")
+            except KvError as e:
+                _fail(label, "rec_format", str(e), **e.params)
 
 
 def _published_extras(data: dict, label: str) -> None:
@@ -297,6 +380,7 @@ def validate(data, label: str = "recording") -> dict:
             _text(versions, key, label, "provenance.versions.")
         _mapping(data, "method", label)
     _text(_mapping(data, "model", label), "name", label, "model.")
+    _formats(data["model"], label)
     sections = _mapping(data, "sections", label)
     if not sections:
         _fail(label, "rec_no_sections", "'sections' is empty")

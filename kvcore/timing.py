@@ -27,11 +27,10 @@ from dataclasses import asdict, dataclass
 
 from .errors import KvError
 from .formulas import KvSpec, kv_bytes, tokens_held, weights_bytes
-from .geometry import LCPP, Geometry, Layer
+from .geometry import Geometry, Layer
 from .hardware import Chip, get_chip
 from . import llamacpp
-
-MLX_PREFILL_STEP = 2048  # mlx_lm generate's prefill_step_size: the prompt goes through in chunks of this many tokens
+from .runtimes import runtime_of
 COMPUTE, MEMORY = "compute", "memory"
 
 
@@ -160,18 +159,7 @@ def kv_read_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), seq
     reads its own. One unified stream (--kv-unified): the slots share -c cells; one attention pass over the
     used cells serves every slot in the step, so the step reads them once, not once per slot.
     """
-    if geometry.runtime != LCPP:
-        return kv_bytes(geometry, context, spec, sequences)
-    options = llama or llamacpp.Options(sequences)
-    total = 0
-    for cache in llamacpp.caches(geometry, context, spec.k_format, spec.v_format, options):
-        if cache.name == "recurrent":
-            total += cache.bytes
-            continue
-        used = cache.cells  # every slot at its full share: the array is as full as -c allows
-        cells = llamacpp.read_cells(used, cache.cells)
-        total += cache.bytes // cache.cells * cells  # cache.bytes spans all streams: one row set per cell
-    return total
+    return runtime_of(geometry).decode_read(geometry, context, spec, sequences, llama).kv_bytes
 
 
 def decode_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), weights_format: str = "mlx-q4",
@@ -185,7 +173,7 @@ def decode_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), weig
 
 def _times(chip: Chip, eff: Efficiency, flops: float, n_bytes: float) -> tuple[float, float]:
     compute_s = flops / (chip.peak_flops * eff.compute) if chip.peak_flops else math.inf
-    return compute_s, n_bytes / (chip.bandwidth_gbps * 1e9 * eff.bandwidth)
+    return compute_s, n_bytes / (chip.bandwidth_gbps * eff.bandwidth * 1e9)
 
 
 def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),
@@ -197,13 +185,8 @@ def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficie
     """
     chip = get_chip(chip) if isinstance(chip, str) else chip
     _check_tokens("context", context)
-    if geometry.runtime == LCPP:
-        options = llama or llamacpp.Options(sequences)
-        sequences = options.sequences
-        position = context if options.unified else llamacpp.context_cells(context, options)[0]
-        position = min(position, context)
-    else:
-        position = context
+    sequences = getattr(llama, "sequences", sequences)  # a runtime's options that carry the sequences (-np) win
+    position = runtime_of(geometry).decode_position(context, sequences, llama)
     flops = sequences * flops_per_token(geometry, position)
     n_bytes = decode_bytes(geometry, context, spec, weights_format, sequences, llama)
     return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=sequences, overhead_s=eff.overhead_s,
@@ -212,9 +195,7 @@ def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficie
 
 def micro_batch(geometry: Geometry, prompt: int, llama: llamacpp.Options | None = None) -> int:
     """Tokens one prefill step processes: llama.cpp's -ub (as it clamps it), mlx_lm's prefill step."""
-    if geometry.runtime == LCPP:
-        return llamacpp.micro_batch(prompt, llama or llamacpp.Options())
-    return MLX_PREFILL_STEP
+    return runtime_of(geometry).prefill_chunk(prompt, llama)
 
 
 def prefill_step(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),
@@ -254,7 +235,7 @@ def estimate(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency,
         "prefill_bound": pre.bound if chip.peak_flops else None,
         "prefill_intensity": pre.intensity,
         "decode_context": dec.position,  # per sequence (llama.cpp separate slots: -c / slots; unified: the shared -c)
-        "decode_shared_cache": geometry.runtime == LCPP and bool(llama and llama.unified) and dec.tokens > 1,
+        "decode_shared_cache": runtime_of(geometry).shares_cache(dec.tokens, llama),
         "decode_sequences": dec.tokens,
         "decode_tokens_per_s": 1.0 / dec.time_s,
         "decode_tokens_per_s_total": dec.tokens / dec.time_s,

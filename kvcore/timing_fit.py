@@ -25,7 +25,8 @@ import yaml
 
 from . import decode_model, recordings, timing
 from .formulas import KvSpec
-from .geometry import LCPP, Geometry, parse_config, preset_geometry
+from .geometry import Geometry, parse_config, preset_geometry
+from .runtimes import engine_runtime
 from .hardware import Chip, get_chip
 from . import llamacpp
 
@@ -53,7 +54,8 @@ class Point:
     ubatch: int | None = None
 
     def step(self, eff: timing.Efficiency) -> timing.Step:
-        llama = llamacpp.Options(ubatch=self.ubatch) if self.ubatch and self.runtime == LCPP else None
+        rt = engine_runtime(self.runtime)
+        llama = rt.options(1, ubatch=self.ubatch) if self.ubatch and any(s.field == "ubatch" for s in rt.settings) else None
         if self.kind == "pp":
             return timing.prefill_step(self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format,
                                        self.depth, llama)
@@ -77,7 +79,7 @@ class Point:
 
 def runtime_family(runtime: str) -> str:
     """"llama.cpp" (llama.cpp and the servers built on it) or "mlx" (mlx_lm and the engines on MLX)."""
-    return "llama.cpp" if runtime in (LCPP, "ollama") else "mlx"
+    return engine_runtime(runtime).fit_class
 
 
 def decode_class(chip: Chip, runtime: str) -> tuple[str, int]:
@@ -111,10 +113,10 @@ class Calibration:
 
 
 def _geometry(model: str, runtime: str, models: dict) -> Geometry:
-    geo_runtime = LCPP if runtime == LCPP else "mlx_lm"
+    geo_runtime = engine_runtime(runtime).name
     if model in models:
         return parse_config(models[model]["config"], model, geo_runtime)
-    from .geometry import resolve_model
+    from .model_source import resolve_model
     return resolve_model(model, geo_runtime)[0]
 
 

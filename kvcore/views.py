@@ -261,8 +261,20 @@ def _mla_as_mha(geometry: Geometry, dims: tuple[int, int]) -> Geometry:
     return dataclasses.replace(geometry, layers=layers)
 
 
+def misfits(geometry: Geometry, formats: list[str]) -> dict[str, KvError]:
+    """The formats that cannot store this model's cache, each with the engine's refusal (format_table leaves them
+    out). Example: misfits(preset_geometry("phi-3-mini-4k"), ["fp16", "mlx-q4"]) -> {"mlx-q4": KvError(...)}."""
+    out = {}
+    for name in formats:
+        try:
+            kv_bytes_per_token(geometry, KvSpec(name, name))
+        except KvError as e:
+            out[name] = e
+    return out
+
+
 def format_table(geometry: Geometry, formats: list[str], activation_dtype: str = "fp16") -> pd.DataFrame:
-    """Bits per value and bytes per token for each format on this model (padding included); skips misfits."""
+    """Bits per value and bytes per token for each format on this model (padding included); skips misfits (misfits())."""
     rows = []
     fp16 = kv_bytes_per_token(geometry, KvSpec(activation_dtype=activation_dtype))
     for name in formats:

@@ -2,7 +2,10 @@
 
 Chart specs are built by kvcore.charts inside a page section's cache and kept as Vega-Lite dicts whose
 datasets are already Arrow IPC bytes (what Streamlit would make of them on every rerun otherwise).
-CSV, PNG and SVG are made only when a reader clicks the button (PNG/SVG by vl-convert, no browser).
+CSV, PNG and SVG are made only when a reader clicks the button (PNG/SVG by vl-convert, no browser), and each
+stands alone: the chart's title, its settings and its source are written into the image (title and subtitle) and
+into the CSV (comment lines first). Japanese glyphs come from a font shipped as a Python package
+(noto-cjk-sans-jp-regular, SIL OFL 1.1) registered with vl-convert, so a host without system fonts draws them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,31 @@ import vl_convert as vlc
 from kvcore import charts
 
 from .tables import arrow, csv_bytes
-from .frame import row
+from .layout import row
+
+EXPORT_FONT = "Noto Sans CJK JP"  # the family of the font file below
+EXPORT_WIDTH = 720  # px: an exported chart's plot width (the page's chart fits its column instead)
+
+
+def _register_font() -> None:
+    """vl-convert draws text with the fonts it knows: the system's, plus this package's Noto Sans CJK JP."""
+    import noto_cjk_sans_jp_regular as noto
+
+    vlc.register_font_directory(str(noto.FONT_PATH.parent))
+
+
+_register_font()
+
+
+@dataclass(frozen=True)
+class Export:
+    """What an exported chart or CSV says about itself: title, settings ("label: value" lines) and source."""
+
+    title: str
+    lines: tuple[str, ...] = ()
+
+    def csv_header(self) -> str:
+        return "".join(f"# {line}\n" for line in (self.title, *self.lines) if line)
 
 
 @dataclass(frozen=True)
@@ -58,31 +85,52 @@ def _spec(chart: alt.TopLevelMixin | dict) -> dict:
     return {**chart, "datasets": datasets} if datasets else chart
 
 
-def png_bytes(chart: alt.TopLevelMixin | dict, scale: float = 2) -> bytes:
-    return vlc.vegalite_to_png(_spec(chart), scale=scale)
+def export_spec(chart: alt.TopLevelMixin | dict, about: Export | None = None) -> dict:
+    """The spec as exported: a fixed width, padded so no label is cut at an edge (autosize "pad" grows the image to
+    hold every axis label, the x axis's last included), the export font, and `about` as title and subtitle."""
+    spec = dict(_spec(chart))
+    spec["autosize"] = {"type": "pad", "contains": "padding"}
+    spec["padding"] = {"left": 12, "right": 28, "top": 12, "bottom": 12}
+    spec.setdefault("width", EXPORT_WIDTH)
+    config = dict(spec.get("config", {}))
+    config["font"] = EXPORT_FONT
+    spec["config"] = config
+    if about is not None:
+        spec["title"] = {"text": about.title, "subtitle": list(about.lines), "anchor": "start", "fontSize": 15,
+                         "subtitleFontSize": 11, "subtitleColor": "#444444", "offset": 12}
+    return spec
 
 
-def svg_text(chart: alt.TopLevelMixin | dict) -> str:
-    return vlc.vegalite_to_svg(_spec(chart))
+def png_bytes(chart: alt.TopLevelMixin | dict, scale: float = 2, about: Export | None = None) -> bytes:
+    return vlc.vegalite_to_png(export_spec(chart, about), scale=scale)
 
 
-def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True):
+def svg_text(chart: alt.TopLevelMixin | dict, about: Export | None = None) -> str:
+    return vlc.vegalite_to_svg(export_spec(chart, about))
+
+
+def show_chart(frame, chart: Chart, key: str, stem: str, table: bool = True, settings: dict | None = None,
+               source: str | None = None):
     """Show the chart (legend selection reported back) and, below it, one expander with the chart's data
     (as a table) and its CSV / PNG / SVG downloads. The expander is lazy: what is inside is sent only while
     a reader has it open (a closed one costs a rerun ~0.05 ms where the table and three buttons cost ~1.2 ms).
+
+    The downloads carry the chart's title (`export.<key>`), `settings` ({widget label: value}) and its source
+    (`source`, else the page's data source as its badge names it: frame.source_text).
     """
     spec = chart.spec
+    about = frame.export(key, settings, source)
     event = st.vega_lite_chart(dict(spec), on_select="rerun", key=key, width="stretch")  # Streamlit pops "datasets"
     box = st.expander(frame.t("common.data" if table else "common.downloads"), key=f"{key}_data", on_change="rerun",
                       icon=":material/download:")
     if box.open:
         with box:
             with row():
-                st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data), f"{stem}.csv", "text/csv",
+                st.download_button(frame.t("common.csv"), lambda: csv_bytes(chart.data, about.csv_header()), f"{stem}.csv", "text/csv",
                                    key=f"{key}_csv", on_click="ignore", icon=":material/table:")
-                st.download_button("PNG", lambda: png_bytes(spec), f"{stem}.png", "image/png",
+                st.download_button("PNG", lambda: png_bytes(spec, about=about), f"{stem}.png", "image/png",
                                    key=f"{key}_png", on_click="ignore", icon=":material/image:")
-                st.download_button("SVG", lambda: svg_text(spec), f"{stem}.svg", "image/svg+xml",
+                st.download_button("SVG", lambda: svg_text(spec, about=about), f"{stem}.svg", "image/svg+xml",
                                    key=f"{key}_svg", on_click="ignore", icon=":material/draw:")
             if table:
                 st.dataframe(chart.table, hide_index=True, width="stretch")

@@ -18,6 +18,8 @@ from kvcore.recordings import Recording
 from . import i18n, recording_text, uploads
 from . import chapters
 from .chapters import HOME, by_slug
+from .chart import Export
+from .layout import row, text  # noqa: F401 - pages import them from here too
 from .sources import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,8 @@ class Frame:
     live_ok: bool
     live_reason: str
     uploaded_ids: set[str] = field(default_factory=set)  # this reader's uploads (kvsite.uploads), in recs too
+    source_text: str = ""  # the data source the last badge named, in plain words (what an export cites)
+    demo: bool = False  # the hosted demo (KVCORE_READ_ONLY=1): no model is built or measured on its server
 
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
@@ -50,10 +54,15 @@ class Frame:
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]
 
-    def pick_source(self, section: str, default: str = DEFAULT_SOURCE, live: bool = False):
-        """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge."""
+    def pick_source(self, section: str, default: str = DEFAULT_SOURCE, live: bool = False, live_model: bool = False):
+        """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge.
+
+        live: offer live measurement on the server; live_model: that probe builds a model, so the hosted demo
+        (self.demo) does not offer it. A ?src= the picker cannot show is named in a sentence, never silently replaced.
+        """
         options = [r.id for r in self.with_section(section)]
-        if live and self.live_ok:
+        live_here = live and self.live_ok and not (live_model and self.demo)
+        if live_here:
             options.append(LIVE)
         if not options:
             st.info(self.t("source.none"))
@@ -62,12 +71,35 @@ class Frame:
         index = options.index(default) if default in options else 0
         with st.sidebar:
             chosen = url_choice(st.selectbox, self.t("source.label"), options, options[index], "src",
-                                format_func=lambda o: self.label(by_id.get(o, o)), help=self.t("source.help"))
+                                format_func=lambda o: self.short_label(by_id.get(o, o)), help=self.t("source.help"))
         if live and not self.live_ok:
             st.sidebar.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
+        asked = st.query_params.get("src")
+        if asked and asked not in options:
+            self._missing_source(asked, rec, live and asked == LIVE)
         self.badge(rec, section)
+        if rec == LIVE:
+            st.caption(":material/dns: " + self.t("live.server_note"))
         return rec
+
+    def _missing_source(self, asked: str, shown, live_refused: bool) -> None:
+        """A shared link's ?src= that this page cannot show (an upload from another session, a run that is gone, live
+        on the hosted demo), said in one sentence above what is shown instead."""
+        shown_name = self.label(shown)
+        if live_refused:
+            st.warning(self.t("source.live_not_here", shown=shown_name))
+        elif asked.startswith(uploads.PREFIX):
+            st.warning(self.t("source.upload_missing", id=asked, shown=shown_name))
+        else:
+            st.warning(self.t("source.unknown", id=asked, shown=shown_name))
+
+    def short_label(self, rec: Recording | str) -> str:
+        """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""
+        if rec == LIVE:
+            return self.t("source.live")
+        where = "local" if rec.id in self.local_ids else "uploaded" if rec.id in self.uploaded_ids else ""
+        return source_label(rec, self.lang, where, short=True)  # the kind, kvcore's short name, where it is kept
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
         """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
@@ -76,12 +108,14 @@ class Frame:
             if rec == LIVE:
                 import platform
 
+                self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
                 st.markdown(f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
                             f"Python {platform.python_version()}")
                 if not (platform.system() == "Darwin" and platform.machine() == "arm64"):
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
             p = provenance(rec)
+            self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
             st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
             if full:
                 st.markdown(recording_text.provenance_card(rec, self.lang))
@@ -91,6 +125,16 @@ class Frame:
                 st.caption(recording_text.badge_line(rec, section, self.lang) + source)
             if p["class"] == "other":  # measured, not on Apple Silicon
                 st.caption(":material/warning: " + self.t("badge.not_apple"))
+
+    def export(self, key: str, settings: dict | None = None, source: str | None = None):
+        """What a chart's downloads say about themselves (kvsite.chart.Export): its title (`export.<key>`), the
+        settings it was drawn with ("label: value", in this language), its source and the site."""
+        colon = self.t("recordings.colon")
+        lines = [self.t("export.settings", items=self.t("recordings.list_sep").join(
+            f"{label}{colon}{value}" for label, value in settings.items()))] if settings else []
+        lines.append(self.t("export.source", source=source or self.source_text or self.t("export.computed")))
+        lines.append(self.t("export.site", name=self.t("site.name")))
+        return Export(self.t(f"export.{key}"), tuple(lines))
 
     @property
     def texts(self) -> str:
@@ -114,18 +158,6 @@ class Frame:
             return [p[field_name] for p in event.selection.get("pick", []) if field_name in p]
         except AttributeError:
             return []
-
-
-def row(**kwargs):
-    """Widgets or metrics side by side: one horizontal block (st.columns sends a block per column, each a
-    cost on every rerun); each item takes its share of the width, and the row wraps when it runs out."""
-    return st.container(horizontal=True, **kwargs)
-
-
-def text(*blocks: str) -> None:
-    """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
-    (~0.1 ms a rerun), and adjacent markdown looks the same either way."""
-    st.markdown("\n\n".join(b for b in blocks if b))
 
 
 def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):
@@ -181,12 +213,13 @@ def setup(page: str) -> Frame:
             st.page_link(chapter.path, label=t("nav." + chapter.slug), query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
     mine = uploads.uploaded()  # shown beside the bundled runs, to this reader only
-    read_only = recordings.read_only() or not recordings.writable(recordings.local_dir())
+    demo = recordings.read_only()
+    read_only = demo or not recordings.writable(recordings.local_dir())
     live_ok, live_reason = live_status()
     frame = Frame(page, lang, [*recs, *mine] if mine else recs, errors, local_ids, read_only, live_ok, live_reason,
-                  uploaded_ids={r.id for r in mine})
+                  uploaded_ids={r.id for r in mine}, demo=demo)
     if read_only:
-        st.sidebar.caption(":material/lock: " + t("site.read_only"))
+        st.sidebar.caption(":material/lock: " + i18n.join(lang, t("site.read_only"), t("site.demo") if demo and live_ok else ""))
     if errors:
         st.warning(t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors))
     return frame

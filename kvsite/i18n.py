@@ -31,6 +31,19 @@ def texts(lang: str) -> dict[str, str]:
     return _flatten(yaml.safe_load((FOLDER / f"{lang}.yaml").read_text(encoding="utf-8")))
 
 
+@lru_cache(maxsize=None)
+def data_texts(lang: str) -> dict[str, str]:
+    """Renderings of the data files' own English texts in `lang` (i18n/data.<lang>.yaml), keyed by the English."""
+    path = FOLDER / f"data.{lang}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.exists() else {}
+
+
+def data_text(lang: str, text: str) -> str:
+    """A data file's text (a citation, a note, a method word, a hardware source) in `lang` where it has a rendering,
+    else as written. data_text("ja", "vendor spec") -> 「メーカーの仕様」; data_text("en", x) -> x."""
+    return data_texts(lang).get(text, text) if lang != DEFAULT and isinstance(text, str) else text
+
+
 def translate(lang: str, key: str, /, **values) -> str:
     text = texts(lang).get(key)
     if text is None:  # a missing key shows itself rather than breaking the page (tests catch it)

@@ -20,7 +20,7 @@ from kvcore.views import ARTICLE_MODEL
 from kvcore.recordings import Recording, RecordingError
 
 from . import i18n
-from .frame import row
+from .layout import row
 from .recording_text import group_name, translated_table
 
 MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
@@ -51,7 +51,7 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.live import SWEEP_ORDER, SWEEP_SPREAD
+        from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD
         from kvcore.live_record import build_recording
 
         settings = {k: v for k, v in self.params.items() if k != "model"}
@@ -73,7 +73,7 @@ def _run(job: Job) -> None:
 
 
 def _measure(job: Job) -> None:
-    from kvcore import live, live_models
+    from kvcore import live, live_decode, live_models
 
     p = job.params
     try:
@@ -90,7 +90,7 @@ def _measure(job: Job) -> None:
             def show(rows: list[dict]) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
                 job.sections["decode"] = rows
 
-            job.sections["decode"] = live.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
+            job.sections["decode"] = live_decode.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
                                                        repeats=p["repeats"], progress=progress, should_stop=stop,
                                                        on_rows=show)
         if job.kind == "throughput":  # the prefill-and-decode chapter: both sweeps, prefill first
@@ -110,7 +110,7 @@ def _measure(job: Job) -> None:
         if job.kind == "suite":
             job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
                                                        dtype=model.dtype, should_stop=stop)
-            job.sections["mechanism"] = live.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
+            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"
@@ -176,7 +176,7 @@ def _poll(f, key: str) -> None:
         return
     if job.state != "running":
         st.rerun()  # the whole page now shows the final result
-    st.progress(min(1.0, job.done / max(1, job.total)), text=job.text or f.t("live.starting"))
+    st.progress(min(1.0, job.done / max(1, job.total)), text=progress_text(f, job.done, job.total, job.text))
     _results(f, job)
 
 
@@ -194,6 +194,14 @@ def _results(f, job: Job) -> None:
                     columns={"tokens_per_s": "tokens_per_s_seq"})
             st.caption(group_name(f.lang, section))
             st.dataframe(translated_table(df, f.lang), hide_index=True)
+
+
+def progress_text(f, done: int, total: int, text: str) -> str:
+    """A probe's progress in the page's language: the engine's own line (English, kvcore.live) on an English page,
+    steps done of the total elsewhere."""
+    if not text:
+        return f.t("live.starting")
+    return text if f.lang == "en" else f.t("live.progress", done=f"{done:,}", total=f"{total:,}")
 
 
 def _reason(f, e: Exception) -> str:
@@ -244,10 +252,10 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
-            cls = ("KVCache",) if fmt == "fp16" else ("QuantizedKVCache",)
+            cls = (FORMATS[fmt].mlx_cache,)  # the mlx_lm cache class that holds this format
             bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
             rows = live.trap_probe(ARTICLE_MODEL, dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
-                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=text))
+                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=progress_text(f, d, t, text)))
             st.session_state["live_trap"] = (key, rows)
         except Exception as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
             st.error(f.t("live.refused", reason=_reason(f, e)))

@@ -35,7 +35,7 @@ def _value(lang: str, value) -> str:
 def value_text(lang: str, value: str) -> str:
     """A recorded word the site has a translation for (`recordings.value_<word>`, e.g. 'token by token'), else as written."""
     key = "recordings.value_" + value.strip().replace(" ", "_")
-    return i18n.translate(lang, key) if i18n.has(lang, key) else value
+    return i18n.translate(lang, key) if i18n.has(lang, key) else i18n.data_text(lang, value)
 
 
 def _phrase(lang: str, field: str, value) -> str:
@@ -79,7 +79,7 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
     p = provenance(rec)
     t = i18n.translator(lang)
     if p["kind"] == "published":
-        return t("badge.published", citation=p["citation"], chip=p["chip"], model=p["model"])
+        return t("badge.published", citation=i18n.data_text(lang, p["citation"]), chip=p["chip"], model=p["model"])
     return t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"], method=method_words(rec, section, lang) or "—",
              versions=p["versions"], date=_date(p["date"]))
 
@@ -96,9 +96,9 @@ def provenance_card(rec: Recording, lang: str) -> str:
               ("kv_format", value_text(lang, str(p["kv_format"])) if p["kv_format"] else ""),
               ("method", None), ("versions", p["versions"]), ("date", _date(p["date"])),
               ("command", f"`{p['command']}`" if p["command"] else ""),
-              ("citation", f"[{p['citation']}]({p['url']})" if p["url"] else p["citation"]),
+              ("citation", f"[{i18n.data_text(lang, p['citation'])}]({p['url']})" if p["url"] else i18n.data_text(lang, p["citation"])),
               ("author", p.get("author", "")), ("published", _date(p.get("published", ""))), ("runtime", p.get("runtime", "")),
-              ("grade", p.get("grade", "")), ("note", p["note"])]
+              ("grade", p.get("grade", "")), ("note", i18n.data_text(lang, p["note"]))]
     lines, groups = [], method_groups(p["method"])
     for name, value in fields:
         if name == "method" and groups:
@@ -109,6 +109,15 @@ def provenance_card(rec: Recording, lang: str) -> str:
         elif value:
             lines.append(f"- **{t('recordings.f_' + name)}**{t('recordings.colon')}{value}")
     return "\n".join(lines)
+
+
+def source_words(rec: Recording, lang: str, label: str) -> str:
+    """A recording as an export cites it, in one plain line: its name on the site, then its citation and address
+    (published) or its machine, versions and date (measured)."""
+    p = provenance(rec)
+    if p["kind"] == "published":
+        return " — ".join(filter(None, (label, i18n.data_text(lang, p["citation"]), p["url"])))
+    return " — ".join(filter(None, (label, p["machine"], p["versions"], _date(p["date"]))))
 
 
 def translated_table(df: pd.DataFrame, lang: str, prefix: str = "cols.") -> pd.DataFrame:

@@ -38,7 +38,12 @@ def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = 
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
     from .sources import source_label
 
-    return {"live": i18n.translate(lang, "source.live"), **{r.id: source_label(r, lang, "local" if r.id in local_ids else "") for r in recs}}
+    names = {r.id: source_label(r, lang, short=True) for r in recs}  # short where made (Recording.short_name)
+    taken = list(names.values())
+    for r in recs:  # two runs kvcore names alike keep their full names
+        if taken.count(names[r.id]) > 1 or r.id in local_ids:
+            names[r.id] = source_label(r, lang, "local" if r.id in local_ids else "")
+    return {"live": i18n.translate(lang, "source.live"), **names}
 
 
 def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
@@ -48,6 +53,12 @@ def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- facts the prose quotes
+
+
+@cached
+def key_numbers(rec: Recording | None) -> dict:
+    """The home page's key numbers (kvcore.views.key_numbers), once per recording."""
+    return views.key_numbers(rec)
 
 
 @cached
@@ -96,6 +107,8 @@ def verdict_text(fit: Fit, lang: str) -> str:
     t = i18n.translator(lang, "decode.verdict_")
     nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
             "limit": fmt_pct(FAR_BELOW_PEAK)}
+    if fit.verdict_code == "below_any_memory":  # the one verdict that quotes the floor (a table lookup)
+        nums["floor"] = fmt_num(hardware.slowest_memory()[0])
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
@@ -221,8 +234,11 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 
 @cached
 def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
-    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model)."""
+    """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
+    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
+    if kv in views.misfits(g, [kv]):
+        return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
@@ -271,25 +287,40 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
 def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
-    fits = [decode_model.decode_fit(r) for r in runs]
-    pts = [decode_model.decode_points(r) for r, fit in zip(runs, fits) if fit is not None]
+    runs_decode = [decode_model.analyse(r) for r in runs]
+    # a run without a model geometry is still drawn: its measured points, no bytes line (no_fit says why)
+    pts = [a.points if a is not None else pd.DataFrame(r.rows("decode")).assign(recording=r.id)
+           for r, a in zip(runs, runs_decode) if r.rows("decode")]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
+    no_fit = [{"run": names[r.id], "why": no_fit_reason(r)} for r, a in zip(runs, runs_decode) if a is None and r.rows("decode")]
     points = pd.concat(pts, ignore_index=True)
+    for col in ("bytes_per_token", "implied_gbps"):
+        if col not in points:
+            points[col] = float("nan")
     points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
     points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
-    lines = pd.concat([fit[1] for fit in fits if fit is not None], ignore_index=True)
+    lines = pd.concat([a.curve for a in runs_decode if a is not None]
+                      or [pd.DataFrame(columns=["context", "tokens_per_s", "recording"])], ignore_index=True)
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
-    unfit = [names[r.id] for r, fit in zip(runs, fits) if fit is not None and not fit[0].memory_bound]
+    unfit = [names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound]
     titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
     table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
     chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
                        points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
                        error=("tokens_per_s_low", "tokens_per_s_high"))
-    rec = runs[0]
-    return {"chart": chart, "fit": fits[0] and fits[0][0], "check": fits[0] and decode_model.worked_check(rec),
-            "chip": fits[0] and decode_model.chip_for(rec), "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any())}
+    first = runs_decode[0]
+    return {"chart": chart, "fit": first and first.fit, "check": first and first.check,
+            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any()),
+            "no_fit": no_fit}
+
+
+def no_fit_reason(rec: Recording) -> str:
+    """Why a run has no bytes line: "hybrid" (linear-attention layers kvcore has no geometry for), "unusual" (a model
+    whose attention kvcore does not model) or "no_model" (the recording names no model configuration)."""
+    model = rec.data["model"]
+    return "hybrid" if model.get("hybrid") else "unusual" if model.get("unusual") else "no_model"
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
@@ -388,18 +419,25 @@ def heads(model: str, ctx: int, lang: str) -> dict:
 @cached
 def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
-    the formats table."""
+    the formats table; `kept`: the formats this model's cache can be stored in, `left_out`: why the others cannot
+    (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    curve = views.formats_curve(g, list(fmts), top)
+    misfits = views.misfits(g, list(fmts))
+    kept = tuple(f for f in fmts if f not in misfits)
+    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    if not kept:
+        return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
+    curve = views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
-    return {"chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
+    return {"kept": kept, "left_out": left_out,
+            "chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
                                 log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
             "table": md_table(views.format_table(g, list(fmts)), {
                 "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
                 "bytes_per_token": (t("savings.bytes_token"), "{:,}"), "vs_fp16": ("× fp16", "{:.3f}"),
-                "source": (t("savings.source"), None)})}
+                "source": (t("savings.source"), None)}, lang=lang)}
 
 
 @cached
@@ -432,7 +470,7 @@ def turbo(lang: str) -> dict:
     claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
     t = i18n.translator(lang)
     return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}),
+                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}, lang=lang),
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
                                                         "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
             "text": i18n.translate(lang, "savings.turbo_text", **values)}

@@ -7,16 +7,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from collections import OrderedDict
 from pathlib import Path
 
-import streamlit as st
-
-from kvcore import recordings, views
+from kvcore import recordings
 from kvcore.provenance import provenance as recording_provenance
 from kvcore.recordings import Recording
 
-from .cache import HASH_FUNCS, section_cache
+from .cache import section_cache
 
 
 def _signature(folders: tuple[str, ...]) -> tuple:
@@ -50,31 +47,31 @@ def load_recordings():
     return _load(_signature(folders), folders)
 
 
-@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
-def view(name: str, *args, **kwargs):
-    """kvcore.views.<name>(*args, **kwargs), cached on its arguments (recordings hash by content)."""
-    return getattr(views, name)(*args, **kwargs)
-
-
-_provenances: OrderedDict[str, dict] = OrderedDict()
-
-
+@section_cache(max_entries=256)
 def provenance(rec: Recording) -> dict:
-    """recording_provenance(rec), once per recording content (read-only: shared)."""
-    value = _provenances.get(rec.key)
-    if value is None:
-        value = _provenances[rec.key] = recording_provenance(rec)
-        while len(_provenances) > 256:
-            _provenances.popitem(last=False)
-    return value
+    """kvcore.provenance.provenance(rec), once per recording content (read-only: shared)."""
+    return recording_provenance(rec)
 
 
-def source_label(rec: Recording, lang: str, where: str = "") -> str:
+@section_cache(max_entries=256)
+def short_name(rec: Recording) -> str:
+    """rec.short_name (kvcore makes it), once per recording content: a picker asks on every rerun."""
+    return rec.short_name
+
+
+def source_label(rec: Recording, lang: str, where: str = "", short: bool = False) -> str:
     """How the site names a source in pickers and legends: its kind (published / measured on Apple Silicon / CPU
-    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'."""
+    demonstration), then chip and model. Example: 'Published: M5 Pro — Llama-3.2-1B-Instruct-4bit'.
+    short: the name kvcore makes short enough for a legend or the sidebar (Recording.short_name), kind first."""
     from . import i18n
 
     p = provenance(rec)
+    if short:
+        mark = i18n.translate(lang, f"source.short_{where}") if where else ""  # "local" or "uploaded"
+        return f"{i18n.translate(lang, 'source.short_' + p['class'])}{short_name(rec)}{mark}"
+    kind = i18n.translate(lang, "source." + p["class"])
+    if where == "uploaded":  # a reader's own file: the name it gives itself
+        return f"{kind}{i18n.translate(lang, 'source.uploaded')}: {rec.label}"
     where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
     if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
         return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"

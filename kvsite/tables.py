@@ -8,19 +8,38 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-
-def csv_bytes(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode("utf-8")
+from .i18n import data_text
 
 
-def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]]) -> str:
+def csv_number(value) -> str:
+    """A number as a CSV cell, in the site's number format (kvcore.units.fmt_num: whole numbers in full, others
+    to 4 significant figures) without thousands separators, so a spreadsheet still reads it as a number.
+
+    Example: csv_number(8.03125) -> '8.031'; csv_number(1073741824.0) -> '1073741824'; csv_number(0.1 + 0.2) -> '0.3'.
+    """
+    from kvcore.units import fmt_num
+
+    return fmt_num(value, 4).replace(",", "") if value == value else ""
+
+
+def csv_bytes(df: pd.DataFrame, header: str = "") -> bytes:
+    """The table as UTF-8 CSV: `header` first (comment lines, "# ..."), then the rows with readable numbers."""
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col].map(csv_number)
+    return (header + out.to_csv(index=False)).encode("utf-8")
+
+
+def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang: str = "en") -> str:
     """A small table as a markdown table: columns maps a field to (header, format spec such as "{:.3f}", or
     None for text). Number columns align right. For a handful of rows shown among prose, where st.dataframe's grid
     costs three markdown elements a rerun and scrolls; build it inside a cached section."""
     def cell(value, fmt):
         if value is None or (isinstance(value, float) and value != value):
             return "—"
-        return (fmt.format(value) if fmt else str(value)).replace("|", "\\|").replace("\n", " ")
+        text = fmt.format(value) if fmt else data_text(lang, str(value))  # a data file's own words, rendered
+        return text.replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",
              "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[name]) else ":---" for name in columns) + "|"]

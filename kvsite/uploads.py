@@ -20,7 +20,11 @@ from .sources import load_recordings
 UPLOADER = "rec_upload"  # the file_uploader's widget key
 STORE = "kv_uploads"  # st.session_state: {id: Recording}, this session's uploads, in upload order
 RESULT = "kv_upload_result"  # st.session_state: the last upload's id, or its RecordingError
-MAX_WIDGET_MB = 10  # the uploader's own refusal (Streamlit's message) above this; our sentence from MAX_FILE_BYTES
+# The uploader's own limit in MB (Streamlit counts 2**20 bytes), which it prints under the box ("2MB per file"): the
+# limit the label states, rounded up, so a file the engine would take is never stopped by the widget; a file between
+# MAX_FILE_BYTES and this gets our sentence (recordings.parse_bytes), a larger one Streamlit's own (English) message.
+MAX_WIDGET_MB = -(-recordings.MAX_FILE_BYTES // 2**20)
+PREFIX = "upload-"  # every uploaded run's id starts so (a shared ?src= link names one that may be gone)
 MAX_KEPT = 5  # a session keeps its last five uploads (each up to MAX_FILE_BYTES, in the server's memory)
 MAX_SESSION_BYTES = 2 * recordings.MAX_FILE_BYTES  # and at most this many bytes of files: the oldest go first
 SIZES = "kv_upload_bytes"  # st.session_state: {id: the file's size in bytes}, for the bound above
@@ -34,7 +38,7 @@ def uploaded() -> list[Recording]:
 
 def _new_id(filename: str, taken: set[str]) -> str:
     stem = re.sub(r"[^a-z0-9]+", "-", filename.rsplit(".", 1)[0].lower()).strip("-")[:60] or "run"
-    base, n = f"upload-{stem}", 1
+    base, n = f"{PREFIX}{stem}", 1
     while (rid := base if n == 1 else f"{base}-{n}") in taken:
         n += 1
     return rid
@@ -72,4 +76,4 @@ def show(f) -> None:
         st.error(i18n.error_text(f.lang, result))
     elif result in st.session_state.get(STORE, {}):
         rec = st.session_state[STORE][result]
-        st.success(f.t("recordings.uploaded", label=f.label(rec)))
+        st.success(f.t("recordings.uploaded", label=f.label(rec), title=rec.title))

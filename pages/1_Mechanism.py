@@ -10,23 +10,31 @@ from kvsite.frame import row, setup, url_choice
 f = setup("mechanism")
 f.intro()
 
-c = row()
-prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
-new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params")
-with c:
-    per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
-                          format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
 
-work = sections.mechanism_work(prompt, new, per_step, f.lang)
-event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work")
-if picked := f.selected(event, "mode"):
-    st.caption(f.t("common.selected", items=", ".join(picked)))
+@st.fragment
+def work_section() -> None:
+    """Work per step with and without a cache: its widgets rerun this section only, not the frame."""
+    c = row()
+    prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
+    new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params")
+    with c:
+        per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
+                              format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
 
-m = row()
-m.metric(f.t("mechanism.total_with"), f"{work['with']:,}")
-m.metric(f.t("mechanism.total_without"), f"{work['without']:,}")
-m.metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
-st.caption(f.t("mechanism.work_note"))
+    work = sections.mechanism_work(prompt, new, per_step, f.lang)
+    event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work", source=f.t("export.computed"),
+                       settings={f.t("mechanism.prompt"): f"{prompt:,}", f.t("mechanism.new"): f"{new:,}"})
+    if picked := f.selected(event, "mode"):
+        st.caption(f.t("common.selected", items=", ".join(picked)))
+
+    m = row()
+    m.metric(f.t("mechanism.total_with"), f"{work['with']:,}")
+    m.metric(f.t("mechanism.total_without"), f"{work['without']:,}")
+    m.metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
+    st.caption(f.t("mechanism.work_note"))
+
+
+work_section()
 
 st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")

@@ -8,6 +8,7 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
 from kvsite import sections
+from kvsite.i18n import data_text
 from kvsite.chart import show_chart
 from kvsite.frame import row, setup, text
 
@@ -20,37 +21,54 @@ ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 
 
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
-show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}")
+settings = {f.t("common.model"): model, f.t("common.context"): f"{ctx:,}"}
+show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}", settings=settings, source=f.t("export.computed"))
 text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
 default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
-show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}")
-st.markdown(formats["table"])
+if not formats["kept"]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
+    st.warning(formats["left_out"])
+elif formats["left_out"]:
+    st.caption(":material/info: " + formats["left_out"])
+if formats["chart"] is not None:
+    show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}", settings=settings, source=f.t("export.computed"))
+    st.markdown(formats["table"])
 st.caption(f.t("savings.formats_note"))
 
 st.subheader(f.t("savings.fits_title"))
-c = row()
-mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-fits = sections.fits(model, weights, float(mem), tuple(fmts), f.lang)
-if fits is None:
-    st.error(f.t("savings.no_fit", mem=mem))
-else:
-    show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib")
-    if fits["note"]:
-        st.caption(":material/info: " + fits["note"])
-st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+@st.fragment
+def fits_section(model: str, kept: tuple[str, ...]) -> None:
+    """What fits beside the weights: memory and weights rerun this section only; the model and formats come from
+    above (a change there reruns the page, and this section with them)."""
+    c = row()
+    mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
+    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    fits = sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
+    if fits is None and kept:
+        st.error(f.t("savings.no_fit", mem=mem))
+    elif fits is not None:
+        show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
+                   settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
+        if fits["note"]:
+            st.caption(":material/info: " + fits["note"])
+    st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+
+
+fits_section(model, formats["kept"])
 
 turbo, nums = sections.turbo(f.lang), sections.published_numbers()
 text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"],
      "## " + f.t("savings.tradeoffs_title"),
-     f.t("savings.tradeoffs", **nums, b=source("article_b"), paper=source("turboquant_paper"), google=source("google_research")))
+     f.t("savings.tradeoffs", **nums, **{k: data_text(f.lang, source(s)) for k, s in
+                                        (("b", "article_b"), ("paper", "turboquant_paper"), ("google", "google_research"))}))
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
     bench_view = sections.benchmark(bench, f.lang)
     st.markdown(f"**{bench_view['title']}**")
-    show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks")
-    st.caption(f.t("savings.bench_note", source=bench.data["citation"]["source"]))
+    show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks", source=data_text(f.lang, bench.data["citation"]["source"]))
+    st.caption(f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"])))
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

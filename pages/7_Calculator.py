@@ -5,9 +5,11 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import MAX_CONTEXT, MAX_SEQUENCES, WEIGHT_FORMATS
-from kvcore.geometry import LCPP, RUNTIMES, preset_names
-from kvcore.llamacpp import DEFAULT_UBATCH, LLAMA_MAX_SEQ, MAX_UBATCH
+from kvcore.formulas import FILE_WEIGHTS, WEIGHT_FORMATS
+from kvcore.config import MAX_CONFIG_BYTES
+from kvcore.limits import MAX_CONTEXT
+from kvcore.geometry import preset_names
+from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
 from kvsite import i18n
@@ -20,18 +22,37 @@ f.intro()
 
 # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
 names = preset_names()
-src = url_choice(st.segmented_control, f.t("calc.model_source"), ["preset", "config"], "preset", "msrc",
+src = url_choice(st.segmented_control, f.t("calc.model_source"), ["preset", "config", "gguf"], "preset", "msrc",
                  format_func=lambda o: f.t(f"calc.src_{o}"), required=True)
 c = st.columns([3, 2])
-if src == "config":
-    upload = c[0].file_uploader(f.t("calc.upload"), type=["json"], key="upload")
+if src == "gguf":  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
+    gg = c[0].file_uploader(f.t("calc.gguf_upload", mb=calc_site.GGUF_UPLOAD_MB), type=["gguf"], key="gguf_up",
+                            max_upload_size=calc_site.GGUF_UPLOAD_MB)
+    path = "" if f.read_only else c[0].text_input(f.t("calc.gguf_path"), key="gguf_path", help=f.t("calc.gguf_path_help"))
+    st.caption(f.t("calc.gguf_note", mb=calc_site.GGUF_UPLOAD_MB))
+    label = gg.name if gg is not None else path.strip()
+    text = ""
+    try:
+        text = calc_site.gguf_upload_source(gg.getvalue(), gg.name) if gg is not None else (
+            calc_site.gguf_path_source(label) if label else "")
+    except KvError as e:
+        st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+        st.stop()
+elif src == "config":
+    upload = c[0].file_uploader(f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000), type=["json"], key="upload",
+                                max_upload_size=-(-MAX_CONFIG_BYTES // 2**20))  # the widget's "…MB per file" says the same
     pasted = c[0].text_area(f.t("calc.paste"), key="pasted", height=140)  # size checked by the engine
     text = upload.getvalue() if upload is not None else pasted  # bytes: the engine checks size, binary, UTF-8
     label = upload.name if upload is not None else "config.json"
     st.caption(f.t("calc.config_url_note"))
 else:
     model = c[0].selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-runtime = c[1].selectbox(f.t("calc.runtime"), RUNTIMES, key="rt", bind="query-params", help=f.t("calc.runtime_help"))
+if src == "gguf":  # a GGUF's layers are the reading of the runtime it is the model format of (llama.cpp)
+    runtime = c[1].selectbox(f.t("calc.runtime"), [gguf_runtime().name], key="rt_gguf", disabled=True,
+                             help=f.t("calc.runtime_gguf_help"))
+else:
+    runtime = c[1].selectbox(f.t("calc.runtime"), list(RUNTIMES), key="rt", bind="query-params", help=f.t("calc.runtime_help"))
+rt = get_runtime(runtime)
 
 # ---- inputs
 c = st.columns([2, 2, 1, 1, 1, 1])
@@ -40,32 +61,39 @@ ctx = c[1].number_input(f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="c
 st.session_state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log slider follows the exact value
 c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}",
                    on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
-seqs = c[2].number_input(f.t("calc.sequences"), 1, LLAMA_MAX_SEQ if runtime == LCPP else MAX_SEQUENCES, 1, key="seq",
+seqs = c[2].number_input(f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq",
                          bind="query-params")  # llama.cpp runs at most 256 sequences (-np)
-kv_formats = calc.runtime_formats(runtime)  # llama.cpp stores its own -ctk/-ctv types only
+kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
-w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+if src == "gguf":  # the file's own tensors by default (exact bytes), or any other format for comparison
+    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *WEIGHT_FORMATS], key="w_gguf",
+                           format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w)
+else:
+    w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
+                           bind="query-params")
 
 c = st.columns([2, 1, 1])
 chip = url_choice(c[0].selectbox, f.t("calc.machine"), chip_names(), "M4 Pro", "chip", format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n)
 mem = available_memory(f, chip, c[1], c[2])
 
-llama = None
-if runtime == LCPP:  # llama.cpp's options that decide its cache; -np is the sequences above
-    lc = row()
-    unified = lc.checkbox(f.t("calc.kv_unified"), False, key="uni", bind="query-params", help=f.t("calc.kv_unified_help"))
-    ubatch = lc.number_input(f.t("calc.ubatch"), 1, MAX_UBATCH, DEFAULT_UBATCH, key="ub", bind="query-params", help=f.t("calc.ubatch_help"))
-    swa_full = lc.checkbox(f.t("calc.swa_full"), False, key="swafull", bind="query-params", help=f.t("calc.swa_full_help"))
-    llama = (bool(unified), int(ubatch), bool(swa_full))
-src_key = (text, label, runtime, llama) if src == "config" else (None, model, runtime, llama)
-if src == "config" and not text.strip():
-    st.info(f.t("calc.paste_prompt"))
+settings = []  # the runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; -np is the sequences)
+lc = row() if rt.settings else None
+for s in rt.settings:
+    name, tip = f.t(f"calc.{s.name}"), f.t(f"calc.{s.name}_help")
+    if s.switch:
+        settings.append(bool(lc.checkbox(name, s.default, key=s.key, bind="query-params", help=tip)))
+    else:
+        settings.append(int(lc.number_input(name, s.low, s.high, s.default, key=s.key, bind="query-params", help=tip)))
+src_key = (text, label, runtime, tuple(settings)) if src != "preset" else (None, model, runtime, tuple(settings))
+if src != "preset" and not text or src == "config" and not text.strip():
+    st.info(f.t("calc.gguf_prompt" if src == "gguf" else "calc.paste_prompt"))
     st.stop()
 try:
     out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
 except KvError as e:
-    st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+    message = i18n.error_text(f.lang, e)  # about a pasted config, or the engine's sentence on a preset and format
+    st.error(f.t("calc.bad_input", message=message) if src != "preset" else message)
     st.stop()
 result, need, verdict = out["result"], out["need"], out["verdict"]
 
@@ -96,7 +124,7 @@ if "levers" in out:
         st.caption(f.t("calc.no_lever"))
 
 st.subheader(f.t("calc.formula_title"))
-if runtime == LCPP:  # the lines llama.cpp prints when it allocates: hold them against your own log
+if rt.preallocates:  # the lines llama.cpp prints when it allocates: hold them against your own log
     st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
     st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
 else:
@@ -113,23 +141,33 @@ if cmp.open:
     cmp.markdown(calc_site.runtimes_compared(src_key, int(ctx), int(seqs), f.lang))
 
 # ---- chart: memory vs context per format, the available memory as a line
+calc_settings = {f.t("common.model"): result["model"], f.t("calc.runtime"): runtime, f.t("calc.ctx_exact"): f"{int(ctx):,}",
+                 f.t("calc.sequences"): int(seqs), f.t("calc.k_format"): k_fmt, f.t("calc.v_format"): v_fmt,
+                 f.t("common.weights"): w_fmt, f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
+                 f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False)}
 st.subheader(f.t("calc.chart_title"))
 show_chart(f, calc_site.memory_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang),
-           "calc_chart", f"kv-calculator-{result['model']}")
+           "calc_chart", f"kv-calculator-{result['model']}", settings=calc_settings, source=f.t("export.computed"))
 
 # ---- decode what-if on a chip
 st.subheader(f.t("calc.decode_title"))
 speed_chip = chip if chip != CUSTOM else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
 eff = calc_site.efficiency(f.recs)
 low, high, _ = efficiency_range()  # the published range the assumed share sits in
-st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=eff.source) if eff.source != "assumption"
+st.caption(f.t("calc.eff_fitted", share=f"{eff.share:.0%}", source=calc_site.efficiency_sources(f.recs, f.lang))
+           if eff.source != "assumption"
            else f.t("calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)))
 dec = calc_site.decode_chart(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, speed_chip, eff.share, f.lang)
-if dec["here"] is not None:
+if dec["here"] is not None and int(seqs) == 1:
     st.metric(f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
+elif dec["here"] is not None:  # several sequences: each one's speed and all of them together, each named
+    each, total = st.columns(2)
+    each.metric(f.t("calc.decode_at_each", n=f"{int(ctx):,}", chip=speed_chip, each=dec["each"]), f"{dec['here']:,.1f} tok/s")
+    total.metric(f.t("calc.decode_at_total", n=int(seqs)), f"{dec['here_total']:,.1f} tok/s")
 else:  # a run that does not fit has no speed to predict
     st.info(f.t("calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none", n=f"{int(ctx):,}", need=fmt_bytes(need, decimal=False),
                 available=fmt_bytes(mem.bytes, decimal=False), fits_to=f"{dec['fits_to']:,}"))
 if dec["chart"] is not None:
-    show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}")
+    show_chart(f, dec["chart"], "calc_decode", f"decode-what-if-{result['model']}", source=f.t("export.computed"),
+               settings={**calc_settings, f.t("calc.speed_chip"): speed_chip, f.t("decode.efficiency"): f"{eff.share:.0%}"})
 st.caption(f.t("calc.decode_note"))

@@ -37,7 +37,8 @@ if ids:
     decode_ids = [r.id for r in f.recs if r.has("decode")]
     chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
     if chosen:
-        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode")
+        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode",
+                   source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen))
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
 text("## " + f.t("recordings.upload_title"), f.t("recordings.upload_lead"))
@@ -45,9 +46,9 @@ st.file_uploader(f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_
                  key=uploads.UPLOADER, on_change=uploads.receive, max_upload_size=uploads.MAX_WIDGET_MB)
 uploads.show(f)
 
-if not f.live_ok:
+if not f.live_ok or f.demo:  # the suite builds models: never on the hosted demo
     st.header(f.t("recordings.live_title"))
-    st.info(f.t(f.live_reason))
+    st.info(f.t("recordings.live_demo" if f.live_ok else f.live_reason))
 else:
     text("## " + f.t("recordings.live_title"), f.t("recordings.live_lead"))
     live.job_panel(f, "suite")

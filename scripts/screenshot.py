@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from kvsite.server import CHROMIUM, CHROMIUM_ARGS, PAGES, ROOT, streamlit_server, wait_ready  # noqa: E402
+from harness.server import CHROMIUM, CHROMIUM_ARGS, PAGES, ROOT, streamlit_server, wait_ready  # noqa: E402
 
 
 # The height of everything the page shows: the scrolling containers' content (main and sidebar) and the document.

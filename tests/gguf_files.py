@@ -24,6 +24,7 @@ WIDTH = 64  # embedding, feed-forward and vocabulary of every tiny file
 ARCH = {"llama": "llama", "qwen": "qwen", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
         "qwen3_next": "qwen3next", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "gpt_oss": "gpt-oss",
         "deepseek_v3": "deepseek2"}
+WIDE = ("qwen", "qwen2", "phi3")  # families whose llama.cpp graph assumes embedding = heads x head_dim
 TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(WIDTH - 3)]
 
 
@@ -37,8 +38,10 @@ def metadata(config: dict) -> tuple[str, dict]:
     n_layer, n_head = c.int("num_hidden_layers"), c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", n_head)
     head_dim = c.int(family.head_dim_field) if c.has(family.head_dim_field) else c.int("hidden_size") // n_head
+    # Qwen v1/2 and Phi-3 build attention from n_embd-wide projections: their embedding keeps its real width
+    n_embd = n_head * head_dim if family.model_type in WIDE else WIDTH
     keys = {".block_count": n_layer, ".context_length": c.int("max_position_embeddings", 4096),
-            ".embedding_length": WIDTH, ".feed_forward_length": WIDTH, ".attention.head_count": n_head,
+            ".embedding_length": n_embd, ".feed_forward_length": WIDTH, ".attention.head_count": n_head,
             ".attention.head_count_kv": kv, ".attention.key_length": head_dim, ".attention.value_length": head_dim,
             ".rope.dimension_count": head_dim, ".attention.layer_norm_rms_epsilon": 1e-6, ".vocab_size": WIDTH}
     if family.model_type in ("gemma2", "gemma3_text", "gpt_oss", "phi3") and c.get("sliding_window") is not None:
@@ -71,15 +74,16 @@ def basic_tensors(arch: str, keys: dict, weight_type=GGMLQuantizationType.Q8_0) 
     n_head, kv, kd, vd = k["attention.head_count"], k["attention.head_count_kv"], k["attention.key_length"], \
         k["attention.value_length"]
     f32 = GGMLQuantizationType.F32
-    t = {"token_embd.weight": ([WIDTH, WIDTH], weight_type), "output_norm.weight": ([WIDTH], f32)}
+    e = k["embedding_length"]
+    t = {"token_embd.weight": ([e, WIDTH], weight_type), "output_norm.weight": ([e], f32)}
     for il in range(k["block_count"]):
-        t |= {f"blk.{il}.attn_norm.weight": ([WIDTH], f32), f"blk.{il}.ffn_norm.weight": ([WIDTH], f32),
-              f"blk.{il}.attn_q.weight": ([WIDTH, n_head * kd], weight_type),
-              f"blk.{il}.attn_k.weight": ([WIDTH, kv * kd], weight_type),
-              f"blk.{il}.attn_v.weight": ([WIDTH, kv * vd], weight_type),
-              f"blk.{il}.attn_output.weight": ([n_head * vd, WIDTH], weight_type),
-              f"blk.{il}.ffn_up.weight": ([WIDTH, WIDTH], weight_type),
-              f"blk.{il}.ffn_down.weight": ([WIDTH, WIDTH], weight_type)}
+        t |= {f"blk.{il}.attn_norm.weight": ([e], f32), f"blk.{il}.ffn_norm.weight": ([e], f32),
+              f"blk.{il}.attn_q.weight": ([e, n_head * kd], weight_type),
+              f"blk.{il}.attn_k.weight": ([e, kv * kd], weight_type),
+              f"blk.{il}.attn_v.weight": ([e, kv * vd], weight_type),
+              f"blk.{il}.attn_output.weight": ([n_head * vd, e], weight_type),
+              f"blk.{il}.ffn_up.weight": ([e, WIDTH], weight_type),
+              f"blk.{il}.ffn_down.weight": ([WIDTH, e], weight_type)}
     return t
 
 
@@ -131,3 +135,56 @@ def preset_file(tmp_path: Path, preset: str, tensors=None) -> Path:
 
     arch, keys = metadata(load_preset(preset)["config"])
     return write(tmp_path / f"{preset}.gguf", arch, keys, tensors or basic_tensors(arch, keys))
+
+
+def _tensor_type(shape: list[int]):
+    if len(shape) == 1:
+        return GGMLQuantizationType.F32
+    return GGMLQuantizationType.Q8_0 if shape[0] % 32 == 0 else GGMLQuantizationType.F16
+
+
+# Tensors llama.cpp loads as optional (one of two spellings) but whose graph needs one: seeded in every layer with
+# a guessed shape, which llama.cpp then corrects (layers that never ask for them drop them again).
+SEEDS = {"phi3": ["attn_qkv.weight"], "qwen3next": ["ssm_in.weight"]}
+
+
+def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
+    """The tensor table llama.cpp asks of this architecture and geometry, found by asking it: load the file
+    (no_alloc), add the tensor it says is missing, take the shape it says it expected, and again, until it loads.
+    A layer's tensor is guessed for every later layer at once (so a family costs tens of loads, not thousands);
+    guesses llama.cpp never asks for (its "create_tensor: loading tensor" lines) are dropped again.
+    SEEDS: tensors llama.cpp treats as optional but its graph needs (Phi-3's fused attn_qkv)."""
+    import re
+
+    from kvcore import llamacpp_probe
+
+    n_layer = keys[".block_count"]
+    tensors = {f"blk.{il}.{name}": ([WIDTH], GGMLQuantizationType.F32) for name in SEEDS.get(arch, []) for il in range(n_layer)}
+    for _ in range(limit):
+        write(path, arch, keys, tensors)
+        error, lines = llamacpp_probe.load_only(str(path))
+        if error is None:
+            return tensors
+        asked = {m[1] for line in lines if (m := re.match(r"create_tensor: loading tensor (\S+)", line))}
+        missing = re.search(r"tensor '([^']+)' not found", error)
+        wrong = re.search(r"tensor '([^']+)' has wrong shape; expected ([\d, ]+), got", error)
+        if "wrong number of tensors" in error:
+            unasked = [name for name in tensors if name not in asked]
+            if not unasked:
+                raise RuntimeError(f"llama.cpp refused {path.name}: {error}")
+            for name in unasked:
+                del tensors[name]
+            continue
+        if not (missing or wrong):
+            raise RuntimeError(f"llama.cpp refused {path.name}: {error}")
+        name = (missing or wrong)[1]
+        shape = [int(n) for n in wrong[2].split(",")] if wrong else [WIDTH]
+        while len(shape) > 1 and shape[-1] == 1:
+            shape.pop()
+        layer = re.match(r"blk\.(\d+)\.(.*)", name)
+        names = [f"blk.{il}.{layer[2]}" for il in range(int(layer[1]), n_layer)] if layer else [name]
+        before = tensors.get(name)
+        for each in names:  # later layers take the correction too while they still hold the same guess
+            if each == name or tensors.get(each) == before and (wrong or each not in asked):
+                tensors[each] = (shape, _tensor_type(shape))
+    raise RuntimeError(f"no loadable tensor table for {path.name} after {limit} loads")

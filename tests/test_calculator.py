@@ -13,7 +13,8 @@ from kvcore.calculator import (
     verdict,
 )
 from kvcore.decode_model import bytes_per_generated_token, predict_tokens_per_s
-from kvcore.formulas import MAX_CONTEXT, KvSpec, kv_bytes, weights_bytes
+from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.hardware import get_chip
 from kvcore.recordings import load_all
@@ -180,3 +181,16 @@ def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_
     assert marks.to_dict("records") in spec["datasets"].values()
     assert charts.marked_series_chart(df.assign(series="predicted"), "context", "tokens_per_s", "series", "context",
                                       "tok/s").to_dict().get("mark") is None  # no marks: series_chart as it is
+
+
+def test_unified_llama_cpp_slots_each_decode_as_one_slot_and_the_total_is_four_times():
+    # the Calculator's what-if (issue 17): gpt-oss-20b, -c 131072, 4 slots on one unified cache, M4 Pro
+    from kvcore import llamacpp
+    from kvcore.model_source import resolve_model
+
+    g, _ = resolve_model("gpt-oss-20b", "llama.cpp")
+    spec = KvSpec("fp16", "fp16")
+    one = predict_decode(g, [131072], spec, "gguf-mxfp4", "M4 Pro", 0.6, 1, llamacpp.Options(1))[0]
+    four = predict_decode(g, [131072], spec, "gguf-mxfp4", "M4 Pro", 0.6, 4, llamacpp.server_defaults())[0]
+    assert four["tokens_per_s"] == pytest.approx(one["tokens_per_s"], rel=0.02)
+    assert four["tokens_per_s_total"] == pytest.approx(4 * four["tokens_per_s"])

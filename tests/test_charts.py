@@ -19,7 +19,7 @@ def _rows(layer: dict, datasets: dict) -> list[dict]:
 
 @pytest.mark.mlx
 def test_decode_points_get_error_bars_from_their_spread_over_passes():
-    from kvcore.live import decode_sweep
+    from kvcore.live_decode import decode_sweep
     from kvcore.live_models import build_random
 
     tiny = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 128,
@@ -52,12 +52,25 @@ def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
     assert [l["mark"]["type"] for l in plain] == ["point"]
 
 
-@pytest.mark.parametrize("lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6)])
-def test_a_log_axis_gets_at_least_two_round_ticks_inside_its_range(lo, hi):
-    from kvcore.charts import log_ticks
+@pytest.mark.parametrize("lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)])
+def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
+    from kvcore.charts import MIN_LOG_TICKS, log_ticks
 
     ticks = log_ticks(lo, hi)
-    assert len(ticks) >= 2 and all(lo <= t <= hi for t in ticks)  # Article A's 119..292 tok/s once showed one label
+    assert ticks[0] <= lo and ticks[-1] >= hi  # every point inside the labelled range (Article A's 292 tok/s was above)
+    assert len(ticks) >= MIN_LOG_TICKS and ticks == sorted(set(ticks))
+    assert all(b / a <= 2.5 for a, b in zip(ticks, ticks[1:]))  # no curve sits a decade from its nearest label
+    assert ticks[0] > lo / 10 and ticks[-1] < hi * 10
+
+
+def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
+    from kvcore.charts import log_ticks, series_chart
+
+    df = pd.DataFrame({"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]})
+    spec = series_chart(df, "context", "tokens_per_s", "series", "Context", "tok/s", log_x=True, log_y=True).to_dict()
+    ys = [layer["encoding"]["y"] for layer in spec.get("layer", [spec]) if "y" in layer.get("encoding", {})]
+    assert ys[0]["scale"]["domain"] == [log_ticks(119, 292)[0], log_ticks(119, 292)[-1]] == [100.0, 300.0]
+    assert ys[0]["axis"]["values"] == [100.0, 125.0, 150.0, 200.0, 250.0, 300.0]
 
 
 def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():

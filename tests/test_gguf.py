@@ -31,12 +31,13 @@ OPTIONS = [llamacpp.Options(), llamacpp.Options(sequences=4), llamacpp.Options(s
 def test_a_presets_gguf_sizes_the_caches_its_config_does_under_llamacpp(tmp_path, preset):
     path = gguf_files.preset_file(tmp_path, preset)
     from_file = kgguf.geometry(path)
-    from_config = preset_geometry(preset, llamacpp.LCPP)
+    from_config = preset_geometry(preset, "llama.cpp")
     assert from_file.model_type == from_config.model_type
+    k, v = ("q8_0", "q8_0") if from_config.count("mla") else ("q8_0", "f16")  # llama.cpp: one type for MLA's K and V
     for context in (1, 4097, 131_072):
         for options in OPTIONS:
-            assert llamacpp.caches(from_file, context, "q8_0", "f16", options) == \
-                llamacpp.caches(from_config, context, "q8_0", "f16", options), (context, options)
+            assert llamacpp.caches(from_file, context, k, v, options) == \
+                llamacpp.caches(from_config, context, k, v, options), (context, options)
 
 
 def test_every_family_is_written_by_some_preset():

@@ -124,7 +124,7 @@ def tiny_model():
 def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_model):
     import mlx.core as mx
 
-    from kvcore.live import prefill
+    from kvcore.live_decode import prefill
     from kvcore.live_models import fill_caches, make_caches
 
     real = make_caches(tiny_model, "fp32")
@@ -139,7 +139,7 @@ def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_mod
 
 @mlx
 def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats(tiny_model):
-    from kvcore.live import decode_sweep
+    from kvcore.live_decode import decode_sweep
 
     seen = []
     rows = decode_sweep(tiny_model, [300, 16, 64], warmup=1, steps=3, repeats=2, progress=lambda d, t, s: seen.append((d, t)))
@@ -154,7 +154,7 @@ def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats
 
 
 def test_passes_visit_every_context_once_each_in_a_shuffled_order():
-    from kvcore.live import pass_orders
+    from kvcore.live_decode import pass_orders
 
     contexts = [256, 512, 1024, 2048, 4096, 8192]
     orders = pass_orders(contexts, 5, seed=3)
@@ -167,7 +167,7 @@ def test_passes_visit_every_context_once_each_in_a_shuffled_order():
 def test_quartiles_match_numpys_default_percentiles():
     import numpy as np
 
-    from kvcore.live import quartiles
+    from kvcore.live_decode import quartiles
 
     for values in ([5.0], [3.0, 1.0], [1, 2, 3, 4, 5], [9.5, 1.25, 7, 3, 3, 40, 2.5]):
         q1, q2, q3 = quartiles(values)
@@ -176,7 +176,7 @@ def test_quartiles_match_numpys_default_percentiles():
 
 @mlx
 def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(tiny_model):
-    from kvcore.live import decode_sweep, pass_orders
+    from kvcore.live_decode import decode_sweep, pass_orders
 
     texts, partial = [], []
     contexts = [16, 32, 48, 64]
@@ -193,7 +193,7 @@ def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as
 
 @mlx
 def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
-    from kvcore.live import decode_sweep
+    from kvcore.live_decode import decode_sweep
     from kvcore.live_record import build_recording
 
     rows = decode_sweep(tiny_model, [16, 40], warmup=0, steps=2, repeats=3)
@@ -207,7 +207,7 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
 
 @mlx
 def test_paired_steps_time_both_caches_step_by_step(tiny_model):
-    from kvcore.live import paired_steps
+    from kvcore.live_decode import paired_steps
     from kvcore.live_models import fill_caches, make_caches
 
     a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
@@ -220,7 +220,8 @@ def test_paired_steps_time_both_caches_step_by_step(tiny_model):
 
 @mlx
 def test_quantized_kv_decodes(tiny_model):
-    from kvcore.live import cache_geometry, decode_sweep
+    from kvcore.live import cache_geometry
+    from kvcore.live_decode import decode_sweep
 
     assert decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0]["kv_format"] == "mlx-q4"
     assert {r["cache"] for r in cache_geometry(tiny_model, "mlx-q8")} == {"QuantizedKVCache"}
@@ -228,7 +229,7 @@ def test_quantized_kv_decodes(tiny_model):
 
 @mlx
 def test_mechanism_without_cache_recomputes_the_prefix(tiny_model):
-    from kvcore.live import mechanism_probe
+    from kvcore.live_decode import mechanism_probe
 
     rows = mechanism_probe(tiny_model, new_tokens=4, prompt_tokens=8)
     assert [r["new_tokens"] for r in rows] == [1, 2, 3, 4]
@@ -347,7 +348,7 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
 
 @pytest.mark.mlx
 def test_cross_checks_report_both_timings_at_one_context(tiny_model):
-    from kvcore.live import generate_step_check, real_prefill_check
+    from kvcore.live_decode import generate_step_check, real_prefill_check
 
     prefill = real_prefill_check(tiny_model, 300, warmup=1, steps=3)
     assert prefill["context"] == 300 and prefill["synthetic_ms"] > 0 and prefill["real_prefill_ms"] > 0

@@ -42,7 +42,7 @@ def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
 
 def test_prefill_fills_the_cache_to_the_prompt(tiny):
     """What the sweep times is a real prefill: afterwards every layer's cache holds the prompt's rows."""
-    from kvcore.live import prefill
+    from kvcore.live_decode import prefill
     from kvcore.live_models import make_caches
 
     caches = make_caches(tiny, "fp32")

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from kvcore import calculator, llamacpp
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
-from kvcore.families import FAMILIES, RUNTIMES
+from kvcore.families import FAMILIES
 from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.runtimes import RUNTIMES
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +191,7 @@ def test_ggml_block_sizes_from_their_struct_layouts():
 def test_a_row_that_does_not_fill_whole_blocks_is_refused_as_ggml_asserts():
     with pytest.raises(KvError) as e:
         llamacpp.row_bytes("q4_0", 80)
-    assert e.value.code == "llamacpp_block" and "multiple of 32" in str(e.value)
+    assert e.value.code == "format_block" and "multiple of 32" in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["mlx-q4", "fp8", "turbo3"])
@@ -246,7 +247,7 @@ def test_qwen_v1_reads_both_spellings_of_its_config():
 
 def test_mla_and_recurrent_layers_as_llama_cpp_stores_them():
     deepseek = llamacpp.caches(geometry("deepseek-v3"), 4096)
-    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [("kv", 576 * 2, 512 * 2)]
+    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [("kv", 576 * 2, 0)]  # no V tensor
     hybrid = llamacpp.caches(geometry("qwen3-next-80b-a3b"), 4096, options=llamacpp.Options(sequences=2))
     assert [c.name for c in hybrid] == ["kv", "recurrent"]
     assert hybrid[1].cells == 2 and len(hybrid[0].layers) + len(hybrid[1].layers) == 48
@@ -272,10 +273,13 @@ def test_an_unknown_model_type_has_a_japanese_sentence():
 
 
 def test_every_family_has_a_known_window_rule():
-    rules = {"none", "layer_types", "pattern", "alternate", "every_layer", "ignored", "disabled", "max_window"}
+    from kvcore.geometry import WINDOW_RULES, check_family
+
+    rules = set(WINDOW_RULES)
     for family in FAMILIES.values():
         assert set(family.windows) <= set(RUNTIMES)
         assert all(set(rule.split("|")) <= rules for rule in family.windows.values()), family.model_type
+        check_family(family)  # its attention kind and layout codes too
 
 
 # ---------------------------------------------------------------- the calculator's verdict and levers under llama.cpp

@@ -18,7 +18,7 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from kvcore import doctor, live_models, live_record  # noqa: E402
+from kvcore import doctor, live_models, live_record, machine  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.units import fmt_bytes  # noqa: E402
 
@@ -64,7 +64,7 @@ class MetalCore:
 @pytest.fixture
 def metal(monkeypatch) -> MetalCore:
     core = MetalCore()
-    monkeypatch.setattr(live_models, "_mx", lambda: core)
+    monkeypatch.setattr(machine, "mlx_core", lambda: core)
     return core
 
 
@@ -78,14 +78,14 @@ def test_the_stand_in_speaks_mlx_0_32_4s_api():
 
 
 def test_metal_backend_computes_in_fp16(metal):
-    b = live_models.backend()
+    b = machine.backend()
     assert b["backend"] == "mlx metal" and b["dtype"] == "fp16"
 
 
 def test_metal_memory_is_the_recommended_working_set(metal):
-    assert live_models.available_memory_bytes() == M3_MAX["max_recommended_working_set_size"]
-    assert "working set" in live_models.available_memory()[1]
-    assert live_models._memory_gb() == 38.7
+    assert machine.available_memory_bytes() == M3_MAX["max_recommended_working_set_size"]
+    assert "working set" in machine.available_memory()[1]
+    assert machine.memory_gb() == 38.7
 
 
 def test_the_guard_on_metal_uses_the_working_set(metal):
@@ -96,16 +96,16 @@ def test_the_guard_on_metal_uses_the_working_set(metal):
 
 
 def test_the_chip_is_metals_device_name(metal, monkeypatch):
-    monkeypatch.setattr(live_models.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(machine.platform, "system", lambda: "Darwin")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("sysctl is not needed when Metal names the chip"))
-    assert live_models._chip() == "Apple M3 Max"
+    assert machine.chip_name() == "Apple M3 Max"
 
 
 def test_a_metal_run_is_labelled_apple_silicon(metal, monkeypatch):
-    monkeypatch.setattr(live_models.platform, "system", lambda: "Darwin")
-    monkeypatch.setattr(live_models.platform, "release", lambda: "24.6.0")
-    monkeypatch.setattr(live_models.platform, "machine", lambda: "arm64")
-    prov = live_models.provenance("python -m kvcore record")
+    monkeypatch.setattr(machine.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(machine.platform, "release", lambda: "24.6.0")
+    monkeypatch.setattr(machine.platform, "machine", lambda: "arm64")
+    prov = machine.provenance("python -m kvcore record")
     assert prov["backend"] == "mlx metal" and prov["machine"]["chip"] == "Apple M3 Max"
     assert prov["machine"]["memory_gb"] == 38.7 and prov["machine"]["os"].startswith("Darwin")
     assert live_record.default_label(prov) == "Measured — Apple M3 Max (Metal), live run"
@@ -121,7 +121,7 @@ def test_a_random_model_on_metal_is_built_in_fp16(metal):
 
 
 def test_doctor_on_metal(metal, monkeypatch):
-    monkeypatch.setattr(live_models.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(machine.platform, "system", lambda: "Darwin")
     report = dict(doctor.rows())
     assert report["backend"].startswith("Metal (mlx metal") and "fp16" in report["backend"]
     assert report["chip"] == "Apple M3 Max"
@@ -138,14 +138,14 @@ def test_doctor_without_metal_says_so_on_a_mac(monkeypatch):
         def default_device(self):
             return mx.cpu
 
-    monkeypatch.setattr(live_models, "_mx", lambda: CpuOnly())
+    monkeypatch.setattr(machine, "mlx_core", lambda: CpuOnly())
     monkeypatch.setattr(doctor.platform, "system", lambda: "Darwin")
     report = dict(doctor.rows())
     assert report["backend"].startswith("CPU (mlx cpu") and "no Metal GPU" in report["metal"]
 
 
 def test_the_live_code_prints_no_deprecation_warning():
-    code = ("from kvcore import doctor, live_models; live_models.provenance('x'); live_models.available_memory_bytes();"
+    code = ("from kvcore import doctor, machine; machine.provenance('x'); machine.available_memory_bytes();"
             "doctor.rows()")
     r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)

@@ -25,7 +25,8 @@ from mlx_lm.utils import _get_classes, quantize_model  # noqa: E402
 from kvcore import allocsim  # noqa: E402
 from kvcore.formats import get_format  # noqa: E402
 from kvcore.formulas import KvSpec, layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
-from kvcore.geometry import load_preset, parse_config, preset_geometry  # noqa: E402
+from kvcore.families import FAMILIES, family_for  # noqa: E402
+from kvcore.geometry import load_preset, parse_config, preset_geometry, preset_names  # noqa: E402
 
 pytestmark = pytest.mark.mlx
 
@@ -133,6 +134,21 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "qwen2.5-7b-no-tie_word_embeddings": ("qwen2.5-7b", dict(tie_word_embeddings=DROP)),
 }
 CASES = list(SCALE) + list(VARIANTS)
+
+
+def _family(preset: str) -> str:
+    return family_for(parse_config(load_preset(preset)["config"]).model_type).model_type
+
+
+def test_the_parity_cases_cover_every_family_of_the_presets_and_only_presets():
+    """The cases are checked against the presets: every model family a preset (or FAMILIES) has is held to mlx_lm by
+    at least one case, and every case is a bundled preset, so a new family or preset cannot miss its parity test."""
+    assert set(SCALE) <= set(preset_names()) and {p for p, _ in VARIANTS.values()} <= set(SCALE)
+    covered = {_family(case) for case in SCALE}
+    assert {_family(name) for name in preset_names()} <= covered, "a preset's family has no parity case"
+    assert set(FAMILIES) <= covered, "a family of kvcore.families.FAMILIES has no parity case (nor a preset)"
+
+
 FP32 = KvSpec("fp32", "fp32", activation_dtype="fp32")
 
 

@@ -256,3 +256,26 @@ def test_a_rows_fields_are_stated_once_and_written_out_from_there():
     for section, text in lines.items():
         named = {word.strip('"[], ') for word in text.replace("[,", ",").split(",")}
         assert named == recordings.known_fields(section), section
+
+
+# ---------------------------------------------------------------- formats a recording names (issue 15)
+
+
+@pytest.mark.parametrize("key, wrong", [("kv_format", "fp61"), ("weights_format", "mlx-q44"), ("kv_format", "q8-0")])
+def test_a_misspelled_format_is_refused_in_one_sentence(tmp_path, key, wrong):
+    data = copy.deepcopy(VALID)
+    data["model"][key] = wrong
+    with pytest.raises(RecordingError) as e:
+        _load_text(tmp_path, recordings.dump_text(data), "typo.yaml")
+    text = str(e.value)
+    assert text.startswith(f"typo.yaml: model.{key} '{wrong}' is not") and "write 'unknown'" in text
+    assert text.count(". ") == 0 and len(text.splitlines()) == 1  # one sentence
+    assert e.value.code == "rec_format" and wrong in i18n.error_text("ja", e.value)
+
+
+@pytest.mark.parametrize("key, value", [("kv_format", "unknown"), ("weights_format", "various"), ("kv_format", "f16"),
+                                        ("weights_format", "IQ2_XXS (llama.cpp GGUF)"), ("weights_format", "gguf-q8_0")])
+def test_a_format_the_source_does_not_state_or_spells_as_llama_cpp_does_is_kept(tmp_path, key, value):
+    data = copy.deepcopy(VALID)
+    data["model"][key] = value
+    assert _load_text(tmp_path, recordings.dump_text(data)).data["model"][key] == value

@@ -5,7 +5,8 @@ import pytest
 from kvcore import llamacpp, timing
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import preset_geometry, resolve_model
+from kvcore.geometry import preset_geometry
+from kvcore.model_source import resolve_model
 from kvcore.hardware import chips, get_chip
 
 EFF = timing.Efficiency(0.6, 0.6, "test")

@@ -107,6 +107,7 @@ def english_runs(text: str, sources: set[str] = frozenset(), words: int = 4) -> 
     for quoted in sorted(sources, key=len, reverse=True):
         text = text.replace(quoted, " ")
     text = re.sub(r"```.*?```|`[^`]*`|https?://\S+", " ", text, flags=re.S)
+    text = re.sub(r"「[\x00-\x7f]+」", " ", text)  # an English source's title, quoted as written (ja_style.md)
     text = re.sub(r"[^\x00-\x7f]", " | ", text)  # Japanese text and full-width punctuation break a run
     runs, run = [], []
     for token in [*text.split(), "|"]:

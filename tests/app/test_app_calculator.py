@@ -36,7 +36,9 @@ def numbers_rows(at, lang: str = "en") -> list[list[str]]:
 def numbers(at) -> dict:
     """{quantity key: exact bytes}, read back through the English quantity names."""
     names = {i18n.translate("en", f"calc.q_{q}"): q for q in NUMBERS}
-    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at)}
+    names[i18n.translate("en", "calc.q_kv_bytes_per_token_window")] = "kv_bytes_per_token"  # a sliding-window model's row
+    average = i18n.translate("en", "calc.q_kv_bytes_per_token_average", n="{n}").split("{n}")[0]
+    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at) if not name.startswith(average)}
 
 
 def marks_in(spec: dict) -> list[str]:
@@ -113,7 +115,7 @@ def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     eff = calc.efficiency(__import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0])
     want = calc.predict_decode(geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]
     assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
-    assert "Article A" in texts(at)  # the efficiency says where it came from
+    assert "M5 Pro · Llama-3.2-1B 4-bit · mlx_lm" in texts(at)  # the efficiency names the runs it came from, as the site does
     decode = charts(at)[-1]["data"]
     row = decode[decode["context"] == 1048576].iloc[0]
     g = geometry("qwen3-8b")
@@ -279,3 +281,92 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
     lines = curves.groupby("format")["gib"].apply(tuple)
     assert lines.nunique() == len(lines)  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
     assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, lang):
+    # issue 17: gpt-oss-20b, 131,072, llama.cpp, 4 slots on one unified cache, M4 Pro: the KV is one slot's, and so
+    # is each slot's speed; the total is four times that, and the page says which figure is which
+    four = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=4, uni="True", chip="M4 Pro", ram=48)
+    one = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=1, chip="M4 Pro", ram=48)
+    assert not four.exception and not one.exception
+    t = i18n.translator(lang, "calc.")
+    each = next(m for m in four.metric if t("decode_each_slot") in m.label)
+    total = next(m for m in four.metric if m.label == t("decode_at_total", n=4))
+    alone = next(m for m in one.metric if m.label.startswith(t("decode_at", n="131,072", chip="M4 Pro")))
+    speed = lambda m: float(m.value.split()[0].replace(",", ""))  # noqa: E731
+    assert speed(each) == pytest.approx(speed(alone), rel=0.02)
+    assert speed(total) == pytest.approx(4 * speed(each), rel=0.01)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_and_gives_the_average(rec_dir, lang):
+    # issue 17: Gemma-3-27B at 131,072 showed 496 KiB per token beside a 10.41 GiB total (83 KiB per token on average)
+    at = page(CALC, lang, model="gemma-3-27b", ctx=131072)
+    assert not at.exception
+    rows = {name: exact for name, _, exact in numbers_rows(at, lang)}
+    t = i18n.translator(lang, "calc.")
+    cli = cli_json("gemma-3-27b", 131072, 1, "fp16", "fp16", "mlx-q4")
+    assert int(rows[t("q_kv_bytes_per_token_window")].replace(",", "")) == cli["kv_bytes_per_token"]
+    average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
+    assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
+    assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
+
+
+# ---------------------------------------------------------------- the registries reach the page (issue 15)
+
+
+def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(rec_dir, monkeypatch):
+    """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
+    runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
+    from kvcore import formats, runtimes
+    from kvcore.formats import CacheFormat
+
+    monkeypatch.setitem(formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True))
+    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
+    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
+    at = page(CALC, "en", rt="llama.cpp")
+    assert {"q6_test", "q6_k"} <= set(at.selectbox(key="k").options) and "throwaway_rt" in at.selectbox(key="rt").options
+    at = page(CALC, "en", model="mistral-7b-v0.1", ctx=10007, rt="throwaway_rt", k="q6_test", v="q6_test", w="bf16")
+    assert not at.exception and at.selectbox(key="rt").value == "throwaway_rt"
+    g = preset_geometry("mistral-7b-v0.1", "throwaway_rt")
+    assert numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test")) and g.count("sliding") == 32
+    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
+    assert not wrong.exception and "26.25" not in texts(wrong)
+    assert any("whole blocks of 256 values and does not pad them: a 64-value row" in e.value for e in wrong.error)
+
+
+# ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
+
+
+def _tiny_gguf(tmp_path, preset: str):
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gguf_files
+
+    return gguf_files.preset_file(tmp_path, preset)
+
+
+def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path):
+    path = _tiny_gguf(tmp_path, "gpt-oss-20b")
+    at = page(CALC, msrc="gguf", ctx=131072)
+    at.text_input(key="gguf_path").set_value(str(path)).run()
+    assert not at.exception and not at.error
+    log = next(c.value for c in at.code if "llama_kv_cache" in c.value)
+    cli = subprocess.run([sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--context", "131072",
+                          "--runtime", "llama.cpp", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert log.splitlines() == json.loads(cli.stdout)["log_lines"]
+    assert numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]  # the file's own tensors
+    at.expander(key="cmp_open").open = True  # the runtimes compared: llama.cpp's only, for a GGUF
+    at.session_state["cmp_open"] = True
+    at.run()
+    table = next(m.value for m in at.markdown if "`llama.cpp`" in m.value and "`mlx_lm`" not in m.value)
+    assert table.count("\n") == 2 and not at.exception
+
+
+def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_text('{"model_type": "llama"}')
+    at = page(CALC, lang="ja", msrc="gguf")
+    at.text_input(key="gguf_path").set_value(str(bad)).run()
+    assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value

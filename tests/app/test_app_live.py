@@ -40,7 +40,7 @@ def test_trap_probe_runs_live_in_the_page(rec_dir):
     at.button(key="live_trap_run").click().run()
     assert not at.exception
     data = charts(at)[0]["data"]
-    live = data[data["source"] == "Live on this machine"]
+    live = data[data["source"] == "Live, on the server running this site"]
     alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
     assert (alloc[256], alloc[257]) == (8.0, 16.0)  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
 
@@ -75,11 +75,18 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     before = sorted(p.name for p in rec_dir.rglob("*"))
     at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
     at.button(key="live_trap_run").click().run()
-    assert any(d["source"] == "Live on this machine" for _, d in charts(at)[0]["data"].iterrows())
-    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
-    assert "live_save_decode" not in [b.key for b in at.button]
-    assert "cannot be saved" in texts(at)
+    assert any(d["source"] == "Live, on the server running this site" for _, d in charts(at)[0]["data"].iterrows())
+    assert "not the computer you are reading on" in texts(at)  # it says whose machine it measures
+    # the hosted demo builds no model: the decode chapter offers no live option, and a shared ?src=live says so
+    at = page("pages/4_Decode_slowdown.py", "en", src="live")
+    assert "live" not in at.sidebar.selectbox[0].options
+    assert "does not run for this chapter" in at.warning[0].value
+    assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
+    assert "runs on this site's server, not on your computer" in " ".join(c.value for c in at.sidebar.caption)
+    at = page("pages/8_Recordings.py", "en")  # nor does the Recordings page offer to record the server
+    assert not [b for b in at.button if b.key and b.key.startswith("live_")]
+    assert "builds no model on its server" in texts(at)
     assert sorted(p.name for p in rec_dir.rglob("*")) == before
 
 
@@ -106,9 +113,9 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
 
 
 def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monkeypatch):
-    import kvcore.live_models
+    import kvcore.machine
 
-    monkeypatch.setattr(kvcore.live_models, "available_memory_bytes", lambda: 10_000_000)
+    monkeypatch.setattr(kvcore.machine, "available_memory_bytes", lambda: 10_000_000)
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert at.session_state["job_decode"].state == "error"
     assert "refused or failed" in texts(at)

@@ -106,7 +106,7 @@ def test_trap_points_are_the_chosen_runs_kvcache_token_by_token_only(rec_dir):
     token-by-token rows belong on the fp16 chart (stray dots at 4.25/8.5/12.75 MiB came from the others)."""
     at = page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", tokens=2048)
     data = charts(at)[0]["data"]
-    measured = data[data["source"].str.startswith("Measured")]
+    measured = data[data["source"].str.startswith("CPU demo")]  # the legend's short name (Recording.short_name)
     from kvcore.recordings import load
 
     rows = [r for r in load(rec_dir / "measured-linux-cpu-demo-mlx-cpu.yaml").rows("trap")
@@ -114,8 +114,7 @@ def test_trap_points_are_the_chosen_runs_kvcache_token_by_token_only(rec_dir):
     allocated = measured[measured["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"].to_dict()
     assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
     assert not set(measured["mib"]) & {4.25, 8.5, 12.75}
-    assert set(measured["source"]) == {"Measured (CPU demonstration): Intel(R) Xeon(R) Processor — "
-                                       "cpu-demo (decode, mechanism); llama-3.2-1b geometry (trap, growth)"}
+    assert set(measured["source"]) == {"CPU demo · Intel Xeon · cpu-demo"}
     q4 = charts(page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", fmt="mlx-q4"))[0]["data"]
     assert not q4["source"].str.startswith("Measured").any()  # it measured the fp16 KVCache only
 
@@ -275,8 +274,9 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
     "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
-    "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range"},
+    "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range", "slowest_memory"},
     "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
+    "runtimes": {"get_runtime", "kv_formats"},  # the runtime object and the formats it stores: look-ups
 }
 
 

@@ -31,7 +31,9 @@ from hypothesis import strategies as hs
 
 import kvsite.frame
 from app_helpers import APP, CPU_DEMO, PAGES, ROOT, english_runs, texts
-from kvcore.geometry import load_preset, preset_names
+from kvcore.errors import KvError
+from kvcore.formats import FORMATS
+from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvsite import i18n
 from streamlit.testing.v1 import AppTest
 
@@ -267,9 +269,30 @@ def where(path: str | None, lang: str, params: dict, action_text: str = "") -> s
 
 
 def verdicts(lang: str) -> list[re.Pattern]:
-    """The verdict sentences as patterns ({placeholders} match anything)."""
-    return [re.compile(".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S)
-            for k in VERDICT_KEYS if i18n.has(lang, k)]
+    """The verdict sentences as patterns ({placeholders} match anything), the engine's among them (in English its
+    raise site's sentence, with its values as placeholders; a calculator prefixes a pasted config's)."""
+    out = [re.compile(".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S)
+           for k in VERDICT_KEYS if i18n.has(lang, k)]
+    for e in ENGINE_VERDICTS:
+        text = i18n.texts(lang)[f"errors.{e.code}"] if lang != "en" else str(e)
+        if lang == "en":
+            for value in sorted({str(v) for v in e.params.values()}, key=len, reverse=True):
+                text = text.replace(value, "{}")
+        out.append(re.compile(".*" + ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", text)), re.S))
+    return out
+
+
+def _engine_verdict(refuse) -> KvError:
+    try:
+        refuse()
+    except KvError as e:
+        return e
+    raise AssertionError("the engine accepted what it should refuse")
+
+
+# The engine's refusals a page shows as its verdict on valid input: this model's cache cannot be stored in the
+# chosen format (mlx quantizes in groups of 64; Phi-3-mini's head_dim is 96)
+ENGINE_VERDICTS = [_engine_verdict(lambda: FORMATS["mlx-q4"].row_bytes(96))]
 
 
 def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
@@ -460,3 +483,63 @@ def test_no_code_turns_off_altairs_row_limit():
                if re.search(r"disable_max_rows|max_rows\s*=\s*None|data_transformers\.(enable|register)",
                             p.read_text(encoding="utf-8"))]
     assert not lifting, lifting
+
+
+# ---------------------------------------------------------------- head_dim x format: the combinations one widget at a time misses
+
+def head_dim_classes() -> list[str]:
+    """One preset per way its head dims divide (gcd with 256 of each layer kind's K and V dims: 96 -> 32, 64 -> 64,
+    128 -> 128, 256 and MLA's 512 -> 256): every case a group size (mlx: 32/64/128) or block (ggml: 32, turbo: 128
+    with padding) can meet. Example: phi-3-mini-4k (head_dim 96) is its own class."""
+    seen: dict[tuple, str] = {}
+    for name in preset_names():
+        layers = preset_geometry(name).layers
+        seen.setdefault(tuple(sorted({(l.kind, math.gcd(l.k_dim, 256), math.gcd(l.v_dim, 256)) for l in layers})), name)
+    return list(seen.values())
+
+
+def format_classes(options: list[str]) -> list[str]:
+    """The page's format options, one per storage rule (plain, mlx groups, ggml blocks of a size, turbo blocks)."""
+    seen: dict[tuple, str] = {}
+    for name in options:
+        seen.setdefault((FORMATS[name].kind, FORMATS[name].block_values), name)
+    return list(seen.values())
+
+
+def _format_knobs(at: AppTest) -> list:
+    return [el for kind in ("selectbox", "multiselect") for el in at.get(kind)
+            if el.key and getattr(el.proto, "query_param_key", "") and list(el.proto.options)
+            and set(el.proto.options) <= set(FORMATS)]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
+    """Every page with a model and a KV-format choice, with one model of each head-dim class and one format of each
+    storage rule (a multiselect: each alone, then all at once), on every runtime a page offers: no exception, and
+    a model whose head_dim a format cannot hold gets the engine's one sentence (a verdict), not a traceback."""
+    first = run(path, "en", {})
+    runtimes = [{}] + [{"rt": o} for el in first.get("selectbox") if el.key == "rt" for o in el.proto.options][1:]
+    if not any(el.key == "model" for el in first.get("selectbox")) or not _format_knobs(first):
+        pytest.skip("no model and KV-format choice on this page")
+    failures, runs, refused = [], 0, 0
+    for base in runtimes:
+        knobs = _format_knobs(run(path, "en", base))
+        for model in head_dim_classes():
+            for knob in knobs:
+                formats = format_classes(list(knob.proto.options))
+                values = [[f] for f in formats] + [formats] if knob.type == "multiselect" else formats
+                for i, value in enumerate(values):
+                    lang = LANGS[i % 2]
+                    params = {**base, "model": model, knob.proto.query_param_key: value}
+                    if knob.key in ("k", "v"):  # the calculator: K and V in the same format
+                        params.update(k=value, v=value)
+                    at = run(path, lang, params)
+                    runs += 1
+                    refused += bool(at.error)
+                    failures.extend(f"{where(path, lang, params)}: {p}" for p in problems(at, lang))
+                    shown = next((e.value for e in at.selectbox if e.key == "model"), None)
+                    if not at.exception and shown != model:
+                        failures.append(f"{where(path, lang, params)}: the URL's model did not reach the page ({shown})")
+    assert not failures, f"{len(failures)} failures in {runs} runs:\n" + "\n".join(failures[:40])
+    if path.endswith(("3_Linear_growth.py", "7_Calculator.py")):
+        assert refused, "phi-3-mini-4k with an mlx format was not refused in a sentence"  # the class exists

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kvsite.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
+from harness.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
 
 
 

@@ -7,7 +7,7 @@ import json
 from playwright.sync_api import expect
 
 from kvcore.geometry import load_preset
-from kvsite.server import streamlit_server
+from harness.server import streamlit_server
 
 
 def _open(page, url, ready):

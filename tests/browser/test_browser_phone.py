@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvsite.server import PAGES, wait_ready
+from harness.server import PAGES, wait_ready
 
 PHONE, DESKTOP = 390, 1400  # px: an iPhone 12-15's CSS width; a laptop's browser window
 MIN_PLOT = {PHONE: 200, DESKTOP: 400}  # px of plot a reader can read values from (1400: about half the main column)
@@ -74,7 +74,7 @@ def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):
     content; the page's last block (Savings' FAQ, its longest page) must then lie inside it."""
     import importlib.util
 
-    from kvsite.server import ROOT
+    from harness.server import ROOT
 
     spec = importlib.util.spec_from_file_location("screenshot", ROOT / "scripts" / "screenshot.py")
     shot = importlib.util.module_from_spec(spec)

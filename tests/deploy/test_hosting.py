@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvsite.reader import Reader
-from kvsite.server import ROOT, streamlit_server
+from harness.reader import Reader
+from harness.server import ROOT, streamlit_server
 
 REQUIREMENTS = ROOT / "requirements.txt"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from kvsite.reader import PageError, Reader
-from kvsite.server import NGINX, nginx_server, streamlit_server
+from harness.reader import PageError, Reader
+from harness.server import NGINX, nginx_server, streamlit_server
 
 REPLICA_ENV = {"KVCORE_READ_ONLY": "1", "STREAMLIT_SERVER_COOKIE_SECRET": "one-secret-for-every-replica"}
 # what readers do: every page, with URL state a reader can share

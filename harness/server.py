@@ -13,7 +13,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from .chapters import all_pages
+from kvsite.chapters import all_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"

@@ -42,6 +42,7 @@ class Reader:
         self.replicas: list[str] = []  # the replica of every request, in order (through nginx)
         self.ws = None
         self.elements: list = []  # the last rerun's elements (Streamlit's Element protos)
+        self.fragment_of: dict[str, str] = {}  # widget id -> the id of the fragment (st.fragment) it was drawn in
         self.bytes_received = 0  # websocket payload bytes, every rerun so far
         self._get(page)
         self.connect()
@@ -70,15 +71,27 @@ class Reader:
                           open_timeout=self.timeout_s).__enter__()  # as `with connect(...) as ws` (websockets >= 17.1)
         self._remember(self.ws.response.headers)
 
-    def rerun(self, page: str, query: str = "lang=en", trigger: str | None = None) -> float:
+    def rerun(self, page: str, query: str = "lang=en", trigger: str | None = None, slider: tuple[str, float] | None = None) -> float:
         """Seconds from the rerun request to script_finished; PageError if the page showed an exception.
-        trigger: a button's widget id (from `elements`), clicked in this rerun. `elements` keeps the run's elements."""
+        trigger: a button's widget id (from `elements`), clicked in this rerun. slider: (widget id, new value: a
+        number, or a select_slider's option label), set
+        as a browser sends a slider step: a rerun of the fragment the slider is in when it is in one (then
+        `elements` holds that fragment's elements only). `elements` keeps the run's elements."""
         msg = BackMsg()
         msg.rerun_script.query_string = query
         msg.rerun_script.page_name = page
         if trigger:
             widget = msg.rerun_script.widget_states.widgets.add()
             widget.id, widget.trigger_value = trigger, True
+        if slider:
+            widget = msg.rerun_script.widget_states.widgets.add()
+            widget.id = slider[0]
+            if isinstance(slider[1], str):  # a select_slider: the option's label
+                widget.string_array_value.data.append(slider[1])
+            else:
+                widget.double_array_value.data.append(slider[1])
+            if self.fragment_of.get(slider[0]):
+                msg.rerun_script.fragment_id = self.fragment_of[slider[0]]
         self.elements = []
         t0 = time.perf_counter()
         self.ws.send(msg.SerializeToString())
@@ -89,13 +102,24 @@ class Reader:
             fwd = ForwardMsg.FromString(raw)
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                self.elements.append(fwd.delta.new_element)
-                failed |= fwd.delta.new_element.WhichOneof("type") == "exception"
+                element = fwd.delta.new_element
+                self.elements.append(element)
+                failed |= element.WhichOneof("type") == "exception"
+                widget = getattr(element, element.WhichOneof("type") or "", None)
+                if getattr(widget, "id", "") and isinstance(widget.id, str):
+                    self.fragment_of[widget.id] = fwd.delta.fragment_id
             elif kind == "script_finished":
                 seconds = time.perf_counter() - t0
-                if failed or fwd.script_finished not in (ForwardMsg.FINISHED_SUCCESSFULLY,):
+                if failed or fwd.script_finished not in (ForwardMsg.FINISHED_SUCCESSFULLY,
+                                                         ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
                     raise PageError(f"{page}?{query}: {'exception shown' if failed else fwd.script_finished}")
                 return seconds
+
+    def slider(self, key: str) -> tuple[str, float, float, float, list[str]]:
+        """(widget id, value, step, max, options) of the slider with this key among the last rerun's elements; a
+        select_slider's value is its option's index, and a rerun sets it by the option's label (options[index])."""
+        el = next(e.slider for e in self.elements if e.WhichOneof("type") == "slider" and e.slider.id.endswith(key))
+        return el.id, (list(el.value) or list(el.default))[0], el.step or 1, el.max, list(el.options)
 
     def button_id(self, key: str) -> str:
         """The widget id of the button with this key among the last rerun's elements."""

@@ -1,0 +1,19 @@
+"""How a page groups its elements, at the least cost per rerun: widgets or metrics in one horizontal block,
+consecutive headings and paragraphs as one markdown element.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+
+def row(**kwargs):
+    """Widgets or metrics side by side: one horizontal block (st.columns sends a block per column, each a
+    cost on every rerun); each item takes its share of the width, and the row wraps when it runs out."""
+    return st.container(horizontal=True, **kwargs)
+
+
+def text(*blocks: str) -> None:
+    """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
+    (~0.1 ms a rerun), and adjacent markdown looks the same either way."""
+    st.markdown("\n\n".join(b for b in blocks if b))

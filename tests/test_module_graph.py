@@ -1,0 +1,148 @@
+"""The engine's and the site's modules import each other without a circle: every import counts, the ones inside
+functions too (a lazy import hides a circle from Python, not from the reader); only `if TYPE_CHECKING:` blocks,
+which never run, are left out."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("kvcore", "kvsite")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported(module: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `module` imports anywhere in its file, outside `if TYPE_CHECKING:` blocks."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import x` names module x
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {name for name in found if name in known and name != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).glob("*.py"))}
+    known = set(files)
+    return {name: _imported(name, path, known) for name, path in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, as the path that closes it (depth-first search, each circle reported once)."""
+    found, state, stack = [], {}, []
+
+    def walk(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    return found
+
+
+def test_no_module_of_the_engine_or_the_site_is_in_an_import_circle():
+    graph = import_graph()
+    assert {"kvcore.formulas", "kvcore.allocsim", "kvcore.cli", "kvsite.sections"} <= set(graph)  # it read the packages
+    assert "kvcore.allocsim" in graph["kvcore.formulas"] and "kvcore.limits" in graph["kvcore.allocsim"]
+    assert cycles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_a_lazy_import(tmp_path):
+    """The check above can fail: two modules that import each other, one of them inside a function."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "one.py").write_text("from .two import X\n")
+    (package / "two.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .one import Y\n"
+                                    "def f():\n    from . import one\n")
+    known = {"pkg.one", "pkg.two"}
+    assert _imported("pkg.two", package / "two.py", known) == {"pkg.one"}  # the lazy one counts, TYPE_CHECKING not
+    assert _imported("pkg.one", package / "one.py", known) == {"pkg.two"}
+
+
+def _defined(path: Path) -> set[str]:
+    """The names a module defines at its top level (in `if`/`try` blocks too): what `from it import x` can find."""
+    names: set[str] = set()
+
+    def visit(body) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit(getattr(node, "body", []))
+                visit(getattr(node, "orelse", []))
+                visit(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return names
+
+
+def test_every_name_imported_from_the_project_exists_there():
+    """A moved or renamed function leaves no import behind, the lazy ones inside functions included (Python finds
+    those only when the function runs): every `from kvcore.x import name` in the engine, the site, the pages, the
+    tests, the benchmarks and the scripts names something kvcore.x defines, or a module of the package."""
+    files = {_module_name(p): p for package in (*PACKAGES, "harness") for p in sorted((ROOT / package).glob("*.py"))}
+    defined = {name: _defined(path) for name, path in files.items()}
+    users = [p for folder in (*PACKAGES, "harness", "pages", "tests", "benchmarks", "scripts")
+             for p in sorted((ROOT / folder).rglob("*.py"))] + [ROOT / "streamlit_app.py"]
+    missing = []
+    for path in users:
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base not in defined:
+                continue
+            for alias in node.names:
+                if alias.name not in defined[base] and f"{base}.{alias.name}" not in files:
+                    missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {base}.{alias.name}")
+    assert len(users) > 50 and "kvcore.geometry" in defined
+    assert missing == []
