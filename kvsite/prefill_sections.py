@@ -13,7 +13,7 @@ import pandas as pd
 
 from kvcore import hardware, time_views, timing, timing_fit
 from kvcore.formulas import KvSpec
-from kvcore.families import MLX
+from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME
 from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
@@ -26,7 +26,7 @@ from .sources import provenance, source_label
 from .tables import md_table
 
 cached = section_cache(max_entries=64)
-RUNTIME = MLX  # the chapter's answers are as mlx_lm runs a model (one cache per sequence); the calculator has llama.cpp
+RUNTIME = DEFAULT_RUNTIME  # mlx_lm: one cache per sequence (the calculator has llama.cpp slots)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 BATCH_CONTEXTS = (1024, 8192, 32768)
 
