@@ -102,10 +102,6 @@ def simulate(cache_class: str, updates: list[int], max_size: int | None = None, 
     return states[-1] if states else CacheState()
 
 
-def capacity_after(cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0) -> int:
-    return simulate(cache_class, updates, max_size, keep).capacity
-
-
 def nbytes(capacity: int, row_bytes_k: int, row_bytes_v: int, kv_heads: int, batch: int = 1) -> int:
     """What `.nbytes` reports: the allocated rows (not the used ones) x bytes per row."""
     return batch * kv_heads * capacity * (row_bytes_k + row_bytes_v)

@@ -28,7 +28,10 @@ from .runtimes import get_runtime, runtime_of
 from .units import GIB
 
 FIT_SHARE = 0.90  # need <= 90 % of available: fits
-ASSUMED_EFFICIENCY = 0.6  # share of peak bandwidth when no recording says otherwise (hardware.md: ~40-85 %)
+# The share of peak bandwidth assumed when no recording says otherwise: a round figure inside the published range
+# (kvcore/hardware.yaml `apple_silicon_efficiency`: 40-85 % in llama.cpp's Apple Silicon table, discussion #4167),
+# the page saying it is an assumption and citing that range (tests/test_calculator.py holds it inside it).
+ASSUMED_EFFICIENCY = 0.6
 
 
 def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str = "bf16",

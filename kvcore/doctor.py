@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .geometry import preset_geometry
 from .errors import KvError
+from .live_cli import DEFAULT_MODEL, DEFAULT_WEIGHTS_FORMAT, default_max_context
 from .units import fmt_bytes
 
 # what each live command needs beyond mlx.core: (module, what it is for)
@@ -26,8 +27,6 @@ NEEDS = {
     "record": [("mlx_lm.models.cache", "mlx_lm's cache classes"), ("mlx_lm.utils", "mlx_lm's model builder"),
                ("tqdm", "the progress bar (tqdm)")],
 }
-DEFAULT_MODEL = "llama-3.2-1b"  # the live commands' default --model
-DEFAULT_MAX_CONTEXT = 32_768  # the largest of their default contexts
 
 
 def _version(package: str) -> str:
@@ -62,17 +61,18 @@ def _backend_works() -> str | None:
 
 
 def _default_decode_fits() -> str:
-    """Whether the live commands' default run (llama-3.2-1b random weights, 32K context) passes the memory guard."""
+    """Whether the live commands' default run (their --model's random weights at their largest default context,
+    kvcore.live_cli's defaults) passes the memory guard."""
     from .formulas import kv_bytes
     from .live_models import guard, guess_weights_bytes, kv_spec
 
-    geometry = preset_geometry(DEFAULT_MODEL)
+    geometry, context = preset_geometry(DEFAULT_MODEL), default_max_context()
     try:
-        need = guard(guess_weights_bytes(DEFAULT_MODEL, None, "mlx-q4") or 0, kv_bytes(geometry, 1, kv_spec("fp32", "fp32")),
-                     DEFAULT_MAX_CONTEXT, model=DEFAULT_MODEL)
+        need = guard(guess_weights_bytes(DEFAULT_MODEL, None, DEFAULT_WEIGHTS_FORMAT) or 0,
+                     kv_bytes(geometry, 1, kv_spec("fp32", "fp32")), context, model=DEFAULT_MODEL)
     except KvError as e:
         return f"no: {e}"
-    return f"yes (about {fmt_bytes(need)} at {DEFAULT_MAX_CONTEXT:,} tokens)"
+    return f"yes (about {fmt_bytes(need)} at {context:,} tokens)"
 
 
 def rows() -> list[tuple[str, str]]:
@@ -112,7 +112,7 @@ def rows() -> list[tuple[str, str]]:
                 reasons.append(broken)
         out.append((command, "can start" if not reasons else "cannot start: " + "; ".join(dict.fromkeys(reasons))))
     if not mlx_missing:
-        out.append(("default run", f"decode of {DEFAULT_MODEL} to {DEFAULT_MAX_CONTEXT:,} tokens fits: {_default_decode_fits()}"))
+        out.append(("default run", f"decode of {DEFAULT_MODEL} to {default_max_context():,} tokens fits: {_default_decode_fits()}"))
     from . import blas, real_model
 
     out.append(("blas", blas.state()["note"]))

@@ -16,7 +16,7 @@ from .errors import KvError
 from .formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
 from .geometry import Geometry, parse_config
 from .units import MIB
-from .live_models import (LiveModel, guard, kv_spec, make_caches, random_kv, resolve_config, used_bytes)
+from .live_models import guard, kv_spec, random_kv, resolve_config, used_bytes
 
 Progress = Callable[[int, int, str], None]
 StopCheck = Callable[[], bool]
@@ -161,25 +161,6 @@ def cache_classes(model: str | dict) -> list[dict]:
         raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.", "model_build", name=name, detail=str(e)) from None
     return [{"layer": i, "cache": type(c).__name__, "max_size": getattr(c, "max_size", None)}
             for i, c in enumerate(make_prompt_cache(module))]
-
-
-def cache_geometry(model: LiveModel, kv_format: str | None = None) -> list[dict]:
-    """The caches mlx_lm makes for this model, after one real token: class, kv_heads, head_dim, dtype per layer."""
-    import mlx.core as mx
-
-    caches = make_caches(model, kv_format or model.dtype)
-    logits = model.module(mx.array([[1]]), cache=caches)
-    mx.eval(logits)
-    rows = []
-    for i, cache in enumerate(caches):
-        quantized = hasattr(cache, "bits")
-        keys = cache.keys[0] if quantized else cache.keys  # quantized: (packed uint32, scales, biases)
-        head_dim = keys.shape[3] * 32 // cache.bits if quantized else keys.shape[3]
-        dtype = cache.keys[1].dtype if quantized else keys.dtype
-        rows.append({"layer": i, "cache": type(cache).__name__, "kv_heads": keys.shape[1], "head_dim": head_dim,
-                     "capacity": keys.shape[2], "dtype": str(dtype).replace("mlx.core.", ""),
-                     "bits": getattr(cache, "bits", None), "max_size": getattr(cache, "max_size", None)})
-    return rows
 
 
 # ---------------------------------------------------------------- growth

@@ -19,6 +19,8 @@ from .errors import KvError
 
 BUNDLED_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"
 
+DEFAULT_MODEL = "llama-3.2-1b"  # the live commands' --model (kvcore.doctor checks its default run from these)
+DEFAULT_WEIGHTS_FORMAT = "mlx-q4"  # random weights' --weights-format, like the article
 DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
 DEFAULT_KV_CONTEXTS = "1024,2048,4096,8192,16384,32768"
 MAX_LIVE_CONTEXT = 1_048_576
@@ -27,6 +29,11 @@ DEFAULT_PROMPTS = "256,1024,4096"
 DEFAULT_BATCHES = "1,2,4,8"
 DEFAULT_BATCH_CONTEXTS = "256,1024,4096"
 MAX_BATCH = 256
+
+
+def default_max_context() -> int:
+    """The largest context of the live commands' default runs (decode's and kv's --contexts)."""
+    return max(_parse_contexts(DEFAULT_CONTEXTS) + _parse_contexts(DEFAULT_KV_CONTEXTS))
 
 
 def _contexts(text: str) -> list[int]:
@@ -244,9 +251,9 @@ def _cmd_kv(a) -> int:
 
 
 def _cmd_decode(a) -> int:
-    from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, generate_step_check, real_prefill_check
+    from .live_decode import decode_sweep, generate_step_check, real_prefill_check
     from .machine import backend
-    from .live_record import model_info
+    from .live_record import decode_method, model_info
 
     model = _model(a)
     kv_format = a.kv_format or model.dtype
@@ -266,11 +273,7 @@ def _cmd_decode(a) -> int:
         checks.append(_run(generate_step_check, model, a.check_generate, kv_format, a.warmup, a.steps))
     for c in checks:
         print("check      " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items()))
-    method = {"decode": {"fill": "synthetic: random K/V for T+1 tokens, evaluated before timing", "warmup": a.warmup,
-                         "steps": a.steps, "repeats": a.repeats, "statistic": "median of repeat medians",
-                         "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
-                         "sync": "mx.eval of the sampled token every step", "kv_format": kv_format},
-              "backend": backend()}
+    method = {"decode": decode_method(a.warmup, a.steps, a.repeats, kv_format), "backend": backend()}
     if checks:
         method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
     _save(a, {"decode": rows}, model_info(model, None, kv_format), method)
@@ -430,7 +433,7 @@ def _common(p, model_default: str, model_help: str, saves: bool = False) -> None
 def _model_args(p, decode: bool = True) -> None:
     p.add_argument("--weights", help="random (build from the config) or a model folder / Hugging Face id to load "
                                      "(default: load when --model is a model folder or a hub id, else random)")
-    p.add_argument("--weights-format", default="mlx-q4", help="random weights: mlx-q4 (default, like the article), "
+    p.add_argument("--weights-format", default=DEFAULT_WEIGHTS_FORMAT, help="random weights: mlx-q4 (default, like the article), "
                                                                "mlx-q8, fp32, fp16, bf16")
     p.add_argument("--kv-format", type=_kv_format, help="fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation "
                                                          "dtype: fp32 on CPU, fp16 on Metal)")
@@ -454,14 +457,14 @@ MODEL_HELP = ("preset name, cpu-demo, a config.json, a model folder, or a Huggin
 
 def add_live_commands(sub) -> None:
     p = sub.add_parser("probe", help="the .nbytes trap on the real mlx_lm cache classes (no weights, seconds)")
-    _common(p, "llama-3.2-1b", "preset name, cpu-demo or a config.json (its cache geometry)")
+    _common(p, DEFAULT_MODEL, "preset name, cpu-demo or a config.json (its cache geometry)")
     p.add_argument("--kv-format", default="fp16", choices=["fp16", "bf16", "fp32"], help="dtype of the K/V tensors")
     p.add_argument("--kv-bits", type=int, default=8, choices=[4, 8], help="QuantizedKVCache bits")
     p.add_argument("--tokens", type=_count("tokens", 1, 100_000), default=1025, help="token-by-token steps")
     p.set_defaults(run=_checked(_cmd_probe))
 
     p = sub.add_parser("kv", help="KV memory vs context on real caches: allocated, used, theory, allocator, peak")
-    _common(p, "llama-3.2-1b", "preset name, cpu-demo or a config.json (its cache geometry)")
+    _common(p, DEFAULT_MODEL, "preset name, cpu-demo or a config.json (its cache geometry)")
     p.add_argument("--contexts", type=_contexts, default=_contexts(DEFAULT_KV_CONTEXTS))
     p.add_argument("--kv-format", type=_kv_format, default="fp16")
     p.add_argument("--activation-dtype", default="fp16", choices=["fp16", "bf16", "fp32"],
@@ -469,7 +472,7 @@ def add_live_commands(sub) -> None:
     p.set_defaults(run=_checked(_cmd_kv))
 
     p = sub.add_parser("decode", help="decode ms/token vs context (synthetic fill, warm-up, median, repeats)")
-    _common(p, "llama-3.2-1b", MODEL_HELP)
+    _common(p, DEFAULT_MODEL, MODEL_HELP)
     _model_args(p)
     p.add_argument("--contexts", type=_contexts, default=_contexts(DEFAULT_CONTEXTS))
     p.add_argument("--check-prefill", type=_count("--check-prefill", 1, MAX_LIVE_CONTEXT), metavar="CONTEXT",
@@ -479,7 +482,7 @@ def add_live_commands(sub) -> None:
     p.set_defaults(run=_checked(_cmd_decode))
 
     p = sub.add_parser("mechanism", help="N new tokens with the cache vs recomputing the prefix every step")
-    _common(p, "llama-3.2-1b", MODEL_HELP)
+    _common(p, DEFAULT_MODEL, MODEL_HELP)
     _model_args(p, decode=False)
     p.add_argument("--new-tokens", type=_count("--new-tokens", 1, 4096), default=64)
     p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1, 65536), default=32)
@@ -507,7 +510,7 @@ def add_live_commands(sub) -> None:
     p.set_defaults(run=_checked(_cmd_quality))
 
     p = sub.add_parser("record", help="trap + growth + decode + mechanism (or --sections, e.g. prefill,batch) into one recording")
-    _common(p, "llama-3.2-1b", MODEL_HELP + "; used for decode and mechanism", saves=True)
+    _common(p, DEFAULT_MODEL, MODEL_HELP + "; used for decode and mechanism", saves=True)
     _model_args(p)
     p.add_argument("--geometry", help="preset or config.json whose cache geometry the trap and growth probes use "
                                       "(default: the model's)")

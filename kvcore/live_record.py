@@ -71,6 +71,17 @@ def model_info(model: LiveModel | None, geometry: Geometry | None = None, kv_for
     return info
 
 
+DECODE_FILL = "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing"
+
+
+def decode_method(warmup: int, steps: int, repeats: int, kv_format: str) -> dict:
+    """How a decode sweep was made (a recording's method.decode): the one text for `kvcore decode`, `kvcore record`
+    and the site's live mode."""
+    return {"fill": DECODE_FILL, "warmup": warmup, "steps": steps, "repeats": repeats,
+            "statistic": "median of repeat medians", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
+            "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
+
+
 def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveModel) -> dict:
     """How a quality run was made (the recording's method.quality)."""
     from .live_quality import QUANTIZE_RULE
@@ -132,10 +143,7 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
                             "active": "mx.get_active_memory() delta", "peak": "mx.get_peak_memory() over the next token"}
     if "decode" in sections:
         rows["decode"] = decode_sweep(model, contexts, kv_format, warmup, steps, repeats, phase("decode"), should_stop)
-        method["decode"] = {"fill": "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated "
-                                    "before timing", "warmup": warmup, "steps": steps, "repeats": repeats,
-                            "statistic": "median of repeat medians", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD,
-                            "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
+        method["decode"] = decode_method(warmup, steps, repeats, kv_format)
     if "mechanism" in sections:
         rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop)
         method["mechanism"] = {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,

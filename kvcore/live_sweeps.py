@@ -21,12 +21,12 @@ import time
 from typing import Callable
 
 from .errors import KvError
-from .formulas import kv_bytes
+from .formulas import PREFILL_STEP, kv_bytes
 from .live import Progress, StopCheck, _Ticker
 from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, _fill_dtype, pass_orders, prefill, quartiles
 from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
 
-PREFILL_CHUNK = 2048  # mlx_lm generate's prefill_step_size (kvcore.timing.MLX_PREFILL_STEP says the same)
+PREFILL_CHUNK = PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's one home for it (kvcore.formulas)
 PREFILL_METHOD = {"fill": "real prefill: random token ids through the model into fresh caches",
                   "chunk": f"{PREFILL_CHUNK} tokens per forward pass (mlx_lm generate's prefill_step_size), "
                            "mx.eval of the caches after each", "timer": "time.perf_counter around the whole prompt",

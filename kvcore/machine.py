@@ -103,6 +103,13 @@ def memory_gb() -> float:
         return 0.0
 
 
+def this_machine() -> dict:
+    """This machine in the recording schema's shape (provenance.machine): os, chip, memory, cores; what
+    kvcore.recordings.is_apple_silicon reads."""
+    return {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": chip_name(),
+            "memory_gb": memory_gb(), "cpu_cores": os.cpu_count() or 0}
+
+
 def provenance(command: str) -> dict:
     """Machine, backend and versions of this run, in the recording schema's shape."""
     from datetime import datetime, timezone
@@ -118,8 +125,7 @@ def provenance(command: str) -> dict:
 
     b = backend()
     return {
-        "machine": {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": chip_name(),
-                    "memory_gb": memory_gb(), "cpu_cores": os.cpu_count() or 0},
+        "machine": this_machine(),
         "backend": b["backend"], "device": b["device"], "blas": blas.state()["note"],
         "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

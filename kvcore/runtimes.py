@@ -92,7 +92,7 @@ class Runtime:
     kv_formats: tuple[str, ...]  # the K/V formats it stores (the page's and the levers' choices)
     max_sequences: int  # the most concurrent sequences it runs
     settings: tuple[Setting, ...] = ()
-    windows: str  # the key of the family table's window rules it applies (kvcore.geometry.Family.windows)
+    windows: str  # the key of the family table's window rules it applies (kvcore.families.Family.windows)
     ignored_window_note: str = "sliding_ignored"  # the note code when it caches the full context of a windowed model
     prefill_peak: str | None = None  # the CLI's label for a prefill peak above the steady state (None: never shown)
     preallocates: bool = False  # True: its caches are allocated up front and it logs them (log_lines)

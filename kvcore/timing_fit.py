@@ -33,6 +33,7 @@ from . import llamacpp
 TABLE = Path(__file__).parent / "timing_runs.yaml"
 ONE = timing.Efficiency(1.0, 1.0, "peak")
 FIT, HELD_OUT = "fit", "held_out"
+MLX = "mlx"  # the runtime family a runtime without fitted runs takes its bandwidth share from
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,12 @@ class Calibration:
         chip = get_chip(chip) if isinstance(chip, str) else chip
         key = decode_class(chip, runtime)
         source = f"{self.source}; bandwidth share for {key[0]} on {'a two-die Ultra' if key[1] == 2 else 'one die'}"
-        if key not in self.bandwidth:
+        if key not in self.bandwidth and (key[0], 1) in self.bandwidth:
             key = (key[0], 1)
             source += " (no fitted run of that kind: the one-die share)"
+        elif key not in self.bandwidth:  # a runtime no published run used (e.g. reference: the config's own rules)
+            key = (MLX, 1)
+            source = f"{self.source}; no published run of {runtime}: the mlx one-die bandwidth share"
         return timing.Efficiency(self.compute, self.bandwidth[key], source, self.overhead_s)
 
     def residual(self, p: Point) -> float | None:

@@ -51,7 +51,7 @@ class Export:
 
 @dataclass(frozen=True)
 class Chart:
-    """What chart_block shows: read-only, shared between reruns (built in a cache_resource section)."""
+    """What show_chart shows: read-only, shared between reruns (built in a cache_resource section)."""
 
     spec: dict  # Vega-Lite; datasets as Arrow IPC bytes
     data: pd.DataFrame  # behind the CSV download

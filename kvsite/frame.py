@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from kvcore import recordings
-from kvcore.recordings import Recording
+from kvcore.recordings import Recording, is_apple_silicon
 
 from . import i18n, recording_text, uploads
 from . import chapters
@@ -111,7 +111,9 @@ class Frame:
                 self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
                 st.markdown(f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
                             f"Python {platform.python_version()}")
-                if not (platform.system() == "Darwin" and platform.machine() == "arm64"):
+                from kvcore.machine import this_machine  # live mode: mlx is in use here already
+
+                if not is_apple_silicon({"machine": this_machine()}):  # the one rule a recording is labelled by
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
             p = provenance(rec)

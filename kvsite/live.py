@@ -51,16 +51,18 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD
-        from kvcore.live_record import build_recording
+        from kvcore.live_record import build_recording, decode_method
 
-        settings = {k: v for k, v in self.params.items() if k != "model"}
+        p = self.params  # the decode sweep's method as the CLI's record writes it (one builder), and the page's choices
         if self.kind == "throughput":
             from kvcore.live_sweeps import BATCH_METHOD, PREFILL_METHOD
 
-            method = {"prefill": {**PREFILL_METHOD, "repeats": 1}, "batch": {**BATCH_METHOD, "repeats": 1}, "settings": settings}
+            settings = {k: v for k, v in p.items() if k != "model"}
+            method = {"prefill": {**PREFILL_METHOD, "repeats": 1}, "batch": {**BATCH_METHOD, "repeats": 1},
+                      "settings": settings}
         else:
-            method = {"fill": "synthetic (random K/V, T+1 rows)", "order": SWEEP_ORDER, "spread": SWEEP_SPREAD, **settings}
+            method = {"decode": decode_method(p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")),
+                      "contexts": p["contexts"], "weights_format": p["weights_format"]}
         data = build_recording(self.sections, self.model, method, "streamlit live mode")
         return Recording(None, data)
 

@@ -106,6 +106,10 @@ def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
 def test_without_recordings_the_efficiency_is_a_stated_assumption():
     eff = efficiency([])
     assert eff.source == "assumption" and eff.share == ASSUMED_EFFICIENCY
+    from kvcore.hardware import efficiency_range
+
+    low, high, source = efficiency_range()  # the assumption sits inside the published range it cites
+    assert low <= ASSUMED_EFFICIENCY <= high and "https://" in source
 
 
 def test_decode_what_if_equals_the_engine_prediction():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvcore import recordings
-from kvcore.allocsim import capacity_after
+from kvcore.allocsim import simulate
 from kvcore.errors import KvError
 from kvcore.formulas import prefill_chunks
 
@@ -79,7 +79,7 @@ def test_update_patterns_table(trap_rows, pattern, offset, capacity):
     assert (row["tokens"], row["capacity"]) == (offset, capacity)
     assert row["used_bytes"] == row["theory_bytes"] == offset * 2048
     updates = [500] * 8 if pattern == "500 x 8" else [int(n) for n in pattern.split(" + ")]
-    assert capacity_after("KVCache", updates) == capacity  # the simulator agrees with the real class
+    assert simulate("KVCache", updates).capacity == capacity  # the simulator agrees with the real class
 
 
 @mlx
@@ -105,7 +105,7 @@ def test_growth_agrees_on_256_multiples_and_differs_by_the_slack_elsewhere():
     for row in rows:
         t = row["context"]
         assert row["used_bytes"] == row["theory_bytes"] == t * per_token
-        slack = capacity_after("KVCache", prefill_chunks(t)) - t
+        slack = simulate("KVCache", prefill_chunks(t)).capacity - t
         assert row["allocated_bytes"] - row["used_bytes"] == slack * per_token
         if t % 256 == 0:
             assert slack == 0
@@ -220,7 +220,6 @@ def test_paired_steps_time_both_caches_step_by_step(tiny_model):
 
 @mlx
 def test_quantized_kv_decodes(tiny_model):
-    from kvcore.live import cache_geometry
     from kvcore.live_decode import decode_sweep
 
     assert decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0]["kv_format"] == "mlx-q4"
@@ -241,7 +240,6 @@ def test_a_model_loaded_from_a_directory_has_the_random_models_geometry(tmp_path
     import mlx.core as mx
     from mlx_lm.utils import save_config, save_model
 
-    from kvcore.live import cache_geometry
     from kvcore.live_models import build_random, get_model
 
     random_model = build_random("tiny", dict(TINY), "mlx-q4", dtype="fp32")
@@ -355,3 +353,24 @@ def test_cross_checks_report_both_timings_at_one_context(tiny_model):
     assert prefill["ratio"] == prefill["real_prefill_ms"] / prefill["synthetic_ms"]
     gen = generate_step_check(tiny_model, 300, warmup=1, steps=3)
     assert gen["context"] == 300 and all(v > 0 for k, v in gen.items() if k.endswith("_ms"))
+
+
+def cache_geometry(model, kv_format: str | None = None) -> list[dict]:
+    """The caches mlx_lm makes for this model, after one real token: class, kv_heads, head_dim, dtype per layer."""
+    import mlx.core as mx
+
+    from kvcore.live_models import make_caches
+
+    caches = make_caches(model, kv_format or model.dtype)
+    logits = model.module(mx.array([[1]]), cache=caches)
+    mx.eval(logits)
+    rows = []
+    for i, cache in enumerate(caches):
+        quantized = hasattr(cache, "bits")
+        keys = cache.keys[0] if quantized else cache.keys  # quantized: (packed uint32, scales, biases)
+        head_dim = keys.shape[3] * 32 // cache.bits if quantized else keys.shape[3]
+        dtype = cache.keys[1].dtype if quantized else keys.dtype
+        rows.append({"layer": i, "cache": type(cache).__name__, "kv_heads": keys.shape[1], "head_dim": head_dim,
+                     "capacity": keys.shape[2], "dtype": str(dtype).replace("mlx.core.", ""),
+                     "bits": getattr(cache, "bits", None), "max_size": getattr(cache, "max_size", None)})
+    return rows

@@ -133,6 +133,10 @@ def test_every_name_imported_from_the_project_exists_there():
         module = _module_name(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                missing += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name} (no such module)" for a in node.names
+                            if a.name.partition(".")[0] in (*PACKAGES, "harness") and a.name not in files
+                            and a.name not in PACKAGES and a.name != "harness"]
             if not isinstance(node, ast.ImportFrom):
                 continue
             base = node.module or ""
@@ -140,6 +144,8 @@ def test_every_name_imported_from_the_project_exists_there():
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
             if base not in defined:
+                if base.partition(".")[0] in (*PACKAGES, "harness") and base not in files:
+                    missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {base} (no such module)")
                 continue
             for alias in node.names:
                 if alias.name not in defined[base] and f"{base}.{alias.name}" not in files:

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import yaml
 
 from kvcore import timing_fit
@@ -65,3 +66,16 @@ def test_chips_lists_compute_with_its_source(capsys):
     m2 = next(r for r in rows if r["chip"] == "M2 Ultra")
     assert m2["fp16_tflops"] == 27.2 and "metal-benchmarks" in m2["compute_source"] and m2["ridge_flops_per_byte"] == 34
     assert main(["chips"]) == 0 and "ridge" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("runtime", ["mlx_lm", "llama.cpp", "reference"])
+@pytest.mark.parametrize("chip", ["M4 Pro", "M3 Ultra", "M5 Max (40-core GPU)", "NVIDIA H100 SXM"])
+def test_calc_json_gives_the_time_figures_for_every_runtime_and_chip(capsys, runtime, chip):
+    argv = ["calc", "--model", "mistral-7b-v0.1", "--context", "8192", "--sequences", "2", "--runtime", runtime,
+            "--weights-format", "gguf-q4_k_m", "--chip", chip, "--prompt", "1024", "--json"]
+    assert main(argv) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["decode_tokens_per_s"] > 0 and r["decode_tokens_per_s_total"] >= r["decode_tokens_per_s"]
+    assert (r["prefill_s"] is None) == chip.startswith("M5")  # no public FP16 figure for the M5 GPUs
+    if runtime == "reference":  # no published run used its rules: it says whose share it takes
+        assert "no published run of reference" in r["time"]["efficiency_source"]

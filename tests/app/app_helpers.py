@@ -46,8 +46,9 @@ def measured_recording() -> dict:
     }
 
 
-def page(path: str | None = None, lang: str = "en", **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+def page(path: str | None = None, lang: str = "en", app: str = APP, **params) -> AppTest:
+    """The home page (or `path`, relative to the app's folder) of `app` (default: this repository's) run once."""
+    at = AppTest.from_file(app, default_timeout=60)
     at.query_params["lang"] = lang
     for k, v in params.items():
         at.query_params[k] = str(v)

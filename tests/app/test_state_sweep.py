@@ -365,7 +365,7 @@ def took(at: AppTest, knob: Knob, value) -> str | None:
 # ---------------------------------------------------------------- the sweep: every widget, every value
 
 SWEPT: dict[str | None, tuple[list[str], dict[str, Knob], int]] = {}
-LANGS = ("ja", "en")
+LANGS = tuple(i18n.LANGUAGES)  # every language the site has, not a list of our own
 
 
 def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
@@ -401,17 +401,17 @@ def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
         by_url = [] if knob.param is None else [(knob.values[-1], None), *((v, str(v)) for v in knob.outside)]
         if knob.param is not None and knob.raw is None:  # no interaction for it: every value through the URL
             by_url = [(v, None) for v in knob.values] + by_url[1:]
-        for value, invalid in by_url:
-            params = {**knob.base, knob.param: value}
-            at = run(path, "ja", params)
+        for j, (value, invalid) in enumerate(by_url):  # the languages in turn, Japanese first (the strictest)
+            params, lang = {**knob.base, knob.param: value}, LANGS[j % len(LANGS)]
+            at = run(path, lang, params)
             runs += 1
             odd = str(value) if is_text and value in ODD_TEXT else invalid
-            check(at, "ja", params, where(path, "ja", params), odd, knob if invalid is None else None, value)
+            check(at, lang, params, where(path, lang, params), odd, knob if invalid is None else None, value)
         if knob.param is not None and knob.raw is None:
             continue
         pages: dict[str, AppTest] = {}
         for i, value in enumerate(v for v in knob.values if not (by_url and v == knob.values[-1])):
-            lang = LANGS[i % 2]
+            lang = LANGS[i % len(LANGS)]
             at = pages.get(lang)
             if at is None or at.exception:
                 at = pages[lang] = run(path, lang, knob.base)
@@ -457,9 +457,9 @@ def test_every_data_source_and_preset_is_swept(rec_dir):
 @given(data=hs.data())
 def test_random_states_from_the_url(rec_dir, path, data):
     """A query string drawn over every URL-bound widget the sweep found (a widget that needs a state, such as
-    ?gib= after ?chip=custom, brings that state along), in either language."""
+    ?gib= after ?chip=custom, brings that state along), in any of the site's languages."""
     _, found, _ = sweep(path)
-    lang = data.draw(hs.sampled_from(["ja", "en"]), label="lang")
+    lang = data.draw(hs.sampled_from(LANGS), label="lang")
     params: dict = {}
     for name in sorted(found):
         knob = found[name]
@@ -529,7 +529,7 @@ def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
                 formats = format_classes(list(knob.proto.options))
                 values = [[f] for f in formats] + [formats] if knob.type == "multiselect" else formats
                 for i, value in enumerate(values):
-                    lang = LANGS[i % 2]
+                    lang = LANGS[i % len(LANGS)]
                     params = {**base, "model": model, knob.proto.query_param_key: value}
                     if knob.key in ("k", "v"):  # the calculator: K and V in the same format
                         params.update(k=value, v=value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from english_runs import PAGE_TEXT_JS, english_runs
-from kvsite.server import PAGES, wait_ready
+from harness.server import PAGES, wait_ready
 
 
 def test_the_scanner_finds_english_and_keeps_names():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness.server import PAGES, wait_ready
+from kvsite import i18n
 
 PHONE, DESKTOP = 390, 1400  # px: an iPhone 12-15's CSS width; a laptop's browser window
 MIN_PLOT = {PHONE: 200, DESKTOP: 400}  # px of plot a reader can read values from (1400: about half the main column)
@@ -41,7 +42,7 @@ def tab(browser):
 
 
 @pytest.mark.parametrize("name", list(PAGES))
-@pytest.mark.parametrize("lang", ["ja", "en"])
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 @pytest.mark.parametrize("width", [PHONE, DESKTOP])
 def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
     tab.set_viewport_size({"width": width, "height": 900})
