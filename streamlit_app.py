@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from kvcore.units import fmt_num, fmt_ratio, gib
+from kvcore.units import fmt_num, fmt_ratio, fmt_size
 from kvsite.chapters import CHAPTERS
 from kvsite.frame import DEFAULT_SOURCE, row, setup, text
 from kvsite import sections
@@ -16,7 +16,7 @@ geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = row(gap="large")  # a metric takes its label's width
 c.metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo), width="content")
-c.metric(f.t("home.m_32k"), f"{gib(n['kv_32k']):,.2f} GiB", help=f.t("home.m_32k_help", weights=n["weights_q4"] / 1e9), width="content")
+c.metric(f.t("home.m_32k"), fmt_size(n["kv_32k"]), help=f.t("home.m_32k_help", weights=fmt_size(n["weights_q4"])), width="content")
 if "tokens_per_s_a" in n:
     c.metric(f.t("home.m_decode", **dec), f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])}",
                 help=f.t("home.m_decode_help", **dec), width="content")

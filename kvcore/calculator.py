@@ -20,6 +20,7 @@ import pandas as pd
 
 from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
 from .errors import KvError
+from .formats import COMPARED
 from .formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from .geometry import Geometry
 from .hardware import Chip, get_chip, gpu_memory_limit_gb
@@ -178,7 +179,7 @@ def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weight
     return rows
 
 
-CURVE_FORMATS = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")
+CURVE_FORMATS = COMPARED  # the formats the site compares (kvcore.formats)
 
 
 def log_contexts(low: int = 1024, high: int = 10_000_000, per_decade: int = 6) -> list[int]:

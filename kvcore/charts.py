@@ -17,7 +17,7 @@ import pandas as pd
 SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
 PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf",
            "#1f3a93", "#8c564b", "#2ca02c", "#d62728", "#9467bd", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78"]
-LABEL_LIMIT = 230  # px: a legend starts right of the y axis (~70 px in on a phone); longer labels are cut (whole in tooltips)
+LABEL_LIMIT = 250  # px: a legend starts right of the y axis (~70 px in on a phone); run names are made to fit (Recording.short_name)
 MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
 
 

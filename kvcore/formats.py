@@ -106,6 +106,16 @@ FORMATS: dict[str, CacheFormat] = {
 }
 
 
+# The formats the site compares by default (the Savings chapter's choice, the calculator's memory curves): fp16, the
+# 8- and 4-bit ones of mlx_lm and of ggml, fp8 and TurboQuant's 3-bit; one list, every name a row above.
+COMPARED = ("fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3")
+
+
+def padding_formats() -> tuple[str, ...]:
+    """The block formats that zero-pad a row to whole blocks (the TurboQuant fork's turbo2/3/4)."""
+    return tuple(name for name, f in FORMATS.items() if f.pads)
+
+
 def llamacpp_types() -> tuple[str, ...]:
     """The K/V types stock llama.cpp stores (-ctk/-ctv), in the table's order."""
     return tuple(name for name, f in FORMATS.items() if f.llamacpp)

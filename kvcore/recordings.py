@@ -239,7 +239,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-SHORT_NAME_MAX = 36  # characters: about 230 px of an 11 px legend label, the sidebar picker's width
+SHORT_NAME_MAX = 35  # characters: about 210 px of an 11 px legend label, the sidebar picker's width
 
 
 def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
@@ -250,7 +250,7 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
         return text
     cut = text[:limit - 1]
     space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ·,—-") + "…"
+    return (cut[:space] if space >= limit // 3 else cut).rstrip(" ·,—-") + "…"
 
 
 def _fail(label: str, code: str, problem: str, **params):

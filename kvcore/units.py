@@ -57,5 +57,17 @@ def fmt_bytes(n: float, decimal: bool = True) -> str:
     raise AssertionError("unreachable")
 
 
+def fmt_size(n: float) -> str:
+    """An amount of memory (a cache, weights, bytes read per token) for readers: always in binary units (GiB, MiB,
+    KiB), the site's one unit for sizes; rates (bandwidth) stay in GB/s, as chips are published.
+
+    Example: fmt_size(2**30) -> '1 GiB'; fmt_size(1_073_741_824 + 2**29) -> '1.5 GiB'; fmt_size(8.03 * MIB) -> '8.03 MiB'.
+    """
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(n) >= size:
+            return fmt_num(n / size, unit=unit)
+    return fmt_num(n, unit="B")
+
+
 def gib(n: float) -> float:
     return n / GIB

@@ -15,7 +15,7 @@ from . import allocsim
 from .calculator import doubling_contexts, max_context, memory_curves
 from .decode_model import worked_check
 from .errors import KvError
-from .formats import FORMATS, get_format
+from .formats import FORMATS, get_format, padding_formats
 from .formulas import (
     allocated_bytes,
     bytes_per_token,
@@ -353,7 +353,7 @@ def turbo3_claims() -> pd.DataFrame:
 def turbo_padding() -> pd.DataFrame:
     """Bits per value of the turbo formats at head_dim 128 and at head_dim 64 padded to one 128-value block."""
     return pd.DataFrame([{"format": n, "head_dim_128": FORMATS[n].bits_per_value(128), "head_dim_64": FORMATS[n].bits_per_value(64)}
-                         for n in ("turbo4", "turbo3", "turbo2")])
+                         for n in sorted(padding_formats(), reverse=True)])
 
 
 # ---------------------------------------------------------------- home

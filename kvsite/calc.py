@@ -8,6 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import pandas as pd
+import streamlit as st
 
 from kvcore import calculator, views
 from kvcore import gguf as kgguf
@@ -228,6 +229,35 @@ def decode_chart(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_by
 def efficiency(recs: list) -> calculator.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
     return calculator.efficiency(recs)
+
+
+DEFAULT_CONTEXT = 32768
+
+
+def context_inputs(f, col_log, col_exact) -> int:
+    """The calculator's context: an exact number and a log slider that set each other, bound to ?ctx= here rather
+    than by Streamlit. Its binding leaves out a value equal to the widget's declared default (the minimum, 1, since
+    the real default comes from session state), so ?ctx=1 was neither written nor read back: it came back 32,768."""
+    state = st.session_state
+    if "ctx" not in state:
+        url = st.query_params.get("ctx", "")
+        state["ctx"] = int(url) if url.isdigit() and 1 <= int(url) <= MAX_CONTEXT else DEFAULT_CONTEXT
+
+    def to_url() -> None:
+        value = int(state["ctx"])
+        if value == DEFAULT_CONTEXT:
+            st.query_params.pop("ctx", None)
+        else:
+            st.query_params["ctx"] = str(value)
+
+    def from_log() -> None:
+        state["ctx"] = state["ctx_log"]
+        to_url()
+
+    ctx = col_exact.number_input(f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", on_change=to_url)
+    state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log slider follows the exact value
+    col_log.select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}", on_change=from_log)
+    return int(ctx)
 
 
 @section_cache(max_entries=8)

@@ -18,7 +18,7 @@ from kvcore.formulas import KvSpec, crossover_context, formula_terms, weights_by
 from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
 from kvcore.recordings import Recording
-from kvcore.units import GIB, fmt_num, fmt_pct
+from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
 
 from . import i18n
 from .cache import section_cache
@@ -325,8 +325,8 @@ def no_fit_reason(rec: Recording) -> str:
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
     """The worked check in words; whether both points imply the same bandwidth is the fit's verdict, not assumed."""
-    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_num(check["weights_bytes"] / 1e9),
-                  kva=fmt_num(check["kv_bytes_a"] / 1e6), kvb=fmt_num(check["kv_bytes_b"] / 1e9),
+    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_size(check["weights_bytes"]),
+                  kva=fmt_size(check["kv_bytes_a"]), kvb=fmt_size(check["kv_bytes_b"]),  # sizes in GiB/MiB site-wide
                   ta=fmt_num(check["tokens_per_s_a"]), tb=fmt_num(check["tokens_per_s_b"]),
                   ga=fmt_num(check["gbps_a"]), gb=fmt_num(check["gbps_b"]),
                   pred=fmt_num(check["predicted_slowdown"]), meas=fmt_num(check["measured_slowdown"]))
@@ -452,9 +452,12 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
                    for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])]
     titles = cols(lang, "format", "max_context", "memory_max_context")
     table = df[["format", "max_context", "memory_max_context"]].rename(columns=titles)
-    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if df["capped"].any() else ""
-    return {"chart": make_chart(table, "bar_chart", df, "format", "max_context", "format", t("savings.format"), t("savings.max_context"),
-                                extra_tooltip=("memory_max_context",), titles=titles, labels="label", show_legend=False),
+    capped = bool(df["capped"].any())
+    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if capped else ""
+    # at the model's limit every capped bar would be the same length: draw what memory holds, which differs by format
+    value, other = ("memory_max_context", "max_context") if capped else ("max_context", "memory_max_context")
+    return {"chart": make_chart(table, "bar_chart", df, "format", value, "format", t("savings.format"), titles[value],
+                                extra_tooltip=(other,), titles=titles, labels="label", show_legend=False),
             "note": note}
 
 
@@ -469,8 +472,14 @@ def turbo(lang: str) -> dict:
               "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
     claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
     t = i18n.translator(lang)
+    # the sources as numbered notes under the table: a column of long citations squeezed the first to a letter a
+    # line on a phone
+    refs = list(dict.fromkeys(claims["source"]))
+    claims["ref"] = claims["source"].map(lambda s: f"[{refs.index(s) + 1}]")
+    notes = "\n".join(f"{i}. {i18n.data_text(lang, s)}" for i, s in enumerate(refs, 1))
     return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "source": (t("savings.source"), None)}, lang=lang),
+                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "ref": (t("savings.source"), None)},
+                               lang=lang) + "\n\n" + notes,
             "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
                                                         "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
             "text": i18n.translate(lang, "savings.turbo_text", **values)}

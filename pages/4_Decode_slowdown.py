@@ -7,7 +7,7 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.provenance import provenance
 from kvcore.views import ARTICLE_MODEL
-from kvcore.units import fmt_num, fmt_pct, fmt_ratio
+from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import live, sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
@@ -42,7 +42,7 @@ if (fit := dec["fit"]) is not None:
     st.subheader(f.t("decode.check_title"))
     if w := dec["check"]:
         m = row()
-        m.metric(f.t("decode.bytes_token"), f"{fmt_num(w['bytes_a'] / 1e9)} → {fmt_num(w['bytes_b'] / 1e9)} GB")
+        m.metric(f.t("decode.bytes_token"), f"{fmt_size(w['bytes_a'])} → {fmt_size(w['bytes_b'])}")
         m.metric(f.t("decode.predicted"), fmt_ratio(w["predicted_slowdown"]))
         m.metric(f.t("decode.measured"), fmt_ratio(w["measured_slowdown"]))
         m.metric(f.t("decode.implied"), f"{fmt_num(w['gbps_a'])} → {fmt_num(w['gbps_b'])} GB/s")

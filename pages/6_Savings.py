@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.calculator import FIT_SHARE
-from kvcore.formats import FORMATS
+from kvcore.formats import COMPARED, FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
@@ -24,7 +24,7 @@ heads = sections.heads(model, ctx, f.lang)
 settings = {f.t("common.model"): model, f.t("common.context"): f"{ctx:,}"}
 show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}", settings=settings, source=f.t("export.computed"))
 text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
-default = ["fp16", "fp8", "mlx-q8", "mlx-q4", "q8_0", "q4_0", "turbo3"]
+default = list(COMPARED)  # kvcore.formats: the formats the site compares
 fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
 if not formats["kept"]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)

@@ -56,11 +56,7 @@ rt = get_runtime(runtime)
 
 # ---- inputs
 c = st.columns([2, 2, 1, 1, 1, 1])
-st.session_state.setdefault("ctx", 32768)  # no value= below: the log slider's callback also sets it
-ctx = c[1].number_input(f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", bind="query-params")
-st.session_state["ctx_log"] = max(s for s in LOG_STEPS if s <= ctx)  # the log slider follows the exact value
-c[0].select_slider(f.t("calc.ctx_log"), LOG_STEPS, key="ctx_log", format_func=lambda v: f"{v:,}",
-                   on_change=lambda: st.session_state.update(ctx=st.session_state["ctx_log"]))
+ctx = calc_site.context_inputs(f, c[0], c[1])  # exact number and log slider, bound to ?ctx= (1 comes back as 1)
 seqs = c[2].number_input(f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq",
                          bind="query-params")  # llama.cpp runs at most 256 sequences (-np)
 kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only

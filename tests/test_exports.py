@@ -4,12 +4,15 @@ the site ships (no system font needed), nothing cut at the right edge; CSVs with
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +32,23 @@ RENDER = textwrap.dedent("""
 """)
 
 
+FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts")  # where vl-convert finds system fonts on Linux
+
+
 def _render_without_system_fonts(tmp_path, site: bool) -> list[str]:
+    """The renders in a process that sees no font: an empty fontconfig, a fresh HOME, and (as root, in a mount
+    namespace of its own) empty folders over the system's font folders, as on a host that installed none."""
     conf = tmp_path / "fonts.conf"
     conf.write_text('<?xml version="1.0"?><fontconfig></fontconfig>', encoding="utf-8")  # no font directory at all
     env = {"FONTCONFIG_FILE": str(conf), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", RENDER.format(root=str(ROOT), site=site)], env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
+    cmd = [sys.executable, "-c", RENDER.format(root=str(ROOT), site=site)]
+    present = [d for d in FONT_DIRS if Path(d).is_dir()]
+    if present:
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            pytest.skip("system fonts are installed and hiding them needs root and unshare")
+        hide = "; ".join(f"mount -t tmpfs tmpfs {d}" for d in present)
+        cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", f'{hide}; exec "$0" "$@"', *cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=True)
     return out.stdout.split()
 
 

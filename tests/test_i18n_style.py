@@ -125,3 +125,47 @@ def test_language_files_have_the_same_keys_and_placeholders():
     assert {k for k in ja if not k.startswith("errors.")} == set(en)  # errors.*: Japanese only (tests/test_errors.py)
     differ = {k: (fields(en[k]), fields(ja[k])) for k in en if k in ja and fields(en[k]) != fields(ja[k])}
     assert not differ, differ
+
+
+# -------------------------------------------------------------------------- (e) the data files' own texts
+
+
+def _method_words(node):
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _method_words(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _method_words(value)
+    elif isinstance(node, str) and " " in node:
+        yield node
+
+
+def test_every_bundled_citation_note_and_method_word_has_its_japanese():
+    """kvsite/i18n/data.ja.yaml holds the Japanese of every text a data file shows a reader (keyed by the English):
+    a new or edited citation, note, method phrase, format or published source without one fails here."""
+    from kvcore import recordings
+    from kvcore.formats import FORMATS
+    from kvcore.published import figures
+
+    recs, _ = recordings.load_all([recordings.recordings_dir()])
+    wanted = set()
+    for rec in recs:
+        citation = rec.data.get("citation", {})
+        wanted |= {citation[k] for k in ("source", "note") if citation.get(k)}
+        wanted |= set(_method_words(rec.data.get("method", {})))
+    wanted |= set(figures()["sources"].values()) | {f.source for f in FORMATS.values() if " " in f.source}
+    missing = sorted(w for w in wanted if w not in i18n.data_texts("ja"))
+    assert not missing, missing
+    spaced = {k: s for k, v in i18n.data_texts("ja").items() if (s := i18n.stray_spaces(v))}
+    assert not spaced, spaced
+
+
+def test_run_names_are_made_short_not_cut():
+    """A legend or the sidebar shows Recording.short_name whole: every bundled one fits without an ellipsis."""
+    from kvcore import recordings
+
+    recs, _ = recordings.load_all([recordings.recordings_dir()])
+    long = {r.id: r.short_name for r in recs if r.short_name.endswith("…") or len(r.short_name) > recordings.SHORT_NAME_MAX}
+    assert not long, long
+    assert recordings._shorten("Intel Xeon Processor with a long name", 20) == "Intel Xeon…"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -148,7 +149,7 @@ def test_decode_worked_check_matches_the_article(rec_dir):
     at = page("pages/4_Decode_slowdown.py", "en")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Predicted slowdown"] == "2.43×" and metrics["Measured slowdown"] == "2.45×"
-    assert metrics["Bytes read per token"] == "0.729 → 1.77 GB"  # 3 significant figures
+    assert metrics["Bytes read per token"] == "695 MiB → 1.65 GiB"  # 3 significant figures, sizes in binary units
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
@@ -273,7 +274,7 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 # (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
 RERUN_MAY_CALL = {
     "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
-    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct"}, "published": {"source"},
+    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"}, "published": {"source"},
     "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range", "slowest_memory"},
     "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
     "runtimes": {"get_runtime", "kv_formats"},  # the runtime object and the formats it stores: look-ups
@@ -298,3 +299,37 @@ def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
     assert not at.exception
     work = sorted(f"{module}.{name}" for module, name in calls if name not in RERUN_MAY_CALL.get(module, ()))
     assert not work, work
+
+
+def test_one_unit_for_a_size_across_pages(rec_dir):
+    """Article A's 32K KV cache is one number in one unit on Home and in the Decode chapter's worked check."""
+    from kvcore.units import fmt_size
+
+    home = page(None, "en")
+    decode = page("pages/4_Decode_slowdown.py", "en")
+    kv_32k = fmt_size(2**30)  # 16 layers x 2 x 8 KV heads x 64 x 2 bytes x 32,768 tokens
+    assert any(m.value == kv_32k for m in home.metric)
+    assert f"plus {kv_32k} of KV" in texts(decode)
+    assert not re.search(r"\d GB(?!/s)", texts(decode))  # sizes in GiB/MiB; only rates in GB/s
+
+
+def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_dir):
+    """llama-3.1-8b in 36 GiB: most formats would hold more than the model's 131,072 tokens. Bars of the capped
+    context would all be one length; the bars show what memory holds, and the labels say where the model stops."""
+    at = page("pages/6_Savings.py", "en")
+    chart = next(c for c in charts(at) if "label" in c["data"] and c["data"]["label"].astype(str).str.contains("the model stops").any())
+    spec = json.dumps(chart["spec"])
+    data = chart["data"].drop_duplicates("format")
+    assert data["memory_max_context"].nunique() >= 5  # formats of different cost, bars of different length
+    assert '"field": "memory_max_context"' in spec and '"x"' in spec
+    assert any("131,072" in label for label in data["label"])
+
+
+def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):
+    """At 390 px a column of long citations squeezed the claim column to one character a line: the table cites
+    by number, the sources follow it as a numbered list."""
+    at = page("pages/6_Savings.py", "ja")
+    table = next(m.value for m in at.markdown if "| 主張 |" in m.value)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "主張" not in line][:3]
+    assert all(line.rstrip().endswith(("[1] |", "[2] |")) for line in rows)
+    assert "1. 「KVキャッシュとは？" in table and "2. AtomicBot-ai/atomic-llama-cpp-turboquant の ggml-common.h" in table
