@@ -3,8 +3,8 @@ with a slider, against a one-line page that has a slider and a chart, measured i
 
 Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
 and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
-presses the right arrow once on each chapter's slider and on the baseline's, in that order (a warm-up round
-first, untimed); a step is timed from the key press until the server has finished the rerun and every chart's
+presses an arrow once on each chapter's slider and on the baseline's, in that order, right in even rounds and
+left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished the rerun and every chart's
 SVG has changed. The result per chapter is the median of the paired ratios chapter / baseline with the
 interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
 
@@ -45,13 +45,13 @@ CHARTS_JS = ("() => Array.from(document.querySelectorAll(\"[data-testid='stVegaL
              "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')")
 
 
-def step(page, index: int) -> float:
-    """Seconds from one right-arrow press on the index-th slider until the rerun is over and every chart repainted."""
+def step(page, index: int, key: str = "ArrowRight") -> float:
+    """Seconds from one arrow press on the index-th slider until the rerun is over and every chart repainted."""
     before = page.evaluate(CHARTS_JS)
     thumb = page.locator("[data-testid='stSlider'] input[type='range']").nth(index)
     thumb.focus()
     t0 = time.perf_counter()
-    page.keyboard.press("ArrowRight")
+    page.keyboard.press(key)
     page.wait_for_function(f"(before) => ({CHARTS_JS})() !== before", arg=before, polling="raf", timeout=60_000)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     return time.perf_counter() - t0
@@ -85,16 +85,13 @@ def main() -> int:
         reset(base, str(baseline))
         for r in range(a.rounds + 1):
             for name, (_, index) in CHAPTERS.items():
-                t_page, t_base = step(tabs[name], index), step(base, 0)
+                key = "ArrowRight" if r % 2 == 0 else "ArrowLeft"  # one step right, one back: a select_slider of
+                t_page, t_base = step(tabs[name], index, key), step(base, 0, key)  # five options never reaches its end
                 if r == 0:
                     continue  # warm-up round
                 times[name].append(t_page)
                 times["one-line page with a slider"].append(t_base)
                 ratios[name].append(t_page / t_base)
-            if r % 5 == 4:  # sliders move right: start again before they reach their ends
-                for name, (path, _) in CHAPTERS.items():
-                    reset(tabs[name], f"{site}/{path}")
-                reset(base, str(baseline))
         browser.close()
     print(f"{'page':<36} {'median ms':>9} {'x one-line page (median of paired ratios, IQR)':>48}")
     for name, values in times.items():

@@ -13,7 +13,7 @@ from .cli_args import Parser, whole_number
 from .errors import KvError
 from .formats import FORMATS
 from .calculator import calculate
-from .formulas import WEIGHT_FORMATS, KvSpec
+from .formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS, KvSpec
 from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from .geometry import load_preset, parse_config, preset_names
 from .model_source import resolve_model
@@ -185,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--kv-format", choices=None, help=f"K and V format: {', '.join(FORMATS)}")
     c.add_argument("--k-format")
     c.add_argument("--v-format")
-    c.add_argument("--weights-format", help=f"one of {', '.join(WEIGHT_FORMATS)} (default: the preset's)")
+    c.add_argument("--weights-format", help=f"one of {', '.join(DOWNLOAD_WEIGHT_FORMATS)} (GGUF: kvcore.gguf_weights; "
+                   f"a mix such as gguf-q4_k_m is Q4_K with some tensors at Q6_K), or {FILE_WEIGHTS} for a .gguf "
+                   "model's own tensors (default: the preset's)")
     c.add_argument("--group-size", type=int, default=64, help="mlx quantization group size (32, 64, 128)")
     c.add_argument("--activation-dtype", default="fp16", help="dtype of mlx scales/biases: fp16, bf16, fp32")
     c.add_argument("--runtime", default=DEFAULT_RUNTIME, choices=list(RUNTIMES),

@@ -8,13 +8,13 @@ Example (Article A, M5 Pro): bytes/token 0.729 GB at T=1,024 and 1.769 GB at T=3
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from .errors import KvError
-from .formulas import KvSpec, kv_bytes, weights_bytes
-from .geometry import Geometry, parse_config, preset_geometry
+from .formulas import FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
+from .geometry import FileWeights, Geometry, parse_config, preset_geometry
 from .hardware import Chip, get_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
 from .recordings import Recording, model_format
@@ -152,6 +152,9 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
             geometry = preset_geometry(model["preset"])
         else:
             return None
+        if weights == FILE_WEIGHTS and isinstance(model.get("weights_bytes"), int):  # a GGUF run states its file's bytes
+            size = model["weights_bytes"]
+            geometry = replace(geometry, file_weights=FileWeights(size, model.get("weights_bytes_active", size)))
         return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
     except KvError:
         return None

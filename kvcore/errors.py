@@ -14,7 +14,7 @@ CODES = frozenset({
     # a GGUF file (kvcore.gguf_header, kvcore.gguf): a path on the command line or an upload on the site
     "gguf_not_gguf", "gguf_big_endian", "gguf_version", "gguf_truncated", "gguf_header_large", "gguf_corrupt",
     "gguf_corrupt_detail", "gguf_count", "gguf_missing", "gguf_value", "gguf_layers", "gguf_arch", "gguf_tensor_type",
-    "gguf_tensor_block", "gguf_tensor_past_end", "gguf_runtime", "gguf_upload_large", "gguf_upload_lost", "weights_file",
+    "gguf_tensor_block", "gguf_tensor_past_end", "gguf_runtime", "gguf_upload_large", "gguf_upload_lost", "gguf_context", "weights_file",
     # a recording file (kvcore.recordings: a reader's upload on the site)
     "rec_too_large", "rec_not_utf8", "rec_yaml_at", "rec_yaml", "rec_yaml_value", "rec_not_recording", "rec_schema",
     "rec_kind", "rec_missing", "rec_not_mapping", "rec_not_text", "rec_no_sections", "rec_section", "rec_rows", "rec_row",

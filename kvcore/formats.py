@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import KvError
+from .gguf_weights import GGML_BLOCKS  # ggml's block layouts (values, bytes): one table for KV and weights
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -90,14 +91,14 @@ FORMATS: dict[str, CacheFormat] = {
         CacheFormat("fp8", "plain", 8, source="1-byte float (e4m3/e5m2), no scales"),
         CacheFormat("mlx-q8", "mlx", 8, source="mlx_lm QuantizedKVCache(bits=8)", mlx_cache=_QUANT),
         CacheFormat("mlx-q4", "mlx", 4, source="mlx_lm QuantizedKVCache(bits=4)", mlx_cache=_QUANT),
-        CacheFormat("q8_0", "block", 8, 32, 34, source="ggml block_q8_0: fp16 scale + 32 int8", llamacpp=True),
-        CacheFormat("q4_0", "block", 4, 32, 18, source="ggml block_q4_0: fp16 scale + 16 bytes", llamacpp=True),
-        CacheFormat("q4_1", "block", 4, 32, 20, source="ggml block_q4_1: fp16 scale + fp16 min + 16 bytes", llamacpp=True),
-        CacheFormat("iq4_nl", "block", 4, 32, 18, source="ggml block_iq4_nl: fp16 scale + 16 bytes (non-linear 4-bit codebook)",
+        CacheFormat("q8_0", "block", 8, *GGML_BLOCKS["Q8_0"], source="ggml block_q8_0: fp16 scale + 32 int8", llamacpp=True),
+        CacheFormat("q4_0", "block", 4, *GGML_BLOCKS["Q4_0"], source="ggml block_q4_0: fp16 scale + 16 bytes", llamacpp=True),
+        CacheFormat("q4_1", "block", 4, *GGML_BLOCKS["Q4_1"], source="ggml block_q4_1: fp16 scale + fp16 min + 16 bytes", llamacpp=True),
+        CacheFormat("iq4_nl", "block", 4, *GGML_BLOCKS["IQ4_NL"], source="ggml block_iq4_nl: fp16 scale + 16 bytes (non-linear 4-bit codebook)",
                     llamacpp=True),
-        CacheFormat("q5_0", "block", 5, 32, 22, source="ggml block_q5_0: fp16 scale + 4 bytes high bits + 16 bytes",
+        CacheFormat("q5_0", "block", 5, *GGML_BLOCKS["Q5_0"], source="ggml block_q5_0: fp16 scale + 4 bytes high bits + 16 bytes",
                     llamacpp=True),
-        CacheFormat("q5_1", "block", 5, 32, 24, source="ggml block_q5_1: fp16 scale + fp16 min + 4 bytes high bits + 16 bytes",
+        CacheFormat("q5_1", "block", 5, *GGML_BLOCKS["Q5_1"], source="ggml block_q5_1: fp16 scale + fp16 min + 4 bytes high bits + 16 bytes",
                     llamacpp=True),
         CacheFormat("turbo4", "block", 4, 128, 68, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo4_0", pads=True),
         CacheFormat("turbo3", "block", 3, 128, 50, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo3_0", pads=True),

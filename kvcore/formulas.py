@@ -163,7 +163,8 @@ WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "mlx-q8", "mlx-q6", "mlx-q5", "
 # mixes in kvcore.gguf_weights. Kept apart from WEIGHT_FORMATS (the pages' mlx-centred choices); weights_bytes accepts both.
 GGUF_WEIGHT_FORMATS = {name: f.base.lower() for name, f in GGUF_FORMATS.items()}  # name -> its base ggml type
 FILE_WEIGHTS = "gguf-file"  # the weights exactly as a GGUF file stores them (its tensor table: Geometry.file_weights)
-ALL_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS) + (FILE_WEIGHTS,)
+DOWNLOAD_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS)  # what a reader can choose: mlx's and GGUF's
+ALL_WEIGHT_FORMATS = DOWNLOAD_WEIGHT_FORMATS + (FILE_WEIGHTS,)
 
 
 def weight_bits(weights_format: str) -> int:

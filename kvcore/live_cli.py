@@ -333,10 +333,43 @@ def _batch_sizes(text: str) -> list[int]:
     return values
 
 
+def _cmd_record_gguf(a) -> int:
+    """record under the runtime that runs GGUF files (llama.cpp): decode vs context and prompt processing on the file."""
+    from . import recordings
+    from .live_record import save_run
+    from .llamacpp_live import record
+
+    if not a.model.lower().endswith(".gguf"):
+        raise KvError(f"--runtime {a.runtime} records a GGUF file: give --model FILE.gguf, not {a.model!r}.",
+                      "gguf_runtime", label=a.model, runtime=a.runtime)
+    data = _run(record, a.model, command_line(), a.contexts, a.prompts, warmup=a.warmup, steps=a.steps,
+                repeats=a.repeats, kv_format=a.kv_format or "f16", threads=a.threads, title=a.title, label=a.label)
+    print("allocation (llama.cpp's own lines):")
+    for line in data["method"]["allocation_lines"]:
+        print(f"  {line}")
+    print(f"check      calc --runtime llama.cpp prints the same lines: {data['method']['cross_checks'][0]['agree']}")
+    for name in ("decode", "prefill"):
+        print(f"\n{name}")
+        _print_table(data["sections"][name], RECORD_TABLES[name])
+    if a.no_save:
+        return 0
+    if recordings.read_only():
+        print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
+        return 0
+    try:
+        print(f"saved {save_run(data, _out_folder(a), a.name)}")
+    except recordings.RecordingError as e:
+        raise KvError(str(e)) from None
+    return 0
+
+
 def _cmd_record(a) -> int:
     from . import recordings
     from .live_record import record_suite, save_run
+    from .runtimes import get_runtime
 
+    if get_runtime(a.runtime).reads_gguf:
+        return _cmd_record_gguf(a)
     model = _model(a)
     geometry = a.geometry or (model.geometry if model.weights != "random" else a.model)
     data = _run(record_suite, model, geometry, command_line(), trap_tokens=a.tokens, kv_contexts=a.kv_contexts,
@@ -532,4 +565,9 @@ def add_live_commands(sub) -> None:
                    help=f"batch: sequences decoding together (1 to {MAX_BATCH})")
     p.add_argument("--batch-contexts", type=_contexts, default=_contexts(DEFAULT_BATCH_CONTEXTS),
                    help="batch: tokens each sequence holds")
+    p.add_argument("--runtime", default="mlx_lm", help="mlx_lm (default), or llama.cpp: decode vs context and prompt "
+                                                        "processing of --model FILE.gguf in llama-cpp-python "
+                                                        "(requirements-llamacpp.txt), its allocation lines kept")
+    p.add_argument("--threads", type=_count("--threads", 1, 256), default=os.cpu_count() or 1,
+                   help="llama.cpp: threads (default: every core)")
     p.set_defaults(run=_checked(_cmd_record))

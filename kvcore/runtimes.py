@@ -61,8 +61,14 @@ class Setting:
             if not isinstance(value, bool):
                 raise KvError(f"{self.flag} is on or off (true or false), not {value!r}.")
             return value
-        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
-            raise KvError(f"{self.flag} must be a whole number from {self.low:,} to {self.high:,}, not {value!r}.")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not self.low <= value <= self.high
+        ):
+            raise KvError(
+                f"{self.flag} must be a whole number from {self.low:,} to {self.high:,}, not {value!r}."
+            )
         return value
 
 
@@ -93,13 +99,27 @@ class Runtime:
     max_sequences: int  # the most concurrent sequences it runs
     settings: tuple[Setting, ...] = ()
     windows: str  # the key of the family table's window rules it applies (kvcore.families.Family.windows)
-    ignored_window_note: str = "sliding_ignored"  # the note code when it caches the full context of a windowed model
-    prefill_peak: str | None = None  # the CLI's label for a prefill peak above the steady state (None: never shown)
-    preallocates: bool = False  # True: its caches are allocated up front and it logs them (log_lines)
-    reads_gguf: bool = False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.gguf)
-    engines: tuple[str, ...] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)
-    fit_class: str = ""  # the class its runs' decode bandwidth share is fitted per (kvcore.timing_fit)
-    sequence_noun: str = "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)
+    ignored_window_note: str = (
+        "sliding_ignored"  # the note code when it caches the full context of a windowed model
+    )
+    prefill_peak: str | None = (
+        None  # the CLI's label for a prefill peak above the steady state (None: never shown)
+    )
+    preallocates: bool = (
+        False  # True: its caches are allocated up front and it logs them (log_lines)
+    )
+    reads_gguf: bool = (
+        False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.gguf)
+    )
+    engines: tuple[
+        str, ...
+    ] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)
+    fit_class: str = (
+        ""  # the class its runs' decode bandwidth share is fitted per (kvcore.timing_fit)
+    )
+    sequence_noun: str = (
+        "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)
+    )
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"
@@ -107,34 +127,58 @@ class Runtime:
     def check(self, geometry: Geometry) -> None:
         """Refuse a geometry parsed under another runtime's rules (its windows would be that runtime's)."""
         if geometry.runtime != self.name:
-            raise KvError(f"{geometry.name} was read under {geometry.runtime}'s rules, not {self.name}'s; read it again with "
-                          f"runtime {self.name}.")
+            raise KvError(
+                f"{geometry.name} was read under {geometry.runtime}'s rules, not {self.name}'s; read it again with "
+                f"runtime {self.name}."
+            )
 
     def options(self, sequences: int = 1, base: Any = None, **values) -> Any:
         """Its options object for `sequences` (llama.cpp: -np) with `values` by setting field; None when it has none."""
         if base is not None or values:
-            raise KvError(f"{self.name} has no options of its own ({', '.join(values) or type(base).__name__}).")
+            raise KvError(
+                f"{self.name} has no options of its own ({', '.join(values) or type(base).__name__})."
+            )
         return None
 
     def settings_flags(self) -> str:
         return ", ".join(s.flag for s in self.settings)
 
     # the numbers each runtime computes in its own way
-    def kv_bytes(self, geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1, options: Any = None) -> int:
+    def kv_bytes(
+        self,
+        geometry: Geometry,
+        context: int,
+        spec: KvSpec,
+        sequences: int = 1,
+        options: Any = None,
+    ) -> int:
         raise NotImplementedError
 
-    def report(self, geometry: Geometry, context: int, spec: KvSpec, sequences: int, options: Any) -> dict:
+    def report(
+        self, geometry: Geometry, context: int, spec: KvSpec, sequences: int, options: Any
+    ) -> dict:
         """calculate()'s runtime-dependent fields: sizes, per-layer rows, formula text (and llama.cpp's caches)."""
         raise NotImplementedError
 
-    def largest_context(self, geometry: Geometry, spec: KvSpec, sequences: int, budget: int, options: Any = None) -> int:
+    def largest_context(
+        self, geometry: Geometry, spec: KvSpec, sequences: int, budget: int, options: Any = None
+    ) -> int:
         raise NotImplementedError
 
-    def most_sequences(self, geometry: Geometry, spec: KvSpec, context: int, budget: int, options: Any = None) -> int:
+    def most_sequences(
+        self, geometry: Geometry, spec: KvSpec, context: int, budget: int, options: Any = None
+    ) -> int:
         raise NotImplementedError
 
-    def decode_read(self, geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1, options: Any = None,
-                    tokens: int | None = None) -> DecodeRead:
+    def decode_read(
+        self,
+        geometry: Geometry,
+        context: int,
+        spec: KvSpec,
+        sequences: int = 1,
+        options: Any = None,
+        tokens: int | None = None,
+    ) -> DecodeRead:
         """The KV one decode step reads at `context`, each sequence holding `tokens` (default: the cache full)."""
         raise NotImplementedError
 
@@ -167,9 +211,17 @@ class TokenRuntime(Runtime):
     """A runtime whose cache holds what each layer keeps per token (mlx_lm's offset, a window's last tokens):
     kvcore.formulas. `context` is each sequence's length and `sequences` the concurrent sequences."""
 
-    def __init__(self, name: str, help: str, ignored_window_note: str, prefill_peak: str | None = None,
-                 kv_formats: tuple[str, ...] | None = None, windows: str | None = None, engines: tuple[str, ...] = (),
-                 fit_class: str = ""):
+    def __init__(
+        self,
+        name: str,
+        help: str,
+        ignored_window_note: str,
+        prefill_peak: str | None = None,
+        kv_formats: tuple[str, ...] | None = None,
+        windows: str | None = None,
+        engines: tuple[str, ...] = (),
+        fit_class: str = "",
+    ):
         self.name, self.help, self.windows = name, help, windows or name
         self.engines, self.fit_class = engines, fit_class
         self.ignored_window_note, self.prefill_peak = ignored_window_note, prefill_peak
@@ -177,7 +229,9 @@ class TokenRuntime(Runtime):
         self.max_sequences = MAX_SEQUENCES
 
     @property
-    def kv_formats(self) -> tuple[str, ...]:  # every format kvcore knows, unless the runtime names its own
+    def kv_formats(
+        self,
+    ) -> tuple[str, ...]:  # every format kvcore knows, unless the runtime names its own
         return self._kv_formats if self._kv_formats is not None else tuple(FORMATS)
 
     def kv_bytes(self, geometry, context, spec, sequences=1, options=None):
@@ -191,9 +245,15 @@ class TokenRuntime(Runtime):
             "kv_bytes": total,
             "kv_bytes_per_sequence": total // sequences,
             "kv_bytes_per_token": formulas.kv_bytes_per_token(geometry, spec),
-            "kv_bytes_per_token_average": total // sequences / context,  # one sequence's KV / its tokens
-            "kv_bytes_per_token_at_context": formulas.kv_bytes_per_token_at(geometry, context, spec),
-            "kv_prefill_peak_bytes": formulas.kv_prefill_peak_bytes(geometry, context, spec, sequences),
+            "kv_bytes_per_token_average": total
+            // sequences
+            / context,  # one sequence's KV / its tokens
+            "kv_bytes_per_token_at_context": formulas.kv_bytes_per_token_at(
+                geometry, context, spec
+            ),
+            "kv_prefill_peak_bytes": formulas.kv_prefill_peak_bytes(
+                geometry, context, spec, sequences
+            ),
             "per_layer": formulas.per_layer_kv(geometry, context, spec, sequences),
             "formula": formulas.formula_text(geometry, context, spec, sequences),
         }
@@ -210,9 +270,15 @@ class TokenRuntime(Runtime):
 
     def decode_read(self, geometry, context, spec, sequences=1, options=None, tokens=None):
         self.options(sequences, options)
-        held = context if tokens is None else min(tokens, context)  # each sequence reads its own cache, to its offset
+        held = (
+            context if tokens is None else min(tokens, context)
+        )  # each sequence reads its own cache, to its offset
         spans = any(layer.kind in ("full", "mla") for layer in geometry.layers)
-        return DecodeRead(formulas.kv_bytes(geometry, held, spec, sequences), sequences, held * sequences if spans else 0)
+        return DecodeRead(
+            formulas.kv_bytes(geometry, held, spec, sequences),
+            sequences,
+            held * sequences if spans else 0,
+        )
 
     def decode_position(self, context, sequences=1, options=None):
         self.options(sequences, options)
@@ -224,7 +290,9 @@ class TokenRuntime(Runtime):
 
     def describe_sizes(self, result):
         if self.prefill_peak and result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
-            return [f"  prefill peak ({self.prefill_peak}): {fmt_bytes(result['kv_prefill_peak_bytes'])}"]
+            return [
+                f"  prefill peak ({self.prefill_peak}): {fmt_bytes(result['kv_prefill_peak_bytes'])}"
+            ]
         return []
 
 
@@ -240,11 +308,29 @@ class LlamaCppRuntime(Runtime):
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = True
     settings = (
-        Setting("unified", "--kv-unified", False, "llama.cpp: one cache stream shared by all sequences (-kvu)", "uni"),
-        Setting("ubatch", "--ubatch", llamacpp.DEFAULT_UBATCH,
-                f"llama.cpp: micro-batch -ub (default {llamacpp.DEFAULT_UBATCH}); it sizes the sliding-window cache", "ub",
-                1, llamacpp.MAX_UBATCH),
-        Setting("swa_full", "--swa-full", False, "llama.cpp: a full-size sliding-window cache (--swa-full)", "swafull"),
+        Setting(
+            "unified",
+            "--kv-unified",
+            False,
+            "llama.cpp: one cache stream shared by all sequences (-kvu)",
+            "uni",
+        ),
+        Setting(
+            "ubatch",
+            "--ubatch",
+            llamacpp.DEFAULT_UBATCH,
+            f"llama.cpp: micro-batch -ub (default {llamacpp.DEFAULT_UBATCH}); it sizes the sliding-window cache",
+            "ub",
+            1,
+            llamacpp.MAX_UBATCH,
+        ),
+        Setting(
+            "swa_full",
+            "--swa-full",
+            False,
+            "llama.cpp: a full-size sliding-window cache (--swa-full)",
+            "swafull",
+        ),
     )
 
     @property
@@ -259,13 +345,17 @@ class LlamaCppRuntime(Runtime):
         known = {s.field: s for s in self.settings}
         for field in values:
             if field not in known:
-                raise KvError(f"llama.cpp has no option {field!r}; its options: {', '.join(known)}.")
+                raise KvError(
+                    f"llama.cpp has no option {field!r}; its options: {', '.join(known)}."
+                )
         fields = {f: known[f].check(values[f]) if f in values else getattr(base, f) for f in known}
         return llamacpp.Options(sequences, batch=base.batch, **fields)
 
     def kv_bytes(self, geometry, context, spec, sequences=1, options=None):
         self.check(geometry)
-        return llamacpp.kv_bytes(geometry, context, spec.k_format, spec.v_format, self.options(sequences, options))
+        return llamacpp.kv_bytes(
+            geometry, context, spec.k_format, spec.v_format, self.options(sequences, options)
+        )
 
     def report(self, geometry, context, spec, sequences, options):
         self.check(geometry)
@@ -283,23 +373,34 @@ class LlamaCppRuntime(Runtime):
             "kv_bytes": total,
             "kv_bytes_per_sequence": total // options.sequences,
             "kv_bytes_per_token": sum(row(layer) for layer in geometry.layers),
-            "kv_bytes_per_token_average": total // options.sequences / context,  # one slot's cache / -c
+            "kv_bytes_per_token_average": total
+            // options.sequences
+            / context,  # one slot's cache / -c
             # what one more token of -c adds: the rows of the layers whose cache spans the whole context (not the SWA one)
-            "kv_bytes_per_token_at_context": sum(row(geometry.layers[i]) for c in caches if c.spans_context for i in c.layers),
+            "kv_bytes_per_token_at_context": sum(
+                row(geometry.layers[i]) for c in caches if c.spans_context for i in c.layers
+            ),
             "kv_prefill_peak_bytes": total,  # allocated up front: no growth during prefill
             "per_layer": llamacpp.per_layer(geometry, caches, k, v),
             "formula": llamacpp.cells_text(caches),
             "caches": [c.as_dict() for c in caches],
             "log_lines": [c.log_line() for c in caches],
-            "llama_cpp": {"sequences": options.sequences, "unified": options.unified, "batch": options.batch,
-                          "ubatch": options.ubatch, "ubatch_used": llamacpp.micro_batch(context, options),
-                          "swa_full": options.swa_full},
+            "llama_cpp": {
+                "sequences": options.sequences,
+                "unified": options.unified,
+                "batch": options.batch,
+                "ubatch": options.ubatch,
+                "ubatch_used": llamacpp.micro_batch(context, options),
+                "swa_full": options.swa_full,
+            },
         }
 
     def largest_context(self, geometry, spec, sequences, budget, options=None):
         self.check(geometry)
         options = self.options(sequences, options)
-        return llamacpp.largest_context(geometry, budget, spec.k_format, spec.v_format, options, MAX_CONTEXT)
+        return llamacpp.largest_context(
+            geometry, budget, spec.k_format, spec.v_format, options, MAX_CONTEXT
+        )
 
     def most_sequences(self, geometry, spec, context, budget, options=None):
         """The most slots that each get `context` tokens, i.e. `-c context x slots -np slots` (at most LLAMA_MAX_SEQ);
@@ -337,7 +438,9 @@ class LlamaCppRuntime(Runtime):
     def decode_position(self, context, sequences=1, options=None):
         """Split streams: each slot's share of -c (n_ctx_seq); unified: the slots together fill the -c cells."""
         options = self.options(sequences, options)
-        return min(context, context if options.unified else llamacpp.context_cells(context, options)[0])
+        return min(
+            context, context if options.unified else llamacpp.context_cells(context, options)[0]
+        )
 
     def prefill_chunk(self, prompt, options=None):
         return llamacpp.micro_batch(prompt, self.options(1, options))  # -ub as llama.cpp clamps it
@@ -350,17 +453,35 @@ class LlamaCppRuntime(Runtime):
 
     def describe_options(self, result):
         o = result["llama_cpp"]
-        lines = [f"llama.cpp  -c {result['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} "
-                 f"-ub {o['ubatch']} (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}"]
-        return lines + [f"  {cache['name']:<9} {line}" for cache, line in zip(result["caches"], result["log_lines"])]
+        lines = [
+            f"llama.cpp  -c {result['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} "
+            f"-ub {o['ubatch']} (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}"
+        ]
+        return lines + [
+            f"  {cache['name']:<9} {line}"
+            for cache, line in zip(result["caches"], result["log_lines"])
+        ]
 
 
-RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (
-    TokenRuntime("mlx_lm", "mlx_lm (default; mlx_lm's own caches)", "sliding_ignored", prefill_peak="mlx_lm chunked prefill",
-                 engines=("mlx_lm", "mlx-lm", "mlx-vlm", "omlx", "rapid-mlx"), fit_class="mlx"),
-    LlamaCppRuntime(),
-    TokenRuntime("reference", "reference (the config's own window rules, as transformers and vLLM run them)", "sliding_ignored"),
-)}
+RUNTIMES: dict[str, Runtime] = {
+    rt.name: rt
+    for rt in (
+        TokenRuntime(
+            "mlx_lm",
+            "mlx_lm (default; mlx_lm's own caches)",
+            "sliding_ignored",
+            prefill_peak="mlx_lm chunked prefill",
+            engines=("mlx_lm", "mlx-lm", "mlx-vlm", "omlx", "rapid-mlx"),
+            fit_class="mlx",
+        ),
+        LlamaCppRuntime(),
+        TokenRuntime(
+            "reference",
+            "reference (the config's own window rules, as transformers and vLLM run them)",
+            "sliding_ignored",
+        ),
+    )
+}
 DEFAULT = "mlx_lm"
 
 
@@ -370,8 +491,12 @@ def get_runtime(name: str) -> Runtime:
         return RUNTIMES[name]
     except (KeyError, TypeError):
         known = ", ".join(RUNTIMES)
-        raise KvError(f"Unknown runtime {name!r}; valid runtimes: {known}.", "runtime_unknown", runtime=name,
-                      known=known) from None
+        raise KvError(
+            f"Unknown runtime {name!r}; valid runtimes: {known}.",
+            "runtime_unknown",
+            runtime=name,
+            known=known,
+        ) from None
 
 
 def gguf_runtime() -> Runtime:
@@ -383,7 +508,10 @@ def engine_runtime(engine: str) -> Runtime:
     """The runtime whose rules a recorded engine follows (a recording's runtime.name, any case): the runtime that
     lists it among its engines; an engine none lists (e.g. ds4, an MLX server) is read under the default runtime's."""
     name = str(engine).lower()
-    return next((rt for rt in RUNTIMES.values() if name == rt.name.lower() or name in rt.engines), RUNTIMES[DEFAULT])
+    return next(
+        (rt for rt in RUNTIMES.values() if name == rt.name.lower() or name in rt.engines),
+        RUNTIMES[DEFAULT],
+    )
 
 
 def runtime_of(geometry: Geometry) -> Runtime:

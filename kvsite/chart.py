@@ -66,6 +66,10 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     # Streamlit's default autosize ("fit") fits the height too, so a legend under the plot would squeeze it on a
     # phone; fit-x fits the width and lets the legend add height.
     spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})
+    # two legends under the plot (series by colour, sources by shape) stack, each from the left edge: side by side
+    # the second ran past a phone's screen and was cut mid-character
+    config = spec.setdefault("config", {})
+    config["legend"] = {**config.get("legend", {}), "layout": {"bottom": {"direction": "vertical", "anchor": "start"}}}
     spec["datasets"] = {name: dataframe_util.convert_anything_to_arrow_bytes(rows)
                         for name, rows in spec.get("datasets", {}).items()}
     return spec

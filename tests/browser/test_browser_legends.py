@@ -1,0 +1,40 @@
+"""Legends read whole: at a phone's 390 px and a desktop's 1400 px no legend entry ends in "…" (Vega's cut at
+labelLimit) and none runs past its chart's right edge (cut mid-character by the page). Run names are made short
+where they are made (Recording.short_name), not cut by the renderer."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.server import PAGES, wait_ready
+
+LEGENDS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].flatMap(chart => {
+  const right = chart.getBoundingClientRect().right;
+  return [...chart.querySelectorAll("g.role-legend-label text, g.role-legend text")].map(t => ({
+    text: t.textContent, over: Math.round(t.getBoundingClientRect().right - right)}));
+})"""
+
+
+@pytest.fixture(scope="module")
+def tab(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.mark.parametrize("name", ["decode_slowdown", "recordings", "nbytes_trap", "mechanism"])
+@pytest.mark.parametrize("lang", ["ja", "en"])
+@pytest.mark.parametrize("width", [390, 1400])
+def test_legend_entries_are_whole(server, tab, width, lang, name):
+    tab.set_viewport_size({"width": width, "height": 900})
+    tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
+    wait_ready(tab)
+    tab.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                                     .every(c => c.querySelector('svg.marks g.role-frame'))""", timeout=30_000)
+    tab.wait_for_timeout(500)
+    labels = tab.evaluate(LEGENDS_JS)
+    assert labels, "no legend drawn"
+    cut = [label["text"] for label in labels if label["text"].endswith("…")]
+    over = [(label["text"], label["over"]) for label in labels if label["over"] > 0]
+    assert not cut, cut
+    assert not over, over
