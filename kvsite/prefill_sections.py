@@ -117,7 +117,7 @@ def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: i
     if sequences > 1:
         metrics.append((t("decode_total", b=sequences),
                         tok_s(a["decode_tokens_per_s_total_first"])))
-    metrics += [(t("total_time"), seconds(a["total_s"])), (t("memory"), fmt_bytes(a["memory_bytes"]))]
+    metrics += [(t("total_time"), seconds(a["total_s"])), (t("memory"), fmt_bytes(a["memory_bytes"], decimal=False))]
     values = _chip_values(chip, lang)
     attention = a["prefill_flops"] - timing.matrix_flops_per_token(g) * prompt
     assumptions = t("assumptions", model=model, weights=weights, kv="fp16", **values, ce=fmt_pct(eff.compute),
@@ -125,8 +125,10 @@ def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: i
                     attention=fmt_pct(attention / a["prefill_flops"]), b=sequences, answer=fmt_num(answer),
                     samples=time_views.DECODE_SAMPLES, end=fmt_num(a["end_context"]))
     bound = lambda b: t(f"bound_{b}") if b else "—"  # noqa: E731
-    bounds = t("answer_bounds", prefill_bound=bound(a["prefill_bound"]), decode_first=bound(a["decode_bound_first"]),
-               decode_last=bound(a["decode_bound_last"]), end=fmt_num(a["end_context"]))
+    same = a["decode_bound_first"] == a["decode_bound_last"]
+    bounds = t("answer_bounds_same" if same else "answer_bounds", prefill_bound=bound(a["prefill_bound"]),
+               decode_first=bound(a["decode_bound_first"]), decode_last=bound(a["decode_bound_last"]),
+               end=fmt_num(a["end_context"]))
     note = None if chip.peak_flops else t("no_compute", chip=chip.chip, source=chip.compute_source)
     largest = max(chip.memory_gb, default=0)
     too_big = t("too_big", chip=chip.chip, gb=fmt_num(largest)) if largest and a["memory_bytes"] > largest * 1e9 else None
@@ -157,7 +159,7 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
     for c in contexts:
         b = time_views.kv_overtakes_weights(g, weights, KvSpec(), c)
         if b >= 1:
-            marks.append({"batch": b, "label": t("crossing", context=_k(c), b=fmt_num(b))})
+            marks.append({"batch": b, "label": t("crossing_mark", context=_k(c))})  # the caption gives the numbers
             words.append(t("crossing", context=_k(c), b=fmt_num(b)))
         else:
             words.append(t("crossing_none", context=_k(c)))
@@ -169,7 +171,8 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
                        t("batch_y"), log_x=True, log_y=True, dashed=dashed, rules=pd.DataFrame(marks) if marks else None,
                        titles=titles, height=380)
     caption = t("batch_model_caption", model=model, weights=weights, chip=chip.chip,
-                contexts=", ".join(_k(c) for c in contexts), crossings="; ".join(words))
+                contexts=", ".join(_k(c) for c in contexts),
+                crossings=i18n.translate(lang, "recordings.list_sep").join(words))
     if cut:
         caption = i18n.join(lang, caption, t("batch_cut", chip=chip.chip, gb=fmt_num(largest / 1e9)))
     return {"chart": chart, "caption": caption}
@@ -190,12 +193,12 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
     fitted = time_views.batch_fit(rec)
     many = pts["series"].nunique() > 1 or (pts["series"] != "").all()
     label = (lambda r: t("s_series_measured", series=r["series"], context=_k(r["context"]))) if many else (
-        lambda r: t("s_measured", context=_k(r["context"])))
+        lambda r: t("s_context", context=_k(r["context"])))  # a context's points and fitted line share a colour
     pts = pts.assign(series_name=pts.apply(label, axis=1))
     lines = None
     if fitted is not None:
         curve = fitted["curve"]
-        lines = curve.assign(series_name=curve["context"].map(lambda c: t("s_fitted", context=_k(c))))
+        lines = curve.assign(series_name=curve["context"].map(lambda c: t("s_context", context=_k(c))))
         fit = fitted["fit"]
         undetermined = t("fit_undetermined")
         caption = t("measured_caption", source=name,
