@@ -25,6 +25,7 @@ from .sources import live_status, load_recordings, provenance, source_label
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
+SIDEBAR_PX = 350  # the sidebar's width on a desktop (a phone folds it away): the data-source picker shows a whole run name
 
 
 @dataclass
@@ -203,7 +204,7 @@ def setup(page: str) -> Frame:
     url = st.query_params.get("lang")
     lang = url if url in i18n.LANGUAGES else browser_language()  # the browser is asked only without ?lang=
     st.set_page_config(page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
-                       page_icon=":material/memory:", layout="wide")
+                       page_icon=":material/memory:", layout="wide", initial_sidebar_state=SIDEBAR_PX)
     with st.sidebar:
         lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGUAGES), browser_language, "lang",
                           format_func=i18n.LANGUAGES.get, required=True) or lang

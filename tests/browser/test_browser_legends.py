@@ -38,3 +38,20 @@ def test_legend_entries_are_whole(server, tab, width, lang, name):
     over = [(label["text"], label["over"]) for label in labels if label["over"] > 0]
     assert not cut, cut
     assert not over, over
+
+
+SIDEBAR_PICKER_JS = """() => {
+  const input = document.querySelector("[data-testid='stSidebar'] [data-testid='stSelectbox'] input");
+  return input ? {text: input.value, scroll: input.scrollWidth, client: input.clientWidth} : null;
+}"""
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+@pytest.mark.parametrize("src", ["published-article-a-m5-pro", "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit"])
+def test_the_sidebar_picker_shows_the_whole_run_name(server, tab, lang, src):
+    tab.set_viewport_size({"width": 1400, "height": 900})
+    tab.goto(f"{server}/{PAGES['decode_slowdown']}?lang={lang}&src={src}")
+    wait_ready(tab)
+    shown = tab.evaluate(SIDEBAR_PICKER_JS)
+    assert shown and "·" in shown["text"], shown
+    assert shown["scroll"] <= shown["client"], shown  # nothing hidden behind an ellipsis
