@@ -85,12 +85,20 @@ def _stem(text: str) -> str:
     return text
 
 
+# Environment variables that change what a run measures (which BLAS, how many threads): a run's command names them
+TIMING_ENV = ("LD_PRELOAD", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "KVCORE_BLAS")
+
+
 def command_line() -> str:
-    """The exact command of this run, as a reader would type it."""
+    """The exact command of this run, as a reader would type it, with the TIMING_ENV variables it ran under.
+
+    Example: OPENBLAS_NUM_THREADS=1 python -m kvcore record --sections prefill,batch
+    """
     argv = list(sys.argv)
     if argv and argv[0].endswith(("__main__.py", "kvcore")):
-        return shlex.join(["python", "-m", "kvcore", *argv[1:]])
-    return shlex.join(argv)
+        argv = ["python", "-m", "kvcore", *argv[1:]]
+    env = [f"{k}={shlex.quote(os.environ[k])}" for k in TIMING_ENV if os.environ.get(k)]
+    return " ".join([*env, shlex.join(argv)])
 
 
 class _Bar:
