@@ -319,3 +319,23 @@ def slowdown_scatter(
         x=x_enc, y=y_enc, color=enc_color, opacity=opacity, order=alt.Order(f"{order}:Q"), tooltip=tip,
         detail=f"{color}:N").add_params(sel)
     return alt.layer(line_id, runs).properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+
+
+def quality_trade(df: pd.DataFrame, x: str, y: str, color: str, labels: str, x_title: str, y_title: str, *,
+                  colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = (),
+                  height: int = 340) -> alt.LayerChart:
+    """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
+    point labelled (e.g. its top-1 agreement). The unquantized baseline (KL 0) cannot sit on a log axis: it is left
+    to the table. Example: quality_trade(views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
+    df = _positive(df, [x, y])
+    domain = list(dict.fromkeys(df[color]))
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
+    x_enc = alt.X(f"{x}:Q", axis=_axis(True, df[x], x_title), scale=_scale(True, df[x]))
+    y_enc = alt.Y(f"{y}:Q", axis=_axis(True, df[y], y_title), scale=_scale(True, df[y]))
+    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    tip = _tooltip(df, [color, x, y, *tooltip], titles)
+    base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
+    points = base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8).encode(color=enc_color).add_params(sel)
+    text = base.mark_text(dy=-14, fontSize=11).encode(text=f"{labels}:N")
+    return alt.layer(points, text).properties(height=height)

@@ -17,7 +17,7 @@ from pathlib import Path
 from .cli_args import whole_number  # one wording for every whole-number option
 from .errors import KvError
 
-BUNDLED_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"
+from .real_model import SAMPLE_TEXT as BUNDLED_TEXT  # noqa: E402  (the bundled public-domain text)
 
 DEFAULT_MODEL = "llama-3.2-1b"  # the live commands' --model (kvcore.doctor checks its default run from these)
 DEFAULT_WEIGHTS_FORMAT = "mlx-q4"  # random weights' --weights-format, like the article
@@ -85,12 +85,20 @@ def _stem(text: str) -> str:
     return text
 
 
+# Environment variables that change what a run measures (which BLAS, how many threads): a run's command names them
+TIMING_ENV = ("LD_PRELOAD", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "KVCORE_BLAS")
+
+
 def command_line() -> str:
-    """The exact command of this run, as a reader would type it."""
+    """The exact command of this run, as a reader would type it, with the TIMING_ENV variables it ran under.
+
+    Example: OPENBLAS_NUM_THREADS=1 python -m kvcore record --sections prefill,batch
+    """
     argv = list(sys.argv)
     if argv and argv[0].endswith(("__main__.py", "kvcore")):
-        return shlex.join(["python", "-m", "kvcore", *argv[1:]])
-    return shlex.join(argv)
+        argv = ["python", "-m", "kvcore", *argv[1:]]
+    env = [f"{k}={shlex.quote(os.environ[k])}" for k in TIMING_ENV if os.environ.get(k)]
+    return " ".join([*env, shlex.join(argv)])
 
 
 class _Bar:
@@ -280,7 +288,12 @@ def _cmd_mechanism(a) -> int:
     model = _model(a)
     print(f"model      {model.name} ({'random weights' if model.weights == 'random' else model.weights}, "
           f"{model.weights_format}, activations {model.dtype}); prompt {a.prompt_tokens:,} tokens; {backend()['backend']}")
-    rows = _run(mechanism_probe, model, a.new_tokens, a.prompt_tokens)
+    text = None
+    if model.tokenizer is not None:  # a real model continues real text
+        from .real_model import sample_ids
+
+        text = sample_ids(model.tokenizer, a.prompt_tokens)
+    rows = _run(mechanism_probe, model, a.new_tokens, a.prompt_tokens, prompt_ids=text)
     shown = [r for r in rows if r["new_tokens"] in (1, 2, a.new_tokens) or r["new_tokens"] % max(1, a.new_tokens // 8) == 0]
     print("columns    ms/token: the time of that one new token (per token); s so far: all new tokens up to it")
     _print_table(shown, [("new_tokens", "new tokens", ","), ("with_cache_step_ms", "with ms/token", ".1f"),
@@ -427,7 +440,8 @@ def _cmd_quality(a) -> int:
                                          ("bytes_per_token", "B/token", ",.0f"), ("first_divergence", "diverges at", "d")])
         for row in result["answers"]:
             print(f"answer     {row['label']}: {row['answer']!r}")
-    _save(a, {"quality": result["formats"], "answers": result["answers"]}, model_info(model, None, result["baseline"]),
+    sections = {"quality": result["formats"], **({"answers": result["answers"]} if result["answers"] else {})}
+    _save(a, sections, model_info(model, None, result["baseline"]),
           {"quality": method, "backend": backend()})
     return 0
 

@@ -281,4 +281,6 @@ def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int =
                      "with_cache_s": w, "without_cache_s": wo})
         if model.tokenizer is not None:
             rows[-1]["token"] = model.tokenizer.piece(generated[i])
+    if model.tokenizer is not None and rows and prompt_ids is not None:
+        rows[0]["prompt"] = model.tokenizer.decode(prompt_ids)
     return rows

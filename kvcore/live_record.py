@@ -82,12 +82,13 @@ def decode_method(warmup: int, steps: int, repeats: int, kv_format: str) -> dict
             "sync": "mx.eval of the sampled token every step", "kv_format": kv_format}
 
 
-def quality_method(text: str, tokens: int, chunk: int, prompt: str, model: LiveModel) -> dict:
-    """How a quality run was made (the recording's method.quality)."""
+def quality_method(text: str, tokens: int, chunk: int, prompt: str | None, model: LiveModel) -> dict:
+    """How a quality run was made (the recording's method.quality); the prompt, a model input, lives in the answers'
+    rows, so it is not repeated here unless no answers were asked for."""
     from .live_quality import QUANTIZE_RULE
     from . import blas
 
-    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk, "prompt": prompt,
+    return {"text": Path(text).name, "tokens": tokens, "chunk": chunk,
             "baseline": f"mlx_lm's KVCache in the activation dtype ({model.dtype})", "quantize": QUANTIZE_RULE,
             "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with the "
                        "baseline's top-1 token (kvcore.quality)", "weights": model.weights_note, "blas": blas.state()["note"]}
@@ -129,6 +130,7 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
 
     g = resolve_geometry(geometry)
     rows, method = {}, {}
+    load_start = _load()
     if "trap" in sections:
         rows["trap"] = trap_probe(geometry, dtype=geometry_kv_format, tokens=trap_tokens, progress=phase("trap"),
                                   should_stop=should_stop)
@@ -144,7 +146,11 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
         rows["decode"] = decode_sweep(model, contexts, kv_format, warmup, steps, repeats, phase("decode"), should_stop)
         method["decode"] = decode_method(warmup, steps, repeats, kv_format)
     if "mechanism" in sections:
-        rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop)
+        from .real_model import sample_ids  # a real model continues real text
+
+        text = sample_ids(model.tokenizer, prompt_tokens) if model.tokenizer is not None else None
+        rows["mechanism"] = mechanism_probe(model, new_tokens, prompt_tokens, phase("mechanism"), should_stop,
+                                            prompt_ids=text)
         method["mechanism"] = {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
                                "without_cache": "full forward over prompt + generated tokens every step"}
     if "prefill" in sections:
@@ -160,6 +166,10 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
         checks.append(generate_step_check(model, check_context, kv_format, warmup, steps, phase("generate_step"), should_stop))
         checks.append(real_prefill_check(model, check_context, kv_format, warmup, steps, phase("real prefill"), should_stop))
     method["backend"] = backend()
+    if blas := blas_libraries():
+        method["blas"] = blas
+    if load_start is not None:  # a shared machine's contention, as the timings met it
+        method["machine_load"] = {"load_start": load_start, "load_end": _load()}
     if checks:
         method["cross_checks"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()} for c in checks]
     geometry_used = "trap" in sections or "growth" in sections
@@ -167,6 +177,43 @@ def record_suite(model: LiveModel, geometry: Geometry | str, command: str, *, tr
     if geometry_used:
         info["geometry_kv_format"] = geometry_kv_format
     return build_recording(rows, info, method, command, title, label)
+
+
+def blas_libraries() -> dict:
+    """Which BLAS mlx's CPU matmuls ran on (Linux, from /proc/self/maps): the libraries loaded, and the one whose
+    cblas_sgemm the process's global scope finds first (a library preloaded with LD_PRELOAD or RTLD_GLOBAL, which
+    mlx binds to before the reference BLAS its wheel bundles); without one, mlx's own. Empty where unknown."""
+    import ctypes
+
+    try:
+        maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return {}
+    ranges = []
+    for line in maps:
+        parts = line.split()
+        if len(parts) >= 6 and "blas" in parts[-1].rsplit("/", 1)[-1].lower():
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            ranges.append((lo, hi, parts[-1]))
+    if not ranges:
+        return {}
+    loaded = sorted({name for _, _, name in ranges})
+    try:
+        address = ctypes.cast(ctypes.CDLL(None).cblas_sgemm, ctypes.c_void_p).value
+        used = next(name for lo, hi, name in ranges if lo <= address < hi)
+    except (AttributeError, OSError, StopIteration):
+        used = next((n for n in loaded if "mlx" in n), loaded[0])  # no global definition: mlx's bundled one
+    return {"libraries": loaded, "sgemm_from": used}
+
+
+def _load() -> float | None:
+    """The machine's 1-minute load average (os.getloadavg), None where the system has none."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def save_run(data: dict, out: str | Path | None = None, name: str | None = None) -> Path:

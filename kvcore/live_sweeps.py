@@ -30,7 +30,7 @@ PREFILL_CHUNK = PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's on
 PREFILL_METHOD = {"fill": "real prefill: random token ids through the model into fresh caches",
                   "chunk": f"{PREFILL_CHUNK} tokens per forward pass (mlx_lm generate's prefill_step_size), "
                            "mx.eval of the caches after each", "timer": "time.perf_counter around the whole prompt",
-                  "warmup": "one untimed prefill of the shortest prompt first", "order": SWEEP_ORDER,
+                  "warmup_run": "one untimed prefill of the shortest prompt first", "order": SWEEP_ORDER,
                   "statistic": "median over passes", "spread": "min_s/max_s and q1_s/q3_s of the per-pass times in pass_s"}
 BATCH_METHOD = {"fill": "synthetic: random K/V for context + 1 rows in each sequence's cache (make_prompt_cache), "
                         "then merged like mlx_lm's BatchGenerator (cache.merge: KVCache -> BatchKVCache)",

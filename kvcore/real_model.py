@@ -116,6 +116,14 @@ def build_tokenizer(meta: dict) -> Tokenizer:
                      int(meta["tokenizer.ggml.eos_token_id"].item()))
 
 
+SAMPLE_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"  # the bundled public-domain text
+
+
+def sample_ids(tokenizer: Tokenizer, tokens: int) -> list[int]:
+    """The first `tokens` tokens of the bundled text (Pride and Prejudice): real text for a real model's prompt."""
+    return tokenizer.encode(SAMPLE_TEXT.read_text(encoding="utf-8"))[:tokens]
+
+
 # ---------------------------------------------------------------- weights
 
 

@@ -47,7 +47,7 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "growth": {"required": ("context", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("active_mib", "peak_mib")},
     "mechanism": {"required": ("new_tokens", "with_cache_s", "without_cache_s"),
                   "numbers": ("with_cache_step_ms", "without_cache_step_ms"),
-                  "texts": ("token",)},  # token: the new token's text (a real model's run)
+                  "texts": ("token", "prompt")},  # a real model's run: token, the new token's text; prompt (first row): the text it continued
     # a real model's next-token log-probabilities through a KV format vs the unquantized cache (kvcore.quality);
     # tokens: positions scored; rows of one format at several token counts show the price against context
     "quality": {"required": ("tokens", "perplexity", "kl_vs_baseline", "top1_agreement"),

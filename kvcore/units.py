@@ -30,6 +30,24 @@ def fmt_num(x: float, sig: int = SIG, unit: str = "") -> str:
     return f"{text} {unit}" if unit else text
 
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def fmt_small(x: float, sig: int = 2) -> str:
+    """A number that can be tiny (a KL divergence): below 0.01 as a power of ten, else as fmt_num.
+
+    Example: fmt_small(0.00067) -> '6.7×10⁻⁴'; fmt_small(0.173) -> '0.173'; fmt_small(0) -> '0'.
+    """
+    x = float(x)
+    if x == 0 or not math.isfinite(x) or abs(x) >= 0.01:
+        return fmt_num(x)
+    exp = math.floor(math.log10(abs(x)))
+    mantissa = f"{x / 10**exp:.{sig - 1}f}"
+    if mantissa.startswith("10"):  # 9.96e-4 rounds up to 10 × 10^-4
+        mantissa, exp = f"{1:.{sig - 1}f}", exp + 1
+    return f"{mantissa}×10{str(exp).translate(SUPERSCRIPT)}"
+
+
 def fmt_ratio(x: float, sig: int = SIG) -> str:
     """A ratio such as a slowdown, to `sig` significant figures (trailing zeros kept: they are significant).
 

@@ -80,6 +80,16 @@ def mechanism_measured(recs: list[Recording]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["recording", "new_tokens", "mode", "seconds", "speedup"])
 
 
+def mechanism_text(rec: Recording) -> dict | None:
+    """A real model's mechanism run: the prompt (the recording's method) and the text it generated, token by token;
+    None for a run without token texts (random weights)."""
+    rows = rec.rows("mechanism")
+    if not rows or not all("token" in r for r in rows):
+        return None
+    prompt = rows[0].get("prompt", "")
+    return {"prompt": prompt, "generated": "".join(r["token"] for r in rows), "new_tokens": len(rows)}
+
+
 # ---------------------------------------------------------------- 2 the .nbytes trap
 
 
@@ -370,3 +380,37 @@ def key_numbers(rec: Recording | None) -> dict:
     return out
 
 
+
+
+# ---------------------------------------------------------------- 6 savings: what a smaller cache costs
+
+
+def quality_trade(recs: list[Recording]) -> pd.DataFrame:
+    """Each KV format of each run with a quality section, at the run's largest scored length: bytes per token
+    (measured from the cache), KL from the unquantized run, top-1 agreement, perplexity."""
+    frames = []
+    for r in recs:
+        rows = r.rows("quality")
+        if not rows:
+            continue
+        longest = max(row["tokens"] for row in rows)
+        df = pd.DataFrame([row for row in rows if row["tokens"] == longest])
+        frames.append(df.assign(source=r.label, recording=r.id, format=df.get("label", df["kv_format"])))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def quality_by_context(rec: Recording) -> pd.DataFrame:
+    """One run's figures per format at every scored length (the price against context), quantized formats only."""
+    df = pd.DataFrame(rec.rows("quality"))
+    if df.empty or "bits" not in df:
+        return pd.DataFrame()
+    df = df[df["bits"].notna()]
+    return df.assign(format=df.get("label", df["kv_format"])).sort_values(["format", "tokens"], ignore_index=True)
+
+
+def quality_answers(rec: Recording) -> dict[str, list[dict]]:
+    """A run's answers grouped by prompt, the baseline first (as recorded)."""
+    out: dict[str, list[dict]] = {}
+    for row in rec.rows("answers"):
+        out.setdefault(row["prompt"], []).append(row)
+    return out

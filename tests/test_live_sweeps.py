@@ -114,7 +114,9 @@ def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsy
     (path,) = out.glob("*.yaml")
     rec = recordings.load(path)
     assert set(rec.data["sections"]) == {"prefill", "batch"}
-    assert set(rec.data["method"]) == {"prefill", "batch", "backend"}
+    assert {"prefill", "batch", "backend", "machine_load"} <= set(rec.data["method"]) <= {"prefill", "batch", "backend",
+                                                                                         "machine_load", "blas"}
+    assert "python -m kvcore record" in rec.data["provenance"]["command"]
     assert [r["batch"] for r in rec.rows("batch")] == [1, 2]
     assert "geometry_kv_format" not in rec.data["model"]  # no trap or growth: no geometry of their own
 
@@ -130,3 +132,24 @@ def test_bad_sweep_options_are_one_line_and_exit_2(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+OPENBLAS = Path("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0")
+
+
+@pytest.mark.skipif(not OPENBLAS.exists(), reason="Debian's OpenBLAS is not installed (apt-get install libopenblas0-pthread)")
+def test_the_recording_names_the_blas_mlx_ran_on_and_the_command_the_environment():
+    """Which library's cblas_sgemm the process finds first: OpenBLAS when preloaded, else the wheel's bundled one; and
+    the run's command carries the variables that chose it."""
+    import os
+    import subprocess
+
+    code = ("import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
+            "from kvcore.live_cli import command_line; print(blas_libraries()['sgemm_from']); print(command_line())")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OPENBLAS_NUM_THREADS")}
+    plain = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "mlx_cpu.libs/libblas" in plain.stdout.splitlines()[0] and plain.stdout.splitlines()[1] == "python -m kvcore record"
+    env.update(LD_PRELOAD=str(OPENBLAS), OPENBLAS_NUM_THREADS="1")
+    pre = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "openblas" in pre.stdout.splitlines()[0]
+    assert pre.stdout.splitlines()[1] == f"LD_PRELOAD={OPENBLAS} OPENBLAS_NUM_THREADS=1 python -m kvcore record"

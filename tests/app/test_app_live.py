@@ -168,3 +168,23 @@ def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_d
     at.run()  # saved: the run is a recording now; the panel says where it went
     assert not results() and "live_save_decode" not in {b.key for b in at.button}
     assert "ローカルの記録" in texts(at)
+
+
+def test_the_prefill_chapters_live_run_measures_both_sweeps_and_draws_them(rec_dir):
+    at = page("pages/5_Prefill_and_decode.py", "en", src="live")
+    at.selectbox(key="live_model_throughput").select("cpu-demo")
+    at.selectbox(key="live_w_throughput").select("fp32")
+    at.multiselect(key="live_prompts").set_value([128, 256])
+    at.multiselect(key="live_batches").set_value([1, 2])
+    at.multiselect(key="live_ctx_throughput").set_value([256])
+    at = _wait(at.button(key="live_run_throughput").click().run(), "job_throughput", 300)
+    assert not at.exception
+    job = at.session_state["job_throughput"]
+    assert job.state == "done", job.error
+    rec = job.recording()
+    assert [r["prompt_tokens"] for r in rec.rows("prefill")] == [128, 256]
+    assert [(r["batch"], r["context"]) for r in rec.rows("batch")] == [(1, 256), (2, 256)]
+    assert set(rec.data["method"]) == {"prefill", "batch", "settings"}
+    shown = texts(at)
+    assert "Batching as run: " in shown and "the roofline fitted to this run's own points" in shown
+    assert "Points: a real prefill measured at each prompt length" in shown  # the live run's own prefill

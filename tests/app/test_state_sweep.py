@@ -54,6 +54,7 @@ EXPECTED = {
     "pages/2_Nbytes_trap.py": {"src", "tokens", "fmt", "updates"},
     "pages/3_Linear_growth.py": {"src", "model", "ctx", "w", "kv", "seqs", "lctx"},
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
+    "pages/5_Prefill_and_decode.py": {"src", "chip", "model", "w", "prompt", "answer", "seq"},
     "pages/6_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
     "pages/7_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
                               "~pasted"},

@@ -1,0 +1,74 @@
+"""Chapter 5 — prefill and decode, one reader or many: arithmetic intensity and the roofline, your prompt's time
+to first token and decode speed, batching; the time model (kvcore.timing) over measured and published runs."""
+
+import streamlit as st
+
+from kvcore import hardware
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.geometry import preset_names
+from kvcore.views import ARTICLE_MODEL
+from kvsite import live, prefill_sections as ps
+from kvsite.chart import show_chart
+from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
+
+DEFAULT_RUN = "measured-linux-cpu-openblas-prefill-batch"  # the bundled Linux CPU run of both sweeps
+DEFAULT_CHIP = "M4 Max (40-core GPU)"
+
+f = setup("prefill_decode")
+f.intro()
+rec = f.pick_source("batch", default=DEFAULT_RUN, live=True)
+if rec == LIVE:
+    job = live.job_panel(f, "throughput")
+    rec = job.recording() if job is not None else None
+
+chips = [c.chip for c in hardware.chips()]
+models = preset_names()
+c = row()
+chip = c.selectbox(f.t("decode.chip"), chips, index=chips.index(DEFAULT_CHIP), key="chip", bind="query-params")
+model = c.selectbox(f.t("common.model"), models, index=models.index(ARTICLE_MODEL), key="model", bind="query-params")
+weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
+                      bind="query-params")
+c = row()
+prompt = c.number_input(f.t("prefill.prompt"), 1, 1_048_576, 2048, 256, key="prompt", bind="query-params")
+answer = c.number_input(f.t("prefill.answer"), 1, 131_072, 512, 128, key="answer", bind="query-params")
+seqs = c.number_input(f.t("prefill.sequences"), 1, 256, 4, 1, key="seq", bind="query-params", help=f.t("prefill.sequences_help"))
+prompt, answer, seqs = int(prompt), int(answer), int(seqs)
+
+article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
+roof = ps.roofline(chip, model, weights, prompt, answer, seqs, article, f.lang)
+text("## " + f.t("prefill.intensity_title"), roof["text"], "### " + roof["title"])
+show_chart(f, roof["chart"], "roof_chart", "kv-roofline")
+st.caption(roof["caption"])
+
+st.header(f.t("prefill.answer_title"))
+ans = ps.your_prompt(chip, model, weights, prompt, answer, seqs, f.lang)
+m = row()
+for label, value in ans["metrics"]:
+    m.metric(label, value)
+for warning in (ans["note"], ans["too_big"]):
+    if warning:
+        st.warning(warning)
+st.markdown(ans["bounds"])
+st.caption(ans["assumptions"])
+
+text("## " + f.t("prefill.batch_title"), f.t("prefill.batch_lead"))
+bm = ps.batch_model(chip, model, weights, f.lang)
+if bm["chart"] is not None:
+    show_chart(f, bm["chart"], "batch_model_chart", f"kv-batch-model-{model}")
+st.caption(bm["caption"])
+if rec is not None and (measured := ps.batch_measured(rec, f.lang)) is not None:
+    st.subheader(measured["title"])
+    show_chart(f, measured["chart"], "batch_measured_chart", f"kv-batch-{rec.id}")
+    st.caption(measured["caption"])
+
+text("## " + f.t("prefill.prefill_title"), f.t("prefill.prefill_lead"))
+runs = [r for r in (rec, next((r for r in f.recs if r.id == DEFAULT_RUN), None)) if r is not None and r != LIVE]
+pre = next((p for r in runs if (p := ps.prefill_measured(r, f.lang)) is not None), None)
+if pre is None:
+    st.info(f.t("prefill.prefill_none"))
+else:
+    show_chart(f, pre["chart"], "prefill_chart", "kv-prefill-vs-prompt")
+    st.caption(pre["caption"])
+pptg = ps.pptg_table(f.recs, f.lang)
+if pptg:
+    text("### " + f.t("prefill.pptg_title"), f.t("prefill.pptg_lead"), *(f"**{head}**\n\n{table}" for head, table in pptg))
