@@ -369,7 +369,8 @@ def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path)
     at.expander(key="cmp_open").open = True  # the runtimes compared: llama.cpp's only, for a GGUF
     at.session_state["cmp_open"] = True
     at.run()
-    table = next(m.value for m in at.markdown if "`llama.cpp`" in m.value and "`mlx_lm`" not in m.value)
+    table = next(m.value for m in at.markdown if m.value.startswith("|") and "`llama.cpp`" in m.value
+                 and "`mlx_lm`" not in m.value)
     assert table.count("\n") == 2 and not at.exception
 
 
