@@ -583,10 +583,15 @@ def quality(rec: Recording, lang: str) -> dict:
 
 def format_label(row: dict, lang: str) -> str:
     """A scored cache's name in `lang`: the format, with its group size (and start) when quantized."""
+    import re
+
     t = i18n.translator(lang)
     group = row.get("group_size")
-    if group is None or group != group:  # plain formats (NaN in a frame)
-        return row["kv_format"]
+    if group is None or group != group:  # an answers row names its group in its label only: "mlx-q4 (group 32)"
+        named = re.search(r"\(group (\d+)", str(row.get("label", "")))
+        if named is None:
+            return row["kv_format"]
+        group = int(named[1])
     label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
     start = row.get("quantized_kv_start") or 0
     return label if start != start or not start else t("savings.quality_format_start", label=label, start=fmt_num(start))

@@ -93,7 +93,9 @@ else:
         st.subheader(f.t("savings.quality_answers_title"))
         c = row()
         prompts = list(q["answers"])
-        prompt = c.selectbox(f.t("savings.quality_answers_prompt"), prompts, key="qprompt", bind="query-params")
+        parted = next((i for i, p in enumerate(prompts) if any("first_divergence" in r for r in q["answers"][p])), 0)
+        prompt = c.selectbox(f.t("savings.quality_answers_prompt"), prompts, index=parted, key="qprompt",
+                             bind="query-params")
         rows = q["answers"][prompt]
         labels = [sections.format_label(r, f.lang) for r in rows[1:]]
         pick = c.selectbox(f.t("savings.quality_answers_pick"), labels, index=min(2, len(labels) - 1), key="qfmt",
