@@ -15,13 +15,34 @@ n = sections.key_numbers(rec)
 geo = sections.article_geometry()
 dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = row(gap="large")  # a metric takes its label's width
-c.metric(f.t("home.m_per_token"), f"{n['kv_per_token'] / 1024:,.0f} KiB", help=f.t("home.m_per_token_help", **geo), width="content")
-c.metric(f.t("home.m_32k"), fmt_size(n["kv_32k"]), help=f.t("home.m_32k_help", weights=fmt_size(n["weights_q4"])), width="content")
+c.metric(
+    f.t("home.m_per_token"),
+    f"{n['kv_per_token'] / 1024:,.0f} KiB",
+    help=f.t("home.m_per_token_help", **geo),
+    width="content",
+)
+c.metric(
+    f.t("home.m_32k"),
+    fmt_size(n["kv_32k"]),
+    help=f.t("home.m_32k_help", weights=fmt_size(n["weights_q4"])),
+    width="content",
+)
 if "tokens_per_s_a" in n:
-    c.metric(f.t("home.m_decode", **dec), f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])}",
-                help=f.t("home.m_decode_help", **dec), width="content")
-    c.metric(f.t("home.m_pred"), fmt_ratio(n["predicted_slowdown"]), f"{f.t('home.m_measured')} {fmt_ratio(n['measured_slowdown'])}",
-             delta_color="off", delta_arrow="off", help=f.t("home.m_pred_help", **dec), width="content")
+    c.metric(
+        f.t("home.m_decode", **dec),
+        f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])}",
+        help=f.t("home.m_decode_help", **dec),
+        width="content",
+    )
+    c.metric(
+        f.t("home.m_pred"),
+        fmt_ratio(n["predicted_slowdown"]),
+        f"{f.t('home.m_measured')} {fmt_ratio(n['measured_slowdown'])}",
+        delta_color="off",
+        delta_arrow="off",
+        help=f.t("home.m_pred_help", **dec),
+        width="content",
+    )
 else:
     st.info(f.t("source.none"))
 st.caption(f.t("home.numbers_source", **dec))
@@ -29,7 +50,9 @@ st.caption(f.t("home.numbers_source", **dec))
 st.subheader(f.t("home.chapters"))
 for chapter in CHAPTERS:
     with st.container(border=True):
-        st.page_link(chapter.path, label=f"**{f.t('nav.' + chapter.slug)}**", query_params={"lang": f.lang})
+        st.page_link(
+            chapter.path, label=f"**{f.t('nav.' + chapter.slug)}**", query_params={"lang": f.lang}
+        )
         st.caption(f.t(f"home.ch.{chapter.slug}", **geo))
 
 text("### " + f.t("home.data_title"), f.t("home.data"))

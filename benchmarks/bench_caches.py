@@ -42,11 +42,15 @@ def section_cache(max_entries: int = 64):
 def plain_copy(folder: Path) -> Path:
     """The repository's site in `folder`, its section_cache replaced by st.cache_resource."""
     for name in ("kvcore", "kvsite", "pages", "recordings", ".streamlit"):
-        shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
+        shutil.copytree(
+            ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", "local")
+        )
     shutil.copy(ROOT / "streamlit_app.py", folder)
     cache = folder / "kvsite" / "cache.py"
     text = cache.read_text(encoding="utf-8")
-    cache.write_text(text[: text.index("def section_cache(")].rstrip() + "\n" + PLAIN, encoding="utf-8")
+    cache.write_text(
+        text[: text.index("def section_cache(")].rstrip() + "\n" + PLAIN, encoding="utf-8"
+    )
     return folder
 
 
@@ -67,9 +71,21 @@ def main() -> int:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         dirs = {"section_cache": ROOT, "st.cache_resource": plain_copy(Path(tmp))}
-        bases = {name: stack.enter_context(streamlit_server(env=NODELAY, app_dir=d)) for name, d in dirs.items()}
-        ws = {name: stack.enter_context(connect(base.replace("http", "ws", 1) + "/_stcore/stream", sock=_socket(base),
-                                                subprotocols=["streamlit"], max_size=None)) for name, base in bases.items()}
+        bases = {
+            name: stack.enter_context(streamlit_server(env=NODELAY, app_dir=d))
+            for name, d in dirs.items()
+        }
+        ws = {
+            name: stack.enter_context(
+                connect(
+                    base.replace("http", "ws", 1) + "/_stcore/stream",
+                    sock=_socket(base),
+                    subprotocols=["streamlit"],
+                    max_size=None,
+                )
+            )
+            for name, base in bases.items()
+        }
         for name in bases:  # warm-up: imports, caches, the session
             for _ in range(2):
                 for path in PAGES.values():
@@ -81,21 +97,32 @@ def main() -> int:
             for page, path in PAGES.items():
                 for name in order:
                     t[name, page].append(rerun(ws[name], path) * 1e3)
-        cpu = {name: (cpu_s(base.pid) - cpu0[name]) / (a.rounds * len(PAGES)) * 1e3 for name, base in bases.items()}
-    print(f"{a.rounds} paired rounds, one rerun of every page per server per round, websocket round trip (no browser)")
-    print(f"{'page':<16} {'section_cache ms':>16} {'st.cache_resource ms':>20} {'plain / own, median (IQR)':>28}")
+        cpu = {
+            name: (cpu_s(base.pid) - cpu0[name]) / (a.rounds * len(PAGES)) * 1e3
+            for name, base in bases.items()
+        }
+    print(
+        f"{a.rounds} paired rounds, one rerun of every page per server per round, websocket round trip (no browser)"
+    )
+    print(
+        f"{'page':<16} {'section_cache ms':>16} {'st.cache_resource ms':>20} {'plain / own, median (IQR)':>28}"
+    )
     ratios_all = []
     for page in PAGES:
         own, plain = t["section_cache", page], t["st.cache_resource", page]
         ratios = [p / o for p, o in zip(plain, own)]
         ratios_all += ratios
         q1, q2, q3 = quartiles(ratios)
-        print(f"{page:<16} {statistics.median(own):16.1f} {statistics.median(plain):20.1f} "
-              f"{q2:>12.2f} ({q1:.2f}-{q3:.2f})")
+        print(
+            f"{page:<16} {statistics.median(own):16.1f} {statistics.median(plain):20.1f} "
+            f"{q2:>12.2f} ({q1:.2f}-{q3:.2f})"
+        )
     q1, q2, q3 = quartiles(ratios_all)
     print(f"{'every page':<16} {'':16} {'':20} {q2:>12.2f} ({q1:.2f}-{q3:.2f})")
-    print(f"server CPU per rerun (all threads): section_cache {cpu['section_cache']:.1f} ms, "
-          f"st.cache_resource {cpu['st.cache_resource']:.1f} ms")
+    print(
+        f"server CPU per rerun (all threads): section_cache {cpu['section_cache']:.1f} ms, "
+        f"st.cache_resource {cpu['st.cache_resource']:.1f} ms"
+    )
     return 0
 
 

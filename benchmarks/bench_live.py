@@ -46,7 +46,14 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcore.live_decode import decode_sweep, generate_step_ms, paired_steps, prefill, quartiles, synthetic_ms  # noqa: E402
+from kvcore.live_decode import (
+    decode_sweep,
+    generate_step_ms,
+    paired_steps,
+    prefill,
+    quartiles,
+    synthetic_ms,
+)  # noqa: E402
 from kvcore.live_models import fill_caches, get_model, make_caches  # noqa: E402
 from kvcore.machine import backend, provenance  # noqa: E402
 
@@ -77,7 +84,9 @@ def paired(a: Callable[[], float], b: Callable[[], float], rounds: int, label: s
     return paired_rounds(one_round, rounds, label)
 
 
-def paired_rounds(one_round: Callable[[bool], tuple[float, float]], rounds: int, label: str) -> dict:
+def paired_rounds(
+    one_round: Callable[[bool], tuple[float, float]], rounds: int, label: str
+) -> dict:
     """One untimed round (first calls pay one-off costs: allocator, kernels, caches), then `rounds`
     rounds of one_round(b_first) -> (A ms, B ms), B first in every other round; the median of the
     per-round ratios B/A with their quartiles and min-max."""
@@ -85,18 +94,39 @@ def paired_rounds(one_round: Callable[[bool], tuple[float, float]], rounds: int,
     rows = []
     for i in range(rounds):
         a_ms, b_ms = one_round(i % 2 == 1)
-        rows.append({"round": i + 1, "first": "A" if i % 2 == 0 else "B", "a_ms": a_ms, "b_ms": b_ms, "ratio": b_ms / a_ms})
-        print(f"   {label} round {i + 1}/{rounds}: {a_ms:.2f} vs {b_ms:.2f} ms/token -> x{b_ms / a_ms:.3f}", flush=True)
+        rows.append(
+            {
+                "round": i + 1,
+                "first": "A" if i % 2 == 0 else "B",
+                "a_ms": a_ms,
+                "b_ms": b_ms,
+                "ratio": b_ms / a_ms,
+            }
+        )
+        print(
+            f"   {label} round {i + 1}/{rounds}: {a_ms:.2f} vs {b_ms:.2f} ms/token -> x{b_ms / a_ms:.3f}",
+            flush=True,
+        )
     ratios = [r["ratio"] for r in rows]
     q1, mid, q3 = quartiles(ratios)
-    return {"rounds": rows, "median_ratio": mid, "q1_ratio": q1, "q3_ratio": q3, "min_ratio": min(ratios),
-            "max_ratio": max(ratios), "a_median_ms": median(r["a_ms"] for r in rows),
-            "b_median_ms": median(r["b_ms"] for r in rows), "verdict": verdict(q1, q3)}
+    return {
+        "rounds": rows,
+        "median_ratio": mid,
+        "q1_ratio": q1,
+        "q3_ratio": q3,
+        "min_ratio": min(ratios),
+        "max_ratio": max(ratios),
+        "a_median_ms": median(r["a_ms"] for r in rows),
+        "b_median_ms": median(r["b_ms"] for r in rows),
+        "verdict": verdict(q1, q3),
+    }
 
 
 def spread_text(check: dict) -> str:
-    return (f"x{check['median_ratio']:.3f} (IQR {check['q1_ratio']:.3f}-{check['q3_ratio']:.3f}, "
-            f"min-max {check['min_ratio']:.3f}-{check['max_ratio']:.3f}, {len(check['rounds'])} pairs)")
+    return (
+        f"x{check['median_ratio']:.3f} (IQR {check['q1_ratio']:.3f}-{check['q3_ratio']:.3f}, "
+        f"min-max {check['min_ratio']:.3f}-{check['max_ratio']:.3f}, {len(check['rounds'])} pairs)"
+    )
 
 
 def synthetic_vs_real(model, context: int, warmup: int, steps: int, rounds: int) -> dict:
@@ -126,11 +156,20 @@ def synthetic_vs_real(model, context: int, warmup: int, steps: int, rounds: int)
         return median(a_ms), median(b_ms)
 
     out = paired_rounds(one_round, rounds, "1.")
-    return {"context": context, "a": "synthetic fill (random K/V)", "b": "real prefill's K/V, restored", **out,
-            "prefill_s": prefill_s, "prefill_capacity": capacity, "restored_capacity": restored_capacity}
+    return {
+        "context": context,
+        "a": "synthetic fill (random K/V)",
+        "b": "real prefill's K/V, restored",
+        **out,
+        "prefill_s": prefill_s,
+        "prefill_capacity": capacity,
+        "restored_capacity": restored_capacity,
+    }
 
 
-def sweep_cost(model, measured_prefill: list[int], known: dict[int, float], warmup: int, steps: int) -> dict:
+def sweep_cost(
+    model, measured_prefill: list[int], known: dict[int, float], warmup: int, steps: int
+) -> dict:
     """Wall time of a synthetic 256 -> 32K sweep vs real prefills (measured up to max(measured_prefill));
     `known` holds prefill times already measured in this run (check 1)."""
     import mlx.core as mx
@@ -156,20 +195,35 @@ def sweep_cost(model, measured_prefill: list[int], known: dict[int, float], warm
         if context in measured:
             real[context] = {"prefill_s": measured[context], "how": "measured"}
         else:
-            real[context] = {"prefill_s": per_token_s * (context + 1), "how": f"extrapolated linearly from {largest:,}"}
+            real[context] = {
+                "prefill_s": per_token_s * (context + 1),
+                "how": f"extrapolated linearly from {largest:,}",
+            }
     real_total = sum(v["prefill_s"] + timing_s[c] for c, v in real.items())
-    return {"contexts": SWEEP, "synthetic_sweep_s": synthetic_s, "real_prefill_sweep_s": real_total,
-            "speedup": real_total / synthetic_s, "real_prefill": real, "decode_rows": rows,
-            "extrapolation": (f"contexts above {largest:,}: the per-token prefill time measured at {largest:,} "
-                              f"({per_token_s * 1000:.1f} ms/token) x context; a lower bound, since attention "
-                              "work per token grows with context"),
-            "at_least_20x": real_total / synthetic_s >= 20}
+    return {
+        "contexts": SWEEP,
+        "synthetic_sweep_s": synthetic_s,
+        "real_prefill_sweep_s": real_total,
+        "speedup": real_total / synthetic_s,
+        "real_prefill": real,
+        "decode_rows": rows,
+        "extrapolation": (
+            f"contexts above {largest:,}: the per-token prefill time measured at {largest:,} "
+            f"({per_token_s * 1000:.1f} ms/token) x context; a lower bound, since attention "
+            "work per token grows with context"
+        ),
+        "at_least_20x": real_total / synthetic_s >= 20,
+    }
 
 
 def harness_vs_generate_step(model, context: int, warmup: int, steps: int, rounds: int) -> dict:
     """Check 3: paired rounds, mlx_lm's generate_step (A) vs this harness (B), same synthetic fill, fresh caches."""
-    out = paired(lambda: generate_step_ms(model, context, model.dtype, warmup, steps),
-                 lambda: synthetic_ms(model, context, model.dtype, warmup, steps), rounds, "3.")
+    out = paired(
+        lambda: generate_step_ms(model, context, model.dtype, warmup, steps),
+        lambda: synthetic_ms(model, context, model.dtype, warmup, steps),
+        rounds,
+        "3.",
+    )
     return {"context": context, "a": "mlx_lm generate_step", "b": "this harness", **out}
 
 
@@ -177,50 +231,87 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="cpu-demo")
     p.add_argument("--weights-format", default="fp32")
-    p.add_argument("--context", type=int, default=1024, help="context for check 1 (affordable real prefill, < 2048)")
+    p.add_argument(
+        "--context",
+        type=int,
+        default=1024,
+        help="context for check 1 (affordable real prefill, < 2048)",
+    )
     p.add_argument("--generate-context", type=int, default=4096, help="context for check 3")
-    p.add_argument("--measured-prefill", default="256,512,1024", help="contexts whose real prefill is measured")
+    p.add_argument(
+        "--measured-prefill", default="256,512,1024", help="contexts whose real prefill is measured"
+    )
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--rounds", type=int, default=15, help="A/B pairs per paired check")
     p.add_argument("--out-name", default="bench_live", help="file stem under benchmarks/out/")
     a = p.parse_args()
     model = get_model(a.model, "random", a.weights_format)
-    print(f"model {model.name}, {model.weights_format} weights, {model.dtype} activations, {backend()['backend']}")
+    print(
+        f"model {model.name}, {model.weights_format} weights, {model.dtype} activations, {backend()['backend']}"
+    )
     t_start = time.perf_counter()
 
     one = synthetic_vs_real(model, a.context, a.warmup, a.steps, a.rounds)
-    print(f"1. real prefill's K/V vs synthetic fill at {one['context']:,}: {spread_text(one)} -> {one['verdict']} "
-          f"(medians {one['a_median_ms']:.2f} vs {one['b_median_ms']:.2f} ms/token; prefill took {one['prefill_s']:.1f} s)")
-    two = sweep_cost(model, [int(x) for x in a.measured_prefill.split(",")], {a.context: one["prefill_s"]},
-                     a.warmup, a.steps)
-    print(f"2. sweep 256 -> 32K: synthetic {two['synthetic_sweep_s']:.1f} s vs real prefills "
-          f"{two['real_prefill_sweep_s']:.0f} s -> {two['speedup']:.0f}x ({two['extrapolation']})")
+    print(
+        f"1. real prefill's K/V vs synthetic fill at {one['context']:,}: {spread_text(one)} -> {one['verdict']} "
+        f"(medians {one['a_median_ms']:.2f} vs {one['b_median_ms']:.2f} ms/token; prefill took {one['prefill_s']:.1f} s)"
+    )
+    two = sweep_cost(
+        model,
+        [int(x) for x in a.measured_prefill.split(",")],
+        {a.context: one["prefill_s"]},
+        a.warmup,
+        a.steps,
+    )
+    print(
+        f"2. sweep 256 -> 32K: synthetic {two['synthetic_sweep_s']:.1f} s vs real prefills "
+        f"{two['real_prefill_sweep_s']:.0f} s -> {two['speedup']:.0f}x ({two['extrapolation']})"
+    )
     three = harness_vs_generate_step(model, a.generate_context, a.warmup, a.steps, a.rounds)
-    print(f"3. harness vs mlx_lm generate_step at {a.generate_context:,}: {spread_text(three)} -> {three['verdict']} "
-          f"(medians {three['a_median_ms']:.2f} vs {three['b_median_ms']:.2f} ms/token)")
+    print(
+        f"3. harness vs mlx_lm generate_step at {a.generate_context:,}: {spread_text(three)} -> {three['verdict']} "
+        f"(medians {three['a_median_ms']:.2f} vs {three['b_median_ms']:.2f} ms/token)"
+    )
 
     out = ROOT / "benchmarks" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"command": " ".join(["python", *sys.argv]), "provenance": provenance(" ".join(sys.argv)),
-               "model": model.summary(), "wall_s": time.perf_counter() - t_start,
-               "method": {"pairing": "one untimed round, then rounds with fresh caches, B first in every other round; "
-                                     "check 1 interleaves A and B step by step within a round, check 3 alternates "
-                                     "whole measurements; median of B/A with interquartile range and min-max", "tolerance": TOLERANCE,
-                          "warmup": a.warmup, "steps": a.steps, "rounds": a.rounds},
-               "synthetic_vs_real_prefill": one, "sweep_cost": two, "harness_vs_generate_step": three}
+    summary = {
+        "command": " ".join(["python", *sys.argv]),
+        "provenance": provenance(" ".join(sys.argv)),
+        "model": model.summary(),
+        "wall_s": time.perf_counter() - t_start,
+        "method": {
+            "pairing": "one untimed round, then rounds with fresh caches, B first in every other round; "
+            "check 1 interleaves A and B step by step within a round, check 3 alternates "
+            "whole measurements; median of B/A with interquartile range and min-max",
+            "tolerance": TOLERANCE,
+            "warmup": a.warmup,
+            "steps": a.steps,
+            "rounds": a.rounds,
+        },
+        "synthetic_vs_real_prefill": one,
+        "sweep_cost": two,
+        "harness_vs_generate_step": three,
+    }
     (out / f"{a.out_name}.json").write_text(json.dumps(summary, indent=2))
-    md = [f"# bench_live ({summary['provenance']['date']}, {summary['provenance']['machine']['chip']}, "
-          f"{summary['provenance']['backend']})", "",
-          f"Model: {model.name} (random weights, {model.weights_format}); command: `{summary['command']}`", "",
-          "| check | paired ratio B/A: median (IQR, min-max) | A vs B medians | goal | supported |", "|---|---|---|---|---|",
-          f"| real prefill's K/V (B) vs synthetic fill (A) @ {one['context']:,} | {spread_text(one)} | "
-          f"{one['a_median_ms']:.2f} vs {one['b_median_ms']:.2f} ms/token | within 10 % | {one['verdict']} |",
-          f"| sweep 256->32K, synthetic vs real prefills (one measurement) | {two['speedup']:.0f}x | "
-          f"{two['synthetic_sweep_s']:.1f} s vs {two['real_prefill_sweep_s']:.0f} s | >= 20x | {two['at_least_20x']} |",
-          f"| harness (B) vs generate_step (A) @ {a.generate_context:,} | {spread_text(three)} | "
-          f"{three['a_median_ms']:.2f} vs {three['b_median_ms']:.2f} ms/token | within 10 % | {three['verdict']} |", "",
-          f"Extrapolation: {two['extrapolation']}."]
+    md = [
+        f"# bench_live ({summary['provenance']['date']}, {summary['provenance']['machine']['chip']}, "
+        f"{summary['provenance']['backend']})",
+        "",
+        f"Model: {model.name} (random weights, {model.weights_format}); command: `{summary['command']}`",
+        "",
+        "| check | paired ratio B/A: median (IQR, min-max) | A vs B medians | goal | supported |",
+        "|---|---|---|---|---|",
+        f"| real prefill's K/V (B) vs synthetic fill (A) @ {one['context']:,} | {spread_text(one)} | "
+        f"{one['a_median_ms']:.2f} vs {one['b_median_ms']:.2f} ms/token | within 10 % | {one['verdict']} |",
+        f"| sweep 256->32K, synthetic vs real prefills (one measurement) | {two['speedup']:.0f}x | "
+        f"{two['synthetic_sweep_s']:.1f} s vs {two['real_prefill_sweep_s']:.0f} s | >= 20x | {two['at_least_20x']} |",
+        f"| harness (B) vs generate_step (A) @ {a.generate_context:,} | {spread_text(three)} | "
+        f"{three['a_median_ms']:.2f} vs {three['b_median_ms']:.2f} ms/token | within 10 % | {three['verdict']} |",
+        "",
+        f"Extrapolation: {two['extrapolation']}.",
+    ]
     (out / f"{a.out_name}.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out / (a.out_name + '.json')} and .md ({summary['wall_s']:.0f} s)")
     return 0

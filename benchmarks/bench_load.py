@@ -40,23 +40,40 @@ from harness.server import ROOT, nginx_server, streamlit_server  # noqa: E402
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
 APP_ENV = {"KVCORE_READ_ONLY": "1"}
 NODELAY = {"PYTHONPATH": str(ROOT / "deploy" / "nodelay")}
-SAME_RUNNER = ("--runner.postScriptGC=false",)  # the project's setting, for the one-line page's server too
+SAME_RUNNER = (
+    "--runner.postScriptGC=false",
+)  # the project's setting, for the one-line page's server too
 # every page with URL state readers share (ja and en, sliders, models, formats, chips, sources)
 APP_VISITS = [
-    ("", "lang=ja"), ("", "lang=en"),
-    ("Mechanism", "lang=en"), ("Mechanism", "lang=ja&prompt=512&new=200&view=per_step"),
-    ("Nbytes_trap", "lang=ja"), ("Nbytes_trap", "lang=en&tokens=300&fmt=mlx-q4"), ("Nbytes_trap", "lang=en&tokens=1024&fmt=mlx-q8"),
-    ("Linear_growth", "lang=en"), ("Linear_growth", "lang=ja&model=llama-3.1-8b&ctx=131072&kv=mlx-q4&seqs=4"),
-    ("Decode_slowdown", "lang=ja"), ("Decode_slowdown", "lang=en&chip=M4+Max+%2840-core+GPU%29&eff=0.6"),
+    ("", "lang=ja"),
+    ("", "lang=en"),
+    ("Mechanism", "lang=en"),
+    ("Mechanism", "lang=ja&prompt=512&new=200&view=per_step"),
+    ("Nbytes_trap", "lang=ja"),
+    ("Nbytes_trap", "lang=en&tokens=300&fmt=mlx-q4"),
+    ("Nbytes_trap", "lang=en&tokens=1024&fmt=mlx-q8"),
+    ("Linear_growth", "lang=en"),
+    ("Linear_growth", "lang=ja&model=llama-3.1-8b&ctx=131072&kv=mlx-q4&seqs=4"),
+    ("Decode_slowdown", "lang=ja"),
+    ("Decode_slowdown", "lang=en&chip=M4+Max+%2840-core+GPU%29&eff=0.6"),
     ("Decode_slowdown", "lang=en&src=measured-linux-cpu-demo-mlx-cpu"),
-    ("Savings", "lang=en"), ("Savings", "lang=ja&model=qwen3-4b&ctx=32768&mem=64"),
-    ("Calculator", "lang=ja"), ("Calculator", "lang=en&chip=M3+Max+%2840-core+GPU%29&ctx=65536"),
-    ("Recordings", "lang=en"), ("Recordings", "lang=ja&rec=measured-linux-cpu-demo-mlx-cpu"),
+    ("Savings", "lang=en"),
+    ("Savings", "lang=ja&model=qwen3-4b&ctx=32768&mem=64"),
+    ("Calculator", "lang=ja"),
+    ("Calculator", "lang=en&chip=M3+Max+%2840-core+GPU%29&ctx=65536"),
+    ("Recordings", "lang=en"),
+    ("Recordings", "lang=ja&rec=measured-linux-cpu-demo-mlx-cpu"),
 ]
 ONE_VISITS = [("", "lang=ja"), ("", "lang=en"), ("", "x=1"), ("", "x=2")]
 # a reader's interaction: one slider step (page, the slider's key), as bench_slider.py presses them in a browser
-SLIDERS = [("Mechanism", "prompt"), ("Nbytes_trap", "tokens"), ("Linear_growth", "ctx"), ("Decode_slowdown", "eff"),
-           ("Savings", "mem"), ("Calculator", "ctx_log")]
+SLIDERS = [
+    ("Mechanism", "prompt"),
+    ("Nbytes_trap", "tokens"),
+    ("Linear_growth", "ctx"),
+    ("Decode_slowdown", "eff"),
+    ("Savings", "mem"),
+    ("Calculator", "ctx_log"),
+]
 
 
 def rss_mib(pid: int) -> float:
@@ -80,13 +97,33 @@ def pct(values: list[float], q: float) -> float:
 class Load:
     """N readers doing `reruns` visits each, all at once: (reruns/s, latencies in ms, errors, MiB per reader)."""
 
-    def __init__(self, base: str, pid: int, visits: list, readers: int, reruns: int, seed: int = 0, keep: list | None = None):
-        self.base, self.pid, self.visits, self.n, self.reruns, self.seed = base, pid, visits, readers, reruns, seed
+    def __init__(
+        self,
+        base: str,
+        pid: int,
+        visits: list,
+        readers: int,
+        reruns: int,
+        seed: int = 0,
+        keep: list | None = None,
+    ):
+        self.base, self.pid, self.visits, self.n, self.reruns, self.seed = (
+            base,
+            pid,
+            visits,
+            readers,
+            reruns,
+            seed,
+        )
         self.keep = keep  # readers opened before, left open afterwards (the soak); else new sessions, closed after
 
     def run(self) -> dict:
         rss0 = rss_mib(self.pid)
-        readers = self.keep if self.keep is not None else [Reader(self.base, timeout_s=120) for _ in range(self.n)]
+        readers = (
+            self.keep
+            if self.keep is not None
+            else [Reader(self.base, timeout_s=120) for _ in range(self.n)]
+        )
         lat, errors, lock = [], [], threading.Lock()
         go = threading.Barrier(self.n + 1)
 
@@ -102,7 +139,9 @@ class Load:
                     with lock:
                         errors.append(f"{page}?{query}: {e!r}")
 
-        threads = [threading.Thread(target=reader, args=(i, r), daemon=True) for i, r in enumerate(readers)]
+        threads = [
+            threading.Thread(target=reader, args=(i, r), daemon=True) for i, r in enumerate(readers)
+        ]
         for t in threads:
             t.start()
         bytes0 = sum(r.bytes_received for r in readers)
@@ -117,12 +156,21 @@ class Load:
         for r in readers if self.keep is None else ():
             r.close()
         n = max(1, len(lat))
-        return {"throughput": len(lat) / wall, "p50": pct(lat, 0.5), "p95": pct(lat, 0.95), "errors": errors,
-                "mib_per_reader": (rss1 - rss0) / self.n, "wall_s": wall, "cpu_ms": cpu * 1e3 / n,
-                "kib": (sum(r.bytes_received for r in readers) - bytes0) / 1024 / n}
+        return {
+            "throughput": len(lat) / wall,
+            "p50": pct(lat, 0.5),
+            "p95": pct(lat, 0.95),
+            "errors": errors,
+            "mib_per_reader": (rss1 - rss0) / self.n,
+            "wall_s": wall,
+            "cpu_ms": cpu * 1e3 / n,
+            "kib": (sum(r.bytes_received for r in readers) - bytes0) / 1024 / n,
+        }
 
 
-def interaction_cpu(base: str, pid: int, page: str, key: str | None, steps: int) -> tuple[float, float]:
+def interaction_cpu(
+    base: str, pid: int, page: str, key: str | None, steps: int
+) -> tuple[float, float]:
     """(server CPU ms per slider step, per full rerun of the same page) for one reader on a fresh session: `steps`
     steps forward from the slider's default, each sent as a browser sends it (the slider's fragment only, when it
     is in one), once untimed and then timed (warm caches, like the full reruns), and as many full reruns. key None:
@@ -136,10 +184,16 @@ def interaction_cpu(base: str, pid: int, page: str, key: str | None, steps: int)
         if key is None:
             return full, full
         wid, value, step, top, options = r.slider(key)
-        room = max(1, int((top - value) / step))  # steps up to the slider's end; then back to its start, and on
+        room = max(
+            1, int((top - value) / step)
+        )  # steps up to the slider's end; then back to its start, and on
         values = [value + (k % (room + 1)) * step for k in range(1, steps + 1)]
-        values = [options[int(v)] for v in values] if options else values  # a select_slider: by label
-        for v in values:  # once untimed: each value's sections computed (the full reruns are warm too)
+        values = (
+            [options[int(v)] for v in values] if options else values
+        )  # a select_slider: by label
+        for (
+            v
+        ) in values:  # once untimed: each value's sections computed (the full reruns are warm too)
             r.rerun(page, "lang=en", slider=(wid, v))
         cpu0 = cpu_s(pid)
         for v in values:
@@ -166,7 +220,9 @@ def main() -> int:
     ap.add_argument("--reruns", type=int, default=6, help="visits per reader and round")
     ap.add_argument("--soak", type=int, default=10_000)
     ap.add_argument("--trip-runs", type=int, default=30)
-    ap.add_argument("--steps", type=int, default=20, help="slider steps per page and round (interactions)")
+    ap.add_argument(
+        "--steps", type=int, default=20, help="slider steps per page and round (interactions)"
+    )
     a = ap.parse_args()
     out = []
 
@@ -179,36 +235,53 @@ def main() -> int:
         Path(tmp, "one", "streamlit_app.py").write_text(ONE_LINE, encoding="utf-8")
         app = stack.enter_context(streamlit_server(env=APP_ENV))
         one = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one"), args=SAME_RUNNER))
-        one_default = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one")))  # Streamlit's postScriptGC on
-        servers = {"app": (app, APP_VISITS), "one-line page": (one, ONE_VISITS),
-                   "one-line, GC on": (one_default, ONE_VISITS)}
+        one_default = stack.enter_context(
+            streamlit_server(app_dir=Path(tmp, "one"))
+        )  # Streamlit's postScriptGC on
+        servers = {
+            "app": (app, APP_VISITS),
+            "one-line page": (one, ONE_VISITS),
+            "one-line, GC on": (one_default, ONE_VISITS),
+        }
         with Reader(app) as r:  # warm-up: imports, caches, every visit once
             for page, query in APP_VISITS:
                 r.rerun(page, query)
         for base in (one, one_default):
             with Reader(base) as r:
                 r.rerun("", "lang=en")
-        say(f"resident memory after warm-up: app {rss_mib(app.pid):.0f} MiB, one-line page {rss_mib(one.pid):.0f} MiB")
+        say(
+            f"resident memory after warm-up: app {rss_mib(app.pid):.0f} MiB, one-line page {rss_mib(one.pid):.0f} MiB"
+        )
 
         # ---- load: interleaved rounds, the order alternating
         res = {name: [] for name in servers}
         for k in range(a.rounds):
-            for name in (list(servers) if k % 2 == 0 else list(servers)[::-1]):  # alternating order
+            for name in list(servers) if k % 2 == 0 else list(servers)[::-1]:  # alternating order
                 base, visits = servers[name]
                 res[name].append(Load(base, base.pid, visits, a.readers, a.reruns, seed=k).run())
         app_r, one_r = res["app"], res["one-line page"]
         say(f"\nload: {a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds")
         for name, rs in res.items():
-            say(f"  {name:<14} {statistics.median(x['throughput'] for x in rs):6.1f} reruns/s, p50 {statistics.median(x['p50'] for x in rs):6.1f} ms, "
+            say(
+                f"  {name:<14} {statistics.median(x['throughput'] for x in rs):6.1f} reruns/s, p50 {statistics.median(x['p50'] for x in rs):6.1f} ms, "
                 f"p95 {statistics.median(x['p95'] for x in rs):6.1f} ms, errors {sum(len(x['errors']) for x in rs)}, "
                 f"{statistics.median(x['mib_per_reader'] for x in rs):.2f} MiB per reader, "
-                f"server CPU {statistics.median(x['cpu_ms'] for x in rs):.1f} ms and {statistics.median(x['kib'] for x in rs):.1f} KiB sent per rerun")
-        say(f"  throughput app / one-line: {spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, one_r)])}")
-        say(f"  p50 app / one-line:        {spread([x['p50'] / y['p50'] for x, y in zip(app_r, one_r)])}")
-        say(f"  p95 app / one-line:        {spread([x['p95'] / y['p95'] for x, y in zip(app_r, one_r)])}")
+                f"server CPU {statistics.median(x['cpu_ms'] for x in rs):.1f} ms and {statistics.median(x['kib'] for x in rs):.1f} KiB sent per rerun"
+            )
+        say(
+            f"  throughput app / one-line: {spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, one_r)])}"
+        )
+        say(
+            f"  p50 app / one-line:        {spread([x['p50'] / y['p50'] for x, y in zip(app_r, one_r)])}"
+        )
+        say(
+            f"  p95 app / one-line:        {spread([x['p95'] / y['p95'] for x, y in zip(app_r, one_r)])}"
+        )
         gc_on = res["one-line, GC on"]
-        say(f"  against the one-line page on Streamlit's default (postScriptGC on): throughput "
-            f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 {spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}")
+        say(
+            f"  against the one-line page on Streamlit's default (postScriptGC on): throughput "
+            f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 {spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}"
+        )
         for name, rs in res.items():
             for e in sorted({e for x in rs for e in x["errors"]})[:5]:
                 say(f"  error ({name}): {e}")
@@ -223,31 +296,53 @@ def main() -> int:
                 step_ms, full_ms = interaction_cpu(app, app.pid, page, key, a.steps)
                 steps[page].append(step_ms / ones[-1])
                 full[page].append(full_ms / ones[-1])
-        say(f"\none reader's slider steps ({a.steps} per page and round, {a.rounds} interleaved rounds): server CPU per step "
-            f"against a one-line page's rerun ({statistics.median(ones):.1f} ms, median of paired ratios, range)")
+        say(
+            f"\none reader's slider steps ({a.steps} per page and round, {a.rounds} interleaved rounds): server CPU per step "
+            f"against a one-line page's rerun ({statistics.median(ones):.1f} ms, median of paired ratios, range)"
+        )
         for page, key in SLIDERS:
-            say(f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}")
+            say(
+                f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}"
+            )
 
         # ---- one reader's round trip: direct and through nginx, app page and one-line page, Nagle on and off
-        variants = {("app", "Nagle on"): app, ("one-line page", "Nagle on"): one,
-                    ("app", "Nagle off"): stack.enter_context(streamlit_server(env={**APP_ENV, **NODELAY})),
-                    ("one-line page", "Nagle off"): stack.enter_context(streamlit_server(env=NODELAY, app_dir=Path(tmp, "one"), args=SAME_RUNNER))}
-        proxied = {key: stack.enter_context(nginx_server(Path(stack.enter_context(tempfile.TemporaryDirectory())),
-                                                         [int(base.rsplit(':', 1)[1])])) for key, base in variants.items()}
+        variants = {
+            ("app", "Nagle on"): app,
+            ("one-line page", "Nagle on"): one,
+            ("app", "Nagle off"): stack.enter_context(streamlit_server(env={**APP_ENV, **NODELAY})),
+            ("one-line page", "Nagle off"): stack.enter_context(
+                streamlit_server(env=NODELAY, app_dir=Path(tmp, "one"), args=SAME_RUNNER)
+            ),
+        }
+        proxied = {
+            key: stack.enter_context(
+                nginx_server(
+                    Path(stack.enter_context(tempfile.TemporaryDirectory())),
+                    [int(base.rsplit(":", 1)[1])],
+                )
+            )
+            for key, base in variants.items()
+        }
         trips = {(*key, via): [] for key in variants for via in ("direct", "nginx")}
         for _ in range(3):
             for key, base in variants.items():
                 page = "Nbytes_trap" if key[0] == "app" else ""
                 trips[(*key, "direct")].append(round_trip(base, page, a.trip_runs // 3))
                 trips[(*key, "nginx")].append(round_trip(proxied[key], page, a.trip_runs // 3))
-        say("\none reader's rerun round trip (median ms; app: the .nbytes trap page; 3 interleaved rounds)")
+        say(
+            "\none reader's rerun round trip (median ms; app: the .nbytes trap page; 3 interleaved rounds)"
+        )
         for (name, nagle, via), v in trips.items():
             say(f"  {name:<14} {nagle:<9} {via:<6} {statistics.median(v):6.1f} ms")
         for nagle in ("Nagle on", "Nagle off"):
             for via in ("direct", "nginx"):
-                say(f"  app / one-line, {nagle}, {via}: "
-                    f"{spread([x / y for x, y in zip(trips['app', nagle, via], trips['one-line page', nagle, via])])}")
-        say(f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}")
+                say(
+                    f"  app / one-line, {nagle}, {via}: "
+                    f"{spread([x / y for x, y in zip(trips['app', nagle, via], trips['one-line page', nagle, via])])}"
+                )
+        say(
+            f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}"
+        )
 
         # ---- soak: >= a.soak reruns by the same N open sessions on the app server, memory sampled every ~1,000
         # (the same sessions throughout: a closed session's state is kept for server.disconnectedSessionTTL, 120 s)
@@ -262,36 +357,58 @@ def main() -> int:
             samples.append((done, rss_mib(app.pid)))
         for r in soakers:
             r.close()
-        say(f"\nsoak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; "
-            "resident MiB every ~1,000: " + ", ".join(f"{m:.0f}" for _, m in samples))
-        half = samples[len(samples) // 2:]
+        say(
+            f"\nsoak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; "
+            "resident MiB every ~1,000: " + ", ".join(f"{m:.0f}" for _, m in samples)
+        )
+        half = samples[len(samples) // 2 :]
         slope = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
         say(f"  second half: {slope:+.2f} MiB per 1,000 reruns")
 
         # ---- the same load with one live decode sweep running in another session, interleaved
         live = {"without": [], "with": []}
         for k in range(2):
-            for mode in (("without", "with") if k % 2 == 0 else ("with", "without")):
+            for mode in ("without", "with") if k % 2 == 0 else ("with", "without"):
                 sweeper = None
                 if mode == "with":
                     sweeper = Reader(app, timeout_s=120)
                     sweeper.rerun("Decode_slowdown", "lang=en&src=live")
-                    sweeper.rerun("Decode_slowdown", "lang=en&src=live", trigger=sweeper.button_id("live_run_decode"))
+                    sweeper.rerun(
+                        "Decode_slowdown",
+                        "lang=en&src=live",
+                        trigger=sweeper.button_id("live_run_decode"),
+                    )
                     time.sleep(1.0)  # the sweep's model is built and decoding
                 t0 = time.perf_counter()
-                live[mode].append(Load(app, app.pid, APP_VISITS, a.readers, a.reruns, seed=10 + k).run())
+                live[mode].append(
+                    Load(app, app.pid, APP_VISITS, a.readers, a.reruns, seed=10 + k).run()
+                )
                 if sweeper:
                     sweeper.rerun("Decode_slowdown", "lang=en&src=live")
-                    state = "still running" if any(e.WhichOneof("type") == "progress" for e in sweeper.elements) else "finished"
-                    say(f"  (round {k + 1}: the sweep was {state} when the readers' {time.perf_counter() - t0:.0f} s of load ended)")
-                    sweeper.rerun("Decode_slowdown", "lang=en&src=live", trigger=sweeper.button_id("live_stop_decode"))
+                    state = (
+                        "still running"
+                        if any(e.WhichOneof("type") == "progress" for e in sweeper.elements)
+                        else "finished"
+                    )
+                    say(
+                        f"  (round {k + 1}: the sweep was {state} when the readers' {time.perf_counter() - t0:.0f} s of load ended)"
+                    )
+                    sweeper.rerun(
+                        "Decode_slowdown",
+                        "lang=en&src=live",
+                        trigger=sweeper.button_id("live_stop_decode"),
+                    )
                     sweeper.close()
                     time.sleep(2.0)
         w, wo = live["with"], live["without"]
-        say(f"\nlive: {a.readers} readers × {a.reruns} reruns with / without one live decode sweep (cpu-demo, defaults)")
-        say(f"  p95 with / without: {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])}; "
+        say(
+            f"\nlive: {a.readers} readers × {a.reruns} reruns with / without one live decode sweep (cpu-demo, defaults)"
+        )
+        say(
+            f"  p95 with / without: {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])}; "
             f"throughput with / without: {spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])}; "
-            f"errors {sum(len(x['errors']) for x in w + wo)}")
+            f"errors {sum(len(x['errors']) for x in w + wo)}"
+        )
     return 0
 
 

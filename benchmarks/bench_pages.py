@@ -89,9 +89,14 @@ class ScriptClock:
 
 
 CALIBRATION = {  # extra pages in a copy of the app: the floor every page stands on
-    "calibration: one-line page in this multipage app": ("90_one_line.py", 'import streamlit as st\nst.write("hello")\n'),
-    "calibration: the shared frame alone": ("91_frame.py", 'from kvsite.frame import setup\n'
-                                            'setup("recordings").pick_source("decode")\n'),
+    "calibration: one-line page in this multipage app": (
+        "90_one_line.py",
+        'import streamlit as st\nst.write("hello")\n',
+    ),
+    "calibration: the shared frame alone": (
+        "91_frame.py",
+        'from kvsite.frame import setup\nsetup("recordings").pick_source("decode")\n',
+    ),
 }
 
 
@@ -109,7 +114,9 @@ def _app_copy(folder: Path) -> str:
 
 def _apps(lang: str, folder: Path) -> dict[str, AppTest]:
     """The one-line baseline, every page, and the calibration pages, each warmed up once (imports, caches)."""
-    (folder / "one_line.py").write_text('import streamlit as st\nst.write("hello")\n', encoding="utf-8")
+    (folder / "one_line.py").write_text(
+        'import streamlit as st\nst.write("hello")\n', encoding="utf-8"
+    )
     apps = {BASELINE: AppTest.from_file(str(folder / "one_line.py"), default_timeout=60)}
     for path in PAGES:
         apps[path or "streamlit_app.py"] = at = AppTest.from_file(APP, default_timeout=60)
@@ -149,16 +156,26 @@ def measure(runs: int, lang: str, seed: int = 1) -> list[dict]:
             order = list(apps)
             rng.shuffle(order)
             for name in order:
-                apps[name].run()  # the run before a timed run is the same script's (see the docstring)
+                apps[
+                    name
+                ].run()  # the run before a timed run is the same script's (see the docstring)
                 t0 = time.perf_counter()
                 apps[name].run()
                 t[name].append(time.perf_counter() - t0)
                 script[name].append(clock.last)
                 assert not apps[name].exception, apps[name].exception[0].message
         base = statistics.median(t[BASELINE])
-        return [{"page": name, "median_ms": statistics.median(t[name]) * 1e3, "script_ms": statistics.median(script[name]) * 1e3,
-                 "elements": _elements(at), "ratio": statistics.median(t[name]) / base, "calibration": name in CALIBRATION}
-                for name, at in apps.items()]
+        return [
+            {
+                "page": name,
+                "median_ms": statistics.median(t[name]) * 1e3,
+                "script_ms": statistics.median(script[name]) * 1e3,
+                "elements": _elements(at),
+                "ratio": statistics.median(t[name]) / base,
+                "calibration": name in CALIBRATION,
+            }
+            for name, at in apps.items()
+        ]
 
 
 def main() -> int:
@@ -167,16 +184,26 @@ def main() -> int:
     ap.add_argument("--lang", default="en", choices=("en", "ja"))
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--seed", type=int, default=1, help="the order of the scripts in each round")
-    ap.add_argument("--compile-each-run", action="store_true", help="AppTest's default: recompile the scripts on every run")
+    ap.add_argument(
+        "--compile-each-run",
+        action="store_true",
+        help="AppTest's default: recompile the scripts on every run",
+    )
     a = ap.parse_args()
     if not a.compile_each_run:
         share_bytecode()
     rows = measure(a.runs, a.lang, a.seed)
     width = max(len(r["page"]) for r in rows)
-    mode = "scripts compiled every run" if a.compile_each_run else "bytecode cached as in the server"
-    print(f"{'page':<{width}}  median ms  script ms  elements  ratio  ({a.runs} runs each, {mode}; no goal: readers wait for the round trip, see bench_server.py)")
+    mode = (
+        "scripts compiled every run" if a.compile_each_run else "bytecode cached as in the server"
+    )
+    print(
+        f"{'page':<{width}}  median ms  script ms  elements  ratio  ({a.runs} runs each, {mode}; no goal: readers wait for the round trip, see bench_server.py)"
+    )
     for r in rows:
-        print(f"{r['page']:<{width}}  {r['median_ms']:9.1f}  {r['script_ms']:9.1f}  {r['elements']:8d}  {r['ratio']:5.2f}")
+        print(
+            f"{r['page']:<{width}}  {r['median_ms']:9.1f}  {r['script_ms']:9.1f}  {r['elements']:8d}  {r['ratio']:5.2f}"
+        )
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(rows, indent=2))

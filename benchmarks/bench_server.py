@@ -76,11 +76,24 @@ def main() -> int:
     servers = {"configured": {}, "postScriptGC on": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         Path(tmp, "streamlit_app.py").write_text(ONE_LINE, encoding="utf-8")
-        bases = {name: stack.enter_context(streamlit_server(env=env)) for name, env in servers.items()}
+        bases = {
+            name: stack.enter_context(streamlit_server(env=env)) for name, env in servers.items()
+        }
         bases["one-line page"] = stack.enter_context(streamlit_server(app_dir=Path(tmp)))
-        ws = {name: stack.enter_context(connect(base.replace("http", "ws", 1) + "/_stcore/stream", sock=_socket(base),
-                                                subprotocols=["streamlit"], max_size=None)) for name, base in bases.items()}
-        pages = {name: PAGES if name != "one-line page" else {"one-line page": ""} for name in bases}
+        ws = {
+            name: stack.enter_context(
+                connect(
+                    base.replace("http", "ws", 1) + "/_stcore/stream",
+                    sock=_socket(base),
+                    subprotocols=["streamlit"],
+                    max_size=None,
+                )
+            )
+            for name, base in bases.items()
+        }
+        pages = {
+            name: PAGES if name != "one-line page" else {"one-line page": ""} for name in bases
+        }
         for name in bases:  # warm-up: imports, caches, the first session
             for page in pages[name].values():
                 rerun(ws[name], page)
@@ -93,13 +106,17 @@ def main() -> int:
         rss1 = {name: rss_mib(base.pid) for name, base in bases.items()}
     med = {key: statistics.median(v) * 1e3 for key, v in t.items()}
     one = med["one-line page", "one-line page"]
-    print(f"{a.runs} reruns each, websocket round trip (no browser); one-line page on its own server: {one:.1f} ms")
+    print(
+        f"{a.runs} reruns each, websocket round trip (no browser); one-line page on its own server: {one:.1f} ms"
+    )
     print(f"{'page':<16} {'configured ms':>13} {'postScriptGC on ms':>18} {'on / configured':>15}")
     for page in PAGES:
         on, conf = med["postScriptGC on", page], med["configured", page]
         print(f"{page:<16} {conf:13.1f} {on:18.1f} {on / conf:15.2f}")
     for name in bases:
-        print(f"resident memory, {name}: {rss0[name]:.0f} MiB after warm-up, {rss1[name]:.0f} MiB after the runs")
+        print(
+            f"resident memory, {name}: {rss0[name]:.0f} MiB after warm-up, {rss1[name]:.0f} MiB after the runs"
+        )
     return 0
 
 

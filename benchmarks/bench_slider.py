@@ -34,15 +34,17 @@ CHAPTERS = {
     "6 Savings (memory)": ("Savings?lang=en", 1),
     "7 Calculator (context, log scale)": ("Calculator?lang=en", 0),
 }
-BASELINE_PAGE = '''import altair as alt
+BASELINE_PAGE = """import altair as alt
 import pandas as pd
 import streamlit as st
 
 v = st.slider("value", 0, 1000, 500)
 st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().encode(x="x", y="y"), width="stretch")
-'''
-CHARTS_JS = ("() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
-             "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')")
+"""
+CHARTS_JS = (
+    "() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
+    "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')"
+)
 
 
 def step(page, index: int, key: str = "ArrowRight") -> float:
@@ -52,8 +54,12 @@ def step(page, index: int, key: str = "ArrowRight") -> float:
     thumb.focus()
     t0 = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function(f"(before) => ({CHARTS_JS})() !== before", arg=before, polling="raf", timeout=60_000)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    page.wait_for_function(
+        f"(before) => ({CHARTS_JS})() !== before", arg=before, polling="raf", timeout=60_000
+    )
+    page.wait_for_selector(
+        "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000
+    )
     return time.perf_counter() - t0
 
 
@@ -71,11 +77,18 @@ def main() -> int:
     base_dir = Path(tempfile.mkdtemp(prefix="bench-slider-"))
     (base_dir / "streamlit_app.py").write_text(BASELINE_PAGE, encoding="utf-8")
     (base_dir / ".streamlit").mkdir()
-    (base_dir / ".streamlit" / "config.toml").write_text((ROOT / ".streamlit" / "config.toml").read_text(), encoding="utf-8")
-    times: dict[str, list[float]] = {name: [] for name in [*CHAPTERS, "one-line page with a slider"]}
+    (base_dir / ".streamlit" / "config.toml").write_text(
+        (ROOT / ".streamlit" / "config.toml").read_text(), encoding="utf-8"
+    )
+    times: dict[str, list[float]] = {
+        name: [] for name in [*CHAPTERS, "one-line page with a slider"]
+    }
     ratios: dict[str, list[float]] = {name: [] for name in CHAPTERS}
-    with streamlit_server({"KVCORE_READ_ONLY": "1"}) as site, streamlit_server(app_dir=base_dir) as baseline, \
-            sync_playwright() as pw:
+    with (
+        streamlit_server({"KVCORE_READ_ONLY": "1"}) as site,
+        streamlit_server(app_dir=base_dir) as baseline,
+        sync_playwright() as pw,
+    ):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         tabs = {}
         for name, (path, _) in CHAPTERS.items():
@@ -85,8 +98,13 @@ def main() -> int:
         reset(base, str(baseline))
         for r in range(a.rounds + 1):
             for name, (_, index) in CHAPTERS.items():
-                key = "ArrowRight" if r % 2 == 0 else "ArrowLeft"  # one step right, one back: a select_slider of
-                t_page, t_base = step(tabs[name], index, key), step(base, 0, key)  # five options never reaches its end
+                key = (
+                    "ArrowRight" if r % 2 == 0 else "ArrowLeft"
+                )  # one step right, one back: a select_slider of
+                t_page, t_base = (
+                    step(tabs[name], index, key),
+                    step(base, 0, key),
+                )  # five options never reaches its end
                 if r == 0:
                     continue  # warm-up round
                 times[name].append(t_page)

@@ -24,28 +24,46 @@ def rows() -> list[dict]:
     recs, errors = recordings.load_all([recordings.BUNDLED_DIR])
     if errors:
         raise SystemExit("\n".join(errors))
-    summary = decode_model.slowdown_summary(decode_model.slowdown_vs_bytes(recs)).set_index("recording")
+    summary = decode_model.slowdown_summary(decode_model.slowdown_vs_bytes(recs)).set_index(
+        "recording"
+    )
     out = []
     for rec in recs:
         if rec.kind != "published" or not rec.has("decode"):
             continue
         fit, chip = decode_model.fit_run(rec), decode_model.chip_for(rec)
         c = rec.data["citation"]
-        row = {"run": rec.id, "grade": c.get("grade", "—"), "chip": rec.data.get("hardware", {}).get("chip", "—"),
-               "points": len(rec.rows("decode")),
-               "contexts": f"{rec.rows('decode')[0]['context']:,}–{rec.rows('decode')[-1]['context']:,}"}
+        row = {
+            "run": rec.id,
+            "grade": c.get("grade", "—"),
+            "chip": rec.data.get("hardware", {}).get("chip", "—"),
+            "points": len(rec.rows("decode")),
+            "contexts": f"{rec.rows('decode')[0]['context']:,}–{rec.rows('decode')[-1]['context']:,}",
+        }
         if fit is None:
             model = rec.data["model"]
-            kind = "hybrid model" if model.get("hybrid") else "unusual model" if model.get("unusual") else "model"
+            kind = (
+                "hybrid model"
+                if model.get("hybrid")
+                else "unusual model"
+                if model.get("unusual")
+                else "model"
+            )
             row.update(fit="no fit", why=f"no fit: {kind} without a kvcore geometry")
         else:
-            row.update(fit=f"{fit.bandwidth_gbps:.0f} GB/s" + (f" of {chip.bandwidth_gbps:g}" if chip else ""),
-                       overhead=f"{fit.overhead_s * 1e3:.2f} ms" if fit.fitted_overhead else "—",
-                       residuals=" ".join(f"{r:+.1%}" for r in fit.residuals), rms=f"{fit.rms_residual:.1%}",
-                       verdict=fit.verdict_code)
+            row.update(
+                fit=f"{fit.bandwidth_gbps:.0f} GB/s"
+                + (f" of {chip.bandwidth_gbps:g}" if chip else ""),
+                overhead=f"{fit.overhead_s * 1e3:.2f} ms" if fit.fitted_overhead else "—",
+                residuals=" ".join(f"{r:+.1%}" for r in fit.residuals),
+                rms=f"{fit.rms_residual:.1%}",
+                verdict=fit.verdict_code,
+            )
             if rec.id in summary.index:
                 s = summary.loc[rec.id]
-                row["slowdown"] = f"{s['measured_slowdown']:.2f}× vs {s['predicted_slowdown']:.2f}× ({s['ratio']:.2f})"
+                row["slowdown"] = (
+                    f"{s['measured_slowdown']:.2f}× vs {s['predicted_slowdown']:.2f}× ({s['ratio']:.2f})"
+                )
         out.append(row)
     return out
 
@@ -54,15 +72,44 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="print a markdown table (the README's)")
     args = ap.parse_args()
-    cols = ["run", "grade", "chip", "points", "contexts", "fit", "overhead", "rms", "verdict", "slowdown", "residuals"]
-    heads = ["run", "grade", "chip", "points", "contexts", "BW_eff (of peak)", "fixed", "RMS", "verdict",
-             "measured vs predicted slowdown (ratio)", "residuals"]
+    cols = [
+        "run",
+        "grade",
+        "chip",
+        "points",
+        "contexts",
+        "fit",
+        "overhead",
+        "rms",
+        "verdict",
+        "slowdown",
+        "residuals",
+    ]
+    heads = [
+        "run",
+        "grade",
+        "chip",
+        "points",
+        "contexts",
+        "BW_eff (of peak)",
+        "fixed",
+        "RMS",
+        "verdict",
+        "measured vs predicted slowdown (ratio)",
+        "residuals",
+    ]
     table = rows()
     if args.markdown:
         print("| " + " | ".join(heads) + " |")
         print("|" + "|".join("---:" if c in ("points",) else ":---" for c in cols) + "|")
         for r in table:
-            print("| " + " | ".join(str(r.get(c, r.get("why", "—") if c == "verdict" else "—")) for c in cols) + " |")
+            print(
+                "| "
+                + " | ".join(
+                    str(r.get(c, r.get("why", "—") if c == "verdict" else "—")) for c in cols
+                )
+                + " |"
+            )
         return
     for r in table:
         print(f"{r['run']}  [{r['grade']}, {r['chip']}, {r['points']} points, {r['contexts']}]")

@@ -42,7 +42,9 @@ class Reader:
         self.replicas: list[str] = []  # the replica of every request, in order (through nginx)
         self.ws = None
         self.elements: list = []  # the last rerun's elements (Streamlit's Element protos)
-        self.fragment_of: dict[str, str] = {}  # widget id -> the id of the fragment (st.fragment) it was drawn in
+        self.fragment_of: dict[
+            str, str
+        ] = {}  # widget id -> the id of the fragment (st.fragment) it was drawn in
         self.bytes_received = 0  # websocket payload bytes, every rerun so far
         self._get(page)
         self.connect()
@@ -54,7 +56,11 @@ class Reader:
             self._remember(resp.headers)
 
     def _cookie_header(self) -> dict:
-        return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        return (
+            {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+            if self.cookies
+            else {}
+        )
 
     def _remember(self, headers) -> None:
         for value in headers.get_all("Set-Cookie") or []:
@@ -66,12 +72,23 @@ class Reader:
     def connect(self) -> None:
         """Open (or reopen, as the browser does after losing it) the websocket session."""
         self.close()
-        self.ws = connect(self.base.replace("http", "ws", 1) + "/_stcore/stream", sock=_socket(self.base, self.nodelay),
-                          subprotocols=["streamlit"], max_size=None, additional_headers=self._cookie_header(),
-                          open_timeout=self.timeout_s).__enter__()  # as `with connect(...) as ws` (websockets >= 17.1)
+        self.ws = connect(
+            self.base.replace("http", "ws", 1) + "/_stcore/stream",
+            sock=_socket(self.base, self.nodelay),
+            subprotocols=["streamlit"],
+            max_size=None,
+            additional_headers=self._cookie_header(),
+            open_timeout=self.timeout_s,
+        ).__enter__()  # as `with connect(...) as ws` (websockets >= 17.1)
         self._remember(self.ws.response.headers)
 
-    def rerun(self, page: str, query: str = "lang=en", trigger: str | None = None, slider: tuple[str, float] | None = None) -> float:
+    def rerun(
+        self,
+        page: str,
+        query: str = "lang=en",
+        trigger: str | None = None,
+        slider: tuple[str, float] | None = None,
+    ) -> float:
         """Seconds from the rerun request to script_finished; PageError if the page showed an exception.
         trigger: a button's widget id (from `elements`), clicked in this rerun. slider: (widget id, new value: a
         number, or a select_slider's option label), set
@@ -110,20 +127,38 @@ class Reader:
                     self.fragment_of[widget.id] = fwd.delta.fragment_id
             elif kind == "script_finished":
                 seconds = time.perf_counter() - t0
-                if failed or fwd.script_finished not in (ForwardMsg.FINISHED_SUCCESSFULLY,
-                                                         ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
-                    raise PageError(f"{page}?{query}: {'exception shown' if failed else fwd.script_finished}")
+                if failed or fwd.script_finished not in (
+                    ForwardMsg.FINISHED_SUCCESSFULLY,
+                    ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+                ):
+                    raise PageError(
+                        f"{page}?{query}: {'exception shown' if failed else fwd.script_finished}"
+                    )
                 return seconds
 
     def slider(self, key: str) -> tuple[str, float, float, float, list[str]]:
         """(widget id, value, step, max, options) of the slider with this key among the last rerun's elements; a
         select_slider's value is its option's index, and a rerun sets it by the option's label (options[index])."""
-        el = next(e.slider for e in self.elements if e.WhichOneof("type") == "slider" and e.slider.id.endswith(key))
-        return el.id, (list(el.value) or list(el.default))[0], el.step or 1, el.max, list(el.options)
+        el = next(
+            e.slider
+            for e in self.elements
+            if e.WhichOneof("type") == "slider" and e.slider.id.endswith(key)
+        )
+        return (
+            el.id,
+            (list(el.value) or list(el.default))[0],
+            el.step or 1,
+            el.max,
+            list(el.options),
+        )
 
     def button_id(self, key: str) -> str:
         """The widget id of the button with this key among the last rerun's elements."""
-        return next(e.button.id for e in self.elements if e.WhichOneof("type") == "button" and e.button.id.endswith(key))
+        return next(
+            e.button.id
+            for e in self.elements
+            if e.WhichOneof("type") == "button" and e.button.id.endswith(key)
+        )
 
     def close(self) -> None:
         if self.ws is not None:

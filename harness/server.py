@@ -17,8 +17,14 @@ from kvsite.chapters import all_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = {chapter.slug: chapter.url for chapter in all_pages()}  # slug -> URL path
 
 
@@ -35,21 +41,49 @@ class Server(str):
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, timeout_s: float = 60, prefix: list[str] | None = None, app_dir: Path = ROOT,
-                     python: str = sys.executable, args: tuple[str, ...] = ()):
+def streamlit_server(
+    env: dict | None = None,
+    timeout_s: float = 60,
+    prefix: list[str] | None = None,
+    app_dir: Path = ROOT,
+    python: str = sys.executable,
+    args: tuple[str, ...] = (),
+):
     """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`);
     stops it (and only it) afterwards."""
     port = free_port()
-    cmd = [*(prefix or []), python, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless=true",
-           "--server.address=127.0.0.1", f"--server.port={port}", "--server.fileWatcherType=none",
-           "--browser.gatherUsageStats=false", "--client.toolbarMode=minimal", *args]
-    proc = subprocess.Popen(cmd, cwd=app_dir, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    cmd = [
+        *(prefix or []),
+        python,
+        "-m",
+        "streamlit",
+        "run",
+        "streamlit_app.py",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--server.fileWatcherType=none",
+        "--browser.gatherUsageStats=false",
+        "--client.toolbarMode=minimal",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=app_dir,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = Server(f"http://127.0.0.1:{port}")
     base.pid = proc.pid
     try:
-        _wait_healthy(base, proc, timeout_s, lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout",
-                      "streamlit")
+        _wait_healthy(
+            base,
+            proc,
+            timeout_s,
+            lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout",
+            "streamlit",
+        )
         yield base
     finally:
         proc.terminate()
@@ -76,9 +110,15 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float, why, what
 def wait_ready(page, timeout_ms: int = 60_000) -> None:
     """~200 ms, connected, script not running, no skeletons left."""
     page.wait_for_timeout(200)
-    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
-    page.wait_for_function("!document.querySelector(\"[data-testid='stSkeleton']\")", timeout=timeout_ms)
+    page.wait_for_selector(
+        "[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms
+    )
+    page.wait_for_selector(
+        "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms
+    )
+    page.wait_for_function(
+        "!document.querySelector(\"[data-testid='stSkeleton']\")", timeout=timeout_ms
+    )
 
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"  # Debian's nginx (scripts/test.sh installs it)
@@ -91,17 +131,25 @@ def nginx_conf(tmp: Path, port: int, replicas: list[int]) -> Path:
     site = NGINX_SITE.read_text(encoding="utf-8")
     for shipped, now in zip((8501, 8502), replicas):
         if site.count(f"127.0.0.1:{shipped}") != 2:
-            raise RuntimeError(f"{NGINX_SITE.name}: expected replica 127.0.0.1:{shipped} in the upstream and its health URL")
+            raise RuntimeError(
+                f"{NGINX_SITE.name}: expected replica 127.0.0.1:{shipped} in the upstream and its health URL"
+            )
         site = site.replace(f"127.0.0.1:{shipped}", f"127.0.0.1:{now}")
     if len(replicas) == 1:  # one replica: the second server line and health URL go
         site = "\n".join(line for line in site.splitlines() if "127.0.0.1:8502" not in line)
         site = site.replace("    location = /_replica/2/health {\n    }\n", "")
     if site.count("listen 80;") != 1:
         raise RuntimeError(f"{NGINX_SITE.name}: expected one 'listen 80;'")
-    (tmp / "kvsite.conf").write_text(site.replace("listen 80;", f"listen 127.0.0.1:{port};"), encoding="utf-8")
-    temps = "\n".join(f"    {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (tmp / "kvsite.conf").write_text(
+        site.replace("listen 80;", f"listen 127.0.0.1:{port};"), encoding="utf-8"
+    )
+    temps = "\n".join(
+        f"    {kind}_temp_path {tmp}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     main = tmp / "nginx.conf"
-    main.write_text(f"""daemon off;
+    main.write_text(
+        f"""daemon off;
 worker_processes 1;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
@@ -111,7 +159,9 @@ http {{
 {temps}
     include {tmp}/kvsite.conf;
 }}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return main
 
 
@@ -120,14 +170,21 @@ def nginx_server(tmp: Path, replicas: list[int], timeout_s: float = 20):
     """Yields the base URL of nginx on a free loopback port in front of the replicas (ports); stops it afterwards."""
     if not Path(NGINX).exists():
         raise RuntimeError("Debian's nginx is not installed (scripts/test.sh installs it with apt)")
-    tmp.chmod(0o755)  # nginx's workers (user nobody when started as root) create their temp folders here
+    tmp.chmod(
+        0o755
+    )  # nginx's workers (user nobody when started as root) create their temp folders here
     port = free_port()
     conf = nginx_conf(tmp, port, replicas)
-    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, proc, timeout_s, lambda: (tmp / "error.log").read_text()[-2000:], "nginx")
+        _wait_healthy(
+            base, proc, timeout_s, lambda: (tmp / "error.log").read_text()[-2000:], "nginx"
+        )
         yield base
     finally:
         proc.terminate()

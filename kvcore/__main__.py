@@ -4,8 +4,11 @@ try:
     from .cli import main
 except ModuleNotFoundError as e:  # started with a Python that lacks the requirements (e.g. PyYAML)
     name = {"yaml": "PyYAML"}.get((e.name or "").split(".")[0], e.name)
-    print(f"error: the Python package {name} is not installed; install the project's requirements: `python3 -m venv .venv"
-          " && .venv/bin/pip install -r requirements.txt`, then run `.venv/bin/python -m kvcore`.", file=sys.stderr)
+    print(
+        f"error: the Python package {name} is not installed; install the project's requirements: `python3 -m venv .venv"
+        " && .venv/bin/pip install -r requirements.txt`, then run `.venv/bin/python -m kvcore`.",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 sys.exit(main())

@@ -86,7 +86,9 @@ def _apply(state: CacheState, cache_class: str, n: int, max_size: int | None, ke
         _rotating_concat(state, n, max_size, keep)
 
 
-def trace(cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0) -> list[CacheState]:
+def trace(
+    cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0
+) -> list[CacheState]:
     """The state after each update of `updates` (token counts), for one cache layer."""
     _check(cache_class, updates, max_size)
     state, out = CacheState(), []
@@ -96,7 +98,9 @@ def trace(cache_class: str, updates: list[int], max_size: int | None = None, kee
     return out
 
 
-def simulate(cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0) -> CacheState:
+def simulate(
+    cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0
+) -> CacheState:
     """Capacity and offset after feeding `updates` (token counts per update) to one cache layer."""
     states = trace(cache_class, updates, max_size, keep)
     return states[-1] if states else CacheState()
@@ -121,10 +125,16 @@ def parse_updates(text: str) -> list[int]:
             part, _, times = part.partition("x")
             count = int(times) if times.isdigit() else -1
         if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
-            raise KvError(f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.", "updates_bad", text=text)
+            raise KvError(
+                f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.",
+                "updates_bad",
+                text=text,
+            )
         out += [int(part)] * count
         if len(out) > MAX_UPDATES:
-            raise KvError(f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES)
+            raise KvError(
+                f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES
+            )
     if not out:
         raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
     return out

@@ -17,8 +17,10 @@ import platform
 import sys
 
 ENV = "KVCORE_BLAS"  # "reference": keep the BLAS the mlx[cpu] wheel bundles
-OPENBLAS_PATHS = ("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-                  "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0")
+OPENBLAS_PATHS = (
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
+)
 INSTALL_HINT = "apt-get install libopenblas0-pthread"
 _STATE: dict = {}
 
@@ -32,22 +34,41 @@ def preload() -> dict:
         return _STATE
     path = next((p for p in OPENBLAS_PATHS if os.path.exists(p)), None)
     if os.environ.get(ENV, "").strip().lower() == "reference":
-        _STATE.update(blas="reference", library="", note=f"the mlx[cpu] wheel's reference BLAS ({ENV}=reference)")
+        _STATE.update(
+            blas="reference",
+            library="",
+            note=f"the mlx[cpu] wheel's reference BLAS ({ENV}=reference)",
+        )
     elif path is None:
-        _STATE.update(blas="reference", library="",
-                      note=f"the mlx[cpu] wheel's reference BLAS (OpenBLAS not installed: {INSTALL_HINT})")
+        _STATE.update(
+            blas="reference",
+            library="",
+            note=f"the mlx[cpu] wheel's reference BLAS (OpenBLAS not installed: {INSTALL_HINT})",
+        )
     elif "mlx.core" in sys.modules:
-        _STATE.update(blas="reference", library="", note="the mlx[cpu] wheel's reference BLAS (mlx was imported "
-                                                         "before kvcore, too late to load OpenBLAS)")
+        _STATE.update(
+            blas="reference",
+            library="",
+            note="the mlx[cpu] wheel's reference BLAS (mlx was imported "
+            "before kvcore, too late to load OpenBLAS)",
+        )
     else:
         import ctypes
 
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
-            _STATE.update(blas="reference", library="", note=f"the mlx[cpu] wheel's reference BLAS ({path}: {e})")
+            _STATE.update(
+                blas="reference",
+                library="",
+                note=f"the mlx[cpu] wheel's reference BLAS ({path}: {e})",
+            )
         else:
-            _STATE.update(blas="openblas", library=path, note="Debian's OpenBLAS, loaded before mlx (RTLD_GLOBAL)")
+            _STATE.update(
+                blas="openblas",
+                library=path,
+                note="Debian's OpenBLAS, loaded before mlx (RTLD_GLOBAL)",
+            )
     return _STATE
 
 
@@ -58,4 +79,6 @@ def state() -> dict:
 
 def label() -> str:
     """A short name for labels: "OpenBLAS", "reference BLAS" or "Accelerate"."""
-    return {"openblas": "OpenBLAS", "reference": "reference BLAS", "accelerate": "Accelerate"}[state()["blas"]]
+    return {"openblas": "OpenBLAS", "reference": "reference BLAS", "accelerate": "Accelerate"}[
+        state()["blas"]
+    ]

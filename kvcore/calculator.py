@@ -35,8 +35,14 @@ FIT_SHARE = 0.90  # need <= 90 % of available: fits
 ASSUMED_EFFICIENCY = 0.6
 
 
-def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec = KvSpec(), weights_format: str = "bf16",
-              options: Any = None) -> dict:
+def calculate(
+    geometry: Geometry,
+    context: int,
+    sequences: int = 1,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "bf16",
+    options: Any = None,
+) -> dict:
     """Everything `calc --json` prints, as a dict; the calculator page shows the same numbers.
 
     `options` are the runtime's own (llama.cpp: a llamacpp.Options, default `-np sequences`, no unified cache,
@@ -52,9 +58,18 @@ def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec
         "sequences": report.pop("sequences"),
         "k_format": spec.k_format,
         "v_format": spec.v_format,
-        **{key: report.pop(key) for key in ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token",
-                                             "kv_bytes_per_token_average", "kv_bytes_per_token_at_context",
-                                             "kv_prefill_peak_bytes", "per_layer")},
+        **{
+            key: report.pop(key)
+            for key in (
+                "kv_bytes",
+                "kv_bytes_per_sequence",
+                "kv_bytes_per_token",
+                "kv_bytes_per_token_average",
+                "kv_bytes_per_token_at_context",
+                "kv_prefill_peak_bytes",
+                "per_layer",
+            )
+        },
         "weights_format": weights_format,
         "weights_bytes": weights_bytes(geometry, weights_format),
         "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
@@ -68,7 +83,9 @@ def calculate(geometry: Geometry, context: int, sequences: int = 1, spec: KvSpec
     }
 
 
-def kv_need(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1, options: Any = None) -> int:
+def kv_need(
+    geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1, options: Any = None
+) -> int:
     """The KV bytes the geometry's runtime needs at `context` x `sequences` (llama.cpp: -c context, -np sequences)."""
     return runtime_of(geometry).kv_bytes(geometry, context, spec, sequences, options)
 
@@ -96,7 +113,13 @@ def verdict(need_bytes: int, available_bytes: int) -> Verdict:
     if available_bytes <= 0:
         raise KvError("Available memory must be positive.")
     share = need_bytes / available_bytes
-    status = "fits" if need_bytes <= available_bytes * FIT_SHARE else "tight" if need_bytes <= available_bytes else "no"
+    status = (
+        "fits"
+        if need_bytes <= available_bytes * FIT_SHARE
+        else "tight"
+        if need_bytes <= available_bytes
+        else "no"
+    )
     return Verdict(status, need_bytes, available_bytes, share)
 
 
@@ -104,26 +127,51 @@ def _budget_for_kv(available_bytes: int, weights: int) -> int:
     return int(available_bytes * FIT_SHARE) - weights
 
 
-def max_context(geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int,
-                options: Any = None) -> int:
+def max_context(
+    geometry: Geometry,
+    spec: KvSpec,
+    sequences: int,
+    weights: int,
+    available_bytes: int,
+    options: Any = None,
+) -> int:
     """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context)."""
-    return runtime_of(geometry).largest_context(geometry, spec, sequences, _budget_for_kv(available_bytes, weights), options)
+    return runtime_of(geometry).largest_context(
+        geometry, spec, sequences, _budget_for_kv(available_bytes, weights), options
+    )
 
 
-def max_sequences(geometry: Geometry, spec: KvSpec, context: int, weights: int, available_bytes: int,
-                  options: Any = None) -> int:
+def max_sequences(
+    geometry: Geometry,
+    spec: KvSpec,
+    context: int,
+    weights: int,
+    available_bytes: int,
+    options: Any = None,
+) -> int:
     """The most concurrent sequences at `context` whose total fits (0: not even one); how a runtime shares its
     context among sequences is its own (llama.cpp: -c context x slots, -np slots)."""
-    return runtime_of(geometry).most_sequences(geometry, spec, context, _budget_for_kv(available_bytes, weights), options)
+    return runtime_of(geometry).most_sequences(
+        geometry, spec, context, _budget_for_kv(available_bytes, weights), options
+    )
 
 
 def runtime_formats(runtime: str | Geometry) -> list[str]:
     """The KV formats a runtime (or a geometry's runtime) can store (llama.cpp: its -ctk/-ctv types)."""
-    return list((runtime_of(runtime) if isinstance(runtime, Geometry) else get_runtime(runtime)).kv_formats)
+    return list(
+        (runtime_of(runtime) if isinstance(runtime, Geometry) else get_runtime(runtime)).kv_formats
+    )
 
 
-def formats_that_fit(geometry: Geometry, context: int, sequences: int, weights: int, available_bytes: int, spec: KvSpec,
-                     options: Any = None) -> list[str]:
+def formats_that_fit(
+    geometry: Geometry,
+    context: int,
+    sequences: int,
+    weights: int,
+    available_bytes: int,
+    spec: KvSpec,
+    options: Any = None,
+) -> list[str]:
     """KV formats (same for K and V) whose total fits, from the largest to the smallest cache."""
     fits = []
     for name in runtime_formats(geometry):
@@ -159,8 +207,16 @@ def efficiency(recordings: list) -> Efficiency:
     return Efficiency(mean, "; ".join(t for _, t, _ in shares))
 
 
-def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weights_format: str, chip: str, share: float,
-                   sequences: int = 1, llama: Any = None) -> list[dict]:
+def predict_decode(
+    geometry: Geometry,
+    contexts: list[int],
+    spec: KvSpec,
+    weights_format: str,
+    chip: str,
+    share: float,
+    sequences: int = 1,
+    llama: Any = None,
+) -> list[dict]:
     """Predicted decode per context on `chip` at `share` of its peak bandwidth: the time model's step (kvcore.timing:
     the weights once, every sequence's KV as the runtime reads it, the roofline bound) at each context.
 
@@ -174,8 +230,16 @@ def predict_decode(geometry: Geometry, contexts: list[int], spec: KvSpec, weight
     rows = []
     for t in contexts:
         step = timing.decode_step(geometry, t, chip, eff, spec, weights_format, sequences, llama)
-        rows.append({"context": t, "bytes_per_token": step.bytes, "tokens_per_s": 1.0 / step.time_s,
-                     "tokens_per_s_total": step.tokens / step.time_s, "sequences": step.tokens, "bound": step.bound})
+        rows.append(
+            {
+                "context": t,
+                "bytes_per_token": step.bytes,
+                "tokens_per_s": 1.0 / step.time_s,
+                "tokens_per_s_total": step.tokens / step.time_s,
+                "sequences": step.tokens,
+                "bound": step.bound,
+            }
+        )
     return rows
 
 
@@ -196,8 +260,15 @@ def log_contexts(low: int = 1024, high: int = 10_000_000, per_decade: int = 6) -
     return sorted(points | {low, high})
 
 
-def memory_curves(geometry: Geometry, contexts: list[int], weights: int, sequences: int, spec: KvSpec, formats=CURVE_FORMATS,
-                  options: Any = None) -> list[dict]:
+def memory_curves(
+    geometry: Geometry,
+    contexts: list[int],
+    weights: int,
+    sequences: int,
+    spec: KvSpec,
+    formats=CURVE_FORMATS,
+    options: Any = None,
+) -> list[dict]:
     """Total memory (weights + KV) per context for each KV format (K = V); formats that do not apply are left out."""
     rows = []
     for name in formats:
@@ -206,7 +277,10 @@ def memory_curves(geometry: Geometry, contexts: list[int], weights: int, sequenc
             kv = [kv_need(geometry, t, trial, sequences, options) for t in contexts]
         except KvError:
             continue
-        rows += [{"context": t, "format": name, "kv_bytes": b, "total_bytes": weights + b} for t, b in zip(contexts, kv)]
+        rows += [
+            {"context": t, "format": name, "kv_bytes": b, "total_bytes": weights + b}
+            for t, b in zip(contexts, kv)
+        ]
     return rows
 
 
@@ -227,21 +301,35 @@ def chip_memory_bytes(chip: Chip) -> int | None:
     return int(gb * GIB)
 
 
-def what_if(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, efficiency: float,
-            max_context: int) -> pd.DataFrame:
+def what_if(
+    geometry: Geometry,
+    weights_format: str,
+    spec: KvSpec,
+    chip: Chip,
+    efficiency: float,
+    max_context: int,
+) -> pd.DataFrame:
     """Predicted tok/s vs context on a chip, at its peak bandwidth and at `efficiency` x peak: only at contexts the
     model supports (max_position_embeddings) and whose weights + KV fit in the chip's largest memory.
 
     Empty when not even the shortest context fits (e.g. Llama-3.1-70B in bf16 on an 80 GB GPU).
     """
     limit = min(max_context, geometry.max_position_embeddings or max_context)
-    ctxs = sorted({*(t for t in doubling_contexts(max_context, 256) if t <= limit), limit})  # the model's own limit is drawn too
+    ctxs = sorted(
+        {*(t for t in doubling_contexts(max_context, 256) if t <= limit), limit}
+    )  # the model's own limit is drawn too
     memory = chip_memory_bytes(chip)
     if memory is not None:
         weights = weights_bytes(geometry, weights_format)
         ctxs = [t for t in ctxs if weights + kv_bytes(geometry, t, spec) <= memory]
     if not ctxs:
         return pd.DataFrame(columns=["context", "series", "tokens_per_s", "bytes_per_token"])
-    frames = [pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(series=series)
-              for series, share in (("peak", 1.0), ("effective", efficiency))]
-    return pd.concat(frames, ignore_index=True)[["context", "series", "tokens_per_s", "bytes_per_token"]]
+    frames = [
+        pd.DataFrame(predict_decode(geometry, ctxs, spec, weights_format, chip.chip, share)).assign(
+            series=series
+        )
+        for series, share in (("peak", 1.0), ("effective", efficiency))
+    ]
+    return pd.concat(frames, ignore_index=True)[
+        ["context", "series", "tokens_per_s", "bytes_per_token"]
+    ]

@@ -15,15 +15,37 @@ import altair as alt
 import pandas as pd
 
 SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
-PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#bab0ac", "#ff9da6", "#17becf",
-           "#1f3a93", "#8c564b", "#2ca02c", "#d62728", "#9467bd", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78"]
+PALETTE = [
+    "#4c78a8",
+    "#e45756",
+    "#54a24b",
+    "#f58518",
+    "#b279a2",
+    "#72b7b2",
+    "#9d755d",
+    "#eeca3b",
+    "#bab0ac",
+    "#ff9da6",
+    "#17becf",
+    "#1f3a93",
+    "#8c564b",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#7f7f7f",
+    "#bcbd22",
+    "#aec7e8",
+    "#ffbb78",
+]
 LABEL_LIMIT = 250  # px: a legend starts right of the y axis (~70 px in on a phone); run names are made to fit (Recording.short_name)
 MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
 
 
 def legend(title: str = "", **kwargs) -> alt.Legend:
     """A legend under the plot, one entry per line (labels of any length stay readable on a phone)."""
-    return alt.Legend(title=title or None, orient="bottom", direction="vertical", labelLimit=LABEL_LIMIT, **kwargs)
+    return alt.Legend(
+        title=title or None, orient="bottom", direction="vertical", labelLimit=LABEL_LIMIT, **kwargs
+    )
 
 
 def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
@@ -38,11 +60,18 @@ def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
         return alt.Scale(zero=False)
     if values is not None and len(values) and (values > 0).any():
         ticks = log_ticks(float(values[values > 0].min()), float(values.max()))
-        return alt.Scale(type="log", domain=[ticks[0], ticks[-1]], nice=False)  # from the tick below to the tick above
+        return alt.Scale(
+            type="log", domain=[ticks[0], ticks[-1]], nice=False
+        )  # from the tick below to the tick above
     return alt.Scale(type="log")
 
 
-LADDERS = ((1, 2, 5), (1, 2, 3, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9))
+LADDERS = (
+    (1, 2, 5),
+    (1, 2, 3, 5),
+    (1, 2, 3, 4, 5, 6, 7, 8, 9),
+    (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9),
+)
 MIN_LOG_TICKS = 4  # fewer and a curve can sit between two labels a decade apart (issue 17: only 6-10 labelled, a curve at 17)
 
 
@@ -68,9 +97,11 @@ def log_ticks(lo: float, hi: float) -> list[float]:
         ticks = [t for t in ladder if below <= t <= above]
         if len(ticks) >= MIN_LOG_TICKS:
             break
-    while len(ticks) < MIN_LOG_TICKS:  # one value (or a sliver): its finest neighbours on both sides
+    while (
+        len(ticks) < MIN_LOG_TICKS
+    ):  # one value (or a sliver): its finest neighbours on both sides
         i, j = ladder.index(ticks[0]), ladder.index(ticks[-1])
-        wider = ladder[max(i - 1, 0):j + 2]
+        wider = ladder[max(i - 1, 0) : j + 2]
         if len(wider) == len(ticks):
             break
         ticks = wider
@@ -79,7 +110,11 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 
 def _axis(log: bool, values: pd.Series, title: str) -> alt.Axis:
     if log and len(values) and (values > 0).any():
-        return alt.Axis(title=title, values=log_ticks(float(values[values > 0].min()), float(values.max())), format="~g")
+        return alt.Axis(
+            title=title,
+            values=log_ticks(float(values[values > 0].min()), float(values.max())),
+            format="~g",
+        )
     return alt.Axis(title=title)
 
 
@@ -102,7 +137,9 @@ def _tooltip(df: pd.DataFrame, fields: list[str], titles: dict | None = None) ->
             out.append(alt.Tooltip(f, type="nominal", title=title))
             continue
         integer = bool((df[f].dropna() % 1 == 0).all())
-        out.append(alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.3~r", title=title))
+        out.append(
+            alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.3~r", title=title)
+        )
     return out
 
 
@@ -111,16 +148,34 @@ def _rules(rules: pd.DataFrame | None, x: str, scale: alt.Scale) -> list:
     if rules is None or rules.empty:
         return []
     base = alt.Chart(rules).encode(x=alt.X(f"{x}:Q", scale=scale))
-    return [base.mark_rule(color="#555555", strokeDash=[2, 3], strokeWidth=1.5).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
-            base.mark_text(align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333").encode(
-                text="label:N", y=alt.value(0))]
+    return [
+        base.mark_rule(color="#555555", strokeDash=[2, 3], strokeWidth=1.5).encode(
+            tooltip=[alt.Tooltip("label:N", title=None)]
+        ),
+        base.mark_text(
+            align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333"
+        ).encode(text="label:N", y=alt.value(0)),
+    ]
 
 
 def series_chart(
-    df: pd.DataFrame | None, x: str, y: str, color: str, x_title: str, y_title: str, *,
-    points: pd.DataFrame | None = None, log_x: bool = False, log_y: bool = False,
-    dashed: str | list | None = None, height: int = 340, legend_title: str = "", step: bool = False,
-    colors: dict | None = None, rules: pd.DataFrame | None = None, titles: dict | None = None,
+    df: pd.DataFrame | None,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    *,
+    points: pd.DataFrame | None = None,
+    log_x: bool = False,
+    log_y: bool = False,
+    dashed: str | list | None = None,
+    height: int = 340,
+    legend_title: str = "",
+    step: bool = False,
+    colors: dict | None = None,
+    rules: pd.DataFrame | None = None,
+    titles: dict | None = None,
     error: tuple[str, str] | None = None,
 ) -> alt.LayerChart:
     """Lines per `color` value, optional measured points (same columns) on top, one legend that selects.
@@ -136,13 +191,21 @@ def series_chart(
     if log_x or log_y:
         frames = [_positive(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
     both = pd.concat(frames, ignore_index=True)
-    xs = both[x] if rules is None or rules.empty else pd.concat([both[x], rules[x]], ignore_index=True)
+    xs = (
+        both[x]
+        if rules is None or rules.empty
+        else pd.concat([both[x], rules[x]], ignore_index=True)
+    )
     domain = list(dict.fromkeys(both[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors))
+    enc_color = alt.Color(
+        f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors)
+    )
     x_scale = _scale(log_x, xs)
     x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, xs, x_title), scale=x_scale)
-    y_values = pd.concat([both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True)
+    y_values = pd.concat(
+        [both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True
+    )
     y_scale = _scale(log_y, y_values)
     y_axis = _axis(log_y, y_values, y_title)
     y_enc = alt.Y(f"{y}:Q", axis=y_axis, scale=y_scale)
@@ -152,27 +215,48 @@ def series_chart(
     line_df = frames[0] if df is not None and not df.empty else None
     if line_df is not None:
         tip = _tooltip(line_df, [color, x, y, "source"], titles)
-        line = alt.Chart(line_df).mark_line(interpolate="step-after" if step else "linear", strokeWidth=2.2)
+        line = alt.Chart(line_df).mark_line(
+            interpolate="step-after" if step else "linear", strokeWidth=2.2
+        )
         enc = dict(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, tooltip=tip)
         if dashed_values:
-            enc["strokeDash"] = alt.condition(alt.FieldOneOfPredicate(field=color, oneOf=dashed_values), alt.value([6, 4]), alt.value([1, 0]))
+            enc["strokeDash"] = alt.condition(
+                alt.FieldOneOfPredicate(field=color, oneOf=dashed_values),
+                alt.value([6, 4]),
+                alt.value([1, 0]),
+            )
         layers.append(line.encode(**enc).add_params(sel))
     if points is not None and not points.empty:
         pts = frames[-1]
         tip = _tooltip(pts, [color, x, y, "source"], titles)
         mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
-        same = "source" not in pts or set(pts["source"]) <= set(pts[color])  # the colour already names the source
+        same = "source" not in pts or set(pts["source"]) <= set(
+            pts[color]
+        )  # the colour already names the source
         shape = alt.Shape("source:N", legend=None if same else legend())
-        layer = mark.encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip)
+        layer = mark.encode(
+            x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip
+        )
         layers.append(layer if layers else layer.add_params(sel))
     if error:
-        layers.append(_error_bars(frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis))  # one y axis
+        layers.append(
+            _error_bars(
+                frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis
+            )
+        )  # one y axis
     layers += _rules(rules, x, x_scale)
     return alt.layer(*layers).properties(height=height)
 
 
-def trap_chart(curve: pd.DataFrame, points: pd.DataFrame | None, names: dict, x_title: str, y_title: str,
-               titles: dict | None = None, height: int = 340) -> alt.LayerChart:
+def trap_chart(
+    curve: pd.DataFrame,
+    points: pd.DataFrame | None,
+    names: dict,
+    x_title: str,
+    y_title: str,
+    titles: dict | None = None,
+    height: int = 340,
+) -> alt.LayerChart:
     """The .nbytes trap from its breakpoints: allocated as steps, used as a wide band, theory dashed on top of it
     (they are equal, and both stay visible), measured points (column `source`) over all three.
 
@@ -187,35 +271,86 @@ def trap_chart(curve: pd.DataFrame, points: pd.DataFrame | None, names: dict, x_
     tip = _tooltip(curve, ["series", "tokens", "mib"], titles)
 
     def part(name: str, **mark):
-        return alt.Chart(curve[curve["series"] == name]).mark_line(**mark).encode(x=x, y=y, color=color, opacity=opacity, tooltip=tip)
+        return (
+            alt.Chart(curve[curve["series"] == name])
+            .mark_line(**mark)
+            .encode(x=x, y=y, color=color, opacity=opacity, tooltip=tip)
+        )
 
-    layers = [part(names["allocated"], interpolate="step-after", strokeWidth=2.4).add_params(sel),
-              part(names["used"], strokeWidth=7, strokeOpacity=0.45),
-              part(names["theory"], strokeWidth=1.8, strokeDash=[6, 4])]
+    layers = [
+        part(names["allocated"], interpolate="step-after", strokeWidth=2.4).add_params(sel),
+        part(names["used"], strokeWidth=7, strokeOpacity=0.45),
+        part(names["theory"], strokeWidth=1.8, strokeDash=[6, 4]),
+    ]
     if points is not None and not points.empty:
         shape = alt.Shape("source:N", legend=legend())
-        layers.append(alt.Chart(points).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8).encode(
-            x=x, y=y, color=color, opacity=opacity, shape=shape, tooltip=_tooltip(points, ["series", "tokens", "mib", "source"], titles)))
+        layers.append(
+            alt.Chart(points)
+            .mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
+            .encode(
+                x=x,
+                y=y,
+                color=color,
+                opacity=opacity,
+                shape=shape,
+                tooltip=_tooltip(points, ["series", "tokens", "mib", "source"], titles),
+            )
+        )
     return alt.layer(*layers).properties(height=height)
 
 
-def _error_bars(df: pd.DataFrame, x: str, error: tuple[str, str], color: str, x_enc, y_scale, enc_color, opacity,
-                log_y: bool, y_axis: alt.Axis) -> alt.Chart:
+def _error_bars(
+    df: pd.DataFrame,
+    x: str,
+    error: tuple[str, str],
+    color: str,
+    x_enc,
+    y_scale,
+    enc_color,
+    opacity,
+    log_y: bool,
+    y_axis: alt.Axis,
+) -> alt.Chart:
     """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
     low, high = error
-    bars = df.dropna(subset=[low, high]) if {low, high} <= set(df) else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
+    bars = (
+        df.dropna(subset=[low, high])
+        if {low, high} <= set(df)
+        else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
+    )
     if log_y:
         bars = _positive(bars, [low, high])
     tip = _tooltip(bars, [color, x, low, high])
-    return (alt.Chart(bars).mark_rule(strokeWidth=1.6)
-            .encode(x=x_enc, y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis), y2=alt.Y2(f"{high}:Q"), color=enc_color,
-                    opacity=opacity, tooltip=tip))
+    return (
+        alt.Chart(bars)
+        .mark_rule(strokeWidth=1.6)
+        .encode(
+            x=x_enc,
+            y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis),
+            y2=alt.Y2(f"{high}:Q"),
+            color=enc_color,
+            opacity=opacity,
+            tooltip=tip,
+        )
+    )
 
 
 def bar_chart(
-    df: pd.DataFrame, category: str, value: str, color: str, cat_title: str, value_title: str, *,
-    log: bool = False, height: "int | dict | alt.Step | None" = None, extra_tooltip: tuple[str, ...] = (), sort: list | None = None,
-    colors: dict | None = None, titles: dict | None = None, labels: str | None = None, show_legend: bool = True,
+    df: pd.DataFrame,
+    category: str,
+    value: str,
+    color: str,
+    cat_title: str,
+    value_title: str,
+    *,
+    log: bool = False,
+    height: "int | dict | alt.Step | None" = None,
+    extra_tooltip: tuple[str, ...] = (),
+    sort: list | None = None,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    labels: str | None = None,
+    show_legend: bool = True,
 ) -> alt.LayerChart:
     """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
     printed at the end of each bar (the number a reader came for, readable without hovering)."""
@@ -224,28 +359,58 @@ def bar_chart(
     domain = list(dict.fromkeys(data[color]))
     y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
     x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale())
-    if labels and not log and len(data):  # room right of the short bars for their label, inside the plot
-        x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False))
+    if (
+        labels and not log and len(data)
+    ):  # room right of the short bars for their label, inside the plot
+        x = alt.X(
+            f"{value}:Q",
+            title=value_title,
+            scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False),
+        )
     bars = (
         alt.Chart(data)
         .mark_bar()
-        .encode(y=y, x=x,
-                color=alt.Color(f"{color}:N", legend=legend() if show_legend else None, scale=color_scale(domain, colors)),
-                opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-                tooltip=_tooltip(data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles))
+        .encode(
+            y=y,
+            x=x,
+            color=alt.Color(
+                f"{color}:N",
+                legend=legend() if show_legend else None,
+                scale=color_scale(domain, colors),
+            ),
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            tooltip=_tooltip(
+                data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles
+            ),
+        )
         .add_params(sel)
     )
     layers = [bars]
     if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
         long = float(data[value].max()) * 0.5 if len(data) else 0
         text = alt.Chart(data).encode(y=y, x=x, text=f"{labels}:N")
-        layers += [text.transform_filter(alt.datum[value] >= long).mark_text(align="right", dx=-4, fontSize=11, color="white"),
-                   text.transform_filter(alt.datum[value] < long).mark_text(align="left", dx=3, fontSize=11)]
+        layers += [
+            text.transform_filter(alt.datum[value] >= long).mark_text(
+                align="right", dx=-4, fontSize=11, color="white"
+            ),
+            text.transform_filter(alt.datum[value] < long).mark_text(
+                align="left", dx=3, fontSize=11
+            ),
+        ]
     return alt.layer(*layers).properties(height=height or alt.Step(30))
 
 
-def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_title: str, labels: str,
-                  colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = ()) -> alt.LayerChart:
+def measured_bars(
+    df: pd.DataFrame,
+    source: str,
+    mode: str,
+    value: str,
+    value_title: str,
+    labels: str,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    tooltip: tuple[str, ...] = (),
+) -> alt.LayerChart:
     """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
     name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns.
 
@@ -253,19 +418,41 @@ def measured_bars(df: pd.DataFrame, source: str, mode: str, value: str, value_ti
     """
     sel = alt.selection_point(name=SELECTION, fields=[mode], bind="legend")
     domain = list(dict.fromkeys(df[mode]))
-    x = alt.X(f"{source}:N", title=None, sort=None,
-              axis=alt.Axis(labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11))
-    enc = dict(x=x, y=alt.Y(f"{value}:Q", title=value_title), xOffset=alt.XOffset(f"{mode}:N", sort=domain))
-    bars = alt.Chart(df).mark_bar().encode(
-        **enc, color=alt.Color(f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain),
-        opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-        tooltip=_tooltip(df, [source, mode, value, *tooltip], titles)).add_params(sel)
-    text = alt.Chart(df).mark_text(baseline="bottom", dy=-3, fontSize=11).encode(**enc, text=f"{labels}:N")
+    x = alt.X(
+        f"{source}:N",
+        title=None,
+        sort=None,
+        axis=alt.Axis(
+            labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11
+        ),
+    )
+    enc = dict(
+        x=x, y=alt.Y(f"{value}:Q", title=value_title), xOffset=alt.XOffset(f"{mode}:N", sort=domain)
+    )
+    bars = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            **enc,
+            color=alt.Color(
+                f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain
+            ),
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            tooltip=_tooltip(df, [source, mode, value, *tooltip], titles),
+        )
+        .add_params(sel)
+    )
+    text = (
+        alt.Chart(df)
+        .mark_text(baseline="bottom", dy=-3, fontSize=11)
+        .encode(**enc, text=f"{labels}:N")
+    )
     return alt.layer(bars, text).properties(height=300)
 
 
-
-def with_points(chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None) -> alt.LayerChart:
+def with_points(
+    chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None
+) -> alt.LayerChart:
     """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
     reader's context), drawn over the lines and kept out of the legend.
 
@@ -275,22 +462,51 @@ def with_points(chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | 
     if marks is None or marks.empty:
         return chart
     base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
-    return alt.layer(chart,
-                     base.mark_point(size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5)
-                     .encode(tooltip=[alt.Tooltip("label:N", title=None)]),
-                     base.mark_text(align="left", baseline="bottom", dx=7, dy=-7, fontSize=11, fontWeight="bold", color="#333333")
-                     .encode(text="label:N"))
+    return alt.layer(
+        chart,
+        base.mark_point(
+            size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5
+        ).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
+        base.mark_text(
+            align="left",
+            baseline="bottom",
+            dx=7,
+            dy=-7,
+            fontSize=11,
+            fontWeight="bold",
+            color="#333333",
+        ).encode(text="label:N"),
+    )
 
 
-def marked_series_chart(df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, *,
-                        marks: pd.DataFrame | None = None, **kwargs) -> alt.LayerChart:
+def marked_series_chart(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    *,
+    marks: pd.DataFrame | None = None,
+    **kwargs,
+) -> alt.LayerChart:
     """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
     return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
 
 
 def slowdown_scatter(
-    df: pd.DataFrame, x: str, y: str, color: str, x_title: str, y_title: str, identity_title: str, *,
-    tooltip: tuple[str, ...] = (), height: int = 380, colors: dict | None = None, titles: dict | None = None,
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    identity_title: str,
+    *,
+    tooltip: tuple[str, ...] = (),
+    height: int = 380,
+    colors: dict | None = None,
+    titles: dict | None = None,
 ) -> alt.LayerChart:
     """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
     tooltip). The legend sits under the plot, one run per line, and selects; autosize fit-x keeps the plot's
@@ -303,7 +519,9 @@ def slowdown_scatter(
     domain = list(dict.fromkeys(df[color]))
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0))
+    enc_color = alt.Color(
+        f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0)
+    )
     # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
     scale = alt.Scale(type="log", domain=[1, hi], nice=False)
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
@@ -312,18 +530,45 @@ def slowdown_scatter(
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.12))
     tip = _tooltip(df, [color, *tooltip, x, y], titles)
     identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
-    line_id = alt.Chart(identity).mark_line(color="#888888", strokeDash=[6, 4], strokeWidth=1.5).encode(
-        x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
+    line_id = (
+        alt.Chart(identity)
+        .mark_line(color="#888888", strokeDash=[6, 4], strokeWidth=1.5)
+        .encode(x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
+    )
     order = "context" if "context" in df else x
-    runs = alt.Chart(df).mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True)).encode(
-        x=x_enc, y=y_enc, color=enc_color, opacity=opacity, order=alt.Order(f"{order}:Q"), tooltip=tip,
-        detail=f"{color}:N").add_params(sel)
-    return alt.layer(line_id, runs).properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    runs = (
+        alt.Chart(df)
+        .mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True))
+        .encode(
+            x=x_enc,
+            y=y_enc,
+            color=enc_color,
+            opacity=opacity,
+            order=alt.Order(f"{order}:Q"),
+            tooltip=tip,
+            detail=f"{color}:N",
+        )
+        .add_params(sel)
+    )
+    return alt.layer(line_id, runs).properties(
+        height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    )
 
 
-def quality_trade(df: pd.DataFrame, x: str, y: str, color: str, labels: str, x_title: str, y_title: str, *,
-                  colors: dict | None = None, titles: dict | None = None, tooltip: tuple[str, ...] = (),
-                  height: int = 340) -> alt.LayerChart:
+def quality_trade(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    labels: str,
+    x_title: str,
+    y_title: str,
+    *,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    tooltip: tuple[str, ...] = (),
+    height: int = 340,
+) -> alt.LayerChart:
     """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
     point labelled (e.g. its top-1 agreement). The unquantized baseline (KL 0) cannot sit on a log axis: it is left
     to the table. Example: quality_trade(views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
@@ -336,6 +581,10 @@ def quality_trade(df: pd.DataFrame, x: str, y: str, color: str, labels: str, x_t
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     tip = _tooltip(df, [color, x, y, *tooltip], titles)
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
-    points = base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8).encode(color=enc_color).add_params(sel)
+    points = (
+        base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
+        .encode(color=enc_color)
+        .add_params(sel)
+    )
     text = base.mark_text(dy=-14, fontSize=11).encode(text=f"{labels}:N")
     return alt.layer(points, text).properties(height=height)

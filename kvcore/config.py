@@ -36,7 +36,10 @@ class Cfg:
 
     def __init__(self, config: dict, family: Family):
         self.c, self.d = dict(config), family.defaults
-        for old, new in family.aliases.items():  # an older spelling counts when the newer one is absent
+        for (
+            old,
+            new,
+        ) in family.aliases.items():  # an older spelling counts when the newer one is absent
             if self.c.get(new) is None and self.c.get(old) is not None:
                 self.c[new] = self.c[old]
 
@@ -53,19 +56,39 @@ class Cfg:
         value = self.get(key, None if default is ... else default)
         if value is None:
             raise KvError(f"config.json is missing the field {key!r}.", "config_missing", field=key)
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
-            raise KvError(f"config.json field {key!r} must be a whole number, not {value!r}.", "config_not_whole", field=key, value=value)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))
+            or value != int(value)
+        ):
+            raise KvError(
+                f"config.json field {key!r} must be a whole number, not {value!r}.",
+                "config_not_whole",
+                field=key,
+                value=value,
+            )
         limit = MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD
         if int(value) < minimum or int(value) > limit:
-            raise KvError(f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).", "config_range",
-                          field=key, value=value, minimum=minimum, limit=limit)
+            raise KvError(
+                f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).",
+                "config_range",
+                field=key,
+                value=value,
+                minimum=minimum,
+                limit=limit,
+            )
         return int(value)
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
-            raise KvError(f"config.json field {key!r} must be true or false, not {value!r}.", "config_not_bool", field=key, value=value)
+            raise KvError(
+                f"config.json field {key!r} must be true or false, not {value!r}.",
+                "config_not_bool",
+                field=key,
+                value=value,
+            )
         return value
 
 
@@ -77,8 +100,11 @@ def read_config_file(path: str | Path) -> dict:
     path = Path(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise KvError(f"{path} is a folder without a config.json; give a config.json or a model folder.", "file_folder",
-                          label=str(path))
+            raise KvError(
+                f"{path} is a folder without a config.json; give a config.json or a model folder.",
+                "file_folder",
+                label=str(path),
+            )
         path = path / "config.json"
     return parse_json_text(read_text_file(path, MAX_CONFIG_BYTES), str(path))
 
@@ -112,19 +138,33 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     if isinstance(text, bytes):
         text = decode_text(text, MAX_CONFIG_BYTES, label)
     if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
-        raise KvError(f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.", "json_too_large",
-                      label=label, kb=MAX_CONFIG_BYTES // 1000)
+        raise KvError(
+            f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.",
+            "json_too_large",
+            label=label,
+            kb=MAX_CONFIG_BYTES // 1000,
+        )
     if "\x00" in text:
         raise KvError(f"{label} is a binary file, not text.", "file_binary", label=label)
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
-        raise KvError(f"{label} is nested too deeply to be a config.json.", "json_nested", label=label)
+        raise KvError(
+            f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise KvError(f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.", "json_invalid", label=label,
-                      detail=e.msg, line=e.lineno, column=e.colno) from None
+        raise KvError(
+            f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.",
+            "json_invalid",
+            label=label,
+            detail=e.msg,
+            line=e.lineno,
+            column=e.colno,
+        ) from None
     except RecursionError:
-        raise KvError(f"{label} is nested too deeply to be a config.json.", "json_nested", label=label) from None
+        raise KvError(
+            f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
+        ) from None
     if not isinstance(data, dict):
         raise KvError(f"{label} must hold a JSON object.", "json_not_object", label=label)
     return data

@@ -26,13 +26,21 @@ LARGE_RESIDUAL = 0.15  # RMS relative residual over 15 %: the points do not foll
 
 
 def bytes_per_generated_token(
-    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), weights_format: str = "mlx-q4", sequences: int = 1
+    geometry: Geometry,
+    context: int,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+    sequences: int = 1,
 ) -> int:
     """Bytes one decode step reads: the active weights once plus the KV cache of every sequence."""
-    return weights_bytes(geometry, weights_format, active=True) + kv_bytes(geometry, context, spec, sequences)
+    return weights_bytes(geometry, weights_format, active=True) + kv_bytes(
+        geometry, context, spec, sequences
+    )
 
 
-def predict_tokens_per_s(bytes_per_token: float, bandwidth_gbps: float, overhead_s: float = 0.0) -> float:
+def predict_tokens_per_s(
+    bytes_per_token: float, bandwidth_gbps: float, overhead_s: float = 0.0
+) -> float:
     """Tokens/s of a memory-bound decode step: 1 / (bytes / BW + overhead)."""
     if bandwidth_gbps <= 0:
         raise KvError("Bandwidth must be positive.")
@@ -55,7 +63,9 @@ class Fit:
         return predict_tokens_per_s(bytes_per_token, self.bandwidth_gbps, self.overhead_s)
 
 
-def fit_bandwidth(bytes_per_token: list[float], tokens_per_s: list[float], peak_gbps: float | None = None) -> Fit:
+def fit_bandwidth(
+    bytes_per_token: list[float], tokens_per_s: list[float], peak_gbps: float | None = None
+) -> Fit:
     """Least-squares fit of t = b / BW_eff + c to measured points (c >= 0, only with >= 3 points).
 
     Args:
@@ -79,7 +89,17 @@ def fit_bandwidth(bytes_per_token: list[float], tokens_per_s: list[float], peak_
     residuals = tuple((ti - (bi * slope + c)) / ti for bi, ti in zip(b, t))
     rms = math.sqrt(sum(r * r for r in residuals) / len(residuals))
     code = verdict_code(bw, rms, peak_gbps)
-    return Fit(bw, c, fitted_overhead, residuals, rms, code == "memory_bound", _verdict(code, bw, rms, c, peak_gbps), code, peak_gbps)
+    return Fit(
+        bw,
+        c,
+        fitted_overhead,
+        residuals,
+        rms,
+        code == "memory_bound",
+        _verdict(code, bw, rms, c, peak_gbps),
+        code,
+        peak_gbps,
+    )
 
 
 def _fit_line(x: list[float], y: list[float]) -> tuple[float | None, float]:
@@ -111,15 +131,21 @@ def verdict_code(bw: float, rms: float, peak: float | None) -> str:
 def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | None) -> str:
     """The verdict as one English sentence (the site renders `code` through its i18n files)."""
     if code == "large_residual":
-        return (f"Not memory-bound: the points miss the bytes-per-token line by {rms:.0%} RMS, "
-                "so a single effective bandwidth would mislead.")
+        return (
+            f"Not memory-bound: the points miss the bytes-per-token line by {rms:.0%} RMS, "
+            "so a single effective bandwidth would mislead."
+        )
     if code == "far_below_peak":
-        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
-                f"{peak:g} GB/s peak, so something other than memory reads sets the pace.")
+        return (
+            f"Not memory-bound: the fitted {bw:.1f} GB/s is under {FAR_BELOW_PEAK:.0%} of the chip's "
+            f"{peak:g} GB/s peak, so something other than memory reads sets the pace."
+        )
     if code == "below_any_memory":
         floor, source = slowest_memory()
-        return (f"Not memory-bound: the fitted {bw:.1f} GB/s is below the slowest memory a computer has ({floor:g} GB/s, "
-                f"{source}), so something other than memory reads sets the pace.")
+        return (
+            f"Not memory-bound: the fitted {bw:.1f} GB/s is below the slowest memory a computer has ({floor:g} GB/s, "
+            f"{source}), so something other than memory reads sets the pace."
+        )
     if code == "above_peak":
         return f"Implausible: the fitted {bw:.1f} GB/s exceeds the chip's {peak:g} GB/s peak."
     share = f" ({bw / peak:.0%} of the {peak:g} GB/s peak)" if peak else ""
@@ -127,11 +153,17 @@ def _verdict(code: str, bw: float, rms: float, overhead: float, peak: float | No
     return f"Memory-bound: decode follows bytes read at an effective {bw:.1f} GB/s{share}{extra}."
 
 
-def slowdown(geometry: Geometry, context_a: int, context_b: int, spec: KvSpec = KvSpec(), weights_format: str = "mlx-q4") -> float:
+def slowdown(
+    geometry: Geometry,
+    context_a: int,
+    context_b: int,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+) -> float:
     """Predicted tokens/s ratio between two contexts: bytes(b) / bytes(a) (no overhead)."""
-    return bytes_per_generated_token(geometry, context_b, spec, weights_format) / bytes_per_generated_token(
-        geometry, context_a, spec, weights_format
-    )
+    return bytes_per_generated_token(
+        geometry, context_b, spec, weights_format
+    ) / bytes_per_generated_token(geometry, context_a, spec, weights_format)
 
 
 # ---------------------------------------------------------------- a recording's decode points
@@ -142,7 +174,10 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
     not say which formats ran (kvcore.recordings.model_format: "unknown"). A misspelled format is a KvError naming it,
     never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
     model = rec.data["model"]
-    kv, weights = model_format(model, "kv_format", "fp16"), model_format(model, "weights_format", "bf16")
+    kv, weights = (
+        model_format(model, "kv_format", "fp16"),
+        model_format(model, "weights_format", "bf16"),
+    )
     if kv is None or weights is None:
         return None
     try:
@@ -152,10 +187,18 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
             geometry = preset_geometry(model["preset"])
         else:
             return None
-        if weights == FILE_WEIGHTS and isinstance(model.get("weights_bytes"), int):  # a GGUF run states its file's bytes
+        if weights == FILE_WEIGHTS and isinstance(
+            model.get("weights_bytes"), int
+        ):  # a GGUF run states its file's bytes
             size = model["weights_bytes"]
-            geometry = replace(geometry, file_weights=FileWeights(size, model.get("weights_bytes_active", size)))
-        return geometry, weights, KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16"))
+            geometry = replace(
+                geometry, file_weights=FileWeights(size, model.get("weights_bytes_active", size))
+            )
+        return (
+            geometry,
+            weights,
+            KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16")),
+        )
     except KvError:
         return None
 
@@ -191,7 +234,11 @@ def _points(rec: Recording, model: tuple[Geometry, str, KvSpec] | None) -> pd.Da
 
 
 def _fit_points(points: pd.DataFrame, chip: Chip | None) -> Fit:
-    return fit_bandwidth(list(points["bytes_per_token"]), list(points["tokens_per_s"]), chip.bandwidth_gbps if chip else None)
+    return fit_bandwidth(
+        list(points["bytes_per_token"]),
+        list(points["tokens_per_s"]),
+        chip.bandwidth_gbps if chip else None,
+    )
 
 
 def fit_run(rec) -> Fit | None:
@@ -228,8 +275,12 @@ def analyse(rec: Recording) -> RunDecode | None:
     lo, hi = int(points["context"].min()), int(points["context"].max())
     grid = sorted({int(round(lo * (hi / lo) ** (i / 40))) for i in range(41)} if hi > lo else {lo})
     curve = pd.DataFrame({"context": grid})
-    curve["tokens_per_s"] = [fit.predict(bytes_per_generated_token(geometry, t, spec, weights)) for t in grid]
-    return RunDecode(points, fit, curve.assign(source=rec.label, recording=rec.id), _check(points), chip)
+    curve["tokens_per_s"] = [
+        fit.predict(bytes_per_generated_token(geometry, t, spec, weights)) for t in grid
+    ]
+    return RunDecode(
+        points, fit, curve.assign(source=rec.label, recording=rec.id), _check(points), chip
+    )
 
 
 def worked_check(rec: Recording) -> dict | None:
@@ -241,13 +292,21 @@ def _check(points: pd.DataFrame) -> dict | None:
     if len(points) < 2 or "bytes_per_token" not in points:
         return None
     a, b = points.iloc[0], points.iloc[-1]
-    return {"context_a": int(a["context"]), "context_b": int(b["context"]),
-            "tokens_per_s_a": float(a["tokens_per_s"]), "tokens_per_s_b": float(b["tokens_per_s"]),
-            "weights_bytes": int(a["weights_bytes"]), "kv_bytes_a": int(a["kv_bytes"]), "kv_bytes_b": int(b["kv_bytes"]),
-            "bytes_a": int(a["bytes_per_token"]), "bytes_b": int(b["bytes_per_token"]),
-            "predicted_slowdown": float(b["bytes_per_token"] / a["bytes_per_token"]),
-            "measured_slowdown": float(a["tokens_per_s"] / b["tokens_per_s"]),
-            "gbps_a": float(a["implied_gbps"]), "gbps_b": float(b["implied_gbps"])}
+    return {
+        "context_a": int(a["context"]),
+        "context_b": int(b["context"]),
+        "tokens_per_s_a": float(a["tokens_per_s"]),
+        "tokens_per_s_b": float(b["tokens_per_s"]),
+        "weights_bytes": int(a["weights_bytes"]),
+        "kv_bytes_a": int(a["kv_bytes"]),
+        "kv_bytes_b": int(b["kv_bytes"]),
+        "bytes_a": int(a["bytes_per_token"]),
+        "bytes_b": int(b["bytes_per_token"]),
+        "predicted_slowdown": float(b["bytes_per_token"] / a["bytes_per_token"]),
+        "measured_slowdown": float(a["tokens_per_s"] / b["tokens_per_s"]),
+        "gbps_a": float(a["implied_gbps"]),
+        "gbps_b": float(b["implied_gbps"]),
+    }
 
 
 def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
@@ -268,18 +327,41 @@ def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
         points = points.sort_values("context", kind="stable").reset_index(drop=True)
         first = points.iloc[0]
         p = provenance(rec)
-        frames.append(pd.DataFrame({
-            "run": rec.short_label, "recording": rec.id, "kind": source_class(rec), "chip": p["chip"] or "—",
-            "runtime": runtime_label(rec), "model": p["model"],
-            "context": points["context"].astype(int), "tokens_per_s": points["tokens_per_s"].astype(float),
-            "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
-            "bytes_per_token": points["bytes_per_token"].astype(int),
-            "predicted_slowdown": points["bytes_per_token"] / first["bytes_per_token"],
-            "measured_slowdown": first["tokens_per_s"] / points["tokens_per_s"],
-        }))
-    columns = ["run", "recording", "kind", "chip", "runtime", "model", "context", "tokens_per_s", "ms_per_token",
-               "bytes_per_token", "predicted_slowdown", "measured_slowdown"]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run": rec.short_label,
+                    "recording": rec.id,
+                    "kind": source_class(rec),
+                    "chip": p["chip"] or "—",
+                    "runtime": runtime_label(rec),
+                    "model": p["model"],
+                    "context": points["context"].astype(int),
+                    "tokens_per_s": points["tokens_per_s"].astype(float),
+                    "ms_per_token": 1e3 / points["tokens_per_s"].astype(float),
+                    "bytes_per_token": points["bytes_per_token"].astype(int),
+                    "predicted_slowdown": points["bytes_per_token"] / first["bytes_per_token"],
+                    "measured_slowdown": first["tokens_per_s"] / points["tokens_per_s"],
+                }
+            )
+        )
+    columns = [
+        "run",
+        "recording",
+        "kind",
+        "chip",
+        "runtime",
+        "model",
+        "context",
+        "tokens_per_s",
+        "ms_per_token",
+        "bytes_per_token",
+        "predicted_slowdown",
+        "measured_slowdown",
+    ]
+    return (
+        pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    )
 
 
 def slowdown_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -288,5 +370,9 @@ def slowdown_summary(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame.assign(context_first=[], ratio=[])
     first = frame.groupby("recording", sort=False)["context"].min().rename("context_first")
-    last = frame.loc[frame.groupby("recording", sort=False)["context"].idxmax()].join(first, on="recording")
-    return last.assign(ratio=last["measured_slowdown"] / last["predicted_slowdown"]).reset_index(drop=True)
+    last = frame.loc[frame.groupby("recording", sort=False)["context"].idxmax()].join(
+        first, on="recording"
+    )
+    return last.assign(ratio=last["measured_slowdown"] / last["predicted_slowdown"]).reset_index(
+        drop=True
+    )

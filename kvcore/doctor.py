@@ -24,8 +24,11 @@ NEEDS = {
     "kv": [("mlx_lm.models.cache", "mlx_lm's cache classes")],
     "decode": [("mlx_lm.utils", "mlx_lm's model builder"), ("mlx.nn", "mlx.nn")],
     "mechanism": [("mlx_lm.utils", "mlx_lm's model builder"), ("mlx.nn", "mlx.nn")],
-    "record": [("mlx_lm.models.cache", "mlx_lm's cache classes"), ("mlx_lm.utils", "mlx_lm's model builder"),
-               ("tqdm", "the progress bar (tqdm)")],
+    "record": [
+        ("mlx_lm.models.cache", "mlx_lm's cache classes"),
+        ("mlx_lm.utils", "mlx_lm's model builder"),
+        ("tqdm", "the progress bar (tqdm)"),
+    ],
 }
 
 
@@ -42,8 +45,11 @@ def _importable(module: str) -> str | None:
         importlib.import_module(module)
         return None
     except ImportError as e:
-        return f"{module} cannot be imported ({e.name or e} missing)" if isinstance(e, ModuleNotFoundError) else \
-            f"{module} cannot be imported ({e})"
+        return (
+            f"{module} cannot be imported ({e.name or e} missing)"
+            if isinstance(e, ModuleNotFoundError)
+            else f"{module} cannot be imported ({e})"
+        )
     except Exception as e:  # a broken build raises anything; the report must still print
         return f"{module} fails to import ({type(e).__name__}: {e})"
 
@@ -68,8 +74,12 @@ def _default_decode_fits() -> str:
 
     geometry, context = preset_geometry(DEFAULT_MODEL), default_max_context()
     try:
-        need = guard(guess_weights_bytes(DEFAULT_MODEL, None, DEFAULT_WEIGHTS_FORMAT) or 0,
-                     kv_bytes(geometry, 1, kv_spec("fp32", "fp32")), context, model=DEFAULT_MODEL)
+        need = guard(
+            guess_weights_bytes(DEFAULT_MODEL, None, DEFAULT_WEIGHTS_FORMAT) or 0,
+            kv_bytes(geometry, 1, kv_spec("fp32", "fp32")),
+            context,
+            model=DEFAULT_MODEL,
+        )
     except KvError as e:
         return f"no: {e}"
     return f"yes (about {fmt_bytes(need)} at {context:,} tokens)"
@@ -79,29 +89,60 @@ def rows() -> list[tuple[str, str]]:
     """The report as (label, value) rows, in the order printed."""
     from . import __version__, recordings
 
-    out = [("kvcore", __version__),
-           ("python", f"{platform.python_version()} ({sys.executable})"),
-           ("system", f"{platform.system()} {platform.release()} ({platform.machine()})"),
-           ("mlx", _version("mlx")), ("mlx-lm", _version("mlx-lm"))]
+    out = [
+        ("kvcore", __version__),
+        ("python", f"{platform.python_version()} ({sys.executable})"),
+        ("system", f"{platform.system()} {platform.release()} ({platform.machine()})"),
+        ("mlx", _version("mlx")),
+        ("mlx-lm", _version("mlx-lm")),
+    ]
     mlx_missing = _importable("mlx.core")
     broken = None if mlx_missing else _backend_works()
     if mlx_missing:
-        out += [("backend", f"none: {mlx_missing}"),
-                ("install", "mlx and mlx-lm: `.venv/bin/pip install mlx mlx-lm` on a Mac, `mlx[cpu] mlx-lm` on Linux")]
+        out += [
+            ("backend", f"none: {mlx_missing}"),
+            (
+                "install",
+                "mlx and mlx-lm: `.venv/bin/pip install mlx mlx-lm` on a Mac, `mlx[cpu] mlx-lm` on Linux",
+            ),
+        ]
     else:
         from .machine import available_memory, backend, chip_name, memory_gb, metal_info
 
         b = backend()
         info = metal_info()
-        out.append(("backend", f"{'Metal' if b['backend'] == 'mlx metal' else 'CPU'} ({b['backend']}, {b['device']}, "
-                               f"activations {b['dtype']})"))
+        out.append(
+            (
+                "backend",
+                f"{'Metal' if b['backend'] == 'mlx metal' else 'CPU'} ({b['backend']}, {b['device']}, "
+                f"activations {b['dtype']})",
+            )
+        )
         out.append(("chip", chip_name()))
         memory, source = available_memory()
-        out.append(("memory", f"{memory_gb()} GB in the machine; the backend may use {fmt_bytes(memory)} ({source})"))
+        out.append(
+            (
+                "memory",
+                f"{memory_gb()} GB in the machine; the backend may use {fmt_bytes(memory)} ({source})",
+            )
+        )
         if info:
-            out.append(("metal", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in sorted(info.items()))))
+            out.append(
+                (
+                    "metal",
+                    ", ".join(
+                        f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
+                        for k, v in sorted(info.items())
+                    ),
+                )
+            )
         elif platform.system() == "Darwin":
-            out.append(("metal", "not available: this mlx sees no Metal GPU (an Intel Mac, or a CPU-only build)"))
+            out.append(
+                (
+                    "metal",
+                    "not available: this mlx sees no Metal GPU (an Intel Mac, or a CPU-only build)",
+                )
+            )
         if broken:
             out.append(("compute", broken))
     for command, needs in NEEDS.items():
@@ -110,9 +151,21 @@ def rows() -> list[tuple[str, str]]:
             reasons += [r for module, _ in needs if (r := _importable(module))]
             if broken:
                 reasons.append(broken)
-        out.append((command, "can start" if not reasons else "cannot start: " + "; ".join(dict.fromkeys(reasons))))
+        out.append(
+            (
+                command,
+                "can start"
+                if not reasons
+                else "cannot start: " + "; ".join(dict.fromkeys(reasons)),
+            )
+        )
     if not mlx_missing:
-        out.append(("default run", f"decode of {DEFAULT_MODEL} to {default_max_context():,} tokens fits: {_default_decode_fits()}"))
+        out.append(
+            (
+                "default run",
+                f"decode of {DEFAULT_MODEL} to {default_max_context():,} tokens fits: {_default_decode_fits()}",
+            )
+        )
     from . import blas, real_model
 
     out.append(("blas", blas.state()["note"]))

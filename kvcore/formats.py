@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass
 
 from .errors import KvError
-from .gguf_weights import GGML_BLOCKS  # ggml's block layouts (values, bytes): one table for KV and weights
+from .gguf_weights import (
+    GGML_BLOCKS,
+)  # ggml's block layouts (values, bytes): one table for KV and weights
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -54,9 +56,13 @@ class CacheFormat:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise KvError(f"Cache format {self.name!r} has the layout kind {self.kind!r}; known kinds: {', '.join(KINDS)}.")
+            raise KvError(
+                f"Cache format {self.name!r} has the layout kind {self.kind!r}; known kinds: {', '.join(KINDS)}."
+            )
         if self.kind == "block" and (self.block_values < 1 or self.block_bytes < 1):
-            raise KvError(f"Cache format {self.name!r} is a block format without a block size (values and bytes).")
+            raise KvError(
+                f"Cache format {self.name!r} is a block format without a block size (values and bytes)."
+            )
 
     def row_bytes(self, dim: int, group_size: int = 64, scale_dtype: str = "fp16") -> int:
         """Bytes one `dim`-value row takes in this format (K or V of one head, one token)."""
@@ -67,16 +73,27 @@ class CacheFormat:
                 raise KvError(  # mx.quantize refuses a last dimension its group size does not divide
                     f"{self.name} quantizes values in groups of {group_size}, and {group_size} does not divide this "
                     f"model's head_dim of {dim}; choose another KV format.",
-                    "format_group", format=self.name, group=group_size, dim=dim)
+                    "format_group",
+                    format=self.name,
+                    group=group_size,
+                    dim=dim,
+                )
             packed = dim * self.bits // 8  # uint32 words hold 32/bits codes
             return packed + 2 * (dim // group_size) * DTYPE_BYTES[scale_dtype]
         if dim % self.block_values and not self.pads:  # ggml_row_size asserts whole blocks
-            raise KvError(f"{self.name} stores rows in whole blocks of {self.block_values} values and does not pad them: "
-                          f"a {dim}-value row is not a multiple of {self.block_values}.",
-                          "format_block", format=self.name, block=self.block_values, dim=dim)
+            raise KvError(
+                f"{self.name} stores rows in whole blocks of {self.block_values} values and does not pad them: "
+                f"a {dim}-value row is not a multiple of {self.block_values}.",
+                "format_block",
+                format=self.name,
+                block=self.block_values,
+                dim=dim,
+            )
         return math.ceil(dim / self.block_values) * self.block_bytes
 
-    def bits_per_value(self, dim: int = 128, group_size: int = 64, scale_dtype: str = "fp16") -> float:
+    def bits_per_value(
+        self, dim: int = 128, group_size: int = 64, scale_dtype: str = "fp16"
+    ) -> float:
         """Effective bits per cached value for a row of `dim` values (overhead and padding included)."""
         return 8 * self.row_bytes(dim, group_size, scale_dtype) / dim
 
@@ -91,18 +108,81 @@ FORMATS: dict[str, CacheFormat] = {
         CacheFormat("fp8", "plain", 8, source="1-byte float (e4m3/e5m2), no scales"),
         CacheFormat("mlx-q8", "mlx", 8, source="mlx_lm QuantizedKVCache(bits=8)", mlx_cache=_QUANT),
         CacheFormat("mlx-q4", "mlx", 4, source="mlx_lm QuantizedKVCache(bits=4)", mlx_cache=_QUANT),
-        CacheFormat("q8_0", "block", 8, *GGML_BLOCKS["Q8_0"], source="ggml block_q8_0: fp16 scale + 32 int8", llamacpp=True),
-        CacheFormat("q4_0", "block", 4, *GGML_BLOCKS["Q4_0"], source="ggml block_q4_0: fp16 scale + 16 bytes", llamacpp=True),
-        CacheFormat("q4_1", "block", 4, *GGML_BLOCKS["Q4_1"], source="ggml block_q4_1: fp16 scale + fp16 min + 16 bytes", llamacpp=True),
-        CacheFormat("iq4_nl", "block", 4, *GGML_BLOCKS["IQ4_NL"], source="ggml block_iq4_nl: fp16 scale + 16 bytes (non-linear 4-bit codebook)",
-                    llamacpp=True),
-        CacheFormat("q5_0", "block", 5, *GGML_BLOCKS["Q5_0"], source="ggml block_q5_0: fp16 scale + 4 bytes high bits + 16 bytes",
-                    llamacpp=True),
-        CacheFormat("q5_1", "block", 5, *GGML_BLOCKS["Q5_1"], source="ggml block_q5_1: fp16 scale + fp16 min + 4 bytes high bits + 16 bytes",
-                    llamacpp=True),
-        CacheFormat("turbo4", "block", 4, 128, 68, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo4_0", pads=True),
-        CacheFormat("turbo3", "block", 3, 128, 50, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo3_0", pads=True),
-        CacheFormat("turbo2", "block", 2, 128, 34, source="atomic-llama-cpp-turboquant ggml-common.h block_turbo2_0", pads=True),
+        CacheFormat(
+            "q8_0",
+            "block",
+            8,
+            *GGML_BLOCKS["Q8_0"],
+            source="ggml block_q8_0: fp16 scale + 32 int8",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "q4_0",
+            "block",
+            4,
+            *GGML_BLOCKS["Q4_0"],
+            source="ggml block_q4_0: fp16 scale + 16 bytes",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "q4_1",
+            "block",
+            4,
+            *GGML_BLOCKS["Q4_1"],
+            source="ggml block_q4_1: fp16 scale + fp16 min + 16 bytes",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "iq4_nl",
+            "block",
+            4,
+            *GGML_BLOCKS["IQ4_NL"],
+            source="ggml block_iq4_nl: fp16 scale + 16 bytes (non-linear 4-bit codebook)",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "q5_0",
+            "block",
+            5,
+            *GGML_BLOCKS["Q5_0"],
+            source="ggml block_q5_0: fp16 scale + 4 bytes high bits + 16 bytes",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "q5_1",
+            "block",
+            5,
+            *GGML_BLOCKS["Q5_1"],
+            source="ggml block_q5_1: fp16 scale + fp16 min + 4 bytes high bits + 16 bytes",
+            llamacpp=True,
+        ),
+        CacheFormat(
+            "turbo4",
+            "block",
+            4,
+            128,
+            68,
+            source="atomic-llama-cpp-turboquant ggml-common.h block_turbo4_0",
+            pads=True,
+        ),
+        CacheFormat(
+            "turbo3",
+            "block",
+            3,
+            128,
+            50,
+            source="atomic-llama-cpp-turboquant ggml-common.h block_turbo3_0",
+            pads=True,
+        ),
+        CacheFormat(
+            "turbo2",
+            "block",
+            2,
+            128,
+            34,
+            source="atomic-llama-cpp-turboquant ggml-common.h block_turbo2_0",
+            pads=True,
+        ),
     )
 }
 
@@ -143,4 +223,6 @@ def get_format(name: str) -> CacheFormat:
     try:
         return FORMATS[aliases().get(name, name)]
     except (KeyError, TypeError):
-        raise KvError(f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}.") from None
+        raise KvError(
+            f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}."
+        ) from None

@@ -18,7 +18,9 @@ from .limits import MAX_CONTEXT, MAX_SEQUENCES
 from . import gguf_weights
 from .gguf_weights import GGUF_FORMATS
 
-if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+if (
+    TYPE_CHECKING
+):  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
     from .geometry import Geometry, Layer
 
 PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
@@ -40,12 +42,17 @@ class KvSpec:
         if self.group_size not in (32, 64, 128):
             raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
         if self.activation_dtype not in ("fp16", "bf16", "fp32"):
-            raise KvError(f"activation dtype must be fp16, bf16 or fp32, not {self.activation_dtype!r}.")
+            raise KvError(
+                f"activation dtype must be fp16, bf16 or fp32, not {self.activation_dtype!r}."
+            )
 
 
 def check_context(context: int, sequences: int = 1) -> None:
     """Refuse a context or sequence count that is not a positive whole number in range."""
-    for label, value, limit in (("context", context, MAX_CONTEXT), ("sequences", sequences, MAX_SEQUENCES)):
+    for label, value, limit in (
+        ("context", context, MAX_CONTEXT),
+        ("sequences", sequences, MAX_SEQUENCES),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
             raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {value!r}.")
 
@@ -78,10 +85,19 @@ def layer_kv_bytes(layer: Layer, context: int, spec: KvSpec) -> int:
     return tokens_held(layer, context) * bytes_per_token(layer, spec) + state_bytes(layer, spec)
 
 
-def per_layer_kv(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> list[dict]:
+def per_layer_kv(
+    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1
+) -> list[dict]:
     """One row per layer: its kind, the tokens it holds and its KV bytes (all sequences)."""
-    return [{"layer": layer.index, "kind": layer.kind, "tokens_held": tokens_held(layer, context),
-             "kv_bytes": sequences * layer_kv_bytes(layer, context, spec)} for layer in geometry.layers]
+    return [
+        {
+            "layer": layer.index,
+            "kind": layer.kind,
+            "tokens_held": tokens_held(layer, context),
+            "kv_bytes": sequences * layer_kv_bytes(layer, context, spec),
+        }
+        for layer in geometry.layers
+    ]
 
 
 def kv_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
@@ -90,7 +106,9 @@ def kv_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequence
     return sequences * sum(layer_kv_bytes(layer, context, spec) for layer in geometry.layers)
 
 
-def max_context_within(geometry: Geometry, budget_bytes: float, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
+def max_context_within(
+    geometry: Geometry, budget_bytes: float, spec: KvSpec = KvSpec(), sequences: int = 1
+) -> int:
     """The largest context whose KV bytes stay within `budget_bytes` (0: not one token; MAX_CONTEXT: any).
 
     KV is non-decreasing in context (linear, or flat once every window is full), so a binary
@@ -103,7 +121,9 @@ def max_context_within(geometry: Geometry, budget_bytes: float, spec: KvSpec = K
     lo, hi = 1, MAX_CONTEXT  # kv(lo) fits, kv(hi) does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget_bytes else (lo, mid)
+        lo, hi = (
+            (mid, hi) if kv_bytes(geometry, mid, spec, sequences) <= budget_bytes else (lo, mid)
+        )
     return lo
 
 
@@ -118,8 +138,11 @@ def kv_bytes_per_token_at(geometry: Geometry, context: int, spec: KvSpec = KvSpe
 
     Example: Gemma-3 at 100,000 tokens -> only its 1-in-6 global layers' bytes per token.
     """
-    return sum(bytes_per_token(layer, spec) for layer in geometry.layers
-               if layer.kind != "sliding" or context < layer.window)
+    return sum(
+        bytes_per_token(layer, spec)
+        for layer in geometry.layers
+        if layer.kind != "sliding" or context < layer.window
+    )
 
 
 def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_STEP) -> int:
@@ -147,35 +170,62 @@ def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
     return chunks + [1] if context >= 1 else chunks
 
 
-def kv_prefill_peak_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> int:
+def kv_prefill_peak_bytes(
+    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1
+) -> int:
     """KV bytes right after the prefill (sliding layers may hold more than their window then)."""
     check_context(context, sequences)
     total = 0
     for layer in geometry.layers:
-        total += prefill_peak_tokens(layer, context) * bytes_per_token(layer, spec) + state_bytes(layer, spec)
+        total += prefill_peak_tokens(layer, context) * bytes_per_token(layer, spec) + state_bytes(
+            layer, spec
+        )
     return sequences * total
 
 
 # ---------------------------------------------------------------- weights
 
-WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "mlx-q8", "mlx-q6", "mlx-q5", "mlx-q4", "mlx-q3", "mlx-q2")
+WEIGHT_FORMATS = (
+    "fp32",
+    "fp16",
+    "bf16",
+    "fp8",
+    "mlx-q8",
+    "mlx-q6",
+    "mlx-q5",
+    "mlx-q4",
+    "mlx-q3",
+    "mlx-q2",
+)
 # llama.cpp GGUF files as users download them (q8_0, q6_k, q5_k_m, q4_k_m, q4_0, mxfp4): their block types and
 # mixes in kvcore.gguf_weights. Kept apart from WEIGHT_FORMATS (the pages' mlx-centred choices); weights_bytes accepts both.
-GGUF_WEIGHT_FORMATS = {name: f.base.lower() for name, f in GGUF_FORMATS.items()}  # name -> its base ggml type
+GGUF_WEIGHT_FORMATS = {
+    name: f.base.lower() for name, f in GGUF_FORMATS.items()
+}  # name -> its base ggml type
 FILE_WEIGHTS = "gguf-file"  # the weights exactly as a GGUF file stores them (its tensor table: Geometry.file_weights)
-DOWNLOAD_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(GGUF_WEIGHT_FORMATS)  # what a reader can choose: mlx's and GGUF's
+DOWNLOAD_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(
+    GGUF_WEIGHT_FORMATS
+)  # what a reader can choose: mlx's and GGUF's
 ALL_WEIGHT_FORMATS = DOWNLOAD_WEIGHT_FORMATS + (FILE_WEIGHTS,)
 
 
 def weight_bits(weights_format: str) -> int:
     if weights_format not in ALL_WEIGHT_FORMATS:
-        raise KvError(f"Unknown weights format {weights_format!r}; valid formats: {', '.join(ALL_WEIGHT_FORMATS)}.")
+        raise KvError(
+            f"Unknown weights format {weights_format!r}; valid formats: {', '.join(ALL_WEIGHT_FORMATS)}."
+        )
     if weights_format in GGUF_WEIGHT_FORMATS:
         return round(GGUF_FORMATS[weights_format].bits_per_weight)
-    return DTYPE_BYTES[weights_format] * 8 if weights_format in DTYPE_BYTES else int(weights_format[5:])
+    return (
+        DTYPE_BYTES[weights_format] * 8
+        if weights_format in DTYPE_BYTES
+        else int(weights_format[5:])
+    )
 
 
-def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: int = 64, active: bool = False) -> int:
+def weights_bytes(
+    geometry: Geometry, weights_format: str = "bf16", group_size: int = 64, active: bool = False
+) -> int:
     """Weight bytes as mlx_lm stores them: quantized matrices at bits/8 + one fp16 scale and bias
     per group; MoE routers at 8 bits (mlx_lm's quant_predicate); norms and biases in fp16.
 
@@ -190,8 +240,12 @@ def weights_bytes(geometry: Geometry, weights_format: str = "bf16", group_size: 
     """
     if weights_format == FILE_WEIGHTS:
         if geometry.file_weights is None:
-            raise KvError(f"The weights format {FILE_WEIGHTS!r} is a GGUF file's own; {geometry.name} was not read from one.",
-                          "weights_file", format=FILE_WEIGHTS, model=geometry.name)
+            raise KvError(
+                f"The weights format {FILE_WEIGHTS!r} is a GGUF file's own; {geometry.name} was not read from one.",
+                "weights_file",
+                format=FILE_WEIGHTS,
+                model=geometry.name,
+            )
         return geometry.file_weights.active_bytes if active else geometry.file_weights.bytes
     bits = weight_bits(weights_format)
     p = geometry.active_params if active else geometry.params
@@ -213,17 +267,33 @@ def layer_groups(geometry: Geometry) -> list[tuple[Layer, int]]:
     one term of the formula each. Example: Gemma-3-4B -> [(sliding layer, 29), (full layer, 5)]."""
     groups: dict[tuple, tuple[Layer, int]] = {}
     for layer in geometry.layers:
-        key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window, layer.conv_values, layer.state_values)
+        key = (
+            layer.kind,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+            layer.window,
+            layer.conv_values,
+            layer.state_values,
+        )
         first, n = groups.get(key, (layer, 0))
         groups[key] = (first, n + 1)
     return list(groups.values())
 
 
-def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> str:
+def formula_text(
+    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1
+) -> str:
     """The KV formula with this model's numbers substituted, one term per kind of layer."""
     terms = []
     for layer, n in layer_groups(geometry):
-        kind, heads, k_dim, v_dim, window = layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window
+        kind, heads, k_dim, v_dim, window = (
+            layer.kind,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+            layer.window,
+        )
         if kind == "linear":
             terms.append(f"{n} linear layers x {state_bytes(layer, spec):,} B fixed state")
             continue
@@ -239,10 +309,16 @@ def formula_text(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequ
         terms.append(f"{n} {kind} layers x {row} [{per:,} B/token/layer] x {held_text} tokens")
     seq = f"{sequences} sequences x " if sequences > 1 else ""
     total = kv_bytes(geometry, context, spec, sequences)
-    return f"{seq}(" + " + ".join(terms) + f") = {total:,} bytes ({spec.k_format} K, {spec.v_format} V)"
+    return (
+        f"{seq}("
+        + " + ".join(terms)
+        + f") = {total:,} bytes ({spec.k_format} K, {spec.v_format} V)"
+    )
 
 
-def formula_terms(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1) -> dict:
+def formula_terms(
+    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1
+) -> dict:
     """The KV formula as Article A writes it, `2 × layers × KV heads × head_dim × bytes × tokens`, one term per
     kind of layer, as data for a page to print in its language (kvcore.formulas.formula_text is the CLI's English).
 
@@ -254,18 +330,41 @@ def formula_terms(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), seq
     k_fmt, v_fmt = get_format(spec.k_format), get_format(spec.v_format)
     terms = []
     for layer, n in layer_groups(geometry):
-        kind, heads, k_dim, v_dim, window = layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.window
-        term = {"kind": kind, "layers": n, "kv_heads": heads, "k_dim": k_dim, "v_dim": v_dim, "window": window,
-                "tokens": tokens_held(layer, context), "state_bytes": state_bytes(layer, spec)}
+        kind, heads, k_dim, v_dim, window = (
+            layer.kind,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+            layer.window,
+        )
+        term = {
+            "kind": kind,
+            "layers": n,
+            "kv_heads": heads,
+            "k_dim": k_dim,
+            "v_dim": v_dim,
+            "window": window,
+            "tokens": tokens_held(layer, context),
+            "state_bytes": state_bytes(layer, spec),
+        }
         if kind != "linear":
             term["k_bytes"] = k_fmt.row_bytes(k_dim, spec.group_size, spec.activation_dtype) / k_dim
             term["v_bytes"] = v_fmt.row_bytes(v_dim, spec.group_size, spec.activation_dtype) / v_dim
             term["same"] = k_dim == v_dim and term["k_bytes"] == term["v_bytes"] and kind != "mla"
         term["bytes"] = n * layer_kv_bytes(layer, context, spec)
         terms.append(term)
-    per_token = sum(bytes_per_token(layer, spec) for layer in geometry.layers if tokens_held(layer, context) == context)
-    return {"terms": terms, "sequences": sequences, "context": context, "per_token": per_token,
-            "total": kv_bytes(geometry, context, spec, sequences)}
+    per_token = sum(
+        bytes_per_token(layer, spec)
+        for layer in geometry.layers
+        if tokens_held(layer, context) == context
+    )
+    return {
+        "terms": terms,
+        "sequences": sequences,
+        "context": context,
+        "per_token": per_token,
+        "total": kv_bytes(geometry, context, spec, sequences),
+    }
 
 
 def allocated_bytes(geometry: Geometry, context: int, spec: KvSpec) -> int:
@@ -284,7 +383,9 @@ def allocated_bytes(geometry: Geometry, context: int, spec: KvSpec) -> int:
     return total
 
 
-def crossover_context(geometry: Geometry, weights_format: str, spec: KvSpec, sequences: int = 1) -> int | None:
+def crossover_context(
+    geometry: Geometry, weights_format: str, spec: KvSpec, sequences: int = 1
+) -> int | None:
     """The smallest context whose KV bytes exceed the weights' bytes (None beyond MAX_CONTEXT)."""
     within = max_context_within(geometry, weights_bytes(geometry, weights_format), spec, sequences)
     return None if within == MAX_CONTEXT else within + 1

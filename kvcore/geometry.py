@@ -53,8 +53,12 @@ class FileWeights:
     """The weights as a model file stores them (a GGUF's tensor table): exact bytes, and by tensor type."""
 
     bytes: int
-    active_bytes: int  # what one decode step reads (MoE: the routed experts' share of the expert tensors)
-    by_type: tuple[tuple[str, int, int, int], ...] = ()  # (ggml type, tensors, values, bytes), largest first
+    active_bytes: (
+        int  # what one decode step reads (MoE: the routed experts' share of the expert tensors)
+    )
+    by_type: tuple[
+        tuple[str, int, int, int], ...
+    ] = ()  # (ggml type, tensors, values, bytes), largest first
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,18 @@ class Geometry:
     active_params: Params  # what one decode step reads (MoE: routed experts only)
     tie_word_embeddings: bool
     notes: tuple[str, ...] = field(default=())
-    note_codes: tuple[tuple[str, int], ...] = field(default=())  # (code, sliding window), parallel to notes
-    max_position_embeddings: int | None = None  # the longest context the model was trained for (config.json)
+    note_codes: tuple[tuple[str, int], ...] = field(
+        default=()
+    )  # (code, sliding window), parallel to notes
+    max_position_embeddings: int | None = (
+        None  # the longest context the model was trained for (config.json)
+    )
     # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
     # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
     layer_ffn: tuple[tuple[int, int], ...] = field(default=())
-    file_weights: FileWeights | None = None  # a model file's own weights (GGUF: its tensor table), exact
+    file_weights: FileWeights | None = (
+        None  # a model file's own weights (GGUF: its tensor table), exact
+    )
 
     @property
     def num_layers(self) -> int:
@@ -106,7 +116,9 @@ def _rule_layer_types(cfg: Cfg, n: int, runtime: Runtime):
     return ([t == "sliding_attention" for t in layer_types], []) if layer_types else None
 
 
-def _rule_pattern(cfg: Cfg, n: int, runtime: Runtime):  # every sliding_window_pattern-th layer full (Gemma 3)
+def _rule_pattern(
+    cfg: Cfg, n: int, runtime: Runtime
+):  # every sliding_window_pattern-th layer full (Gemma 3)
     pattern = cfg.int("sliding_window_pattern")
     return [i % pattern != pattern - 1 for i in range(n)], []
 
@@ -117,15 +129,22 @@ def _rule_every_layer(cfg: Cfg, n: int, runtime: Runtime):  # Mistral v0.1, Phi-
     return None
 
 
-def _rule_full(code: str | None):  # the window is set, but this runtime caches the full context; a note says so
+def _rule_full(
+    code: str | None,
+):  # the window is set, but this runtime caches the full context; a note says so
     def rule(cfg: Cfg, n: int, runtime: Runtime):
         if cfg.get("sliding_window"):
-            return [False] * n, [_note(code or runtime.ignored_window_note, cfg.int("sliding_window"))]
+            return [False] * n, [
+                _note(code or runtime.ignored_window_note, cfg.int("sliding_window"))
+            ]
         return None
+
     return rule
 
 
-def _rule_max_window(cfg: Cfg, n: int, runtime: Runtime):  # Qwen2/3 in transformers, when use_sliding_window
+def _rule_max_window(
+    cfg: Cfg, n: int, runtime: Runtime
+):  # Qwen2/3 in transformers, when use_sliding_window
     if cfg.get("use_sliding_window"):
         start = cfg.int("max_window_layers", 0, minimum=0)
         return [i >= start for i in range(n)], []
@@ -136,34 +155,53 @@ WINDOW_RULES = {
     "none": lambda cfg, n, runtime: ([False] * n, []),  # every layer full
     "layer_types": _rule_layer_types,
     "pattern": _rule_pattern,
-    "alternate": lambda cfg, n, runtime: ([i % 2 == 0 for i in range(n)], []),  # even layers slide (gpt-oss, Gemma 2)
+    "alternate": lambda cfg, n, runtime: (
+        [i % 2 == 0 for i in range(n)],
+        [],
+    ),  # even layers slide (gpt-oss, Gemma 2)
     "every_layer": _rule_every_layer,
     "ignored": _rule_full(None),  # the runtime's own note (mlx_lm, llama.cpp)
     "disabled": _rule_full("sliding_disabled"),  # llama.cpp turns Phi-3's window off
     "max_window": _rule_max_window,
 }
-ATTENTION_KINDS = ("gqa", "mla", "hybrid_linear")  # a family's `attention`: how its layers are read (_layers)
+ATTENTION_KINDS = (
+    "gqa",
+    "mla",
+    "hybrid_linear",
+)  # a family's `attention`: how its layers are read (_layers)
 
 
 def check_family(family: Family) -> None:
     """Refuse a family whose attention kind, window rule or layout code kvcore does not know, naming it."""
     if family.attention not in ATTENTION_KINDS:
-        raise KvError(f"Model family {family.model_type!r} has the attention kind {family.attention!r}; known: "
-                      f"{', '.join(ATTENTION_KINDS)}.")
+        raise KvError(
+            f"Model family {family.model_type!r} has the attention kind {family.attention!r}; known: "
+            f"{', '.join(ATTENTION_KINDS)}."
+        )
     for key, rules in family.windows.items():
         for rule in rules.split("|"):
             if rule not in WINDOW_RULES:
-                raise KvError(f"Model family {family.model_type!r} names the window rule {rule!r} for {key}; known: "
-                              f"{', '.join(WINDOW_RULES)}.")
+                raise KvError(
+                    f"Model family {family.model_type!r} names the window rule {rule!r} for {key}; known: "
+                    f"{', '.join(WINDOW_RULES)}."
+                )
     check_layouts(family)
 
 
-def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: Runtime) -> tuple[list[bool], list[tuple[str, int, str]]]:
+def _sliding_flags(
+    cfg: Cfg, family: Family, n_layers: int, runtime: Runtime
+) -> tuple[list[bool], list[tuple[str, int, str]]]:
     """Which layers keep a sliding window under `runtime`, by the family's window rules (WINDOW_RULES, tried in
     order); notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
-    if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers):
-        raise KvError(f"config.json field 'layer_types' must list {n_layers} layer types.", "config_layer_types", n=n_layers)
+    if layer_types is not None and (
+        not isinstance(layer_types, list) or len(layer_types) != n_layers
+    ):
+        raise KvError(
+            f"config.json field 'layer_types' must list {n_layers} layer types.",
+            "config_layer_types",
+            n=n_layers,
+        )
     for rule in family.windows.get(runtime.windows, "none").split("|"):
         found = WINDOW_RULES[rule](cfg, n_layers, runtime)
         if found is not None:
@@ -171,25 +209,37 @@ def _sliding_flags(cfg: Cfg, family: Family, n_layers: int, runtime: Runtime) ->
     return [False] * n_layers, []
 
 
-def _layers(cfg: Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], list[tuple[str, int, str]]]:
+def _layers(
+    cfg: Cfg, family: Family, runtime: Runtime
+) -> tuple[list[Layer], list[tuple[str, int, str]]]:
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
     hidden = cfg.int("hidden_size")
     if family.attention == "mla":  # one latent (kv_lora_rank) + one shared rope key per token
         latent, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
         return [Layer(i, "mla", 1, latent, rope) for i in range(n_layers)], []
-    kv_heads = cfg.int("num_key_value_heads", n_heads)  # absent -> full multi-head attention (Llama 1/2, Qwen v1)
+    kv_heads = cfg.int(
+        "num_key_value_heads", n_heads
+    )  # absent -> full multi-head attention (Llama 1/2, Qwen v1)
     if cfg.has(family.head_dim_field):
         head_dim = cfg.int(family.head_dim_field)
     else:
         if hidden % n_heads:
-            raise KvError("config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.", "config_head_dim")
+            raise KvError(
+                "config.json has no 'head_dim' and hidden_size is not divisible by num_attention_heads.",
+                "config_head_dim",
+            )
         head_dim = hidden // n_heads
     if n_heads % kv_heads:
         raise KvError(
             f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads}).",
-            "config_heads", heads=n_heads, kv_heads=kv_heads)
-    if family.attention == "hybrid_linear":  # Qwen3-Next: gated delta net layers, full attention every interval-th
+            "config_heads",
+            heads=n_heads,
+            kv_heads=kv_heads,
+        )
+    if (
+        family.attention == "hybrid_linear"
+    ):  # Qwen3-Next: gated delta net layers, full attention every interval-th
         interval = cfg.int("full_attention_interval", 4)
         nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
         dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
@@ -205,7 +255,9 @@ def _layers(cfg: Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], li
     sliding, notes = _sliding_flags(cfg, family, n_layers, runtime)
     window = cfg.int("sliding_window") if any(sliding) else None
     layers = [
-        Layer(i, "sliding", kv_heads, head_dim, head_dim, window) if s else Layer(i, "full", kv_heads, head_dim, head_dim)
+        Layer(i, "sliding", kv_heads, head_dim, head_dim, window)
+        if s
+        else Layer(i, "full", kv_heads, head_dim, head_dim)
         for i, s in enumerate(sliding)
     ]
     return layers, notes
@@ -214,18 +266,24 @@ def _layers(cfg: Cfg, family: Family, runtime: Runtime) -> tuple[list[Layer], li
 # ---------------------------------------------------------------- entry points
 
 
-def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME) -> Geometry:
+def parse_config(
+    config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME
+) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
     rt = get_runtime(runtime)
     if rt.windows not in {key for family in FAMILIES.values() for key in family.windows}:
-        raise KvError(f"Runtime {rt.name} applies the window rules of {rt.windows!r}, which no model family states; "
-                      f"give each family's rule for it in kvcore.families.FAMILIES.")
+        raise KvError(
+            f"Runtime {rt.name} applies the window rules of {rt.windows!r}, which no model family states; "
+            f"give each family's rule for it in kvcore.families.FAMILIES."
+        )
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = flatten(config)
     model_type = flat.get("model_type")
     if not isinstance(model_type, str):
-        raise KvError("config.json is missing the field 'model_type'.", "config_missing", field="model_type")
+        raise KvError(
+            "config.json is missing the field 'model_type'.", "config_missing", field="model_type"
+        )
     family = family_for(model_type)
     check_family(family)
     model_type = family.model_type
@@ -237,8 +295,12 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         if isinstance(e, KvError):
             raise
-        raise KvError(f"config.json has a field of the wrong shape for a {model_type} model ({e}).", "config_shape",
-                      model_type=model_type, detail=str(e)) from None
+        raise KvError(
+            f"config.json has a field of the wrong shape for a {model_type} model ({e}).",
+            "config_shape",
+            model_type=model_type,
+            detail=str(e),
+        ) from None
     return Geometry(
         name=name,
         model_type=model_type,
@@ -252,7 +314,9 @@ def parse_config(config: Any, name: str = "config.json", runtime: str = DEFAULT_
         tie_word_embeddings=tied,
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
-        max_position_embeddings=cfg.int("max_position_embeddings", None) if cfg.has("max_position_embeddings") else None,
+        max_position_embeddings=cfg.int("max_position_embeddings", None)
+        if cfg.has("max_position_embeddings")
+        else None,
         layer_ffn=ffn_split,
     )
 
@@ -272,7 +336,11 @@ def load_preset(name: str) -> dict:
     files = _preset_files()
     if name not in files:
         close = difflib.get_close_matches(name.lower(), files, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(close)}?" if close else " Run `python -m kvcore presets` for the list."
+        hint = (
+            f" Did you mean {', '.join(close)}?"
+            if close
+            else " Run `python -m kvcore presets` for the list."
+        )
         raise KvError(f"Unknown model preset {name!r}.{hint}")
     return json.loads(files[name].read_text(encoding="utf-8"))
 

@@ -34,7 +34,19 @@ DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 _CHUNK = 1 << 20
 
 # GGUF value types (gguf.cpp enum gguf_type; gguf-py GGUFValueType): struct code, or None for string/array
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 _STRING, _ARRAY = 8, 9
 
 
@@ -83,16 +95,30 @@ class _Cursor:
             return
         if self.offset + n > min(self.size, MAX_HEADER_BYTES):
             if self.offset + n > self.size:
-                raise KvError(f"{self.label} ends inside its GGUF header (at byte {self.size:,}): the file is truncated.",
-                              "gguf_truncated", label=self.label, size=self.size)
-            raise KvError(f"{self.label} has a GGUF header larger than {MAX_HEADER_BYTES // 2**20} MiB; that is not a "
-                          "model file kvcore reads.", "gguf_header_large", label=self.label, mib=MAX_HEADER_BYTES // 2**20)
-        rest = self.buf[self.pos:]
+                raise KvError(
+                    f"{self.label} ends inside its GGUF header (at byte {self.size:,}): the file is truncated.",
+                    "gguf_truncated",
+                    label=self.label,
+                    size=self.size,
+                )
+            raise KvError(
+                f"{self.label} has a GGUF header larger than {MAX_HEADER_BYTES // 2**20} MiB; that is not a "
+                "model file kvcore reads.",
+                "gguf_header_large",
+                label=self.label,
+                mib=MAX_HEADER_BYTES // 2**20,
+            )
+        rest = self.buf[self.pos :]
         self.base += self.pos
         self.buf, self.pos = rest + self.f.read(max(_CHUNK, n - len(rest))), 0
         if len(self.buf) < n:
-            raise KvError(f"{self.label} ends inside its GGUF header (at byte {self.offset + len(self.buf):,}): the file "
-                          "is truncated.", "gguf_truncated", label=self.label, size=self.offset + len(self.buf))
+            raise KvError(
+                f"{self.label} ends inside its GGUF header (at byte {self.offset + len(self.buf):,}): the file "
+                "is truncated.",
+                "gguf_truncated",
+                label=self.label,
+                size=self.offset + len(self.buf),
+            )
 
     def unpack(self, code: str):
         size = struct.calcsize("<" + code)
@@ -104,17 +130,27 @@ class _Cursor:
     def length(self, what: str, limit: int) -> int:
         n = self.unpack("Q")
         if n <= limit and n > self.left():  # a plausible length the file is too short for
-            raise KvError(f"{self.label} ends inside its GGUF header (at byte {self.size:,}): the file is truncated.",
-                          "gguf_truncated", label=self.label, size=self.size)
+            raise KvError(
+                f"{self.label} ends inside its GGUF header (at byte {self.size:,}): the file is truncated.",
+                "gguf_truncated",
+                label=self.label,
+                size=self.size,
+            )
         if n > limit:
-            raise KvError(f"{self.label} claims {what} of {n:,} bytes at byte {self.offset - 8:,}, more than any GGUF holds: "
-                          "it is not a valid GGUF file.", "gguf_corrupt", label=self.label, what=what, offset=self.offset - 8)
+            raise KvError(
+                f"{self.label} claims {what} of {n:,} bytes at byte {self.offset - 8:,}, more than any GGUF holds: "
+                "it is not a valid GGUF file.",
+                "gguf_corrupt",
+                label=self.label,
+                what=what,
+                offset=self.offset - 8,
+            )
         return n
 
     def string(self, what: str, limit: int = MAX_STRING) -> str:
         n = self.length(what, limit)
         self._ensure(n)
-        text = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", "replace")
+        text = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8", "replace")
         self.pos += n
         return text
 
@@ -135,7 +171,12 @@ class _Cursor:
 
 
 def _corrupt(label: str, detail: str) -> KvError:
-    return KvError(f"{label} is not a valid GGUF file: {detail}.", "gguf_corrupt_detail", label=label, detail=detail)
+    return KvError(
+        f"{label} is not a valid GGUF file: {detail}.",
+        "gguf_corrupt_detail",
+        label=label,
+        detail=detail,
+    )
 
 
 def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
@@ -148,15 +189,27 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
     if depth >= MAX_NESTING:
         raise _corrupt(cur.label, f"the key {key!r} nests arrays deeper than {MAX_NESTING}")
     item_type, count = cur.unpack("I"), cur.unpack("Q")
-    smallest = struct.calcsize("<" + _SCALARS[item_type]) if item_type in _SCALARS else 8 if item_type in (_STRING, _ARRAY) else 0
+    smallest = (
+        struct.calcsize("<" + _SCALARS[item_type])
+        if item_type in _SCALARS
+        else 8
+        if item_type in (_STRING, _ARRAY)
+        else 0
+    )
     if not smallest:
         raise _corrupt(cur.label, f"the array {key!r} has an unknown element type {item_type}")
     if count * smallest > cur.left():
-        raise _corrupt(cur.label, f"the array {key!r} claims {count:,} elements, more than the file holds")
+        raise _corrupt(
+            cur.label, f"the array {key!r} claims {count:,} elements, more than the file holds"
+        )
     if item_type in _SCALARS:
         size = smallest * count
         cur._ensure(size)
-        values = struct.unpack_from(f"<{count}{_SCALARS[item_type]}", cur.buf, cur.pos) if count <= MAX_KEPT else None
+        values = (
+            struct.unpack_from(f"<{count}{_SCALARS[item_type]}", cur.buf, cur.pos)
+            if count <= MAX_KEPT
+            else None
+        )
         cur.pos += size
         return list(values) if values is not None else LongArray(item_type, count)
     if item_type == _STRING and count > MAX_KEPT:
@@ -169,23 +222,49 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
 def _parse(stream, size: int, label: str) -> Header:
     cur = _Cursor(stream, size, label)
     if size < 4:
-        raise KvError(f"{label} is not a GGUF file (it does not start with 'GGUF').", "gguf_not_gguf", label=label)
+        raise KvError(
+            f"{label} is not a GGUF file (it does not start with 'GGUF').",
+            "gguf_not_gguf",
+            label=label,
+        )
     cur._ensure(min(size, 24))
     if cur.buf[:4] != MAGIC:
-        raise KvError(f"{label} is not a GGUF file (it does not start with 'GGUF').", "gguf_not_gguf", label=label)
+        raise KvError(
+            f"{label} is not a GGUF file (it does not start with 'GGUF').",
+            "gguf_not_gguf",
+            label=label,
+        )
     cur.pos = 4
     version = cur.unpack("I")
     if version & 0xFFFF == 0 and version:
-        raise KvError(f"{label} is a big-endian GGUF file; kvcore reads the little-endian files llama.cpp runs on Macs "
-                      "and PCs.", "gguf_big_endian", label=label)
+        raise KvError(
+            f"{label} is a big-endian GGUF file; kvcore reads the little-endian files llama.cpp runs on Macs "
+            "and PCs.",
+            "gguf_big_endian",
+            label=label,
+        )
     if version not in VERSIONS:
-        raise KvError(f"{label} is GGUF version {version}; kvcore reads versions 2 and 3.", "gguf_version",
-                      label=label, version=version)
+        raise KvError(
+            f"{label} is GGUF version {version}; kvcore reads versions 2 and 3.",
+            "gguf_version",
+            label=label,
+            version=version,
+        )
     n_tensors, n_kv = cur.unpack("Q"), cur.unpack("Q")
-    for count, what, limit, smallest in ((n_kv, "metadata keys", MAX_KV, 13), (n_tensors, "tensors", MAX_TENSORS, 25)):
+    for count, what, limit, smallest in (
+        (n_kv, "metadata keys", MAX_KV, 13),
+        (n_tensors, "tensors", MAX_TENSORS, 25),
+    ):
         if count > limit or count * smallest > cur.left():
-            raise KvError(f"{label} claims {count:,} {what}, more than a GGUF file of {size:,} bytes can hold: it is not a "
-                          "valid GGUF file.", "gguf_count", label=label, count=count, what=what, size=size)
+            raise KvError(
+                f"{label} claims {count:,} {what}, more than a GGUF file of {size:,} bytes can hold: it is not a "
+                "valid GGUF file.",
+                "gguf_count",
+                label=label,
+                count=count,
+                what=what,
+                size=size,
+            )
     metadata = {}
     for _ in range(n_kv):
         key = cur.string("a key", 65535)
@@ -197,7 +276,9 @@ def _parse(stream, size: int, label: str) -> Header:
         name = cur.string("a tensor name", 65535)
         n_dims = cur.unpack("I")
         if not 1 <= n_dims <= MAX_DIMS:
-            raise _corrupt(label, f"the tensor {name!r} has {n_dims} dimensions (ggml allows 1 to {MAX_DIMS})")
+            raise _corrupt(
+                label, f"the tensor {name!r} has {n_dims} dimensions (ggml allows 1 to {MAX_DIMS})"
+            )
         shape = tuple(cur.unpack("Q") for _ in range(n_dims))
         ggml_type, offset = cur.unpack("I"), cur.unpack("Q")
         if name in names:
@@ -205,7 +286,12 @@ def _parse(stream, size: int, label: str) -> Header:
         names.add(name)
         tensors.append(TensorInfo(name, shape, ggml_type, offset))
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+    if (
+        isinstance(alignment, bool)
+        or not isinstance(alignment, int)
+        or alignment < 1
+        or alignment & (alignment - 1)
+    ):
         raise _corrupt(label, f"general.alignment = {alignment!r} is not a power of two")
     data_offset = -(-cur.offset // alignment) * alignment
     return Header(version, metadata, tuple(tensors), data_offset, size, alignment)

@@ -33,18 +33,34 @@ from typing import TYPE_CHECKING
 
 from .errors import KvError
 
-if TYPE_CHECKING:  # the geometry's type only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+if (
+    TYPE_CHECKING
+):  # the geometry's type only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
     from .geometry import Geometry
 
 SOURCE = "ggml-org/llama.cpp @ 0c1e570: ggml/src/ggml-common.h (block layouts), src/llama-quant.cpp (which tensor gets which)"
 
 # ggml type name -> (values per block, bytes per block): the same pairs as the gguf package's GGML_QUANT_SIZES
 GGML_BLOCKS: dict[str, tuple[int, int]] = {
-    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2),
-    "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "IQ4_NL": (32, 18),
-    "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210), "MXFP4": (32, 17),
+    "F32": (1, 4),
+    "F16": (1, 2),
+    "BF16": (1, 2),
+    "Q8_0": (32, 34),
+    "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
+    "Q5_0": (32, 22),
+    "Q5_1": (32, 24),
+    "IQ4_NL": (32, 18),
+    "Q4_K": (256, 144),
+    "Q5_K": (256, 176),
+    "Q6_K": (256, 210),
+    "MXFP4": (32, 17),
 }
-FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}  # tensor_type_fallback, for rows that do not fill blocks
+FALLBACK = {
+    "Q4_K": "Q5_0",
+    "Q5_K": "Q5_1",
+    "Q6_K": "Q8_0",
+}  # tensor_type_fallback, for rows that do not fill blocks
 
 
 @dataclass(frozen=True)
@@ -52,8 +68,12 @@ class GgufFormat:
     name: str  # kvcore's name, e.g. "gguf-q4_k_m"
     base: str  # the ggml type of most matrices
     description: str  # what the file is, in one line (a mix says so)
-    promoted: str | None = None  # Q4_K_M / Q5_K_M: the type of attn_v and ffn_down in use_more_bits layers
-    experts: str | None = None  # MXFP4_MOE: the type of the routed-expert tensors (the rest is `base`)
+    promoted: str | None = (
+        None  # Q4_K_M / Q5_K_M: the type of attn_v and ffn_down in use_more_bits layers
+    )
+    experts: str | None = (
+        None  # MXFP4_MOE: the type of the routed-expert tensors (the rest is `base`)
+    )
 
     @property
     def bits_per_weight(self) -> float:
@@ -62,22 +82,54 @@ class GgufFormat:
         return 8 * size / values
 
 
-GGUF_FORMATS: dict[str, GgufFormat] = {f.name: f for f in (
-    GgufFormat("gguf-q8_0", "Q8_0", "Q8_0: every matrix in 34-byte blocks of 32 (8.5 bits per weight)"),
-    GgufFormat("gguf-q6_k", "Q6_K", "Q6_K: every matrix in 210-byte blocks of 256 (6.5625 bits per weight)"),
-    GgufFormat("gguf-q5_k_m", "Q5_K", "Q5_K_M, a mix: Q5_K (5.5 bits) for most matrices; attn_v and ffn_down in "
-               "about 40 % of the layers and the output head at Q6_K (6.5625)", promoted="Q6_K"),
-    GgufFormat("gguf-q4_k_m", "Q4_K", "Q4_K_M, a mix: Q4_K (4.5 bits) for most matrices; attn_v and ffn_down in "
-               "about 40 % of the layers and the output head at Q6_K (6.5625)", promoted="Q6_K"),
-    GgufFormat("gguf-q4_0", "Q4_0", "Q4_0: every matrix in 18-byte blocks of 32 (4.5 bits per weight); output head Q6_K"),
-    GgufFormat("gguf-mxfp4", "Q8_0", "MXFP4 (MXFP4_MOE): routed experts in 17-byte blocks of 32 (4.25 bits); "
-               "every other matrix Q8_0 (8.5 bits)", experts="MXFP4"),
-)}
+GGUF_FORMATS: dict[str, GgufFormat] = {
+    f.name: f
+    for f in (
+        GgufFormat(
+            "gguf-q8_0", "Q8_0", "Q8_0: every matrix in 34-byte blocks of 32 (8.5 bits per weight)"
+        ),
+        GgufFormat(
+            "gguf-q6_k",
+            "Q6_K",
+            "Q6_K: every matrix in 210-byte blocks of 256 (6.5625 bits per weight)",
+        ),
+        GgufFormat(
+            "gguf-q5_k_m",
+            "Q5_K",
+            "Q5_K_M, a mix: Q5_K (5.5 bits) for most matrices; attn_v and ffn_down in "
+            "about 40 % of the layers and the output head at Q6_K (6.5625)",
+            promoted="Q6_K",
+        ),
+        GgufFormat(
+            "gguf-q4_k_m",
+            "Q4_K",
+            "Q4_K_M, a mix: Q4_K (4.5 bits) for most matrices; attn_v and ffn_down in "
+            "about 40 % of the layers and the output head at Q6_K (6.5625)",
+            promoted="Q6_K",
+        ),
+        GgufFormat(
+            "gguf-q4_0",
+            "Q4_0",
+            "Q4_0: every matrix in 18-byte blocks of 32 (4.5 bits per weight); output head Q6_K",
+        ),
+        GgufFormat(
+            "gguf-mxfp4",
+            "Q8_0",
+            "MXFP4 (MXFP4_MOE): routed experts in 17-byte blocks of 32 (4.25 bits); "
+            "every other matrix Q8_0 (8.5 bits)",
+            experts="MXFP4",
+        ),
+    )
+}
 
 
 def use_more_bits(i_layer: int, n_layers: int) -> bool:
     """llama-quant.cpp's choice of layers that get more bits in the _M mixes. Example: 32 layers -> 0-3, 28-31, 6, 9, ..."""
-    return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
+    return (
+        i_layer < n_layers // 8
+        or i_layer >= 7 * n_layers // 8
+        or (i_layer - n_layers // 8) % 3 == 2
+    )
 
 
 def tensor_bytes(type_name: str, rows: int, cols: int) -> int:
@@ -97,7 +149,9 @@ def get_gguf_format(name: str) -> GgufFormat:
     try:
         return GGUF_FORMATS[name]
     except KeyError:
-        raise KvError(f"Unknown GGUF weights format {name!r}; valid formats: {', '.join(GGUF_FORMATS)}.") from None
+        raise KvError(
+            f"Unknown GGUF weights format {name!r}; valid formats: {', '.join(GGUF_FORMATS)}."
+        ) from None
 
 
 def weights_bytes(geometry: Geometry, name: str, active: bool = False) -> int:
@@ -115,16 +169,24 @@ def weights_bytes(geometry: Geometry, name: str, active: bool = False) -> int:
     embed = 0 if geometry.tie_word_embeddings else tensor_bytes(fmt.base, vocab, h)
     embed_params = vocab * h * (1 if geometry.tie_word_embeddings else 2)
     total = head + embed + (p.router + p.vector) * 4
-    if not geometry.layer_ffn:  # a geometry built without the per-layer split: every layer matrix at the base type
+    if (
+        not geometry.layer_ffn
+    ):  # a geometry built without the per-layer split: every layer matrix at the base type
         return int(total + _rows_at(fmt.base, p.matrix - embed_params, h))
-    attn = (geometry.params.matrix - embed_params - sum(f for f, _ in geometry.layer_ffn)) / n  # per layer
+    attn = (
+        geometry.params.matrix - embed_params - sum(f for f, _ in geometry.layer_ffn)
+    ) / n  # per layer
     for i, layer in enumerate(geometry.layers):
         ffn_all, routed = geometry.layer_ffn[i]
         dense_ffn = ffn_all - routed
         if active and routed:
             routed = _active_routed(geometry, routed)
         promoted = fmt.promoted if fmt.promoted and use_more_bits(i, n) else None
-        v = h * layer.kv_heads * layer.v_dim if promoted and layer.kind in ("full", "sliding") else 0
+        v = (
+            h * layer.kv_heads * layer.v_dim
+            if promoted and layer.kind in ("full", "sliding")
+            else 0
+        )
         if v:
             total += tensor_bytes(promoted, layer.kv_heads * layer.v_dim, h)
         total += _rows_at(fmt.base, max(attn - v, 0), h)

@@ -37,10 +37,17 @@ class Chip:
 
     def as_dict(self) -> dict:
         """The row as `chips --json` prints it."""
-        return {"chip": self.chip, "bandwidth_gbps": self.bandwidth_gbps, "bandwidth_source": self.source,
-                "fp16_tflops": self.fp16_tflops, "compute_source": self.compute_source or None,
-                "ridge_flops_per_byte": self.ridge_flops_per_byte, "memory_gb": list(self.memory_gb), "unified": self.unified,
-                "dies": self.dies}
+        return {
+            "chip": self.chip,
+            "bandwidth_gbps": self.bandwidth_gbps,
+            "bandwidth_source": self.source,
+            "fp16_tflops": self.fp16_tflops,
+            "compute_source": self.compute_source or None,
+            "ridge_flops_per_byte": self.ridge_flops_per_byte,
+            "memory_gb": list(self.memory_gb),
+            "unified": self.unified,
+            "dies": self.dies,
+        }
 
 
 @lru_cache(maxsize=1)
@@ -54,10 +61,19 @@ def chips() -> list[Chip]:
 
 @lru_cache(maxsize=1)
 def _chips() -> tuple[Chip, ...]:
-    return tuple(Chip(c["chip"], float(c["bandwidth_gbps"]), tuple(c["memory_gb"]), c["unified"], c["source"],
-                      float(c["fp16_tflops"]) if c.get("fp16_tflops") else None, c.get("compute_source", ""),
-                      int(c.get("dies", 1)))
-                 for c in _table()["chips"])
+    return tuple(
+        Chip(
+            c["chip"],
+            float(c["bandwidth_gbps"]),
+            tuple(c["memory_gb"]),
+            c["unified"],
+            c["source"],
+            float(c["fp16_tflops"]) if c.get("fp16_tflops") else None,
+            c.get("compute_source", ""),
+            int(c.get("dies", 1)),
+        )
+        for c in _table()["chips"]
+    )
 
 
 def get_chip(name: str) -> Chip:

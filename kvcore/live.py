@@ -22,7 +22,16 @@ Progress = Callable[[int, int, str], None]
 StopCheck = Callable[[], bool]
 ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as mlx_lm builds it for a 512-token window (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py)
 PATTERNS: dict[str, list[list[int]]] = {
-    "KVCache": [[257], [256, 1], [1, 256], [300, 300], [1000], [2048, 2047, 1], [2048, 2047, 1, 1], [500] * 8],
+    "KVCache": [
+        [257],
+        [256, 1],
+        [1, 256],
+        [300, 300],
+        [1000],
+        [2048, 2047, 1],
+        [2048, 2047, 1, 1],
+        [500] * 8,
+    ],
     "QuantizedKVCache": [[257], [1, 256], [300, 300], [1000]],
     "RotatingKVCache": [[1000], [1000, 1], [300, 300]],
 }
@@ -96,18 +105,34 @@ def _trap_row(cache, cache_class: str, pattern: str, layer, spec: KvSpec, layers
     nbytes, used = cache.nbytes, used_bytes(cache)
     theory = held * bytes_per_token(layer, spec)
     capacity = cache.keys[0].shape[2] if cache_class == "QuantizedKVCache" else cache.keys.shape[2]
-    return {"cache": cache_class, "pattern": pattern, "tokens": tokens, "capacity": capacity, "layers": layers,
-            "nbytes": nbytes, "used_bytes": used, "theory_bytes": theory,
-            "allocated_mib": layers * nbytes / MIB, "used_mib": layers * used / MIB, "theory_mib": layers * theory / MIB}
+    return {
+        "cache": cache_class,
+        "pattern": pattern,
+        "tokens": tokens,
+        "capacity": capacity,
+        "layers": layers,
+        "nbytes": nbytes,
+        "used_bytes": used,
+        "theory_bytes": theory,
+        "allocated_mib": layers * nbytes / MIB,
+        "used_mib": layers * used / MIB,
+        "theory_mib": layers * theory / MIB,
+    }
 
 
 def _token_checkpoint(t: int) -> bool:
     return t == 1 or t % 32 == 0 or t % 256 in (1, 255)
 
 
-def trap_probe(model: str | Geometry = "llama-3.2-1b", dtype: str = "fp16", tokens: int = 1025,
-               cache_classes: tuple[str, ...] = ("KVCache", "QuantizedKVCache", "RotatingKVCache"), kv_bits: int = 8,
-               progress: Progress | None = None, should_stop: StopCheck | None = None) -> list[dict]:
+def trap_probe(
+    model: str | Geometry = "llama-3.2-1b",
+    dtype: str = "fp16",
+    tokens: int = 1025,
+    cache_classes: tuple[str, ...] = ("KVCache", "QuantizedKVCache", "RotatingKVCache"),
+    kv_bits: int = 8,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> list[dict]:
     """Drive the real mlx_lm cache classes with random tensors of one layer of `model`'s geometry:
     token by token up to `tokens`, then the prefill-chunk patterns. One row per checkpoint with
     per-layer bytes (nbytes = allocated, used from keys_and_values(), theory from the formula) and
@@ -140,7 +165,11 @@ def trap_probe(model: str | Geometry = "llama-3.2-1b", dtype: str = "fp16", toke
                 k, v = random_kv(layer, n, dtype)
                 cache.update_and_fetch(k, v)
                 mx.eval(cache.state[:2])
-            label = f"{updates[0]} x {len(updates)}" if len(set(updates)) == 1 and len(updates) > 2 else " + ".join(map(str, updates))
+            label = (
+                f"{updates[0]} x {len(updates)}"
+                if len(set(updates)) == 1 and len(updates) > 2
+                else " + ".join(map(str, updates))
+            )
             rows.append(_trap_row(cache, cache_class, label, layer, spec, layers))
             ticker.tick(f"{cache_class}: {label}")
     return rows
@@ -158,9 +187,16 @@ def cache_classes(model: str | dict) -> list[dict]:
         model_class, args_class = _get_classes(config)
         module = model_class(args_class.from_dict(config))
     except (ValueError, KeyError, TypeError) as e:
-        raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.", "model_build", name=name, detail=str(e)) from None
-    return [{"layer": i, "cache": type(c).__name__, "max_size": getattr(c, "max_size", None)}
-            for i, c in enumerate(make_prompt_cache(module))]
+        raise KvError(
+            f"mlx_lm cannot build {name!r} from its config: {e}.",
+            "model_build",
+            name=name,
+            detail=str(e),
+        ) from None
+    return [
+        {"layer": i, "cache": type(c).__name__, "max_size": getattr(c, "max_size", None)}
+        for i, c in enumerate(make_prompt_cache(module))
+    ]
 
 
 # ---------------------------------------------------------------- growth
@@ -180,8 +216,14 @@ def _layer_caches(geometry: Geometry, kv_format: str, dtype: str) -> list:
     return out
 
 
-def growth_probe(model: str | Geometry = "llama-3.2-1b", contexts: list[int] | None = None, kv_format: str = "fp16",
-                 dtype: str = "fp16", progress: Progress | None = None, should_stop: StopCheck | None = None) -> list[dict]:
+def growth_probe(
+    model: str | Geometry = "llama-3.2-1b",
+    contexts: list[int] | None = None,
+    kv_format: str = "fp16",
+    dtype: str = "fp16",
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> list[dict]:
     """KV memory vs context on real caches filled the way generate_step prefills (2048-token chunks):
     allocated (.nbytes), used (keys_and_values()), theory (formula), the allocator's view
     (mx.get_active_memory delta) and the transient peak of the next token (a 256-boundary copy
@@ -191,7 +233,9 @@ def growth_probe(model: str | Geometry = "llama-3.2-1b", contexts: list[int] | N
 
     geometry = resolve_geometry(model)
     if any(l.kind in ("mla", "linear") for l in geometry.layers):
-        raise KvError(f"The growth probe drives KVCache layers; {geometry.name} has MLA or linear layers.")
+        raise KvError(
+            f"The growth probe drives KVCache layers; {geometry.name} has MLA or linear layers."
+        )
     contexts = sorted(contexts or [1024, 2048, 4096, 8192, 16384, 32768])
     guard(0, kv_bytes(geometry, 1, kv_spec(kv_format, dtype)), contexts[-1], task="growth")
     ticker = _Ticker(len(contexts), progress, should_stop)
@@ -203,7 +247,9 @@ def growth_probe(model: str | Geometry = "llama-3.2-1b", contexts: list[int] | N
     return rows
 
 
-def _growth_point(geometry: Geometry, context: int, kv_format: str, dtype: str, ticker: _Ticker) -> dict:
+def _growth_point(
+    geometry: Geometry, context: int, kv_format: str, dtype: str, ticker: _Ticker
+) -> dict:
     import mlx.core as mx
 
     ticker.check()
@@ -228,6 +274,15 @@ def _growth_point(geometry: Geometry, context: int, kv_format: str, dtype: str, 
     mx.eval([c.state[:2] for c in caches])
     peak = max(mx.get_peak_memory(), mx.get_active_memory()) - base
     theory = kv_bytes(geometry, context, kv_spec(kv_format, dtype))
-    return {"context": context, "allocated_bytes": allocated, "used_bytes": used, "theory_bytes": theory,
-            "allocated_mib": allocated / MIB, "used_mib": used / MIB, "theory_mib": theory / MIB,
-            "active_mib": active / MIB, "peak_mib": peak / MIB, "kv_format": kv_format}
+    return {
+        "context": context,
+        "allocated_bytes": allocated,
+        "used_bytes": used,
+        "theory_bytes": theory,
+        "allocated_mib": allocated / MIB,
+        "used_mib": used / MIB,
+        "theory_mib": theory / MIB,
+        "active_mib": active / MIB,
+        "peak_mib": peak / MIB,
+        "kv_format": kv_format,
+    }

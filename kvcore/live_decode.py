@@ -29,7 +29,9 @@ def _step(model: LiveModel, caches: list, token):
     return nxt
 
 
-def time_steps(model: LiveModel, caches: list, warmup: int, steps: int, ticker: _Ticker | None = None) -> list[float]:
+def time_steps(
+    model: LiveModel, caches: list, warmup: int, steps: int, ticker: _Ticker | None = None
+) -> list[float]:
     """ms of each of `steps` timed decode steps after `warmup` untimed ones (mx.eval every step)."""
     import mlx.core as mx
 
@@ -45,8 +47,9 @@ def time_steps(model: LiveModel, caches: list, warmup: int, steps: int, ticker: 
     return times
 
 
-def paired_steps(model: LiveModel, caches_a: list, caches_b: list, warmup: int, steps: int,
-                 b_first: bool = False) -> tuple[list[float], list[float]]:
+def paired_steps(
+    model: LiveModel, caches_a: list, caches_b: list, warmup: int, steps: int, b_first: bool = False
+) -> tuple[list[float], list[float]]:
     """ms of each timed decode step on two caches, their steps interleaved (A B, B A, A B, ... after
     `warmup` untimed pairs), so that a busy machine's drift lands on both alike: an A/B comparison
     that a sequential one (all of A, then all of B) turns into a comparison of two moments.
@@ -59,7 +62,7 @@ def paired_steps(model: LiveModel, caches_a: list, caches_b: list, warmup: int, 
     caches = {"a": caches_a, "b": caches_b}
     times: dict[str, list[float]] = {"a": [], "b": []}
     for i in range(warmup + steps):
-        for arm in (("b", "a") if (i % 2 == 0) == b_first else ("a", "b")):
+        for arm in ("b", "a") if (i % 2 == 0) == b_first else ("a", "b"):
             t0 = time.perf_counter()
             tokens[arm] = _step(model, caches[arm], tokens[arm])
             if i >= warmup:
@@ -67,13 +70,15 @@ def paired_steps(model: LiveModel, caches_a: list, caches_b: list, warmup: int, 
     return times["a"], times["b"]
 
 
-def prefill(model: LiveModel, caches: list, tokens: int, chunk: int = 2048, ticker: _Ticker | None = None) -> None:
+def prefill(
+    model: LiveModel, caches: list, tokens: int, chunk: int = 2048, ticker: _Ticker | None = None
+) -> None:
     """A real prefill of `tokens` random token ids, in generate_step's chunks, evaluated chunk by chunk."""
     import mlx.core as mx
 
     ids = mx.random.randint(0, model.geometry.vocab_size, (1, tokens), key=mx.random.key(1))
     for start in range(0, tokens, chunk):
-        model.module(ids[:, start:start + chunk], cache=caches)
+        model.module(ids[:, start : start + chunk], cache=caches)
         mx.eval([c.state for c in caches])
         if ticker:
             ticker.check()
@@ -86,11 +91,20 @@ def _fill_dtype(model: LiveModel, kv_format: str) -> str:
 
 def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int) -> None:
     spec = kv_spec(kv_format, model.dtype)
-    guard(model.weights_bytes(), kv_bytes(model.geometry, 1, spec), max_context + steps, model=model.name)
+    guard(
+        model.weights_bytes(),
+        kv_bytes(model.geometry, 1, spec),
+        max_context + steps,
+        model=model.name,
+    )
 
 
-SWEEP_ORDER = "contexts visited in a fresh shuffled order each pass (seeded), a fresh cache every visit"
-SWEEP_SPREAD = "min_ms/max_ms and q1_ms/q3_ms (interquartile range) of the per-pass medians listed in pass_ms"
+SWEEP_ORDER = (
+    "contexts visited in a fresh shuffled order each pass (seeded), a fresh cache every visit"
+)
+SWEEP_SPREAD = (
+    "min_ms/max_ms and q1_ms/q3_ms (interquartile range) of the per-pass medians listed in pass_ms"
+)
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -123,9 +137,18 @@ def pass_orders(contexts: list[int], passes: int, seed: int = 0) -> list[list[in
     return orders
 
 
-def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                 repeats: int = 3, progress: Progress | None = None, should_stop: StopCheck | None = None,
-                 seed: int = 0, on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+def decode_sweep(
+    model: LiveModel,
+    contexts: list[int],
+    kv_format: str | None = None,
+    warmup: int = 3,
+    steps: int = 16,
+    repeats: int = 3,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+    seed: int = 0,
+    on_rows: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
     """ms/token vs context: each context's cache filled synthetically with T+1 random K/V rows
     (evaluated before timing, so the first step pays no reallocation), `warmup` untimed steps, the
     median of `steps` timed steps. `repeats` passes over the contexts, each pass in its own shuffled
@@ -145,7 +168,9 @@ def decode_sweep(model: LiveModel, contexts: list[int], kv_format: str | None = 
         for context in order:
             caches = make_caches(model, kv_format)
             fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
-            medians[context].append(statistics.median(time_steps(model, caches, warmup, steps, ticker)))
+            medians[context].append(
+                statistics.median(time_steps(model, caches, warmup, steps, ticker))
+            )
             del caches
             mx.clear_cache()
             if on_rows:
@@ -160,14 +185,33 @@ def _decode_rows(medians: dict[int, list[float]], kv_format: str) -> list[dict]:
         if not ms_list:
             continue
         q1, ms, q3 = quartiles(ms_list)
-        rows.append({"context": context, "ms_per_token": ms, "tokens_per_s": 1000 / ms, "min_ms": min(ms_list),
-                     "max_ms": max(ms_list), "spread_ms": max(ms_list) - min(ms_list), "q1_ms": q1, "q3_ms": q3,
-                     "pass_ms": list(ms_list), "repeats": len(ms_list), "kv_format": kv_format})
+        rows.append(
+            {
+                "context": context,
+                "ms_per_token": ms,
+                "tokens_per_s": 1000 / ms,
+                "min_ms": min(ms_list),
+                "max_ms": max(ms_list),
+                "spread_ms": max(ms_list) - min(ms_list),
+                "q1_ms": q1,
+                "q3_ms": q3,
+                "pass_ms": list(ms_list),
+                "repeats": len(ms_list),
+                "kv_format": kv_format,
+            }
+        )
     return rows
 
 
-def synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, steps: int, ticker: _Ticker | None = None,
-                 kv: list | None = None) -> float:
+def synthetic_ms(
+    model: LiveModel,
+    context: int,
+    kv_format: str,
+    warmup: int,
+    steps: int,
+    ticker: _Ticker | None = None,
+    kv: list | None = None,
+) -> float:
     """Median ms/token after writing context + 1 rows of K/V into fresh caches (random, or `kv[i]` =
     (K, V) per layer, e.g. a real prefill's saved K/V); the guard is checked first; frees the cache.
     """
@@ -182,8 +226,15 @@ def synthetic_ms(model: LiveModel, context: int, kv_format: str, warmup: int, st
     return ms
 
 
-def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                       progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
+def real_prefill_check(
+    model: LiveModel,
+    context: int,
+    kv_format: str | None = None,
+    warmup: int = 3,
+    steps: int = 16,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> dict:
     """Cross-check at one context: ms/token after a synthetic fill vs after a real prefill."""
     import mlx.core as mx
 
@@ -197,12 +248,24 @@ def real_prefill_check(model: LiveModel, context: int, kv_format: str | None = N
     prefill_s = time.perf_counter() - t0
     real = statistics.median(time_steps(model, caches, warmup, steps, ticker))
     ticker.tick(f"real prefill at {context:,}")
-    return {"check": "real prefill", "context": context, "synthetic_ms": synthetic, "real_prefill_ms": real,
-            "ratio": real / synthetic, "prefill_s": prefill_s}
+    return {
+        "check": "real prefill",
+        "context": context,
+        "synthetic_ms": synthetic,
+        "real_prefill_ms": real,
+        "ratio": real / synthetic,
+        "prefill_s": prefill_s,
+    }
 
 
-def generate_step_ms(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                     ticker: _Ticker | None = None) -> float:
+def generate_step_ms(
+    model: LiveModel,
+    context: int,
+    kv_format: str | None = None,
+    warmup: int = 3,
+    steps: int = 16,
+    ticker: _Ticker | None = None,
+) -> float:
     """Median ms/token of mlx_lm's own generate_step after the same synthetic fill as the harness
     (generate_step adds the prompt token itself, so `context` rows are written): the gaps between
     yielded tokens after `warmup` untimed ones. Frees the cache.
@@ -215,7 +278,9 @@ def generate_step_ms(model: LiveModel, context: int, kv_format: str | None = Non
     caches = make_caches(model, kv_format)
     fill_caches(caches, model.geometry, context, _fill_dtype(model, kv_format))
     stamps = []
-    for _ in generate_step(mx.array([7]), model.module, prompt_cache=caches, max_tokens=warmup + steps + 1):
+    for _ in generate_step(
+        mx.array([7]), model.module, prompt_cache=caches, max_tokens=warmup + steps + 1
+    ):
         stamps.append(time.perf_counter())
         if ticker:
             ticker.check()
@@ -224,8 +289,15 @@ def generate_step_ms(model: LiveModel, context: int, kv_format: str | None = Non
     return statistics.median([(b - a) * 1000 for a, b in zip(stamps, stamps[1:])][warmup:])
 
 
-def generate_step_check(model: LiveModel, context: int, kv_format: str | None = None, warmup: int = 3, steps: int = 16,
-                        progress: Progress | None = None, should_stop: StopCheck | None = None) -> dict:
+def generate_step_check(
+    model: LiveModel,
+    context: int,
+    kv_format: str | None = None,
+    warmup: int = 3,
+    steps: int = 16,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> dict:
     """Cross-check at one context: this harness's ms/token vs mlx_lm's own generate_step (same
     synthetic fill; generate_step times the gap between yielded tokens).
     """
@@ -235,15 +307,26 @@ def generate_step_check(model: LiveModel, context: int, kv_format: str | None = 
     ticker.tick(f"harness at {context:,}")
     ours = generate_step_ms(model, context, kv_format, warmup, steps, ticker)
     ticker.tick(f"generate_step at {context:,}")
-    return {"check": "generate_step", "context": context, "harness_ms": harness, "generate_step_ms": ours,
-            "ratio": harness / ours}
+    return {
+        "check": "generate_step",
+        "context": context,
+        "harness_ms": harness,
+        "generate_step_ms": ours,
+        "ratio": harness / ours,
+    }
 
 
 # ---------------------------------------------------------------- mechanism
 
 
-def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int = 64, progress: Progress | None = None,
-                    should_stop: StopCheck | None = None, prompt_ids: list[int] | None = None) -> list[dict]:
+def mechanism_probe(
+    model: LiveModel,
+    new_tokens: int = 64,
+    prompt_tokens: int = 64,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+    prompt_ids: list[int] | None = None,
+) -> list[dict]:
     """N new tokens with the cache (prefill once, then one token per step) vs without it (every
     step recomputes the whole prefix). Same token sequence both ways; per-step ms and running totals.
     A real model (with a tokenizer) starts from `prompt_ids` (real text) and each row carries its new token's text.
@@ -254,8 +337,13 @@ def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int =
         prompt_tokens = len(prompt_ids)
     _decode_guard(model, prompt_tokens + new_tokens, model.dtype, 1)
     ticker = _Ticker(2 * new_tokens, progress, should_stop)
-    prompt = (mx.array([prompt_ids]) if prompt_ids is not None else
-              mx.random.randint(0, model.geometry.vocab_size, (1, prompt_tokens), key=mx.random.key(2)))
+    prompt = (
+        mx.array([prompt_ids])
+        if prompt_ids is not None
+        else mx.random.randint(
+            0, model.geometry.vocab_size, (1, prompt_tokens), key=mx.random.key(2)
+        )
+    )
     mx.eval(prompt)
     caches, seq, with_ms = make_caches(model, model.dtype), prompt, []
     token = prompt
@@ -269,7 +357,7 @@ def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int =
     without_ms = []
     for i in range(new_tokens):
         t0 = time.perf_counter()
-        logits = model.module(seq[:, :prompt_tokens + i])
+        logits = model.module(seq[:, : prompt_tokens + i])
         mx.eval(mx.argmax(logits[:, -1, :], axis=-1))
         without_ms.append((time.perf_counter() - t0) * 1000)
         ticker.tick(f"without cache: token {i + 1}/{new_tokens}")
@@ -277,8 +365,15 @@ def mechanism_probe(model: LiveModel, new_tokens: int = 64, prompt_tokens: int =
     generated = seq[0, prompt_tokens:].tolist()
     for i, (a, b) in enumerate(zip(with_ms, without_ms)):
         w, wo = w + a / 1000, wo + b / 1000
-        rows.append({"new_tokens": i + 1, "with_cache_step_ms": a, "without_cache_step_ms": b,
-                     "with_cache_s": w, "without_cache_s": wo})
+        rows.append(
+            {
+                "new_tokens": i + 1,
+                "with_cache_step_ms": a,
+                "without_cache_step_ms": b,
+                "with_cache_s": w,
+                "without_cache_s": wo,
+            }
+        )
         if model.tokenizer is not None:
             rows[-1]["token"] = model.tokenizer.piece(generated[i])
     if model.tokenizer is not None and rows and prompt_ids is not None:

@@ -24,7 +24,9 @@ from .formulas import KvSpec, weights_bytes
 from .config import read_config_file
 from .geometry import Geometry, load_preset, parse_config, preset_names
 
-KV_FORMATS = mlx_cache_formats()  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
+KV_FORMATS = (
+    mlx_cache_formats()
+)  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
@@ -33,9 +35,17 @@ GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of 
 # decode time within minutes on a laptop CPU.
 BUILTIN_CONFIGS: dict[str, dict] = {
     "cpu-demo": {
-        "model_type": "llama", "hidden_size": 512, "num_hidden_layers": 8, "intermediate_size": 1024,
-        "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
-        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+        "model_type": "llama",
+        "hidden_size": 512,
+        "num_hidden_layers": 8,
+        "intermediate_size": 1024,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
     },
 }
 
@@ -48,8 +58,14 @@ def mx_dtype(name: str):
     return {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[name]
 
 
-def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available: int | None = None,
-          task: str = "decode", model: str = "") -> int:
+def guard(
+    fixed_bytes: int,
+    kv_per_token_bytes: int,
+    max_context: int,
+    available: int | None = None,
+    task: str = "decode",
+    model: str = "",
+) -> int:
     """Refuse a run whose peak (fixed + KV at the largest context, doubled for the copy at a
     256-boundary) would not fit; return the estimate. The run is task "decode" (of `model`) or "growth"
     (the KV growth sweep). The KvError names the largest context that fits; its code is
@@ -68,12 +84,22 @@ def guard(fixed_bytes: int, kv_per_token_bytes: int, max_context: int, available
     if need <= budget:
         return need
     fits = max(0, (budget - fixed_bytes) // max(1, 2 * kv_per_token_bytes) - 512) // 256 * 256
-    hint = f"the largest context that fits is about {fits:,} tokens" if fits >= 256 else "not even 256 tokens fit"
+    hint = (
+        f"the largest context that fits is about {fits:,} tokens"
+        if fits >= 256
+        else "not even 256 tokens fit"
+    )
     what = "The KV growth sweep" if task == "growth" else f"Decoding {model}"
-    raise KvError(f"{what} up to {max_context:,} tokens needs about {fmt_bytes(need)} but only "
-                  f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.",
-                  f"guard_{task}_{'fits' if fits >= 256 else 'none'}", model=model, max_context=max_context,
-                  need=fmt_bytes(need), budget=fmt_bytes(budget), fits=fits)
+    raise KvError(
+        f"{what} up to {max_context:,} tokens needs about {fmt_bytes(need)} but only "
+        f"{fmt_bytes(budget)} of memory is available to the backend; {hint}.",
+        f"guard_{task}_{'fits' if fits >= 256 else 'none'}",
+        model=model,
+        max_context=max_context,
+        need=fmt_bytes(need),
+        budget=fmt_bytes(budget),
+        fits=fits,
+    )
 
 
 # ---------------------------------------------------------------- models
@@ -90,7 +116,9 @@ class LiveModel:
     weights_format: str
     dtype: str
     module: Any = field(repr=False, default=None)
-    tokenizer: Any = field(repr=False, default=None)  # a real model's own (kvcore.real_model.Tokenizer), else None
+    tokenizer: Any = field(
+        repr=False, default=None
+    )  # a real model's own (kvcore.real_model.Tokenizer), else None
     weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.real_model)
     weights_note: str = ""  # how its weights were made ready, for the recording
 
@@ -101,9 +129,16 @@ class LiveModel:
         return sum(v.nbytes for _, v in tree_flatten(self.module.parameters()))
 
     def summary(self) -> dict:
-        info = {"name": self.name, "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
-                "weights": self.weights, "weights_format": self.weights_format, "activation_dtype": self.dtype,
-                "config": {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}}
+        info = {
+            "name": self.name,
+            "source": "random weights" if self.weights == "random" else f"loaded: {self.weights}",
+            "weights": self.weights,
+            "weights_format": self.weights_format,
+            "activation_dtype": self.dtype,
+            "config": {
+                k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))
+            },
+        }
         if self.weights_mode:
             info["weights_mode"], info["weights_note"] = self.weights_mode, self.weights_note
         return info
@@ -116,41 +151,63 @@ def resolve_config(model: str) -> tuple[str, dict]:
     path = Path(model)
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise KvError(f"{model} is a folder without a config.json; that is not a model directory.")
+            raise KvError(
+                f"{model} is a folder without a config.json; that is not a model directory."
+            )
         return path.name, read_config_file(path / "config.json")
-    if model.endswith(".json") or path.exists():  # a FIFO or a device is refused by the reader, not read
+    if (
+        model.endswith(".json") or path.exists()
+    ):  # a FIFO or a device is refused by the reader, not read
         return path.stem, read_config_file(path)
     if model in preset_names():
         return model, dict(load_preset(model)["config"])
     if looks_like_path(model):
-        raise KvError(f"{model} does not exist; give a preset, cpu-demo, a config.json or a model folder.")
+        raise KvError(
+            f"{model} does not exist; give a preset, cpu-demo, a config.json or a model folder."
+        )
     if "/" in model:
-        raise KvError(f"{model} is not a preset, a config.json or a model folder here; a Hugging Face id is loaded "
-                      "(downloaded by mlx_lm.load) by decode, mechanism and record.")
+        raise KvError(
+            f"{model} is not a preset, a config.json or a model folder here; a Hugging Face id is loaded "
+            "(downloaded by mlx_lm.load) by decode, mechanism and record."
+        )
     known = [*BUILTIN_CONFIGS, *preset_names()]
     close = difflib.get_close_matches(model.lower(), known, n=3, cutoff=0.6)
-    hint = f" Did you mean {', '.join(close)}?" if close else " Run `python -m kvcore presets` for the list (or use cpu-demo)."
+    hint = (
+        f" Did you mean {', '.join(close)}?"
+        if close
+        else " Run `python -m kvcore presets` for the list (or use cpu-demo)."
+    )
     raise KvError(f"Unknown model {model!r}.{hint}")
 
 
-HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")  # owner/name, as the hub spells them
+HUB_ID = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
+)  # owner/name, as the hub spells them
 
 
 def looks_like_path(text: str) -> bool:
     """A path a person typed (absolute, ./, ../, ~, a .json file or a folder separator beyond owner/name), not a hub id."""
-    return (text.startswith(("/", "./", "../", "~", ".\\")) or text.endswith(".json") or os.sep in text.replace("/", "", 1)
-            or (os.altsep is not None and text.count(os.altsep) > 1)) and not Path(text).exists()
+    return (
+        text.startswith(("/", "./", "../", "~", ".\\"))
+        or text.endswith(".json")
+        or os.sep in text.replace("/", "", 1)
+        or (os.altsep is not None and text.count(os.altsep) > 1)
+    ) and not Path(text).exists()
 
 
 def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
     if weights_format not in LIVE_WEIGHT_FORMATS:
-        raise KvError(f"Unknown weights format {weights_format!r}; valid here: {', '.join(LIVE_WEIGHT_FORMATS)}.")
+        raise KvError(
+            f"Unknown weights format {weights_format!r}; valid here: {', '.join(LIVE_WEIGHT_FORMATS)}."
+        )
     if weights_format.startswith("mlx-q"):
         return None, int(weights_format[5:])
     return weights_format, None
 
 
-def build_random(name: str, config: dict, weights_format: str = "mlx-q4", dtype: str | None = None) -> LiveModel:
+def build_random(
+    name: str, config: dict, weights_format: str = "mlx-q4", dtype: str | None = None
+) -> LiveModel:
     """A model with random weights from a config dict, via mlx_lm's own class dispatch; quantized
     like mlx_lm does (group 64) when weights_format is mlx-q8/mlx-q4.
     """
@@ -165,13 +222,26 @@ def build_random(name: str, config: dict, weights_format: str = "mlx-q4", dtype:
         model_class, args_class = _get_classes(config)
         module = model_class(args_class.from_dict(config))
     except (ValueError, KeyError, TypeError) as e:
-        raise KvError(f"mlx_lm cannot build {name!r} from its config: {e}.", "model_build", name=name, detail=str(e)) from None
+        raise KvError(
+            f"mlx_lm cannot build {name!r} from its config: {e}.",
+            "model_build",
+            name=name,
+            detail=str(e),
+        ) from None
     module.set_dtype(mx_dtype(float_format or dtype))
     if bits:
-        nn.quantize(module, group_size=GROUP_SIZE, bits=bits,
-                    class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0)
+        nn.quantize(
+            module,
+            group_size=GROUP_SIZE,
+            bits=bits,
+            class_predicate=lambda _, m: (
+                hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0
+            ),
+        )
     mx.eval(module.parameters())
-    return LiveModel(name, config, geometry, "random", weights_format, float_format or dtype, module)
+    return LiveModel(
+        name, config, geometry, "random", weights_format, float_format or dtype, module
+    )
 
 
 def load_real(path_or_id: str) -> LiveModel:
@@ -182,8 +252,13 @@ def load_real(path_or_id: str) -> LiveModel:
 
     path = Path(path_or_id).expanduser()
     if not path.exists() and not HUB_ID.fullmatch(path_or_id):
-        raise KvError(f"{path_or_id} does not exist (and is not a Hugging Face id like owner/name); give a model folder "
-                      "with *.safetensors or a hub id.", "model_load", name=path_or_id, detail="no such folder")
+        raise KvError(
+            f"{path_or_id} does not exist (and is not a Hugging Face id like owner/name); give a model folder "
+            "with *.safetensors or a hub id.",
+            "model_load",
+            name=path_or_id,
+            detail="no such folder",
+        )
     try:
         if path.is_dir():
             from mlx_lm.utils import load_model
@@ -194,16 +269,32 @@ def load_real(path_or_id: str) -> LiveModel:
 
             module, _tokenizer, config = mlx_lm.load(path_or_id, return_config=True)
     except (OSError, ValueError) as e:
-        raise KvError(f"Cannot load the model {path_or_id!r}: {e}.", "model_load", name=path_or_id, detail=str(e)) from None
+        raise KvError(
+            f"Cannot load the model {path_or_id!r}: {e}.",
+            "model_load",
+            name=path_or_id,
+            detail=str(e),
+        ) from None
     except Exception as e:  # hub errors come in many types; one line for the reader
-        raise KvError(f"Cannot load the model {path_or_id!r} ({type(e).__name__}: {e}).", "model_load", name=path_or_id,
-                      detail=f"{type(e).__name__}: {e}") from None
+        raise KvError(
+            f"Cannot load the model {path_or_id!r} ({type(e).__name__}: {e}).",
+            "model_load",
+            name=path_or_id,
+            detail=f"{type(e).__name__}: {e}",
+        ) from None
     quant = config.get("quantization") or config.get("quantization_config") or {}
     bits = quant.get("bits") if isinstance(quant, dict) else None
     dtype = _param_dtype(module)
     name = path.name if path.is_dir() else path_or_id
-    return LiveModel(name, config, parse_config(config, name), path_or_id,
-                     f"mlx-q{bits}" if bits else dtype, dtype, module)
+    return LiveModel(
+        name,
+        config,
+        parse_config(config, name),
+        path_or_id,
+        f"mlx-q{bits}" if bits else dtype,
+        dtype,
+        module,
+    )
 
 
 def _param_dtype(module) -> str:
@@ -244,8 +335,18 @@ def load_real_model(mode: str | None = None, dtype: str | None = None) -> LiveMo
     parts = real_model.build(mode, dtype)
     config = parts["config"]
     # weights_format: what sits in memory, in kvcore.formulas' names: the file's own blocks, or plain dtype values
-    return LiveModel(real_model.NAME, config, parse_config(config, real_model.NAME), parts["path"],
-                     "gguf-file" if mode == "quantized" else dtype, dtype, parts["module"], tokenizer=parts["tokenizer"], weights_mode=mode, weights_note=parts["note"])
+    return LiveModel(
+        real_model.NAME,
+        config,
+        parse_config(config, real_model.NAME),
+        parts["path"],
+        "gguf-file" if mode == "quantized" else dtype,
+        dtype,
+        parts["module"],
+        tokenizer=parts["tokenizer"],
+        weights_mode=mode,
+        weights_note=parts["note"],
+    )
 
 
 def is_loadable(model: str) -> bool:
@@ -266,7 +367,11 @@ def guess_weights_bytes(model: str, weights: str | None, weights_format: str) ->
             name, config = resolve_config(model)
             return weights_bytes(parse_config(config, name), "fp32")
         return path.stat().st_size
-    source = weights if weights and weights != "random" else (model if weights is None and is_loadable(model) else None)
+    source = (
+        weights
+        if weights and weights != "random"
+        else (model if weights is None and is_loadable(model) else None)
+    )
     if source:
         path = Path(source)
         return sum(f.stat().st_size for f in path.glob("*.safetensors")) if path.is_dir() else None
@@ -301,11 +406,15 @@ def random_kv(layer, tokens: int, dtype: str, seed: int = 0):
     key = mx.random.key(seed)
     k1, k2 = mx.random.split(key)
     d = mx_dtype(dtype)
-    return (mx.random.normal((1, layer.kv_heads, tokens, layer.k_dim), key=k1).astype(d),
-            mx.random.normal((1, layer.kv_heads, tokens, layer.v_dim), key=k2).astype(d))
+    return (
+        mx.random.normal((1, layer.kv_heads, tokens, layer.k_dim), key=k1).astype(d),
+        mx.random.normal((1, layer.kv_heads, tokens, layer.v_dim), key=k2).astype(d),
+    )
 
 
-def fill_caches(caches: list, geometry: Geometry, tokens: int, dtype: str, kv: list | None = None) -> None:
+def fill_caches(
+    caches: list, geometry: Geometry, tokens: int, dtype: str, kv: list | None = None
+) -> None:
     """Write `tokens` rows of K/V straight into each layer's cache (random, or `kv[i]` = (K, V)) and
     evaluate them, so no fill cost lands in a timed step.
     """

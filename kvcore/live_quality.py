@@ -26,9 +26,11 @@ PLAIN = ("fp32", "fp16", "bf16")
 MLX_GROUPS = (32, 64, 128)  # what mx.quantize accepts (mlx 0.32.4)
 DEFAULT_CHUNK = 256
 DEFAULT_PROMPT = "What is the capital of Japan?"
-QUANTIZE_RULE = ("mlx_lm's maybe_quantize_kv_cache before every forward pass (quantized_kv_start 0: converted "
-                 "before the first token, so every position reads quantized K/V); plain fp16/bf16 stored in that dtype, "
-                 "read back in the activation dtype")
+QUANTIZE_RULE = (
+    "mlx_lm's maybe_quantize_kv_cache before every forward pass (quantized_kv_start 0: converted "
+    "before the first token, so every position reads quantized K/V); plain fp16/bf16 stored in that dtype, "
+    "read back in the activation dtype"
+)
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,27 @@ def parse_format(name: str, group_size: int = 64, start: int = 0, head_dim: int 
         return KvOption(name)
     m = re.fullmatch(r"mlx-q(\d)", name)
     if not m:
-        raise KvError(f"Unknown KV format {name!r} for quality; valid: fp32, fp16, bf16, mlx-q2 ... mlx-q8 "
-                      "(mlx_lm's QuantizedKVCache bits).", "kv_option", detail=f"unknown format {name!r}")
+        raise KvError(
+            f"Unknown KV format {name!r} for quality; valid: fp32, fp16, bf16, mlx-q2 ... mlx-q8 "
+            "(mlx_lm's QuantizedKVCache bits).",
+            "kv_option",
+            detail=f"unknown format {name!r}",
+        )
     bits = int(m[1])
     if group_size not in MLX_GROUPS:
-        raise KvError(f"mlx_lm quantizes the KV cache in groups of {', '.join(map(str, MLX_GROUPS))} values, not "
-                      f"{group_size}.", "kv_option", detail=f"group {group_size}")
+        raise KvError(
+            f"mlx_lm quantizes the KV cache in groups of {', '.join(map(str, MLX_GROUPS))} values, not "
+            f"{group_size}.",
+            "kv_option",
+            detail=f"group {group_size}",
+        )
     if head_dim % group_size:
-        raise KvError(f"{name} with group size {group_size} cannot be applied to this model: the group size must "
-                      f"divide head_dim {head_dim}.", "kv_option", detail=f"group {group_size}, head_dim {head_dim}")
+        raise KvError(
+            f"{name} with group size {group_size} cannot be applied to this model: the group size must "
+            f"divide head_dim {head_dim}.",
+            "kv_option",
+            detail=f"group {group_size}, head_dim {head_dim}",
+        )
     _mlx_accepts(name, bits, group_size)
     return KvOption(name, bits, group_size, start)
 
@@ -76,7 +90,9 @@ def _mlx_accepts(name: str, bits: int, group_size: int) -> None:
         mx.eval(mx.quantize(mx.zeros((1, group_size)), group_size=group_size, bits=bits))
     except (ValueError, RuntimeError) as e:
         reason = str(e).split("]")[-1].strip().rstrip(".")
-        raise KvError(f"mlx cannot quantize the KV cache as {name}: {reason}.", "kv_option", detail=reason) from None
+        raise KvError(
+            f"mlx cannot quantize the KV cache as {name}: {reason}.", "kv_option", detail=reason
+        ) from None
 
 
 def _stored_as(store: str, compute: str):
@@ -87,7 +103,9 @@ def _stored_as(store: str, compute: str):
 
     class StoredKVCache(KVCache):
         def update_and_fetch(self, keys, values):
-            k, v = super().update_and_fetch(keys.astype(mx_dtype(store)), values.astype(mx_dtype(store)))
+            k, v = super().update_and_fetch(
+                keys.astype(mx_dtype(store)), values.astype(mx_dtype(store))
+            )
             return k.astype(mx_dtype(compute)), v.astype(mx_dtype(compute))
 
     return StoredKVCache()
@@ -115,8 +133,14 @@ def cache_bytes_per_token(caches: list, tokens: int) -> float:
     return sum(used_bytes(c) for c in caches) / max(1, tokens)
 
 
-def score(model: LiveModel, ids: list[int], options: list[KvOption], chunk: int = DEFAULT_CHUNK,
-          ticker: _Ticker | None = None, checkpoints: tuple[int, ...] = ()) -> tuple[list[dict], dict]:
+def score(
+    model: LiveModel,
+    ids: list[int],
+    options: list[KvOption],
+    chunk: int = DEFAULT_CHUNK,
+    ticker: _Ticker | None = None,
+    checkpoints: tuple[int, ...] = (),
+) -> tuple[list[dict], dict]:
     """Feed ids[:-1] through the baseline cache and each option's, chunk by chunk; (rows, baseline row). Each
     checkpoint (a multiple of `chunk`) adds rows of the figures over the first that many positions (the price
     against context, from one pass)."""
@@ -130,8 +154,8 @@ def score(model: LiveModel, ids: list[int], options: list[KvOption], chunk: int 
     early: list[dict] = []
     n = len(ids) - 1
     for start in range(0, n, chunk):
-        x = mx.array([ids[start:min(n, start + chunk)]])
-        targets = ids[start + 1:min(n, start + chunk) + 1]
+        x = mx.array([ids[start : min(n, start + chunk)]])
+        targets = ids[start + 1 : min(n, start + chunk) + 1]
         base_lp = None
         for o in runs:
             t0 = time.perf_counter()
@@ -155,9 +179,16 @@ def _rows(runs, caches, sums, seconds, n) -> list[dict]:
     rows = []
     for o in runs:
         _maybe_quantize(caches[o], o)
-        row = {"kv_format": o.name, "label": o.label, "bits": o.bits, "group_size": o.group_size if o.bits else None,
-               "quantized_kv_start": o.start if o.bits else None, **finish(sums[o]),
-               "bytes_per_token": cache_bytes_per_token(caches[o], n), "seconds": seconds[o]}
+        row = {
+            "kv_format": o.name,
+            "label": o.label,
+            "bits": o.bits,
+            "group_size": o.group_size if o.bits else None,
+            "quantized_kv_start": o.start if o.bits else None,
+            **finish(sums[o]),
+            "bytes_per_token": cache_bytes_per_token(caches[o], n),
+            "seconds": seconds[o],
+        }
         rows.append({k: v for k, v in row.items() if v is not None})
     return rows
 
@@ -179,8 +210,13 @@ def greedy(model: LiveModel, prompt: list[int], option: KvOption, max_tokens: in
     return out
 
 
-def answers(model: LiveModel, prompt_text: str, options: list[KvOption], max_tokens: int = 48,
-            ticker: _Ticker | None = None) -> list[dict]:
+def answers(
+    model: LiveModel,
+    prompt_text: str,
+    options: list[KvOption],
+    max_tokens: int = 48,
+    ticker: _Ticker | None = None,
+) -> list[dict]:
     """The same chat prompt answered greedily through each cache; where each answer first parts from the baseline's,
     and by how much the baseline preferred its own token there (margin, nats: a near tie flips at the slightest error)."""
     import mlx.core as mx
@@ -195,11 +231,19 @@ def answers(model: LiveModel, prompt_text: str, options: list[KvOption], max_tok
         ids = greedy(model, prompt, o, max_tokens)
         base = ids if base is None else base
         split = first_divergence(base, ids)
-        row = {"kv_format": o.name, "label": o.label, "prompt": prompt_text, "answer": tok.decode(ids), "tokens": len(ids)}
+        row = {
+            "kv_format": o.name,
+            "label": o.label,
+            "prompt": prompt_text,
+            "answer": tok.decode(ids),
+            "tokens": len(ids),
+        }
         if split is not None:
             row.update(first_divergence=split, agreed_text=tok.decode(ids[:split]))
             if split < len(base) and split < len(ids):
-                lp = log_softmax(model.module(mx.array([prompt + base[:split]]))[0, -1].astype(mx.float32))
+                lp = log_softmax(
+                    model.module(mx.array([prompt + base[:split]]))[0, -1].astype(mx.float32)
+                )
                 row["margin"] = float(lp[base[split]] - lp[ids[split]])
         rows.append(row)
         if ticker:
@@ -207,20 +251,34 @@ def answers(model: LiveModel, prompt_text: str, options: list[KvOption], max_tok
     return rows
 
 
-def run_quality(model: LiveModel, ids: list[int], options: list[KvOption], chunk: int = DEFAULT_CHUNK,
-                prompt: str = DEFAULT_PROMPT, answer_tokens: int = 48, progress: Progress | None = None,
-                should_stop: StopCheck | None = None) -> dict:
+def run_quality(
+    model: LiveModel,
+    ids: list[int],
+    options: list[KvOption],
+    chunk: int = DEFAULT_CHUNK,
+    prompt: str = DEFAULT_PROMPT,
+    answer_tokens: int = 48,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> dict:
     """Scores and answers for every option: {"formats": [...], "answers": [...], "baseline": name, "tokens": N}."""
     if model.tokenizer is None:
-        raise KvError(f"{model.name} has random weights; quality needs a trained model with its tokenizer "
-                      "(--model smollm2-135m).")
+        raise KvError(
+            f"{model.name} has random weights; quality needs a trained model with its tokenizer "
+            "(--model smollm2-135m)."
+        )
     runs = 1 + len([o for o in options if o != KvOption(model.dtype)])
     chunks = -(-(len(ids) - 1) // chunk)
     ticker = _Ticker(runs * chunks + (runs if prompt else 0), progress, should_stop)
     rows, base = score(model, ids, options, chunk, ticker)
     greedy_rows = answers(model, prompt, options, answer_tokens, ticker) if prompt else []
-    for row, answer in zip(rows[-len(greedy_rows):] if greedy_rows else [], greedy_rows):
+    for row, answer in zip(rows[-len(greedy_rows) :] if greedy_rows else [], greedy_rows):
         if "first_divergence" in answer:
             row["first_divergence"] = answer["first_divergence"]
-    return {"formats": rows, "answers": greedy_rows, "baseline": base["kv_format"], "tokens": base["tokens"],
-            "chunk": chunk}
+    return {
+        "formats": rows,
+        "answers": greedy_rows,
+        "baseline": base["kv_format"],
+        "tokens": base["tokens"],
+        "chunk": chunk,
+    }

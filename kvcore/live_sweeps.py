@@ -26,17 +26,28 @@ from .live import Progress, StopCheck, _Ticker
 from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, _fill_dtype, pass_orders, prefill, quartiles
 from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
 
-PREFILL_CHUNK = PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's one home for it (kvcore.formulas)
-PREFILL_METHOD = {"fill": "real prefill: random token ids through the model into fresh caches",
-                  "chunk": f"{PREFILL_CHUNK} tokens per forward pass (mlx_lm generate's prefill_step_size), "
-                           "mx.eval of the caches after each", "timer": "time.perf_counter around the whole prompt",
-                  "warmup_run": "one untimed prefill of the shortest prompt first", "order": SWEEP_ORDER,
-                  "statistic": "median over passes", "spread": "min_s/max_s and q1_s/q3_s of the per-pass times in pass_s"}
-BATCH_METHOD = {"fill": "synthetic: random K/V for context + 1 rows in each sequence's cache (make_prompt_cache), "
-                        "then merged like mlx_lm's BatchGenerator (cache.merge: KVCache -> BatchKVCache)",
-                "step": "one forward of B tokens [B, 1] on the merged caches, greedy next tokens, mx.eval every step",
-                "order": SWEEP_ORDER, "statistic": "median of steps per visit, median over passes", "spread": SWEEP_SPREAD,
-                "total": "tokens_per_s_total = B x 1000 / ms_per_step; tokens_per_s = 1000 / ms_per_step (one sequence)"}
+PREFILL_CHUNK = (
+    PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's one home for it (kvcore.formulas)
+)
+PREFILL_METHOD = {
+    "fill": "real prefill: random token ids through the model into fresh caches",
+    "chunk": f"{PREFILL_CHUNK} tokens per forward pass (mlx_lm generate's prefill_step_size), "
+    "mx.eval of the caches after each",
+    "timer": "time.perf_counter around the whole prompt",
+    "warmup_run": "one untimed prefill of the shortest prompt first",
+    "order": SWEEP_ORDER,
+    "statistic": "median over passes",
+    "spread": "min_s/max_s and q1_s/q3_s of the per-pass times in pass_s",
+}
+BATCH_METHOD = {
+    "fill": "synthetic: random K/V for context + 1 rows in each sequence's cache (make_prompt_cache), "
+    "then merged like mlx_lm's BatchGenerator (cache.merge: KVCache -> BatchKVCache)",
+    "step": "one forward of B tokens [B, 1] on the merged caches, greedy next tokens, mx.eval every step",
+    "order": SWEEP_ORDER,
+    "statistic": "median of steps per visit, median over passes",
+    "spread": SWEEP_SPREAD,
+    "total": "tokens_per_s_total = B x 1000 / ms_per_step; tokens_per_s = 1000 / ms_per_step (one sequence)",
+}
 
 
 def _quiet_clear() -> None:
@@ -48,7 +59,9 @@ def _quiet_clear() -> None:
 # ---------------------------------------------------------------- prefill
 
 
-def prefill_seconds(model: LiveModel, prompt: int, kv_format: str, chunk: int = PREFILL_CHUNK) -> float:
+def prefill_seconds(
+    model: LiveModel, prompt: int, kv_format: str, chunk: int = PREFILL_CHUNK
+) -> float:
     """Seconds of one real prefill of `prompt` random tokens into fresh caches (the caches freed afterwards)."""
     caches = make_caches(model, kv_format)
     t0 = time.perf_counter()
@@ -59,14 +72,27 @@ def prefill_seconds(model: LiveModel, prompt: int, kv_format: str, chunk: int = 
     return seconds
 
 
-def prefill_sweep(model: LiveModel, prompts: list[int], kv_format: str | None = None, repeats: int = 2,
-                  chunk: int = PREFILL_CHUNK, progress: Progress | None = None, should_stop: StopCheck | None = None,
-                  seed: int = 0, on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+def prefill_sweep(
+    model: LiveModel,
+    prompts: list[int],
+    kv_format: str | None = None,
+    repeats: int = 2,
+    chunk: int = PREFILL_CHUNK,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+    seed: int = 0,
+    on_rows: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
     """Prompt processing against prompt length: per prompt the median seconds over `repeats` passes, prompt tok/s
     (prompt / median seconds), the spread. on_rows(rows) after every visit (a live page shows them as they come)."""
     kv_format = kv_format or model.dtype
     prompts = sorted(set(prompts))
-    guard(model.weights_bytes(), kv_bytes(model.geometry, 1, kv_spec(kv_format, model.dtype)), prompts[-1], model=model.name)
+    guard(
+        model.weights_bytes(),
+        kv_bytes(model.geometry, 1, kv_spec(kv_format, model.dtype)),
+        prompts[-1],
+        model=model.name,
+    )
     ticker = _Ticker(repeats * len(prompts) + 1, progress, should_stop)
     prefill_seconds(model, prompts[0], kv_format, chunk)  # first use: kernels and buffers, untimed
     ticker.tick(f"prefill: warm-up ({prompts[0]:,} tokens)")
@@ -85,9 +111,21 @@ def _prefill_rows(times: dict[int, list[float]], kv_format: str) -> list[dict]:
     for prompt, seconds in times.items():
         if seconds:
             q1, s, q3 = quartiles(seconds)
-            rows.append({"prompt_tokens": prompt, "prefill_s": s, "tokens_per_s": prompt / s, "min_s": min(seconds),
-                         "max_s": max(seconds), "q1_s": q1, "q3_s": q3, "spread_s": max(seconds) - min(seconds),
-                         "pass_s": list(seconds), "repeats": len(seconds), "batch": 1})
+            rows.append(
+                {
+                    "prompt_tokens": prompt,
+                    "prefill_s": s,
+                    "tokens_per_s": prompt / s,
+                    "min_s": min(seconds),
+                    "max_s": max(seconds),
+                    "q1_s": q1,
+                    "q3_s": q3,
+                    "spread_s": max(seconds) - min(seconds),
+                    "pass_s": list(seconds),
+                    "repeats": len(seconds),
+                    "batch": 1,
+                }
+            )
     return rows
 
 
@@ -98,20 +136,32 @@ def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> 
     """`batch` sequences' caches, each filled with context + 1 random K/V rows (a different seed per sequence),
     merged into one batch cache per layer the way mlx_lm's BatchGenerator merges them (cache.merge)."""
     if kv_format.startswith("mlx-q"):
-        raise KvError(f"mlx_lm batches only plain K/V caches (its batch caches have no quantized form): "
-                      f"--kv-format {kv_format} cannot be batched; use fp16, bf16 or fp32.",
-                      "live_batch_format", format=kv_format)
+        raise KvError(
+            f"mlx_lm batches only plain K/V caches (its batch caches have no quantized form): "
+            f"--kv-format {kv_format} cannot be batched; use fp16, bf16 or fp32.",
+            "live_batch_format",
+            format=kv_format,
+        )
     per_sequence = []
     dtype = _fill_dtype(model, kv_format)
     for b in range(batch):
         caches = make_caches(model, kv_format)
         if not all(hasattr(c, "merge") for c in caches):
             kinds = sorted({type(c).__name__ for c in caches if not hasattr(c, "merge")})
-            raise KvError(f"{model.name}: mlx_lm cannot merge its {', '.join(kinds)} into a batch.",
-                          "live_batch_cache", model=model.name, caches=", ".join(kinds))
-        fill_caches(caches, model.geometry, context + 1, dtype, kv=_seeded_kv(model, context + 1, dtype, b))
+            raise KvError(
+                f"{model.name}: mlx_lm cannot merge its {', '.join(kinds)} into a batch.",
+                "live_batch_cache",
+                model=model.name,
+                caches=", ".join(kinds),
+            )
+        fill_caches(
+            caches, model.geometry, context + 1, dtype, kv=_seeded_kv(model, context + 1, dtype, b)
+        )
         per_sequence.append(caches)
-    merged = [type(per_sequence[0][i]).merge([c[i] for c in per_sequence]) for i in range(len(per_sequence[0]))]
+    merged = [
+        type(per_sequence[0][i]).merge([c[i] for c in per_sequence])
+        for i in range(len(per_sequence[0]))
+    ]
     import mlx.core as mx
 
     mx.eval([c.state for c in merged])
@@ -121,11 +171,20 @@ def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> 
 def _seeded_kv(model: LiveModel, tokens: int, dtype: str, sequence: int) -> list:
     from .live_models import random_kv
 
-    return [random_kv(layer, tokens, dtype, seed=1000 * sequence + i) for i, layer in enumerate(model.geometry.layers)]
+    return [
+        random_kv(layer, tokens, dtype, seed=1000 * sequence + i)
+        for i, layer in enumerate(model.geometry.layers)
+    ]
 
 
-def batch_step_ms(model: LiveModel, caches: list, batch: int, warmup: int, steps: int,
-                  ticker: _Ticker | None = None) -> list[float]:
+def batch_step_ms(
+    model: LiveModel,
+    caches: list,
+    batch: int,
+    warmup: int,
+    steps: int,
+    ticker: _Ticker | None = None,
+) -> list[float]:
     """ms of each of `steps` timed decode steps of all `batch` sequences together, after `warmup` untimed ones."""
     import mlx.core as mx
 
@@ -143,16 +202,31 @@ def batch_step_ms(model: LiveModel, caches: list, batch: int, warmup: int, steps
     return times
 
 
-def batch_sweep(model: LiveModel, batches: list[int], contexts: list[int], kv_format: str | None = None, warmup: int = 2,
-                steps: int = 8, repeats: int = 2, progress: Progress | None = None, should_stop: StopCheck | None = None,
-                seed: int = 0, on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+def batch_sweep(
+    model: LiveModel,
+    batches: list[int],
+    contexts: list[int],
+    kv_format: str | None = None,
+    warmup: int = 2,
+    steps: int = 8,
+    repeats: int = 2,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+    seed: int = 0,
+    on_rows: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
     """Decode of B sequences at once against B, at each context: per (B, context) the median over passes of the
     median step, total tok/s (B per step) and per-sequence tok/s; the spread over passes."""
     kv_format = kv_format or model.dtype
     batches, contexts = sorted(set(batches)), sorted(set(contexts))
     per_token = kv_bytes(model.geometry, 1, kv_spec(kv_format, model.dtype))
     # the per-sequence caches and the merged one live together while merging: twice the batch's KV
-    guard(model.weights_bytes(), 2 * batches[-1] * per_token, contexts[-1] + warmup + steps, model=model.name)
+    guard(
+        model.weights_bytes(),
+        2 * batches[-1] * per_token,
+        contexts[-1] + warmup + steps,
+        model=model.name,
+    )
     points = [(b, c) for c in contexts for b in batches]
     ticker = _Ticker(repeats * len(points), progress, should_stop)
     medians: dict[tuple[int, int], list[float]] = {p: [] for p in points}
@@ -160,7 +234,9 @@ def batch_sweep(model: LiveModel, batches: list[int], contexts: list[int], kv_fo
         for i in order:
             b, c = points[i]
             caches = batch_caches(model, b, c, kv_format)
-            medians[(b, c)].append(statistics.median(batch_step_ms(model, caches, b, warmup, steps, ticker)))
+            medians[(b, c)].append(
+                statistics.median(batch_step_ms(model, caches, b, warmup, steps, ticker))
+            )
             del caches
             _quiet_clear()
             if on_rows:
@@ -174,8 +250,20 @@ def _batch_rows(medians: dict[tuple[int, int], list[float]], kv_format: str) -> 
     for (b, c), ms_list in sorted(medians.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if ms_list:
             q1, ms, q3 = quartiles(ms_list)
-            rows.append({"batch": b, "context": c, "ms_per_step": ms, "tokens_per_s_total": b * 1000 / ms,
-                         "tokens_per_s": 1000 / ms, "min_ms": min(ms_list), "max_ms": max(ms_list),
-                         "spread_ms": max(ms_list) - min(ms_list), "q1_ms": q1, "q3_ms": q3, "pass_ms": list(ms_list),
-                         "repeats": len(ms_list)})
+            rows.append(
+                {
+                    "batch": b,
+                    "context": c,
+                    "ms_per_step": ms,
+                    "tokens_per_s_total": b * 1000 / ms,
+                    "tokens_per_s": 1000 / ms,
+                    "min_ms": min(ms_list),
+                    "max_ms": max(ms_list),
+                    "spread_ms": max(ms_list) - min(ms_list),
+                    "q1_ms": q1,
+                    "q3_ms": q3,
+                    "pass_ms": list(ms_list),
+                    "repeats": len(ms_list),
+                }
+            )
     return rows

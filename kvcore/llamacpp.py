@@ -57,7 +57,9 @@ from typing import TYPE_CHECKING
 from .errors import KvError
 from .formats import ggml_name, get_format, llamacpp_types
 
-if TYPE_CHECKING:  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
+if (
+    TYPE_CHECKING
+):  # the geometry's types only: kvcore.geometry reads configs under a runtime (kvcore.runtimes)
     from .geometry import Geometry, Layer
 
 PAD = 256  # GGML_PAD(…, 256) of n_ctx, n_ctx_seq, the SWA cache and n_kv
@@ -80,13 +82,29 @@ class Options:
     swa_full: bool = False  # --swa-full: the SWA cache as large as the full one
 
     def __post_init__(self):
-        if isinstance(self.sequences, bool) or not isinstance(self.sequences, int) or not 1 <= self.sequences <= LLAMA_MAX_SEQ:
-            raise KvError(f"llama.cpp runs 1 to {LLAMA_MAX_SEQ} sequences (-np), not {self.sequences!r}.", "llamacpp_seq_max",
-                          limit=LLAMA_MAX_SEQ, value=self.sequences)
+        if (
+            isinstance(self.sequences, bool)
+            or not isinstance(self.sequences, int)
+            or not 1 <= self.sequences <= LLAMA_MAX_SEQ
+        ):
+            raise KvError(
+                f"llama.cpp runs 1 to {LLAMA_MAX_SEQ} sequences (-np), not {self.sequences!r}.",
+                "llamacpp_seq_max",
+                limit=LLAMA_MAX_SEQ,
+                value=self.sequences,
+            )
         for value in (self.batch, self.ubatch):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_UBATCH:
-                raise KvError(f"llama.cpp's batch and micro-batch must be whole numbers from 1 to {MAX_UBATCH:,}, not {value!r}.",
-                              "llamacpp_ubatch", limit=MAX_UBATCH, value=value)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 1 <= value <= MAX_UBATCH
+            ):
+                raise KvError(
+                    f"llama.cpp's batch and micro-batch must be whole numbers from 1 to {MAX_UBATCH:,}, not {value!r}.",
+                    "llamacpp_ubatch",
+                    limit=MAX_UBATCH,
+                    value=value,
+                )
 
 
 def server_defaults(**changes) -> Options:
@@ -122,7 +140,12 @@ def swa_cells(base_cells: int, n_swa: int, n_ctx: int, options: Options) -> int:
     """
     if options.swa_full:
         return base_cells
-    return pad(min(base_cells, n_swa * (options.sequences if options.unified else 1) + micro_batch(n_ctx, options)))
+    return pad(
+        min(
+            base_cells,
+            n_swa * (options.sequences if options.unified else 1) + micro_batch(n_ctx, options),
+        )
+    )
 
 
 def read_cells(used: int, cells: int) -> int:
@@ -142,15 +165,24 @@ def row_bytes(type_name: str, width: int) -> int:
     fmt = get_format(type_name)
     if not fmt.llamacpp:
         valid = ", ".join(map(ggml_name, llamacpp_types()))
-        raise KvError(f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.", "llamacpp_format",
-                      format=type_name, valid=valid)
+        raise KvError(
+            f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.",
+            "llamacpp_format",
+            format=type_name,
+            valid=valid,
+        )
     return fmt.row_bytes(width)
 
 
 def kv_widths(layer: Layer) -> tuple[int, int]:
     """(n_embd_k_gqa, n_embd_v_gqa) llama.cpp stores per cell for this layer (0, 0 for a recurrent layer)."""
-    if layer.kind == "mla":  # one head: K = latent + rope; no V tensor (attention reads V as a view of K's latent):
-        return layer.k_dim + layer.v_dim, 0  # src/llama-kv-cache.cpp @ 0c1e570: `const bool has_v = !is_mla;`
+    if (
+        layer.kind == "mla"
+    ):  # one head: K = latent + rope; no V tensor (attention reads V as a view of K's latent):
+        return (
+            layer.k_dim + layer.v_dim,
+            0,
+        )  # src/llama-kv-cache.cpp @ 0c1e570: `const bool has_v = !is_mla;`
     if layer.kind == "linear":
         return 0, 0
     return layer.kv_heads * layer.k_dim, layer.kv_heads * layer.v_dim
@@ -169,7 +201,9 @@ class Cache:
     v_type: str
     k_bytes: int
     v_bytes: int
-    model_layers: int = 0  # the model's layer count (what the recurrent cache's log line prints as "layers")
+    model_layers: int = (
+        0  # the model's layer count (what the recurrent cache's log line prints as "layers")
+    )
 
     @property
     def bytes(self) -> int:
@@ -182,17 +216,29 @@ class Cache:
 
     def log_line(self) -> str:
         """The line llama.cpp prints for this cache (llama-kv-cache.cpp's format string, float MiB as C computes them)."""
-        if self.name == "recurrent":  # src/llama-memory-recurrent.cpp @ 0c1e570; "layers" counts the model's n_layer
-            return (f"llama_memory_recurrent: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, "
-                    f"{self.model_layers:3d} layers, {self.n_seq_max:2d} seqs {0:2d} rs_seq), R (f32): {_mib(self.k_bytes):7.2f} MiB, "
-                    f"S (f32): {_mib(self.v_bytes):7.2f} MiB, P (f32): {0.0:7.2f} MiB")
-        return (f"llama_kv_cache: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, {len(self.layers):3d} layers, "
-                f"{self.n_seq_max:2d}/{self.streams} seqs), K ({ggml_name(self.k_type)}): {_mib(self.k_bytes):7.2f} MiB, "
-                f"V ({ggml_name(self.v_type)}): {_mib(self.v_bytes):7.2f} MiB")
+        if (
+            self.name == "recurrent"
+        ):  # src/llama-memory-recurrent.cpp @ 0c1e570; "layers" counts the model's n_layer
+            return (
+                f"llama_memory_recurrent: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, "
+                f"{self.model_layers:3d} layers, {self.n_seq_max:2d} seqs {0:2d} rs_seq), R (f32): {_mib(self.k_bytes):7.2f} MiB, "
+                f"S (f32): {_mib(self.v_bytes):7.2f} MiB, P (f32): {0.0:7.2f} MiB"
+            )
+        return (
+            f"llama_kv_cache: size = {_mib(self.bytes):7.2f} MiB ({self.cells:6d} cells, {len(self.layers):3d} layers, "
+            f"{self.n_seq_max:2d}/{self.streams} seqs), K ({ggml_name(self.k_type)}): {_mib(self.k_bytes):7.2f} MiB, "
+            f"V ({ggml_name(self.v_type)}): {_mib(self.v_bytes):7.2f} MiB"
+        )
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "cells": self.cells, "layers": len(self.layers), "streams": self.streams,
-                "k_bytes": self.k_bytes, "v_bytes": self.v_bytes}
+        return {
+            "name": self.name,
+            "cells": self.cells,
+            "layers": len(self.layers),
+            "streams": self.streams,
+            "k_bytes": self.k_bytes,
+            "v_bytes": self.v_bytes,
+        }
 
 
 def _mib(n_bytes: int) -> float:
@@ -200,24 +246,55 @@ def _mib(n_bytes: int) -> float:
     return struct.unpack("f", struct.pack("f", float(n_bytes)))[0] / MIB
 
 
-def _cache(name: str, layers: list[Layer], cells: int, streams: int, options: Options, k_type: str, v_type: str) -> Cache:
+def _cache(
+    name: str,
+    layers: list[Layer],
+    cells: int,
+    streams: int,
+    options: Options,
+    k_type: str,
+    v_type: str,
+) -> Cache:
     k = v = 0
     for layer in layers:
         k_width, v_width = kv_widths(layer)
         k += row_bytes(k_type, k_width) * cells * streams
         v += row_bytes(v_type, v_width) * cells * streams
-    return Cache(name, cells, tuple(layer.index for layer in layers), options.sequences, streams,
-                 get_format(k_type).name, get_format(v_type).name, k, v)
+    return Cache(
+        name,
+        cells,
+        tuple(layer.index for layer in layers),
+        options.sequences,
+        streams,
+        get_format(k_type).name,
+        get_format(v_type).name,
+        k,
+        v,
+    )
 
 
-def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f16", options: Options = Options()) -> list[Cache]:
+def caches(
+    geometry: Geometry,
+    n_ctx: int,
+    k_type: str = "f16",
+    v_type: str = "f16",
+    options: Options = Options(),
+) -> list[Cache]:
     """The caches llama.cpp allocates for this model at `-c n_ctx`: one `kv` cache, or `non-swa` + `swa` (iSWA),
     plus a `recurrent` state cache for linear-attention layers (kvcore.runtimes checks the geometry is llama.cpp's)."""
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
         raise KvError(f"context must be a whole number from 1, not {n_ctx!r}.")
-    if k_type != v_type and any(layer.kind == "mla" for layer in geometry.layers):  # src/llama-context.cpp:3835 @ 0c1e570
-        raise KvError(f"llama.cpp refuses different K ({k_type}) and V ({v_type}) cache types for an MLA model "
-                      f"({geometry.name}): give one type for both.", "llamacpp_mla_types", k=k_type, v=v_type, model=geometry.name)
+    if k_type != v_type and any(
+        layer.kind == "mla" for layer in geometry.layers
+    ):  # src/llama-context.cpp:3835 @ 0c1e570
+        raise KvError(
+            f"llama.cpp refuses different K ({k_type}) and V ({v_type}) cache types for an MLA model "
+            f"({geometry.name}): give one type for both.",
+            "llamacpp_mla_types",
+            k=k_type,
+            v=v_type,
+            model=geometry.name,
+        )
     cells, streams = context_cells(n_ctx, options)
     full = [layer for layer in geometry.layers if layer.kind in ("full", "mla")]
     sliding = [layer for layer in geometry.layers if layer.kind == "sliding"]
@@ -226,19 +303,47 @@ def caches(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f
     if sliding:
         n_swa = sliding[0].window
         out.append(_cache("non-swa", full, cells, streams, options, k_type, v_type))
-        out.append(_cache("swa", sliding, swa_cells(cells, n_swa, n_ctx, options), streams, options, k_type, v_type))
+        out.append(
+            _cache(
+                "swa",
+                sliding,
+                swa_cells(cells, n_swa, n_ctx, options),
+                streams,
+                options,
+                k_type,
+                v_type,
+            )
+        )
     elif full:
         out.append(_cache("kv", full, cells, streams, options, k_type, v_type))
     if linear:  # llama_memory_recurrent: fp32 R (conv) and S (state) rows, one cell per sequence
         cells_rs = max(1, options.sequences)
         r = sum(layer.conv_values for layer in linear) * 4 * cells_rs
         s = sum(layer.state_values for layer in linear) * 4 * cells_rs
-        out.append(Cache("recurrent", cells_rs, tuple(layer.index for layer in linear), options.sequences, 1, "fp32", "fp32", r, s,
-                         geometry.num_layers))
+        out.append(
+            Cache(
+                "recurrent",
+                cells_rs,
+                tuple(layer.index for layer in linear),
+                options.sequences,
+                1,
+                "fp32",
+                "fp32",
+                r,
+                s,
+                geometry.num_layers,
+            )
+        )
     return out
 
 
-def kv_bytes(geometry: Geometry, n_ctx: int, k_type: str = "f16", v_type: str = "f16", options: Options = Options()) -> int:
+def kv_bytes(
+    geometry: Geometry,
+    n_ctx: int,
+    k_type: str = "f16",
+    v_type: str = "f16",
+    options: Options = Options(),
+) -> int:
     """Everything llama.cpp's caches hold for this model at `-c n_ctx`, over all streams."""
     return sum(c.bytes for c in caches(geometry, n_ctx, k_type, v_type, options))
 
@@ -254,13 +359,28 @@ def per_layer(geometry: Geometry, cache_list: list[Cache], k_type: str, v_type: 
             else:
                 k_width, v_width = kv_widths(layer)
                 held = cache.cells
-                size = (row_bytes(k_type, k_width) + row_bytes(v_type, v_width)) * cache.cells * cache.streams
-            rows[index] = {"layer": index, "kind": layer.kind, "tokens_held": held, "kv_bytes": size}
-    return [rows.get(layer.index, {"layer": layer.index, "kind": layer.kind, "tokens_held": 0, "kv_bytes": 0})
-            for layer in geometry.layers]
+                size = (
+                    (row_bytes(k_type, k_width) + row_bytes(v_type, v_width))
+                    * cache.cells
+                    * cache.streams
+                )
+            rows[index] = {
+                "layer": index,
+                "kind": layer.kind,
+                "tokens_held": held,
+                "kv_bytes": size,
+            }
+    return [
+        rows.get(
+            layer.index, {"layer": layer.index, "kind": layer.kind, "tokens_held": 0, "kv_bytes": 0}
+        )
+        for layer in geometry.layers
+    ]
 
 
-def largest_context(geometry: Geometry, budget_bytes: float, k_type: str, v_type: str, options: Options, limit: int) -> int:
+def largest_context(
+    geometry: Geometry, budget_bytes: float, k_type: str, v_type: str, options: Options, limit: int
+) -> int:
     """The largest -c whose caches fit in `budget_bytes` (0: not even -c 1; `limit`: any). Cache bytes never fall as -c grows."""
     if kv_bytes(geometry, 1, k_type, v_type, options) > budget_bytes:
         return 0
@@ -269,7 +389,11 @@ def largest_context(geometry: Geometry, budget_bytes: float, k_type: str, v_type
     lo, hi = 1, limit
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if kv_bytes(geometry, mid, k_type, v_type, options) <= budget_bytes else (lo, mid)
+        lo, hi = (
+            (mid, hi)
+            if kv_bytes(geometry, mid, k_type, v_type, options) <= budget_bytes
+            else (lo, mid)
+        )
     return lo
 
 
@@ -278,6 +402,7 @@ def cells_text(cache_list: list[Cache]) -> str:
     parts = []
     for c in cache_list:
         streams = f" x {c.streams} streams" if c.streams > 1 else ""
-        parts.append(f"{c.name} {c.cells:,} cells x {len(c.layers)} layers{streams} [{c.bytes:,} B]")
+        parts.append(
+            f"{c.name} {c.cells:,} cells x {len(c.layers)} layers{streams} [{c.bytes:,} B]"
+        )
     return " + ".join(parts) + f" = {sum(c.bytes for c in cache_list):,} bytes"
-

@@ -47,8 +47,12 @@ class _Runner:
         mp.n_gpu_layers = 999  # Metal on a Mac; the CPU build ignores it
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
         if not self.model:
-            raise KvError(f"llama.cpp could not load {Path(path).name}: {probe._error_line()}", "model_load",
-                          name=Path(path).name, detail=probe._error_line())
+            raise KvError(
+                f"llama.cpp could not load {Path(path).name}: {probe._error_line()}",
+                "model_load",
+                name=Path(path).name,
+                detail=probe._error_line(),
+            )
         cp = llama_cpp.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, min(512, n_batch), 1
         cp.type_k, cp.type_v = probe.ggml_type(type_k), probe.ggml_type(type_v)
@@ -57,8 +61,12 @@ class _Runner:
         self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
         if not self.ctx:
             llama_cpp.llama_model_free(self.model)
-            raise KvError(f"llama.cpp could not create a context for {Path(path).name}: {probe._error_line()}", "model_load",
-                          name=Path(path).name, detail=probe._error_line())
+            raise KvError(
+                f"llama.cpp could not create a context for {Path(path).name}: {probe._error_line()}",
+                "model_load",
+                name=Path(path).name,
+                detail=probe._error_line(),
+            )
         self.log = list(probe._log)
         self.n_batch = n_batch
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model))
@@ -74,15 +82,21 @@ class _Runner:
     def _decode(self, tokens: list[int]) -> None:
         arr = (self.lc.llama_token * len(tokens))(*tokens)
         if self.lc.llama_decode(self.ctx, self.lc.llama_batch_get_one(arr, len(tokens))) != 0:
-            raise KvError("llama.cpp's llama_decode failed (the context is full?).", "model_load", name="llama_decode",
-                          detail="llama_decode returned an error")
+            raise KvError(
+                "llama.cpp's llama_decode failed (the context is full?).",
+                "model_load",
+                name="llama_decode",
+                detail="llama_decode returned an error",
+            )
         self.lc.llama_synchronize(self.ctx)
 
     def prefill(self, n: int) -> float:
         """Seconds to prefill n random tokens in -b batches."""
         start = time.perf_counter()
         for at in range(0, n, self.n_batch):
-            self._decode([self.rng.randrange(self.n_vocab) for _ in range(min(self.n_batch, n - at))])
+            self._decode(
+                [self.rng.randrange(self.n_vocab) for _ in range(min(self.n_batch, n - at))]
+            )
         return time.perf_counter() - start
 
     def step_ms(self) -> float:
@@ -99,14 +113,34 @@ def _preset_of(geometry) -> dict:
     for name in preset_names():
         p = preset_geometry(name, geometry.runtime)
         if (p.layers, p.hidden_size, p.num_attention_heads, p.vocab_size) == (
-                geometry.layers, geometry.hidden_size, geometry.num_attention_heads, geometry.vocab_size):
-            return {"preset": name, "preset_note": f"the bundled preset whose layers, heads and vocabulary equal the file's"}
+            geometry.layers,
+            geometry.hidden_size,
+            geometry.num_attention_heads,
+            geometry.vocab_size,
+        ):
+            return {
+                "preset": name,
+                "preset_note": f"the bundled preset whose layers, heads and vocabulary equal the file's",
+            }
     return {}
 
 
-def record(path: str, command: str, contexts: list[int], prompts: list[int], *, warmup: int = 2, steps: int = 8,
-           repeats: int = 3, threads: int = 2, kv_format: str = "f16", n_batch: int = 2048, progress=None,
-           title: str | None = None, label: str | None = None) -> dict:
+def record(
+    path: str,
+    command: str,
+    contexts: list[int],
+    prompts: list[int],
+    *,
+    warmup: int = 2,
+    steps: int = 8,
+    repeats: int = 3,
+    threads: int = 2,
+    kv_format: str = "f16",
+    n_batch: int = 2048,
+    progress=None,
+    title: str | None = None,
+    label: str | None = None,
+) -> dict:
     """A measured recording of llama.cpp running the GGUF at `path`: decode rows per context, prefill rows per
     prompt length, and in `method` the allocation lines llama.cpp logged with kvcore's own lines for the same file."""
     from . import calculator, gguf, llamacpp
@@ -115,17 +149,32 @@ def record(path: str, command: str, contexts: list[int], prompts: list[int], *, 
     geometry = gguf.geometry(path)
     limit = geometry.max_position_embeddings or max(contexts)
     if max(contexts) + warmup + steps * repeats > limit or max(prompts, default=0) > limit:
-        raise KvError(f"{geometry.name} was trained for {limit:,} tokens: give contexts and prompts up to "
-                      f"{limit - warmup - steps * repeats:,}.", "gguf_context", model=geometry.name, limit=limit,
-                      most=limit - warmup - steps * repeats)
+        raise KvError(
+            f"{geometry.name} was trained for {limit:,} tokens: give contexts and prompts up to "
+            f"{limit - warmup - steps * repeats:,}.",
+            "gguf_context",
+            model=geometry.name,
+            limit=limit,
+            most=limit - warmup - steps * repeats,
+        )
     n_ctx = max([*contexts, *prompts]) + warmup + steps * repeats
     total = len(contexts) + len(prompts)
     runner = _Runner(path, n_ctx, n_batch, threads, kv_format, kv_format)
     try:
-        ours = calculator.calculate(geometry, n_ctx, 1, KvSpec(kv_format, kv_format), "gguf-file",
-                                    llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch)))["log_lines"]
-        theirs = [line for line in runner.log if line.startswith("llama_kv_cache: size =") or
-                  line.startswith("llama_memory_recurrent: size =")]
+        ours = calculator.calculate(
+            geometry,
+            n_ctx,
+            1,
+            KvSpec(kv_format, kv_format),
+            "gguf-file",
+            llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch)),
+        )["log_lines"]
+        theirs = [
+            line
+            for line in runner.log
+            if line.startswith("llama_kv_cache: size =")
+            or line.startswith("llama_memory_recurrent: size =")
+        ]
         decode, prefill = [], []
         for i, context in enumerate(sorted(contexts)):
             runner.clear()
@@ -134,13 +183,28 @@ def record(path: str, command: str, contexts: list[int], prompts: list[int], *, 
                 runner.step_ms()
             passes = [[runner.step_ms() for _ in range(steps)] for _ in range(repeats)]
             medians = [statistics.median(p) for p in passes]
-            q1, _, q3 = statistics.quantiles([m for p in passes for m in p], n=4) if steps * repeats > 1 else [medians[0]] * 3
+            q1, _, q3 = (
+                statistics.quantiles([m for p in passes for m in p], n=4)
+                if steps * repeats > 1
+                else [medians[0]] * 3
+            )
             ms = statistics.median(medians)
-            decode.append({"context": context + warmup, "depth": context - 1, "tokens_per_s": round(1000 / ms, 3),
-                           "ms_per_token": round(ms, 4), "spread_ms": round(max(medians) - min(medians), 4),
-                           "min_ms": round(min(medians), 4), "max_ms": round(max(medians), 4), "repeats": repeats,
-                           "q1_ms": round(q1, 4), "q3_ms": round(q3, 4),
-                           "pass_ms": [round(m, 4) for m in medians], "kv_format": kv_format})
+            decode.append(
+                {
+                    "context": context + warmup,
+                    "depth": context - 1,
+                    "tokens_per_s": round(1000 / ms, 3),
+                    "ms_per_token": round(ms, 4),
+                    "spread_ms": round(max(medians) - min(medians), 4),
+                    "min_ms": round(min(medians), 4),
+                    "max_ms": round(max(medians), 4),
+                    "repeats": repeats,
+                    "q1_ms": round(q1, 4),
+                    "q3_ms": round(q3, 4),
+                    "pass_ms": [round(m, 4) for m in medians],
+                    "kv_format": kv_format,
+                }
+            )
             if progress:
                 progress(i + 1, total, f"decode at {context:,}")
         for j, prompt in enumerate(sorted(prompts)):
@@ -149,38 +213,75 @@ def record(path: str, command: str, contexts: list[int], prompts: list[int], *, 
                 runner.clear()
                 times.append(runner.prefill(prompt))
             s = statistics.median(times)
-            prefill.append({"prompt_tokens": prompt, "tokens_per_s": round(prompt / s, 3), "prefill_s": round(s, 5),
-                            "min_s": round(min(times), 5), "max_s": round(max(times), 5), "spread_s": round(max(times) - min(times), 5),
-                            "repeats": repeats, "pass_s": [round(t, 5) for t in times]})
+            prefill.append(
+                {
+                    "prompt_tokens": prompt,
+                    "tokens_per_s": round(prompt / s, 3),
+                    "prefill_s": round(s, 5),
+                    "min_s": round(min(times), 5),
+                    "max_s": round(max(times), 5),
+                    "spread_s": round(max(times) - min(times), 5),
+                    "repeats": repeats,
+                    "pass_s": [round(t, 5) for t in times],
+                }
+            )
             if progress:
                 progress(len(contexts) + j + 1, total, f"prompt of {prompt:,}")
     finally:
         runner.close()
     prov = provenance(command)
-    metal = any("Metal" in line or "MTL" in line for line in runner.log)  # llama.cpp names its Metal device in the log
-    prov["backend"], prov["device"] = ("llama.cpp (Metal)", "gpu") if metal else ("llama.cpp (CPU)", "cpu")
-    prov["versions"] = {**{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
-                        "mlx": "not used", "mlx_lm": "not used",  # the schema names them for every measured run
-                        "llama_cpp_python": _version(), "llama.cpp": LLAMA_CPP_COMMIT}
+    metal = any(
+        "Metal" in line or "MTL" in line for line in runner.log
+    )  # llama.cpp names its Metal device in the log
+    prov["backend"], prov["device"] = (
+        ("llama.cpp (Metal)", "gpu") if metal else ("llama.cpp (CPU)", "cpu")
+    )
+    prov["versions"] = {
+        **{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
+        "mlx": "not used",
+        "mlx_lm": "not used",  # the schema names them for every measured run
+        "llama_cpp_python": _version(),
+        "llama.cpp": LLAMA_CPP_COMMIT,
+    }
     data = {
-        "schema": recordings.SCHEMA_VERSION, "kind": "measured",
+        "schema": recordings.SCHEMA_VERSION,
+        "kind": "measured",
         "title": title or f"llama.cpp run: decode and prompt processing — {geometry.name}",
         "label": label or f"llama.cpp {LLAMA_CPP_COMMIT}, {geometry.name}, {prov['machine']['os']}",
-        "runtime": {"name": "llama.cpp", "version": f"llama-cpp-python {_version()} (llama.cpp {LLAMA_CPP_COMMIT})"},
+        "runtime": {
+            "name": "llama.cpp",
+            "version": f"llama-cpp-python {_version()} (llama.cpp {LLAMA_CPP_COMMIT})",
+        },
         "provenance": prov,
-        "model": {"name": geometry.name, "source": "GGUF file", "weights_format": "gguf-file", "kv_format": kv_format,
-                  "weights_bytes": geometry.file_weights.bytes, "weights_bytes_active": geometry.file_weights.active_bytes,
-                  **_preset_of(geometry),
-                  "weights_types": ", ".join(f"{t} {n} tensors" for t, n, _, _ in geometry.file_weights.by_type)},
-        "method": {"decode": "llama-bench -d style: cache cleared, a real prefill of depth random tokens in -b batches, "
-                             f"{warmup} untimed steps, {repeats} passes of {steps} timed single-token decodes; ms/token = "
-                             "median of the pass medians; context = depth + warm-up + 1 (the first timed step's cells)",
-                   "prefill": f"prompt processing from an empty cache, -b {n_batch}, -ub {min(512, n_batch)}, {repeats} runs, "
-                              "tokens/s = prompt / median seconds",
-                   "threads": threads, "n_ctx": n_ctx, "swa_full": False,
-                   "allocation_lines": theirs,
-                   "cross_checks": [{"what": "llama.cpp's cache lines vs calc --runtime llama.cpp",
-                                     "agree": theirs == ours}]},
+        "model": {
+            "name": geometry.name,
+            "source": "GGUF file",
+            "weights_format": "gguf-file",
+            "kv_format": kv_format,
+            "weights_bytes": geometry.file_weights.bytes,
+            "weights_bytes_active": geometry.file_weights.active_bytes,
+            **_preset_of(geometry),
+            "weights_types": ", ".join(
+                f"{t} {n} tensors" for t, n, _, _ in geometry.file_weights.by_type
+            ),
+        },
+        "method": {
+            "decode": "llama-bench -d style: cache cleared, a real prefill of depth random tokens in -b batches, "
+            f"{warmup} untimed steps, {repeats} passes of {steps} timed single-token decodes; ms/token = "
+            "median of the pass medians; context = depth + warm-up + 1 (the first timed step's cells)",
+            "prefill": f"prompt processing from an empty cache, -b {n_batch}, -ub {min(512, n_batch)}, {repeats} runs, "
+            "tokens/s = prompt / median seconds",
+            "threads": threads,
+            "n_ctx": n_ctx,
+            "swa_full": False,
+            "allocation_lines": theirs,
+            "cross_checks": [
+                {
+                    "what": "llama.cpp's cache lines vs calc --runtime llama.cpp",
+                    "agree": theirs == ours,
+                }
+            ],
+        },
         "sections": {"decode": decode, "prefill": prefill},
     }
     return recordings.validate(data)

@@ -21,7 +21,9 @@ import sys
 from dataclasses import asdict, dataclass
 
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # LLAMA_FLASH_ATTN_TYPE_*
-ECHO = bool(os.environ.get("KVCORE_LLAMACPP_ECHO"))  # echo llama.cpp's log to stderr as it comes (debugging a crash)
+ECHO = bool(
+    os.environ.get("KVCORE_LLAMACPP_ECHO")
+)  # echo llama.cpp's log to stderr as it comes (debugging a crash)
 CACHE_LINES = ("llama_kv_cache: size =", "llama_memory_recurrent: size =")
 
 
@@ -93,7 +95,11 @@ def allocations(path: str, requests: list[Request]):
             _log.clear()
             cp = llama_cpp.llama_context_default_params()
             cp.n_ctx, cp.n_batch, cp.n_ubatch = request.n_ctx, request.n_batch, request.n_ubatch
-            cp.n_seq_max, cp.kv_unified, cp.swa_full = request.n_seq_max, request.kv_unified, request.swa_full
+            cp.n_seq_max, cp.kv_unified, cp.swa_full = (
+                request.n_seq_max,
+                request.kv_unified,
+                request.swa_full,
+            )
             cp.type_k, cp.type_v = ggml_type(request.type_k), ggml_type(request.type_v)
             cp.flash_attn_type = FLASH_ATTN[request.flash_attn]
             cp.n_threads = cp.n_threads_batch = 1
@@ -101,8 +107,12 @@ def allocations(path: str, requests: list[Request]):
             error = None if ctx else _error_line()
             if ctx:
                 llama_cpp.llama_free(ctx)
-            yield {"caches": [line for line in _log if line.startswith(CACHE_LINES)], "model_bytes": model_bytes,
-                   "error": error, "log": [line for line in _log if "flash_attn" in line or "n_ctx" in line]}
+            yield {
+                "caches": [line for line in _log if line.startswith(CACHE_LINES)],
+                "model_bytes": model_bytes,
+                "error": error,
+                "log": [line for line in _log if "flash_attn" in line or "n_ctx" in line],
+            }
     finally:
         llama_cpp.llama_model_free(model)
 
@@ -155,14 +165,33 @@ def run_isolated(path: str, requests: list[Request], timeout: float = 600) -> li
 
     results: list[dict] = []
     while len(results) < len(requests):
-        rest = requests[len(results):]
-        child = subprocess.run([sys.executable, "-m", "kvcore.llamacpp_probe", str(path),
-                                json.dumps([asdict(r) for r in rest])], capture_output=True, text=True, timeout=timeout)
+        rest = requests[len(results) :]
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kvcore.llamacpp_probe",
+                str(path),
+                json.dumps([asdict(r) for r in rest]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         done = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("{")]
         results += done
         if child.returncode != 0 and len(done) < len(rest):
-            tail = [line for line in child.stderr.splitlines() if "GGML_ASSERT" in line or "error" in line.lower()]
-            results.append({"request": asdict(rest[len(done)]), "crashed": (tail or child.stderr.splitlines()[-3:])[-1:]})
+            tail = [
+                line
+                for line in child.stderr.splitlines()
+                if "GGML_ASSERT" in line or "error" in line.lower()
+            ]
+            results.append(
+                {
+                    "request": asdict(rest[len(done)]),
+                    "crashed": (tail or child.stderr.splitlines()[-3:])[-1:],
+                }
+            )
         elif len(done) < len(rest):
             raise RuntimeError(f"llama.cpp probe stopped early: {child.stderr[-500:]}")
     return results

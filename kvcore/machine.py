@@ -37,8 +37,11 @@ def backend() -> dict:
     """{"backend": "mlx metal"|"mlx cpu", "device": str, "dtype": "fp16"|"fp32"}: fp32 on CPU (fp16 is pathological there)."""
     mx = mlx_core()
     metal = mx.is_available(mx.gpu) and mx.default_device() == mx.gpu
-    return {"backend": "mlx metal" if metal else "mlx cpu", "device": str(mx.default_device()),
-            "dtype": "fp16" if metal else "fp32"}
+    return {
+        "backend": "mlx metal" if metal else "mlx cpu",
+        "device": str(mx.default_device()),
+        "dtype": "fp16" if metal else "fp32",
+    }
 
 
 def available_memory() -> tuple[int, str]:
@@ -46,7 +49,9 @@ def available_memory() -> tuple[int, str]:
     MemAvailable (Linux) or the free pages."""
     info = metal_info()
     if info and info.get("max_recommended_working_set_size"):
-        return int(info["max_recommended_working_set_size"]), "Metal's recommended working set (mx.device_info)"
+        return int(
+            info["max_recommended_working_set_size"]
+        ), "Metal's recommended working set (mx.device_info)"
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -73,8 +78,15 @@ def chip_name() -> str:
         import subprocess
 
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=5).stdout.strip() or platform.machine()
+            return (
+                subprocess.run(
+                    ["sysctl", "-n", "machdep.cpu.brand_string"],
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
+                ).stdout.strip()
+                or platform.machine()
+            )
         except (OSError, subprocess.SubprocessError):
             return platform.machine()
     try:
@@ -106,8 +118,12 @@ def memory_gb() -> float:
 def this_machine() -> dict:
     """This machine in the recording schema's shape (provenance.machine): os, chip, memory, cores; what
     kvcore.recordings.is_apple_silicon reads."""
-    return {"os": f"{platform.system()} {platform.release()} ({platform.machine()})", "chip": chip_name(),
-            "memory_gb": memory_gb(), "cpu_cores": os.cpu_count() or 0}
+    return {
+        "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "chip": chip_name(),
+        "memory_gb": memory_gb(),
+        "cpu_cores": os.cpu_count() or 0,
+    }
 
 
 def provenance(command: str) -> dict:
@@ -126,8 +142,15 @@ def provenance(command: str) -> dict:
     b = backend()
     return {
         "machine": this_machine(),
-        "backend": b["backend"], "device": b["device"], "blas": blas.state()["note"],
-        "versions": {"python": platform.python_version(), "mlx": ver("mlx"), "mlx_lm": ver("mlx-lm"), "kvcore": __version__},
+        "backend": b["backend"],
+        "device": b["device"],
+        "blas": blas.state()["note"],
+        "versions": {
+            "python": platform.python_version(),
+            "mlx": ver("mlx"),
+            "mlx_lm": ver("mlx-lm"),
+            "kvcore": __version__,
+        },
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command,
     }

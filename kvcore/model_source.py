@@ -21,10 +21,16 @@ def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry,
     if model.lower().endswith(".gguf"):
         reader = gguf_runtime()  # the runtime a GGUF file is the model format of
         if get_runtime(runtime) is not reader:
-            raise KvError(f"{Path(model).name} is a GGUF file: it is sized under {reader.name}'s rules; add --runtime {reader.name}.",
-                          "gguf_runtime", label=Path(model).name, runtime=runtime)
+            raise KvError(
+                f"{Path(model).name} is a GGUF file: it is sized under {reader.name}'s rules; add --runtime {reader.name}.",
+                "gguf_runtime",
+                label=Path(model).name,
+                runtime=runtime,
+            )
         return gguf_geometry(model), {"default_weights_format": "gguf-file", "source": model}
-    if model.endswith(".json") or "/" in model or Path(model).exists():  # a file, a model folder, or a device the reader refuses
+    if (
+        model.endswith(".json") or "/" in model or Path(model).exists()
+    ):  # a file, a model folder, or a device the reader refuses
         return parse_config(read_config_file(model), Path(model).name, runtime), {}
     preset = load_preset(model)
     return parse_config(preset["config"], preset["name"], runtime), preset

@@ -32,7 +32,15 @@ def provenance(rec: Recording) -> dict:
         "label": rec.label,
         "chip": machine.get("chip") or hw.get("chip", ""),
         "vendor": hw.get("vendor", ""),
-        "machine": ", ".join(str(v) for v in (machine.get("os"), prov.get("backend") or hw.get("backend"), prov.get("device")) if v),
+        "machine": ", ".join(
+            str(v)
+            for v in (
+                machine.get("os"),
+                prov.get("backend") or hw.get("backend"),
+                prov.get("device"),
+            )
+            if v
+        ),
         "memory_gb": machine.get("memory_gb") or hw.get("memory_gb") or "",
         "model": d["model"]["name"],
         "weights_format": d["model"].get("weights_format", ""),
@@ -76,8 +84,15 @@ def method_groups(method) -> list[tuple[str, list[tuple[str, object]]]]:
         if isinstance(value, dict):
             groups.append((str(key), list(value.items())))
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            groups.append((str(key), [(str(v.get("check", i + 1)), {k: x for k, x in v.items() if k != "check"})
-                                      for i, v in enumerate(value)]))
+            groups.append(
+                (
+                    str(key),
+                    [
+                        (str(v.get("check", i + 1)), {k: x for k, x in v.items() if k != "check"})
+                        for i, v in enumerate(value)
+                    ],
+                )
+            )
         else:
             top.append((str(key), value))
     return ([("", top)] if top else []) + groups
@@ -87,9 +102,18 @@ def recordings_table(recs: list[Recording], local_ids: set[str]) -> pd.DataFrame
     rows = []
     for r in recs:
         p = provenance(r)
-        rows.append({"recording": r.id, "kind": r.kind, "where": "local" if r.id in local_ids else "bundled",
-                     "label": r.label, "chip": p["chip"], "model": p["model"], "date": p["date"],
-                     "sections": ", ".join(r.data["sections"])})
+        rows.append(
+            {
+                "recording": r.id,
+                "kind": r.kind,
+                "where": "local" if r.id in local_ids else "bundled",
+                "label": r.label,
+                "chip": p["chip"],
+                "model": p["model"],
+                "date": p["date"],
+                "sections": ", ".join(r.data["sections"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -98,6 +122,10 @@ def runtime_label(rec: Recording) -> str:
     runtime = rec.data.get("runtime")
     if isinstance(runtime, dict):
         name, version = str(runtime.get("name", "")), str(runtime.get("version", ""))
-        return version if version.lower().startswith(name.lower()) else " ".join(filter(None, (name, version)))
+        return (
+            version
+            if version.lower().startswith(name.lower())
+            else " ".join(filter(None, (name, version)))
+        )
     prov = rec.data.get("provenance", {})
     return str(prov.get("backend") or rec.data.get("hardware", {}).get("backend") or "—")

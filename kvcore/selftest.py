@@ -34,16 +34,38 @@ def run_checks() -> list[tuple[str, bool, str]]:
     n = llama1b.num_layers
     for tokens, want in ((256, 8.0), (257, 16.0)):
         cap = simulate("KVCache", [1] * tokens).capacity
-        check(f".nbytes at {tokens} tokens = {want} MiB allocated (A)", n * nbytes(cap, row, row, layer.kv_heads) / MIB, want)
+        check(
+            f".nbytes at {tokens} tokens = {want} MiB allocated (A)",
+            n * nbytes(cap, row, row, layer.kv_heads) / MIB,
+            want,
+        )
     check("used at 257 tokens = 8.031 MiB (A)", round(kv_bytes(llama1b, 257) / MIB, 3), 8.031)
-    check("GQA: 8 KV heads of 32 = 1/4 of MHA (A)", layer.kv_heads / llama1b.num_attention_heads, 0.25)
+    check(
+        "GQA: 8 KV heads of 32 = 1/4 of MHA (A)", layer.kv_heads / llama1b.num_attention_heads, 0.25
+    )
     llama8b = _geometry("llama-3.1-8b")
     check("Llama-3.1-8B fp16 at 131,072 tokens = 16 GiB (B)", kv_bytes(llama8b, 131072) / GIB, 16)
-    check("Qwen3-4B head_dim = 128, not 2560/32 (config)", _geometry("qwen3-4b").layers[0].k_dim, 128)
+    check(
+        "Qwen3-4B head_dim = 128, not 2560/32 (config)", _geometry("qwen3-4b").layers[0].k_dim, 128
+    )
     probe = Layer(0, "full", 8, 64, 64)
-    check("mlx-q8 group 64 = 1088 B/token/layer (mlx_lm)", bytes_per_token(probe, KvSpec("mlx-q8", "mlx-q8")), 1088)
-    check("mlx-q4 group 64 = 576 B/token/layer (mlx_lm)", bytes_per_token(probe, KvSpec("mlx-q4", "mlx-q4")), 576)
+    check(
+        "mlx-q8 group 64 = 1088 B/token/layer (mlx_lm)",
+        bytes_per_token(probe, KvSpec("mlx-q8", "mlx-q8")),
+        1088,
+    )
+    check(
+        "mlx-q4 group 64 = 576 B/token/layer (mlx_lm)",
+        bytes_per_token(probe, KvSpec("mlx-q4", "mlx-q4")),
+        576,
+    )
     mla = _geometry("deepseek-v3").layers[0]
-    check("DeepSeek-V3 caches 512 + 64 values per token per layer (MLA)", mla.k_dim + mla.v_dim, 576)
-    check("292 -> 119 tok/s: predicted slowdown 1K -> 32K = 2.43 (A)", round(slowdown(llama1b, 1024, 32768), 2), 2.43)
+    check(
+        "DeepSeek-V3 caches 512 + 64 values per token per layer (MLA)", mla.k_dim + mla.v_dim, 576
+    )
+    check(
+        "292 -> 119 tok/s: predicted slowdown 1K -> 32K = 2.43 (A)",
+        round(slowdown(llama1b, 1024, 32768), 2),
+        2.43,
+    )
     return checks

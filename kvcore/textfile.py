@@ -29,15 +29,23 @@ def decode_text(data: bytes, max_bytes: int, label: str) -> str:
     A UTF-8 byte-order mark is dropped (some Windows editors write one).
     """
     if len(data) > max_bytes:
-        raise KvError(f"{label} is larger than {_kb(max_bytes)} kB; that is too large for this file.", "file_too_large",
-                      label=label, kb=_kb(max_bytes))
+        raise KvError(
+            f"{label} is larger than {_kb(max_bytes)} kB; that is too large for this file.",
+            "file_too_large",
+            label=label,
+            kb=_kb(max_bytes),
+        )
     if b"\x00" in data:
         raise KvError(f"{label} is a binary file, not text.", "file_binary", label=label)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise KvError(f"{label} is not UTF-8 text (byte {e.start:,} cannot be read as UTF-8).", "file_not_utf8",
-                      label=label, position=e.start) from None
+        raise KvError(
+            f"{label} is not UTF-8 text (byte {e.start:,} cannot be read as UTF-8).",
+            "file_not_utf8",
+            label=label,
+            position=e.start,
+        ) from None
 
 
 def read_text_file(path: str | Path, max_bytes: int, label: str | None = None) -> str:
@@ -54,12 +62,18 @@ def read_file_bytes(path: str | Path, max_bytes: int, label: str | None = None) 
         try:  # what the file holds (a buffer of its size, not of the limit's), one byte more to see it grew
             want = min(max_bytes, os.fstat(f.fileno()).st_size) + 1
             data = f.read(want)
-            if len(data) == want <= max_bytes:  # larger than it said (it grew, or /proc): the rest, up to the limit
+            if (
+                len(data) == want <= max_bytes
+            ):  # larger than it said (it grew, or /proc): the rest, up to the limit
                 data += f.read(max_bytes + 1 - want)
             return data
         except OSError as e:
-            raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
-                          detail=e.strerror or str(e)) from None
+            raise KvError(
+                f"{label} cannot be read ({e.strerror or e}).",
+                "file_unreadable",
+                label=label,
+                detail=e.strerror or str(e),
+            ) from None
 
 
 def open_regular(path: str | Path, label: str | None = None) -> BinaryIO:
@@ -73,14 +87,21 @@ def open_regular(path: str | Path, label: str | None = None) -> BinaryIO:
     except FileNotFoundError:
         raise KvError(f"{label} does not exist.", "file_missing", label=label) from None
     except OSError as e:
-        raise KvError(f"{label} cannot be read ({e.strerror or e}).", "file_unreadable", label=label,
-                      detail=e.strerror or str(e)) from None
+        raise KvError(
+            f"{label} cannot be read ({e.strerror or e}).",
+            "file_unreadable",
+            label=label,
+            detail=e.strerror or str(e),
+        ) from None
     f = os.fdopen(fd, "rb")
     mode = os.fstat(f.fileno()).st_mode
     if not stat.S_ISREG(mode):
         f.close()
         if stat.S_ISDIR(mode):
             raise KvError(f"{label} is a folder, not a file.", "file_folder", label=label)
-        raise KvError(f"{label} is not a regular file (a device, a pipe or a socket); give a file.",
-                      "file_not_regular", label=label)
+        raise KvError(
+            f"{label} is not a regular file (a device, a pipe or a socket); give a file.",
+            "file_not_regular",
+            label=label,
+        )
     return f

@@ -21,7 +21,9 @@ from .geometry import Geometry
 from .hardware import Chip
 from .recordings import Recording
 
-PEAK = timing.Efficiency(1.0, 1.0, "peak")  # for work counts only (FLOPs, bytes): no time is read from it
+PEAK = timing.Efficiency(
+    1.0, 1.0, "peak"
+)  # for work counts only (FLOPs, bytes): no time is read from it
 INTENSITY_RANGE = (0.1, 10_000.0)  # FLOPs per byte the roofline spans
 UNDETERMINED = 0.01  # RMS log residual: a one-number fit this close to the two-number one leaves the other undetermined
 DECODE_SAMPLES = 65  # contexts at which "your prompt" times a decode step (the answer's steps between them interpolated)
@@ -30,7 +32,9 @@ DECODE_SAMPLES = 65  # contexts at which "your prompt" times a decode step (the 
 # ---------------------------------------------------------------- roofline
 
 
-def roof(chip: Chip, lo: float = INTENSITY_RANGE[0], hi: float = INTENSITY_RANGE[1]) -> pd.DataFrame:
+def roof(
+    chip: Chip, lo: float = INTENSITY_RANGE[0], hi: float = INTENSITY_RANGE[1]
+) -> pd.DataFrame:
     """The chip's roof: attainable TFLOP/s = min(peak compute, peak bandwidth x intensity), at log-spaced
     intensities and at the ridge itself. Without a compute figure: the bandwidth slope only (no ridge).
 
@@ -47,12 +51,27 @@ def roof(chip: Chip, lo: float = INTENSITY_RANGE[0], hi: float = INTENSITY_RANGE
 
 
 def _point(kind: str, step: timing.Step, **extra) -> dict:
-    return {"kind": kind, "intensity": step.intensity, "tflops": step.flops / step.time_s / 1e12, "bound": step.bound,
-            "flops": step.flops, "bytes": step.bytes, **extra}
+    return {
+        "kind": kind,
+        "intensity": step.intensity,
+        "tflops": step.flops / step.time_s / 1e12,
+        "bound": step.bound,
+        "flops": step.flops,
+        "bytes": step.bytes,
+        **extra,
+    }
 
 
-def roofline_points(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
-                    prompt: int, context: int, sequences: int) -> pd.DataFrame:
+def roofline_points(
+    geometry: Geometry,
+    weights_format: str,
+    spec: KvSpec,
+    chip: Chip,
+    eff: timing.Efficiency,
+    prompt: int,
+    context: int,
+    sequences: int,
+) -> pd.DataFrame:
     """The model's three steps on the chip: the prompt's prefill, a decode step of one sequence at `context`, and one
     of `sequences` sequences. tflops is what each achieves at the efficiency (FLOPs / its roofline time).
 
@@ -61,7 +80,10 @@ def roofline_points(geometry: Geometry, weights_format: str, spec: KvSpec, chip:
     pre = timing.prefill_step(geometry, prompt, chip, eff, spec, weights_format)
     one = timing.decode_step(geometry, context, chip, eff, spec, weights_format, 1)
     many = timing.decode_step(geometry, context, chip, eff, spec, weights_format, sequences)
-    rows = [_point("prefill", pre, tokens=prompt, sequences=1), _point("decode_1", one, tokens=context, sequences=1)]
+    rows = [
+        _point("prefill", pre, tokens=prompt, sequences=1),
+        _point("decode_1", one, tokens=context, sequences=1),
+    ]
     if sequences > 1:
         rows.append(_point("decode_b", many, tokens=context, sequences=sequences))
     return pd.DataFrame(rows)
@@ -81,16 +103,31 @@ def measured_points(rec: Recording) -> pd.DataFrame:
     rows = []
     for r in rec.rows("decode"):
         step = timing.decode_step(geometry, int(r["context"]), any_chip, PEAK, spec, weights, 1)
-        rows.append({"kind": "article", "context": int(r["context"]), "tokens_per_s": r["tokens_per_s"],
-                     "intensity": step.intensity, "tflops": step.flops * r["tokens_per_s"] / 1e12})
+        rows.append(
+            {
+                "kind": "article",
+                "context": int(r["context"]),
+                "tokens_per_s": r["tokens_per_s"],
+                "intensity": step.intensity,
+                "tflops": step.flops * r["tokens_per_s"] / 1e12,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- one reader's prompt
 
 
-def your_prompt(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
-                prompt: int, answer: int, sequences: int = 1) -> dict:
+def your_prompt(
+    geometry: Geometry,
+    weights_format: str,
+    spec: KvSpec,
+    chip: Chip,
+    eff: timing.Efficiency,
+    prompt: int,
+    answer: int,
+    sequences: int = 1,
+) -> dict:
     """From the prompt to the last token of the answer, for `sequences` sequences each with its own prompt and answer.
 
     prefill_s: one prompt (the time to its first token; None without a compute figure for the chip); the prompts
@@ -105,41 +142,75 @@ def your_prompt(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chi
     prefill_s = pre.time_s if chip.peak_flops else None
     first = timing.decode_step(geometry, prompt + 1, chip, eff, spec, weights_format, sequences)
     last = timing.decode_step(geometry, end, chip, eff, spec, weights_format, sequences)
-    samples = sorted({round(prompt + 1 + (end - prompt - 1) * i / (DECODE_SAMPLES - 1)) for i in range(DECODE_SAMPLES)})
-    times = [timing.decode_step(geometry, c, chip, eff, spec, weights_format, sequences).time_s for c in samples]
+    samples = sorted(
+        {
+            round(prompt + 1 + (end - prompt - 1) * i / (DECODE_SAMPLES - 1))
+            for i in range(DECODE_SAMPLES)
+        }
+    )
+    times = [
+        timing.decode_step(geometry, c, chip, eff, spec, weights_format, sequences).time_s
+        for c in samples
+    ]
     # the answer's steps: one at every context prompt+1 .. end, a step's time linear between two samples: the n steps
     # after sample a up to sample b = a + n add n * ta + (tb - ta) * (n + 1) / 2 (exact where samples are 1 apart)
-    decode_s = times[0] + sum((b - a) * ta + (tb - ta) * (b - a + 1) / 2
-                              for a, b, ta, tb in zip(samples, samples[1:], times, times[1:]))
+    decode_s = times[0] + sum(
+        (b - a) * ta + (tb - ta) * (b - a + 1) / 2
+        for a, b, ta, tb in zip(samples, samples[1:], times, times[1:])
+    )
     weights = weights_bytes(geometry, weights_format)
     kv = kv_need(geometry, end, spec, sequences)
     return {
-        "prompt": prompt, "answer": answer, "sequences": sequences, "end_context": end,
-        "prefill_s": prefill_s, "prefill_all_s": prefill_s * sequences if prefill_s is not None else None,
-        "prefill_bound": pre.bound if chip.peak_flops else None, "prefill_flops": pre.flops,
+        "prompt": prompt,
+        "answer": answer,
+        "sequences": sequences,
+        "end_context": end,
+        "prefill_s": prefill_s,
+        "prefill_all_s": prefill_s * sequences if prefill_s is not None else None,
+        "prefill_bound": pre.bound if chip.peak_flops else None,
+        "prefill_flops": pre.flops,
         "decode_s": decode_s,
-        "decode_tokens_per_s_first": 1 / first.time_s, "decode_tokens_per_s_last": 1 / last.time_s,
-        "decode_tokens_per_s_total_first": sequences / first.time_s, "decode_bound_first": first.bound,
+        "decode_tokens_per_s_first": 1 / first.time_s,
+        "decode_tokens_per_s_last": 1 / last.time_s,
+        "decode_tokens_per_s_total_first": sequences / first.time_s,
+        "decode_bound_first": first.bound,
         "decode_bound_last": last.bound,
         "total_s": (prefill_s * sequences + decode_s) if prefill_s is not None else None,
-        "weights_bytes": weights, "kv_bytes": kv, "memory_bytes": weights + kv,
-        "decode_bytes_first": first.bytes, "decode_bytes_last": last.bytes,
-        "peak_tflops": chip.fp16_tflops, "peak_gbps": chip.bandwidth_gbps,
-        "compute_efficiency": eff.compute, "bandwidth_efficiency": eff.bandwidth, "efficiency_source": eff.source,
+        "weights_bytes": weights,
+        "kv_bytes": kv,
+        "memory_bytes": weights + kv,
+        "decode_bytes_first": first.bytes,
+        "decode_bytes_last": last.bytes,
+        "peak_tflops": chip.fp16_tflops,
+        "peak_gbps": chip.bandwidth_gbps,
+        "compute_efficiency": eff.compute,
+        "bandwidth_efficiency": eff.bandwidth,
+        "efficiency_source": eff.source,
     }
 
 
 # ---------------------------------------------------------------- batching
 
 
-def kv_overtakes_weights(geometry: Geometry, weights_format: str, spec: KvSpec, context: int) -> float:
+def kv_overtakes_weights(
+    geometry: Geometry, weights_format: str, spec: KvSpec, context: int
+) -> float:
     """The batch size at which the step's KV reads equal its weight reads at `context`: active weights / one
     sequence's KV read (kvcore.timing.kv_read_bytes). Above it the KV is most of what a step reads."""
-    return weights_bytes(geometry, weights_format, active=True) / timing.kv_read_bytes(geometry, context, spec, 1)
+    return weights_bytes(geometry, weights_format, active=True) / timing.kv_read_bytes(
+        geometry, context, spec, 1
+    )
 
 
-def batch_curve(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chip, eff: timing.Efficiency,
-                contexts: list[int], batches: list[int]) -> pd.DataFrame:
+def batch_curve(
+    geometry: Geometry,
+    weights_format: str,
+    spec: KvSpec,
+    chip: Chip,
+    eff: timing.Efficiency,
+    contexts: list[int],
+    batches: list[int],
+) -> pd.DataFrame:
     """Decode of B sequences at each context, as the roofline model has it.
 
     Columns: context, batch, tokens_per_s_total, tokens_per_s (one sequence), bound, kv_share (share of the step's
@@ -152,8 +223,17 @@ def batch_curve(geometry: Geometry, weights_format: str, spec: KvSpec, chip: Chi
         kv_one = kv_need(geometry, context, spec, 1)
         for b in batches:
             step = timing.decode_step(geometry, context, chip, eff, spec, weights_format, b)
-            rows.append({"context": context, "batch": b, "tokens_per_s_total": b / step.time_s, "tokens_per_s": 1 / step.time_s,
-                         "bound": step.bound, "kv_share": 1 - weights / step.bytes, "memory_bytes": stored + b * kv_one})
+            rows.append(
+                {
+                    "context": context,
+                    "batch": b,
+                    "tokens_per_s_total": b / step.time_s,
+                    "tokens_per_s": 1 / step.time_s,
+                    "bound": step.bound,
+                    "kv_share": 1 - weights / step.bytes,
+                    "memory_bytes": stored + b * kv_one,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -162,10 +242,19 @@ def batch_points(rec: Recording) -> pd.DataFrame:
 
     Columns: series (the source's model name, "" when it has one), context, batch, tokens_per_s_total, tokens_per_s.
     """
-    rows = [{"series": r.get("series", ""), "context": int(r["context"]), "batch": int(r["batch"]),
-             "tokens_per_s_total": r["tokens_per_s_total"],
-             "tokens_per_s": r.get("tokens_per_s", r["tokens_per_s_total"] / r["batch"])} for r in rec.rows("batch")]
-    return pd.DataFrame(rows, columns=["series", "context", "batch", "tokens_per_s_total", "tokens_per_s"])
+    rows = [
+        {
+            "series": r.get("series", ""),
+            "context": int(r["context"]),
+            "batch": int(r["batch"]),
+            "tokens_per_s_total": r["tokens_per_s_total"],
+            "tokens_per_s": r.get("tokens_per_s", r["tokens_per_s_total"] / r["batch"]),
+        }
+        for r in rec.rows("batch")
+    ]
+    return pd.DataFrame(
+        rows, columns=["series", "context", "batch", "tokens_per_s_total", "tokens_per_s"]
+    )
 
 
 # ---------------------------------------------------------------- a measured run against the model
@@ -213,7 +302,9 @@ def _fitted_time(flops: float, n_bytes: float, fit: dict) -> float:
 
 
 def _work_chip() -> Chip:
-    return Chip("work counts", 1.0, (), True, "")  # a step's FLOPs and bytes do not depend on the chip
+    return Chip(
+        "work counts", 1.0, (), True, ""
+    )  # a step's FLOPs and bytes do not depend on the chip
 
 
 def batch_fit(rec: Recording, max_batch: int | None = None) -> dict | None:
@@ -225,17 +316,37 @@ def batch_fit(rec: Recording, max_batch: int | None = None) -> dict | None:
         return None
     geometry, weights, spec = model
     chip, pts = _work_chip(), batch_points(rec)
-    steps = [timing.decode_step(geometry, int(r.context), chip, PEAK, spec, weights, int(r.batch)) for r in pts.itertuples()]
-    fit = fit_roofline([s.flops for s in steps], [s.bytes for s in steps], list(pts["batch"] / pts["tokens_per_s_total"]))
+    steps = [
+        timing.decode_step(geometry, int(r.context), chip, PEAK, spec, weights, int(r.batch))
+        for r in pts.itertuples()
+    ]
+    fit = fit_roofline(
+        [s.flops for s in steps],
+        [s.bytes for s in steps],
+        list(pts["batch"] / pts["tokens_per_s_total"]),
+    )
     top = max_batch or int(pts["batch"].max())
-    sizes = sorted({2 ** k for k in range(int(math.log2(top)) + 1)} | set(int(b) for b in pts["batch"]))
+    sizes = sorted(
+        {2**k for k in range(int(math.log2(top)) + 1)} | set(int(b) for b in pts["batch"])
+    )
     rows = []
     for context in sorted(set(pts["context"])):
         for b in sizes:
             s = timing.decode_step(geometry, int(context), chip, PEAK, spec, weights, b)
             t = _fitted_time(s.flops, s.bytes, fit)
-            rows.append({"context": int(context), "batch": b, "tokens_per_s_total": b / t, "tokens_per_s": 1 / t})
-    return {"fit": fit, "curve": pd.DataFrame(rows), "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"])}
+            rows.append(
+                {
+                    "context": int(context),
+                    "batch": b,
+                    "tokens_per_s_total": b / t,
+                    "tokens_per_s": 1 / t,
+                }
+            )
+    return {
+        "fit": fit,
+        "curve": pd.DataFrame(rows),
+        "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"]),
+    }
 
 
 def prefill_fit(rec: Recording) -> dict | None:
@@ -248,17 +359,42 @@ def prefill_fit(rec: Recording) -> dict | None:
         return None
     geometry, weights, spec = model
     chip = _work_chip()
-    steps = [timing.prefill_step(geometry, int(r["prompt_tokens"]), chip, PEAK, spec, weights) for r in rows]
-    fit = fit_roofline([s.flops for s in steps], [s.bytes for s in steps],
-                       [r["prompt_tokens"] / r["tokens_per_s"] for r in rows])
+    steps = [
+        timing.prefill_step(geometry, int(r["prompt_tokens"]), chip, PEAK, spec, weights)
+        for r in rows
+    ]
+    fit = fit_roofline(
+        [s.flops for s in steps],
+        [s.bytes for s in steps],
+        [r["prompt_tokens"] / r["tokens_per_s"] for r in rows],
+    )
     lo, hi = min(r["prompt_tokens"] for r in rows), max(r["prompt_tokens"] for r in rows)
-    prompts = sorted({int(p) for p in np.geomspace(lo, hi, 25).round()} | {int(r["prompt_tokens"]) for r in rows})
+    prompts = sorted(
+        {int(p) for p in np.geomspace(lo, hi, 25).round()} | {int(r["prompt_tokens"]) for r in rows}
+    )
     curve = []
     for p in prompts:
         s = timing.prefill_step(geometry, p, chip, PEAK, spec, weights)
         attention = s.flops - timing.matrix_flops_per_token(geometry) * p
-        curve.append({"prompt_tokens": p, "tokens_per_s": p / _fitted_time(s.flops, s.bytes, fit),
-                      "attention_share": attention / s.flops})
-    pts = pd.DataFrame([{"prompt_tokens": int(r["prompt_tokens"]), "tokens_per_s": r["tokens_per_s"],
-                         "prefill_s": r["prompt_tokens"] / r["tokens_per_s"]} for r in rows])
-    return {"fit": fit, "curve": pd.DataFrame(curve), "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"])}
+        curve.append(
+            {
+                "prompt_tokens": p,
+                "tokens_per_s": p / _fitted_time(s.flops, s.bytes, fit),
+                "attention_share": attention / s.flops,
+            }
+        )
+    pts = pd.DataFrame(
+        [
+            {
+                "prompt_tokens": int(r["prompt_tokens"]),
+                "tokens_per_s": r["tokens_per_s"],
+                "prefill_s": r["prompt_tokens"] / r["tokens_per_s"],
+            }
+            for r in rows
+        ]
+    )
+    return {
+        "fit": fit,
+        "curve": pd.DataFrame(curve),
+        "points": pts.assign(residual=fit["residuals"], bound=fit["bounds"]),
+    }

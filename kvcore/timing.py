@@ -31,6 +31,7 @@ from .geometry import Geometry, Layer
 from .hardware import Chip, get_chip
 from . import llamacpp
 from .runtimes import runtime_of
+
 COMPUTE, MEMORY = "compute", "memory"
 
 
@@ -50,21 +51,29 @@ class Step:
 
     flops: float
     bytes: float
-    compute_s: float  # flops / (peak FLOP/s x compute share); inf when the chip has no compute figure
+    compute_s: (
+        float  # flops / (peak FLOP/s x compute share); inf when the chip has no compute figure
+    )
     memory_s: float  # bytes / (peak bandwidth x bandwidth share)
     tokens: int  # tokens the step produces or processes
     overhead_s: float = 0.0  # fixed time on top (decode steps: Efficiency.overhead_s)
-    position: int = 0  # decode: the tokens each sequence's attention runs over (llama.cpp: the cells it reads)
+    position: int = (
+        0  # decode: the tokens each sequence's attention runs over (llama.cpp: the cells it reads)
+    )
 
     @property
     def time_s(self) -> float:
-        roof = max(self.compute_s, self.memory_s) if math.isfinite(self.compute_s) else self.memory_s
+        roof = (
+            max(self.compute_s, self.memory_s) if math.isfinite(self.compute_s) else self.memory_s
+        )
         return roof + self.overhead_s
 
     @property
     def bound(self) -> str:
-        """"compute" or "memory": which of the two times sets the step's length."""
-        return COMPUTE if math.isfinite(self.compute_s) and self.compute_s >= self.memory_s else MEMORY
+        """ "compute" or "memory": which of the two times sets the step's length."""
+        return (
+            COMPUTE if math.isfinite(self.compute_s) and self.compute_s >= self.memory_s else MEMORY
+        )
 
     @property
     def intensity(self) -> float:
@@ -103,8 +112,10 @@ def layer_attention_flops(layer: Layer, heads: int, held: int) -> float:
 
 def attention_flops(geometry: Geometry, position: int) -> float:
     """Attention FLOPs of the token at `position` (1-based: it attends to `position` tokens, itself included)."""
-    return sum(layer_attention_flops(layer, geometry.num_attention_heads, tokens_held(layer, position))
-               for layer in geometry.layers)
+    return sum(
+        layer_attention_flops(layer, geometry.num_attention_heads, tokens_held(layer, position))
+        for layer in geometry.layers
+    )
 
 
 def flops_per_token(geometry: Geometry, position: int) -> float:
@@ -132,6 +143,7 @@ def prefill_flops(geometry: Geometry, prompt: int, start: int = 0) -> float:
 
 def _sum_held(layer: Layer, lo: int, hi: int) -> int:
     """sum over t = lo..hi of tokens_held(layer, t): t for a full layer, min(t, window) for a sliding one."""
+
     def series(a: int, b: int) -> int:  # a + ... + b
         return (a + b) * (b - a + 1) // 2 if b >= a else 0
 
@@ -149,8 +161,13 @@ def _check_tokens(label: str, n) -> None:
 # ---------------------------------------------------------------- bytes
 
 
-def kv_read_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1,
-                  llama: llamacpp.Options | None = None) -> int:
+def kv_read_bytes(
+    geometry: Geometry,
+    context: int,
+    spec: KvSpec = KvSpec(),
+    sequences: int = 1,
+    llama: llamacpp.Options | None = None,
+) -> int:
     """KV bytes one decode step reads for `sequences` sequences, as the geometry's runtime reads them.
 
     mlx_lm / reference: every sequence reads the tokens its layers hold at `context`.
@@ -162,10 +179,18 @@ def kv_read_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), seq
     return runtime_of(geometry).decode_read(geometry, context, spec, sequences, llama).kv_bytes
 
 
-def decode_bytes(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), weights_format: str = "mlx-q4",
-                 sequences: int = 1, llama: llamacpp.Options | None = None) -> int:
+def decode_bytes(
+    geometry: Geometry,
+    context: int,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+    sequences: int = 1,
+    llama: llamacpp.Options | None = None,
+) -> int:
     """Bytes one decode step reads: the active weights once (shared by every sequence) + the KV read."""
-    return weights_bytes(geometry, weights_format, active=True) + kv_read_bytes(geometry, context, spec, sequences, llama)
+    return weights_bytes(geometry, weights_format, active=True) + kv_read_bytes(
+        geometry, context, spec, sequences, llama
+    )
 
 
 # ---------------------------------------------------------------- steps and phases
@@ -176,8 +201,16 @@ def _times(chip: Chip, eff: Efficiency, flops: float, n_bytes: float) -> tuple[f
     return compute_s, n_bytes / (chip.bandwidth_gbps * eff.bandwidth * 1e9)
 
 
-def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),
-                weights_format: str = "mlx-q4", sequences: int = 1, llama: llamacpp.Options | None = None) -> Step:
+def decode_step(
+    geometry: Geometry,
+    context: int,
+    chip: Chip | str,
+    eff: Efficiency,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+    sequences: int = 1,
+    llama: llamacpp.Options | None = None,
+) -> Step:
     """One decode step producing one token for each of `sequences` sequences at `context`.
 
     llama.cpp: `context` is -c and each slot's position is its share of it (separate streams: -c / N each;
@@ -185,12 +218,20 @@ def decode_step(geometry: Geometry, context: int, chip: Chip | str, eff: Efficie
     """
     chip = get_chip(chip) if isinstance(chip, str) else chip
     _check_tokens("context", context)
-    sequences = getattr(llama, "sequences", sequences)  # a runtime's options that carry the sequences (-np) win
+    sequences = getattr(
+        llama, "sequences", sequences
+    )  # a runtime's options that carry the sequences (-np) win
     position = runtime_of(geometry).decode_position(context, sequences, llama)
     flops = sequences * flops_per_token(geometry, position)
     n_bytes = decode_bytes(geometry, context, spec, weights_format, sequences, llama)
-    return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=sequences, overhead_s=eff.overhead_s,
-                position=position)
+    return Step(
+        flops,
+        n_bytes,
+        *_times(chip, eff, flops, n_bytes),
+        tokens=sequences,
+        overhead_s=eff.overhead_s,
+        position=position,
+    )
 
 
 def micro_batch(geometry: Geometry, prompt: int, llama: llamacpp.Options | None = None) -> int:
@@ -198,8 +239,16 @@ def micro_batch(geometry: Geometry, prompt: int, llama: llamacpp.Options | None 
     return runtime_of(geometry).prefill_chunk(prompt, llama)
 
 
-def prefill_step(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),
-                 weights_format: str = "mlx-q4", start: int = 0, llama: llamacpp.Options | None = None) -> Step:
+def prefill_step(
+    geometry: Geometry,
+    prompt: int,
+    chip: Chip | str,
+    eff: Efficiency,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+    start: int = 0,
+    llama: llamacpp.Options | None = None,
+) -> Step:
     """The whole prompt (tokens start+1 .. start+prompt of one sequence) as one roofline step.
 
     Bytes: the weights once per micro-batch (all of them: a batch of tokens routes through most experts of
@@ -215,9 +264,17 @@ def prefill_step(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficie
     return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=prompt)
 
 
-def estimate(geometry: Geometry, prompt: int, chip: Chip | str, eff: Efficiency, spec: KvSpec = KvSpec(),
-             weights_format: str = "mlx-q4", context: int | None = None, sequences: int = 1,
-             llama: llamacpp.Options | None = None) -> dict:
+def estimate(
+    geometry: Geometry,
+    prompt: int,
+    chip: Chip | str,
+    eff: Efficiency,
+    spec: KvSpec = KvSpec(),
+    weights_format: str = "mlx-q4",
+    context: int | None = None,
+    sequences: int = 1,
+    llama: llamacpp.Options | None = None,
+) -> dict:
     """What `calc --prompt --chip` adds: time to first token and decode speed at the context.
 
     Returns prefill_s (the prompt of one sequence: time to first token), decode_tokens_per_s (per sequence,

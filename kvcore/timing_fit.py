@@ -56,11 +56,25 @@ class Point:
 
     def step(self, eff: timing.Efficiency) -> timing.Step:
         rt = engine_runtime(self.runtime)
-        llama = rt.options(1, ubatch=self.ubatch) if self.ubatch and any(s.field == "ubatch" for s in rt.settings) else None
+        llama = (
+            rt.options(1, ubatch=self.ubatch)
+            if self.ubatch and any(s.field == "ubatch" for s in rt.settings)
+            else None
+        )
         if self.kind == "pp":
-            return timing.prefill_step(self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format,
-                                       self.depth, llama)
-        return timing.decode_step(self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format, 1, llama)
+            return timing.prefill_step(
+                self.geometry,
+                self.tokens,
+                self.chip,
+                eff,
+                self.spec,
+                self.weights_format,
+                self.depth,
+                llama,
+            )
+        return timing.decode_step(
+            self.geometry, self.tokens, self.chip, eff, self.spec, self.weights_format, 1, llama
+        )
 
     def predicted(self, eff: timing.Efficiency) -> float | None:
         """Predicted tokens/s, None when the chip has no compute figure (a pp point there)."""
@@ -79,7 +93,7 @@ class Point:
 
 
 def runtime_family(runtime: str) -> str:
-    """"llama.cpp" (llama.cpp and the servers built on it) or "mlx" (mlx_lm and the engines on MLX)."""
+    """ "llama.cpp" (llama.cpp and the servers built on it) or "mlx" (mlx_lm and the engines on MLX)."""
     return engine_runtime(runtime).fit_class
 
 
@@ -106,9 +120,13 @@ class Calibration:
         if key not in self.bandwidth and (key[0], 1) in self.bandwidth:
             key = (key[0], 1)
             source += " (no fitted run of that kind: the one-die share)"
-        elif key not in self.bandwidth:  # a runtime no published run used (e.g. reference: the config's own rules)
+        elif (
+            key not in self.bandwidth
+        ):  # a runtime no published run used (e.g. reference: the config's own rules)
             key = (MLX, 1)
-            source = f"{self.source}; no published run of {runtime}: the mlx one-die bandwidth share"
+            source = (
+                f"{self.source}; no published run of {runtime}: the mlx one-die bandwidth share"
+            )
         return timing.Efficiency(self.compute, self.bandwidth[key], source, self.overhead_s)
 
     def residual(self, p: Point) -> float | None:
@@ -121,44 +139,103 @@ def _geometry(model: str, runtime: str, models: dict) -> Geometry:
     if model in models:
         return parse_config(models[model]["config"], model, geo_runtime)
     from .model_source import resolve_model
+
     return resolve_model(model, geo_runtime)[0]
 
 
 def _table_points(run: dict, models: dict) -> list[Point]:
     c = run["citation"]
-    base = dict(run=run["id"], split=run["split"], chip=get_chip(run["chip"]), runtime=run["runtime"],
-                url=c["url"], grade=c.get("grade", "—"), ubatch=run.get("ubatch"))
+    base = dict(
+        run=run["id"],
+        split=run["split"],
+        chip=get_chip(run["chip"]),
+        runtime=run["runtime"],
+        url=c["url"],
+        grade=c.get("grade", "—"),
+        ubatch=run.get("ubatch"),
+    )
     spec = KvSpec("fp16", "fp16")
     out = []
     for kind in ("pp", "tg"):
         for row in run.get(kind, []):
             g = _geometry(run["model"], run["runtime"], models)
             tokens = row["prompt"] if kind == "pp" else row["context"]
-            out.append(Point(**base, kind=kind, model=run["model"], weights_format=run["weights_format"], tokens=tokens,
-                             depth=row.get("depth", 0), measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+            out.append(
+                Point(
+                    **base,
+                    kind=kind,
+                    model=run["model"],
+                    weights_format=run["weights_format"],
+                    tokens=tokens,
+                    depth=row.get("depth", 0),
+                    measured=float(row["tokens_per_s"]),
+                    geometry=g,
+                    spec=spec,
+                )
+            )
     for row in run.get("tg_by_format", []):
         g = _geometry(run["model"], run["runtime"], models)
-        out.append(Point(**base, kind="tg", model=run["model"], weights_format=row["weights_format"], tokens=row["context"],
-                         depth=0, measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+        out.append(
+            Point(
+                **base,
+                kind="tg",
+                model=run["model"],
+                weights_format=row["weights_format"],
+                tokens=row["context"],
+                depth=0,
+                measured=float(row["tokens_per_s"]),
+                geometry=g,
+                spec=spec,
+            )
+        )
     for row in run.get("tg_by_model", []):
         g = _geometry(row["model"], run["runtime"], models)
-        out.append(Point(**base, kind="tg", model=row["model"], weights_format=run["weights_format"], tokens=row["context"],
-                         depth=0, measured=float(row["tokens_per_s"]), geometry=g, spec=spec))
+        out.append(
+            Point(
+                **base,
+                kind="tg",
+                model=row["model"],
+                weights_format=run["weights_format"],
+                tokens=row["context"],
+                depth=0,
+                measured=float(row["tokens_per_s"]),
+                geometry=g,
+                spec=spec,
+            )
+        )
     return out
 
 
 def _recording_points(run: dict, recs: dict) -> list[Point]:
     rec = recs[run["recording"]]
     model, chip = decode_model.geometry_for(rec), decode_model.chip_for(rec)
-    if model is None or chip is None:  # no geometry, or a chip name the table cannot place (e.g. "M5 Max": which GPU?)
+    if (
+        model is None or chip is None
+    ):  # no geometry, or a chip name the table cannot place (e.g. "M5 Max": which GPU?)
         return []
     geometry, weights, spec = model
     c = rec.data["citation"]
     runtime = rec.data.get("runtime", {}).get("name", "mlx_lm")
     name = rec.data["model"].get("preset") or rec.data["model"]["name"]
-    return [Point(run["id"], run["split"], "tg", chip, runtime, name, weights, int(r["context"]), 0,
-                  float(r["tokens_per_s"]), c.get("url", c.get("source", "")), c.get("grade", "—"), geometry, spec)
-            for r in rec.rows("decode")]
+    return [
+        Point(
+            run["id"],
+            run["split"],
+            "tg",
+            chip,
+            runtime,
+            name,
+            weights,
+            int(r["context"]),
+            0,
+            float(r["tokens_per_s"]),
+            c.get("url", c.get("source", "")),
+            c.get("grade", "—"),
+            geometry,
+            spec,
+        )
+        for r in rec.rows("decode")
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -169,7 +246,11 @@ def points() -> tuple[Point, ...]:
     recs = {name: recordings.load(recordings.BUNDLED_DIR / f"{name}.yaml") for name in names}
     out = []
     for run in table["runs"]:
-        out += _recording_points(run, recs) if "recording" in run else _table_points(run, table["models"])
+        out += (
+            _recording_points(run, recs)
+            if "recording" in run
+            else _table_points(run, table["models"])
+        )
     return tuple(out)
 
 
@@ -187,7 +268,10 @@ def _fit_decode(pts: list[Point]) -> tuple[dict, float]:
     each run weighing the same (its points averaged). Grid: overhead 0-6 ms by 0.1 ms; share 0.20-1.00 by 0.005."""
     import numpy as np
 
-    rows = [(decode_class(p.chip, p.runtime), p.run, p.step(ONE).memory_s, 1.0 / p.measured) for p in pts]
+    rows = [
+        (decode_class(p.chip, p.runtime), p.run, p.step(ONE).memory_s, 1.0 / p.measured)
+        for p in pts
+    ]
     shares = np.round(np.arange(0.2, 1.0001, 0.005), 3)
     best = None
     for c in np.round(np.arange(0, 61) * 1e-4, 4):
@@ -218,10 +302,19 @@ def calibration() -> Calibration:
     runs = sorted({p.run for p in fit})
     chips = sorted({p.chip.chip for p in fit})
     source = f"fitted on {len(runs)} published runs ({', '.join(chips)}; kvcore/timing_runs.yaml)"
-    return Calibration(compute, bandwidth, overhead, tuple(fit), tuple(p for p in pts if p.split == HELD_OUT), source)
+    return Calibration(
+        compute,
+        bandwidth,
+        overhead,
+        tuple(fit),
+        tuple(p for p in pts if p.split == HELD_OUT),
+        source,
+    )
 
 
-def efficiency(chip: Chip | str = "M4 Max (40-core GPU)", runtime: str = "mlx_lm") -> timing.Efficiency:
+def efficiency(
+    chip: Chip | str = "M4 Max (40-core GPU)", runtime: str = "mlx_lm"
+) -> timing.Efficiency:
     """The calibrated shares of peak for `runtime` on `chip`."""
     return calibration().efficiency_for(chip, runtime)
 
@@ -235,5 +328,9 @@ def summary(pts: list[Point], cal: Calibration | None = None) -> dict:
         errs = [e for e in errs if e is not None]
         if errs:
             worst = max(max(1 + e, 1 / (1 + e)) for e in errs)
-            out[kind] = {"points": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs), "worst_ratio": worst}
+            out[kind] = {
+                "points": len(errs),
+                "median_abs_error": statistics.median(abs(e) for e in errs),
+                "worst_ratio": worst,
+            }
     return out

@@ -39,7 +39,11 @@ ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-
 
 def section_frame(recs: list[Recording], section: str) -> pd.DataFrame:
     """Rows of one section from several recordings, with the recording's id and label as columns."""
-    frames = [pd.DataFrame(r.rows(section)).assign(source=r.label, recording=r.id) for r in recs if r.has(section)]
+    frames = [
+        pd.DataFrame(r.rows(section)).assign(source=r.label, recording=r.id)
+        for r in recs
+        if r.has(section)
+    ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -56,7 +60,9 @@ def mechanism_work(prompt_tokens: int, new_tokens: int) -> pd.DataFrame:
     for step in range(1, new_tokens + 1):
         for mode, work in (("with_cache", 1), ("without_cache", prompt_tokens + step)):
             cum[mode] += work
-            rows.append({"step": step, "mode": mode, "rows_per_step": work, "cumulative_rows": cum[mode]})
+            rows.append(
+                {"step": step, "mode": mode, "rows_per_step": work, "cumulative_rows": cum[mode]}
+            )
     return pd.DataFrame(rows)
 
 
@@ -64,8 +70,12 @@ def mechanism_totals(rec: Recording) -> dict:
     """A run's totals: its mechanism rows are running totals (one per new token), so the run is its last row,
     the largest N. Example (Article B): {"new_tokens": 300, "with_cache_s": 11.7, "without_cache_s": 61, "speedup": 5.21}."""
     last = max(rec.rows("mechanism"), key=lambda r: r["new_tokens"])
-    return {"new_tokens": int(last["new_tokens"]), "with_cache_s": float(last["with_cache_s"]),
-            "without_cache_s": float(last["without_cache_s"]), "speedup": float(last["without_cache_s"]) / float(last["with_cache_s"])}
+    return {
+        "new_tokens": int(last["new_tokens"]),
+        "with_cache_s": float(last["with_cache_s"]),
+        "without_cache_s": float(last["without_cache_s"]),
+        "speedup": float(last["without_cache_s"]) / float(last["with_cache_s"]),
+    }
 
 
 def mechanism_measured(recs: list[Recording]) -> pd.DataFrame:
@@ -75,8 +85,16 @@ def mechanism_measured(recs: list[Recording]) -> pd.DataFrame:
         if not r.has("mechanism"):
             continue
         t = mechanism_totals(r)
-        rows += [{"recording": r.id, "new_tokens": t["new_tokens"], "mode": mode, "seconds": t[f"{mode}_s"], "speedup": t["speedup"]}
-                 for mode in ("with_cache", "without_cache")]
+        rows += [
+            {
+                "recording": r.id,
+                "new_tokens": t["new_tokens"],
+                "mode": mode,
+                "seconds": t[f"{mode}_s"],
+                "speedup": t["speedup"],
+            }
+            for mode in ("with_cache", "without_cache")
+        ]
     return pd.DataFrame(rows, columns=["recording", "new_tokens", "mode", "seconds", "speedup"])
 
 
@@ -87,7 +105,11 @@ def mechanism_text(rec: Recording) -> dict | None:
     if not rows or not all("token" in r for r in rows):
         return None
     prompt = rows[0].get("prompt", "")
-    return {"prompt": prompt, "generated": "".join(r["token"] for r in rows), "new_tokens": len(rows)}
+    return {
+        "prompt": prompt,
+        "generated": "".join(r["token"] for r in rows),
+        "new_tokens": len(rows),
+    }
 
 
 # ---------------------------------------------------------------- 2 the .nbytes trap
@@ -101,7 +123,10 @@ def _trap_token_bytes(geometry: Geometry, kv_format: str) -> int:
     return sum(bytes_per_token(layer, KvSpec(kv_format, kv_format)) for layer in layers)
 
 
-TRAP_CACHE, TRAP_PATTERN = "KVCache", "token by token"  # the trap chart's cache class and update pattern
+TRAP_CACHE, TRAP_PATTERN = (
+    "KVCache",
+    "token by token",
+)  # the trap chart's cache class and update pattern
 
 
 def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16") -> pd.DataFrame:
@@ -117,10 +142,14 @@ def trap_curve(geometry: Geometry, max_tokens: int, kv_format: str = "fp16") -> 
     for state in allocsim.trace("KVCache", [1] * max_tokens):
         if state.capacity != capacity or state.offset == max_tokens:
             capacity = state.capacity
-            rows.append({"tokens": state.offset, "series": "allocated", "mib": capacity * per_token / MIB})
+            rows.append(
+                {"tokens": state.offset, "series": "allocated", "mib": capacity * per_token / MIB}
+            )
     for t in (1, max_tokens):
-        rows += [{"tokens": t, "series": "used", "mib": t * per_token / MIB},
-                 {"tokens": t, "series": "theory", "mib": kv_bytes(geometry, t, spec) / MIB}]
+        rows += [
+            {"tokens": t, "series": "used", "mib": t * per_token / MIB},
+            {"tokens": t, "series": "theory", "mib": kv_bytes(geometry, t, spec) / MIB},
+        ]
     return pd.DataFrame(rows)
 
 
@@ -130,7 +159,10 @@ def trap_at(geometry: Geometry, tokens: tuple[int, ...], kv_format: str = "fp16"
     out = {}
     for n in tokens:
         state = allocsim.simulate("KVCache", [1] * n)
-        out[n, "allocated"], out[n, "used"] = state.capacity * per_token / MIB, state.offset * per_token / MIB
+        out[n, "allocated"], out[n, "used"] = (
+            state.capacity * per_token / MIB,
+            state.offset * per_token / MIB,
+        )
     return out
 
 
@@ -139,7 +171,12 @@ def trap_format(rec: Recording) -> str:
     method = rec.data.get("method", {})
     trap = method.get("trap", {}) if isinstance(method, dict) else {}
     model = rec.data["model"]
-    return str((trap.get("kv_dtype") if isinstance(trap, dict) else None) or model.get("geometry_kv_format") or model.get("kv_format") or "fp16")
+    return str(
+        (trap.get("kv_dtype") if isinstance(trap, dict) else None)
+        or model.get("geometry_kv_format")
+        or model.get("kv_format")
+        or "fp16"
+    )
 
 
 def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFrame:
@@ -149,40 +186,63 @@ def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFram
     for r in recs:
         if not r.has("trap") or trap_format(r) != kv_format:
             continue
-        rows = [row for row in r.rows("trap")
-                if row.get("cache", TRAP_CACHE) == TRAP_CACHE and row.get("pattern", TRAP_PATTERN) == TRAP_PATTERN]
+        rows = [
+            row
+            for row in r.rows("trap")
+            if row.get("cache", TRAP_CACHE) == TRAP_CACHE
+            and row.get("pattern", TRAP_PATTERN) == TRAP_PATTERN
+        ]
         if rows:
             frames.append(pd.DataFrame(rows).assign(recording=r.id))
     if not frames:
         return pd.DataFrame(columns=["recording", "tokens", "series", "mib"])
     df = pd.concat(frames, ignore_index=True)
-    return df.melt(id_vars=["recording", "tokens"], value_vars=["allocated_mib", "used_mib", "theory_mib"],
-                   var_name="series", value_name="mib").assign(series=lambda d: d["series"].str.removesuffix("_mib"))
+    return df.melt(
+        id_vars=["recording", "tokens"],
+        value_vars=["allocated_mib", "used_mib", "theory_mib"],
+        var_name="series",
+        value_name="mib",
+    ).assign(series=lambda d: d["series"].str.removesuffix("_mib"))
 
 
-def chunking_table(geometry: Geometry, patterns: list[str], kv_format: str = "fp16") -> pd.DataFrame:
+def chunking_table(
+    geometry: Geometry, patterns: list[str], kv_format: str = "fp16"
+) -> pd.DataFrame:
     """Capacity after each update pattern (allocsim), against the tokens actually held."""
     per_token = _trap_token_bytes(geometry, kv_format)
     rows = []
     for text in patterns:
         state = allocsim.simulate("KVCache", allocsim.parse_updates(text))
-        rows.append({"updates": text, "tokens": state.offset, "capacity": state.capacity,
-                     "allocated_mib": state.capacity * per_token / MIB, "used_mib": state.offset * per_token / MIB,
-                     "slack_pct": 100 * (state.capacity - state.offset) / state.offset})
+        rows.append(
+            {
+                "updates": text,
+                "tokens": state.offset,
+                "capacity": state.capacity,
+                "allocated_mib": state.capacity * per_token / MIB,
+                "used_mib": state.offset * per_token / MIB,
+                "slack_pct": 100 * (state.capacity - state.offset) / state.offset,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- 3 linear growth
 
 
-def growth_curve(geometry: Geometry, max_context: int, spec: KvSpec, weights_format: str, sequences: int = 1) -> pd.DataFrame:
+def growth_curve(
+    geometry: Geometry, max_context: int, spec: KvSpec, weights_format: str, sequences: int = 1
+) -> pd.DataFrame:
     """Allocated / used / theory KV bytes at each power-of-two context, with the weights as a level."""
     w = weights_bytes(geometry, weights_format)
     rows = []
     for t in doubling_contexts(max_context):
         used = kv_bytes(geometry, t, spec, sequences)
-        for series, value in (("allocated", sequences * allocated_bytes(geometry, t, spec)), ("used", used),
-                              ("theory", used), ("weights", w)):
+        for series, value in (
+            ("allocated", sequences * allocated_bytes(geometry, t, spec)),
+            ("used", used),
+            ("theory", used),
+            ("weights", w),
+        ):
             rows.append({"context": t, "series": series, "bytes": value, "gib": value / GIB})
     return pd.DataFrame(rows)
 
@@ -196,8 +256,12 @@ def growth_measured(recs: list[Recording]) -> pd.DataFrame:
     df = section_frame(recs, "growth")
     if df.empty:
         return df
-    out = df.melt(id_vars=["source", "recording", "context"], value_vars=["allocated_mib", "used_mib", "theory_mib"],
-                  var_name="series", value_name="mib")
+    out = df.melt(
+        id_vars=["source", "recording", "context"],
+        value_vars=["allocated_mib", "used_mib", "theory_mib"],
+        var_name="series",
+        value_name="mib",
+    )
     out["series"] = out["series"].str.removesuffix("_mib")
     out["gib"] = out["mib"] / 1024
     return out
@@ -209,7 +273,9 @@ def growth_measured(recs: list[Recording]) -> pd.DataFrame:
 SPREADS = {"iqr": ("q1_ms", "q3_ms"), "range": ("min_ms", "max_ms")}
 
 
-def decode_spread(points: pd.DataFrame, spread: str = "iqr", fallback: str | None = None) -> pd.DataFrame:
+def decode_spread(
+    points: pd.DataFrame, spread: str = "iqr", fallback: str | None = None
+) -> pd.DataFrame:
     """Each decode point's spread over passes as tokens/s bounds for error bars: tokens_per_s_low =
     1000 / slower ms, tokens_per_s_high = 1000 / faster ms, from the interquartile range ("iqr":
     q1_ms/q3_ms) or the min-max ("range"). Rows without those fields (older recordings) get NaN, or the
@@ -232,19 +298,30 @@ def decode_spread(points: pd.DataFrame, spread: str = "iqr", fallback: str | Non
 
 
 def _with_kv_heads(geometry: Geometry, heads: int) -> Geometry:
-    layers = tuple(dataclasses.replace(l, kv_heads=heads) if l.kind in ("full", "sliding") else l for l in geometry.layers)
+    layers = tuple(
+        dataclasses.replace(l, kv_heads=heads) if l.kind in ("full", "sliding") else l
+        for l in geometry.layers
+    )
     return dataclasses.replace(geometry, layers=layers)
 
 
 def mla_mha_dims(config: dict) -> tuple[int, int] | None:
     """For an MLA model, the per-head K and V dims of the multi-head attention its latent replaces
     (qk_nope_head_dim + qk_rope_head_dim, v_head_dim), from its config.json; None for other models."""
-    if not all(isinstance(config.get(k), int) for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")):
+    if not all(
+        isinstance(config.get(k), int)
+        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    ):
         return None
     return config["qk_nope_head_dim"] + config["qk_rope_head_dim"], config["v_head_dim"]
 
 
-def heads_compare(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), mha_dims: tuple[int, int] | None = None) -> pd.DataFrame:
+def heads_compare(
+    geometry: Geometry,
+    context: int,
+    spec: KvSpec = KvSpec(),
+    mha_dims: tuple[int, int] | None = None,
+) -> pd.DataFrame:
     """KV bytes at `context` if every attention head kept its own K/V (MHA), as configured, or one shared (MQA).
 
     An MLA model caches one latent per token: compared with the MHA it replaces (every head's K and V at
@@ -252,12 +329,26 @@ def heads_compare(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), mha
     """
     actual = max((l.kv_heads for l in geometry.layers if l.kind in ("full", "sliding")), default=0)
     if any(l.kind == "mla" for l in geometry.layers):
-        variants = [("mha", geometry.num_attention_heads, _mla_as_mha(geometry, mha_dims))] if mha_dims else []
+        variants = (
+            [("mha", geometry.num_attention_heads, _mla_as_mha(geometry, mha_dims))]
+            if mha_dims
+            else []
+        )
         variants.append(("mla", None, geometry))
     else:
-        variants = [("mha", geometry.num_attention_heads), ("gqa" if 1 < actual < geometry.num_attention_heads else "this", actual), ("mqa", 1)]
-        variants = [(name, heads, geometry if heads == actual else _with_kv_heads(geometry, heads)) for name, heads in variants]
-    rows = [{"variant": name, "kv_heads": heads, "kv_bytes": kv_bytes(g, context, spec)} for name, heads, g in variants]
+        variants = [
+            ("mha", geometry.num_attention_heads),
+            ("gqa" if 1 < actual < geometry.num_attention_heads else "this", actual),
+            ("mqa", 1),
+        ]
+        variants = [
+            (name, heads, geometry if heads == actual else _with_kv_heads(geometry, heads))
+            for name, heads in variants
+        ]
+    rows = [
+        {"variant": name, "kv_heads": heads, "kv_bytes": kv_bytes(g, context, spec)}
+        for name, heads, g in variants
+    ]
     df = pd.DataFrame(rows)
     df["gib"] = df["kv_bytes"] / GIB
     df["vs_mha"] = df["kv_bytes"] / df["kv_bytes"].max()
@@ -266,8 +357,14 @@ def heads_compare(geometry: Geometry, context: int, spec: KvSpec = KvSpec(), mha
 
 def _mla_as_mha(geometry: Geometry, dims: tuple[int, int]) -> Geometry:
     k_dim, v_dim = dims
-    layers = tuple(dataclasses.replace(l, kind="full", kv_heads=geometry.num_attention_heads, k_dim=k_dim, v_dim=v_dim)
-                   if l.kind == "mla" else l for l in geometry.layers)
+    layers = tuple(
+        dataclasses.replace(
+            l, kind="full", kv_heads=geometry.num_attention_heads, k_dim=k_dim, v_dim=v_dim
+        )
+        if l.kind == "mla"
+        else l
+        for l in geometry.layers
+    )
     return dataclasses.replace(geometry, layers=layers)
 
 
@@ -283,18 +380,29 @@ def misfits(geometry: Geometry, formats: list[str]) -> dict[str, KvError]:
     return out
 
 
-def format_table(geometry: Geometry, formats: list[str], activation_dtype: str = "fp16") -> pd.DataFrame:
+def format_table(
+    geometry: Geometry, formats: list[str], activation_dtype: str = "fp16"
+) -> pd.DataFrame:
     """Bits per value and bytes per token for each format on this model (padding included); skips misfits (misfits())."""
     rows = []
     fp16 = kv_bytes_per_token(geometry, KvSpec(activation_dtype=activation_dtype))
     for name in formats:
         try:
-            per = kv_bytes_per_token(geometry, KvSpec(name, name, activation_dtype=activation_dtype))
+            per = kv_bytes_per_token(
+                geometry, KvSpec(name, name, activation_dtype=activation_dtype)
+            )
         except KvError:
             continue
         dim = next((l.k_dim for l in geometry.layers if l.kind in ("full", "sliding", "mla")), 128)
-        rows.append({"format": name, "bits_per_value": get_format(name).bits_per_value(dim), "bytes_per_token": per,
-                     "vs_fp16": per / fp16, "source": get_format(name).source})
+        rows.append(
+            {
+                "format": name,
+                "bits_per_value": get_format(name).bits_per_value(dim),
+                "bytes_per_token": per,
+                "vs_fp16": per / fp16,
+                "source": get_format(name).source,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -321,11 +429,22 @@ def one_line_per_cost(curves: pd.DataFrame, geometry: Geometry) -> pd.DataFrame:
 def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> pd.DataFrame:
     """KV GiB vs context per format, one line per distinct cost (see one_line_per_cost)."""
     listed = list(format_table(geometry, formats)["format"])
-    df = one_line_per_cost(pd.DataFrame(memory_curves(geometry, doubling_contexts(max_context), 0, 1, KvSpec(), listed)), geometry)
+    df = one_line_per_cost(
+        pd.DataFrame(
+            memory_curves(geometry, doubling_contexts(max_context), 0, 1, KvSpec(), listed)
+        ),
+        geometry,
+    )
     return df.assign(gib=df["kv_bytes"] / GIB)[["context", "format", "gib"]]
 
 
-def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, formats: list[str], sequences: int = 1) -> pd.DataFrame:
+def fits_table(
+    geometry: Geometry,
+    weights_format: str,
+    memory_gib: float,
+    formats: list[str],
+    sequences: int = 1,
+) -> pd.DataFrame:
     """Longest context per KV format that the calculator calls "fits" in `memory_gib` (vendors' "GB" of RAM are GiB),
     capped at the model's max_position_embeddings (`capped` says where the model, not the memory, sets the limit)."""
     weights, available = weights_bytes(geometry, weights_format), int(memory_gib * GIB)
@@ -334,8 +453,14 @@ def fits_table(geometry: Geometry, weights_format: str, memory_gib: float, forma
     for name in format_table(geometry, formats)["format"]:
         memory_max = max_context(geometry, KvSpec(name, name), sequences, weights, available)
         capped = bool(model_max and memory_max > model_max)
-        rows.append({"format": name, "max_context": model_max if capped else memory_max, "memory_max_context": memory_max,
-                     "capped": capped})
+        rows.append(
+            {
+                "format": name,
+                "max_context": model_max if capped else memory_max,
+                "memory_max_context": memory_max,
+                "capped": capped,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -350,20 +475,37 @@ def turbo3_claims() -> pd.DataFrame:
             gib = claim["gib"]
             bits = 16 * gib * GIB / fp16
         elif "format" in claim:
-            gib = kv_bytes(geometry, item["context"], KvSpec(claim["format"], claim["format"])) / GIB
+            gib = (
+                kv_bytes(geometry, item["context"], KvSpec(claim["format"], claim["format"])) / GIB
+            )
             bits = get_format(claim["format"]).bits_per_value(geometry.layers[0].k_dim)
         else:
             bits = claim["bits_per_value"]
             gib = fp16 * bits / 16 / GIB
-        rows.append({"claim": claim["id"], "bits_per_value": bits, "gib": gib, "vs_fp16": fp16 / GIB / gib,
-                     "source": figures()["sources"][claim["source"]]})
+        rows.append(
+            {
+                "claim": claim["id"],
+                "bits_per_value": bits,
+                "gib": gib,
+                "vs_fp16": fp16 / GIB / gib,
+                "source": figures()["sources"][claim["source"]],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def turbo_padding() -> pd.DataFrame:
     """Bits per value of the turbo formats at head_dim 128 and at head_dim 64 padded to one 128-value block."""
-    return pd.DataFrame([{"format": n, "head_dim_128": FORMATS[n].bits_per_value(128), "head_dim_64": FORMATS[n].bits_per_value(64)}
-                         for n in sorted(padding_formats(), reverse=True)])
+    return pd.DataFrame(
+        [
+            {
+                "format": n,
+                "head_dim_128": FORMATS[n].bits_per_value(128),
+                "head_dim_64": FORMATS[n].bits_per_value(64),
+            }
+            for n in sorted(padding_formats(), reverse=True)
+        ]
+    )
 
 
 # ---------------------------------------------------------------- home
@@ -372,14 +514,16 @@ def turbo_padding() -> pd.DataFrame:
 def key_numbers(rec: Recording | None) -> dict:
     """The home page's numbers: Article A's model from the engine, decode figures from the recording."""
     g = preset_geometry(ARTICLE_MODEL)
-    out = {"kv_per_token": kv_bytes_per_token(g), "kv_32k": kv_bytes(g, 32768),
-           "weights_q4": weights_bytes(g, "mlx-q4", active=True), "crossover": crossover_context(g, "mlx-q4", KvSpec())}
+    out = {
+        "kv_per_token": kv_bytes_per_token(g),
+        "kv_32k": kv_bytes(g, 32768),
+        "weights_q4": weights_bytes(g, "mlx-q4", active=True),
+        "crossover": crossover_context(g, "mlx-q4", KvSpec()),
+    }
     check = worked_check(rec) if rec is not None else None
     if check:
         out.update(check)
     return out
-
-
 
 
 # ---------------------------------------------------------------- 6 savings: what a smaller cache costs
@@ -395,7 +539,9 @@ def quality_trade(recs: list[Recording]) -> pd.DataFrame:
             continue
         longest = max(row["tokens"] for row in rows)
         df = pd.DataFrame([row for row in rows if row["tokens"] == longest])
-        frames.append(df.assign(source=r.label, recording=r.id, format=df.get("label", df["kv_format"])))
+        frames.append(
+            df.assign(source=r.label, recording=r.id, format=df.get("label", df["kv_format"]))
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -405,7 +551,9 @@ def quality_by_context(rec: Recording) -> pd.DataFrame:
     if df.empty or "bits" not in df:
         return pd.DataFrame()
     df = df[df["bits"].notna()]
-    return df.assign(format=df.get("label", df["kv_format"])).sort_values(["format", "tokens"], ignore_index=True)
+    return df.assign(format=df.get("label", df["kv_format"])).sort_values(
+        ["format", "tokens"], ignore_index=True
+    )
 
 
 def quality_answers(rec: Recording) -> dict[str, list[dict]]:

@@ -55,7 +55,14 @@ def _entries(name: str) -> OrderedDict:
         return store.setdefault(name, OrderedDict())
 
 
-_SCALARS = (str, bytes, int, float, bool, type(None))  # bytes: an uploaded file, checked by the engine
+_SCALARS = (
+    str,
+    bytes,
+    int,
+    float,
+    bool,
+    type(None),
+)  # bytes: an uploaded file, checked by the engine
 
 
 def _key(value):

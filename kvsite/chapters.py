@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class Chapter:
     slug: str  # the name pages call setup() with; nav.<slug> and home.ch.<slug> are its navigation texts
     file: str  # the page file under pages/ (home: the entry point)
-    texts: str  # its texts' prefix in kvsite/i18n/*.yaml: <texts>.title, <texts>.lead, <texts>.faq_*
+    texts: (
+        str  # its texts' prefix in kvsite/i18n/*.yaml: <texts>.title, <texts>.lead, <texts>.faq_*
+    )
     section: str | None = None  # the recording section its data-source picker offers
 
     @property

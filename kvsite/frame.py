@@ -38,9 +38,15 @@ class Frame:
     read_only: bool
     live_ok: bool
     live_reason: str
-    uploaded_ids: set[str] = field(default_factory=set)  # this reader's uploads (kvsite.uploads), in recs too
-    source_text: str = ""  # the data source the last badge named, in plain words (what an export cites)
-    demo: bool = False  # the hosted demo (KVCORE_READ_ONLY=1): no model is built or measured on its server
+    uploaded_ids: set[str] = field(
+        default_factory=set
+    )  # this reader's uploads (kvsite.uploads), in recs too
+    source_text: str = (
+        ""  # the data source the last badge named, in plain words (what an export cites)
+    )
+    demo: bool = (
+        False  # the hosted demo (KVCORE_READ_ONLY=1): no model is built or measured on its server
+    )
 
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
@@ -49,13 +55,25 @@ class Frame:
         """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
         if rec == LIVE:
             return self.t("source.live")
-        where = "local" if rec.id in self.local_ids else "uploaded" if rec.id in self.uploaded_ids else ""
+        where = (
+            "local"
+            if rec.id in self.local_ids
+            else "uploaded"
+            if rec.id in self.uploaded_ids
+            else ""
+        )
         return source_label(rec, self.lang, where)
 
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]
 
-    def pick_source(self, section: str, default: str = DEFAULT_SOURCE, live: bool = False, live_model: bool = False):
+    def pick_source(
+        self,
+        section: str,
+        default: str = DEFAULT_SOURCE,
+        live: bool = False,
+        live_model: bool = False,
+    ):
         """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge.
 
         live: offer live measurement on the server; live_model: that probe builds a model, so the hosted demo
@@ -71,8 +89,15 @@ class Frame:
         by_id = {r.id: r for r in self.recs}
         index = options.index(default) if default in options else 0
         with st.sidebar:
-            chosen = url_choice(st.selectbox, self.t("source.label"), options, options[index], "src",
-                                format_func=lambda o: self.short_label(by_id.get(o, o)), help=self.t("source.help"))
+            chosen = url_choice(
+                st.selectbox,
+                self.t("source.label"),
+                options,
+                options[index],
+                "src",
+                format_func=lambda o: self.short_label(by_id.get(o, o)),
+                help=self.t("source.help"),
+            )
         if live and not self.live_ok:
             st.sidebar.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
@@ -99,8 +124,16 @@ class Frame:
         """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""
         if rec == LIVE:
             return self.t("source.live")
-        where = "local" if rec.id in self.local_ids else "uploaded" if rec.id in self.uploaded_ids else ""
-        return source_label(rec, self.lang, where, short=True)  # the kind, kvcore's short name, where it is kept
+        where = (
+            "local"
+            if rec.id in self.local_ids
+            else "uploaded"
+            if rec.id in self.uploaded_ids
+            else ""
+        )
+        return source_label(
+            rec, self.lang, where, short=True
+        )  # the kind, kvcore's short name, where it is kept
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
         """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
@@ -109,22 +142,40 @@ class Frame:
             if rec == LIVE:
                 import platform
 
-                self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
-                st.markdown(f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
-                            f"Python {platform.python_version()}")
+                self.source_text = (
+                    f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
+                )
+                st.markdown(
+                    f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
+                    f"Python {platform.python_version()}"
+                )
                 from kvcore.machine import this_machine  # live mode: mlx is in use here already
 
-                if not is_apple_silicon({"machine": this_machine()}):  # the one rule a recording is labelled by
+                if not is_apple_silicon(
+                    {"machine": this_machine()}
+                ):  # the one rule a recording is labelled by
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
             p = provenance(rec)
             self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
-            st.markdown(f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**")
+            st.markdown(
+                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"
+            )
             if full:
                 st.markdown(recording_text.provenance_card(rec, self.lang))
             else:
-                source = (self.t("badge.source", url=p["url"], author=p["author"], date=p["published"], runtime=p["runtime"],
-                                 grade=p["grade"] or "—") if p["kind"] == "published" and p["url"] else "")
+                source = (
+                    self.t(
+                        "badge.source",
+                        url=p["url"],
+                        author=p["author"],
+                        date=p["published"],
+                        runtime=p["runtime"],
+                        grade=p["grade"] or "—",
+                    )
+                    if p["kind"] == "published" and p["url"]
+                    else ""
+                )
                 st.caption(recording_text.badge_line(rec, section, self.lang) + source)
             if p["class"] == "other":  # measured, not on Apple Silicon
                 st.caption(":material/warning: " + self.t("badge.not_apple"))
@@ -133,9 +184,21 @@ class Frame:
         """What a chart's downloads say about themselves (kvsite.chart.Export): its title (`export.<key>`), the
         settings it was drawn with ("label: value", in this language), its source and the site."""
         colon = self.t("recordings.colon")
-        lines = [self.t("export.settings", items=self.t("recordings.list_sep").join(
-            f"{label}{colon}{value}" for label, value in settings.items()))] if settings else []
-        lines.append(self.t("export.source", source=source or self.source_text or self.t("export.computed")))
+        lines = (
+            [
+                self.t(
+                    "export.settings",
+                    items=self.t("recordings.list_sep").join(
+                        f"{label}{colon}{value}" for label, value in settings.items()
+                    ),
+                )
+            ]
+            if settings
+            else []
+        )
+        lines.append(
+            self.t("export.source", source=source or self.source_text or self.t("export.computed"))
+        )
         lines.append(self.t("export.site", name=self.t("site.name")))
         return Export(self.t(f"export.{key}"), tuple(lines))
 
@@ -152,8 +215,13 @@ class Frame:
         """The chapter's readers' questions, each answered in place, as one markdown element (a heading per
         question gives each answer an anchor to link to; one element, where an expander per question costs
         ~0.3 ms a rerun each)."""
-        text(f"## {self.t('faq.title')}",
-             *(f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}" for q in questions))
+        text(
+            f"## {self.t('faq.title')}",
+            *(
+                f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}"
+                for q in questions
+            ),
+        )
 
     def selected(self, event, field_name: str) -> list[str]:
         """Legend values the reader picked in a chart (empty: nothing picked)."""
@@ -175,7 +243,9 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
         value = value if value in options else options[0]
     wkey = f"{key}__w"
     state = st.session_state
-    if wkey not in state or state[wkey] != value:  # a write costs more than a read, and is rarely needed
+    if (
+        wkey not in state or state[wkey] != value
+    ):  # a write costs more than a read, and is rarely needed
         state[wkey] = value
 
     def _sync():
@@ -196,22 +266,44 @@ def browser_language() -> str:
     """'ja' or 'en' from the browser's locale, else its Accept-Language header."""
     ctx = st.context
     locale = getattr(ctx, "locale", None)
-    return i18n.from_locale(locale) if locale else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
+    return (
+        i18n.from_locale(locale)
+        if locale
+        else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
+    )
 
 
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
     url = st.query_params.get("lang")
-    lang = url if url in i18n.LANGUAGES else browser_language()  # the browser is asked only without ?lang=
-    st.set_page_config(page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
-                       page_icon=":material/memory:", layout="wide", initial_sidebar_state=SIDEBAR_PX)
+    lang = (
+        url if url in i18n.LANGUAGES else browser_language()
+    )  # the browser is asked only without ?lang=
+    st.set_page_config(
+        page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
+        page_icon=":material/memory:",
+        layout="wide",
+        initial_sidebar_state=SIDEBAR_PX,
+    )
     with st.sidebar:
-        lang = url_choice(st.segmented_control, "言語 / Language", list(i18n.LANGUAGES), browser_language, "lang",
-                          format_func=i18n.LANGUAGES.get, required=True) or lang
+        lang = (
+            url_choice(
+                st.segmented_control,
+                "言語 / Language",
+                list(i18n.LANGUAGES),
+                browser_language,
+                "lang",
+                format_func=i18n.LANGUAGES.get,
+                required=True,
+            )
+            or lang
+        )
         t = i18n.translator(lang)
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.
-        st.page_link(HOME.path, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang})
+        st.page_link(
+            HOME.path, label=t("nav.home"), icon=":material/home:", query_params={"lang": lang}
+        )
         for chapter in chapters.CHAPTERS:  # read at each run: the one list
             st.page_link(chapter.path, label=t("nav." + chapter.slug), query_params={"lang": lang})
     recs, errors, local_ids = load_recordings()
@@ -219,10 +311,25 @@ def setup(page: str) -> Frame:
     demo = recordings.read_only()
     read_only = demo or not recordings.writable(recordings.local_dir())
     live_ok, live_reason = live_status()
-    frame = Frame(page, lang, [*recs, *mine] if mine else recs, errors, local_ids, read_only, live_ok, live_reason,
-                  uploaded_ids={r.id for r in mine}, demo=demo)
+    frame = Frame(
+        page,
+        lang,
+        [*recs, *mine] if mine else recs,
+        errors,
+        local_ids,
+        read_only,
+        live_ok,
+        live_reason,
+        uploaded_ids={r.id for r in mine},
+        demo=demo,
+    )
     if read_only:
-        st.sidebar.caption(":material/lock: " + i18n.join(lang, t("site.read_only"), t("site.demo") if demo and live_ok else ""))
+        st.sidebar.caption(
+            ":material/lock: "
+            + i18n.join(lang, t("site.read_only"), t("site.demo") if demo and live_ok else "")
+        )
     if errors:
-        st.warning(t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors))
+        st.warning(
+            t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors)
+        )
     return frame

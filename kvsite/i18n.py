@@ -9,7 +9,10 @@ from pathlib import Path
 import yaml
 
 FOLDER = Path(__file__).parent / "i18n"
-LANGUAGES = {"ja": "日本語", "en": "English"}  # code -> its own name on the language switch; texts in i18n/<code>.yaml
+LANGUAGES = {
+    "ja": "日本語",
+    "en": "English",
+}  # code -> its own name on the language switch; texts in i18n/<code>.yaml
 LANGS = tuple(LANGUAGES)
 DEFAULT = "en"
 
@@ -67,7 +70,11 @@ def stray_spaces(markdown: str) -> list[str]:
     A paragraph's line breaks count as the spaces a browser makes of them; blank lines, list items, table
     rows and headings stay apart; bold markers are dropped. stray_spaces("使い、\\n補間") -> ["、 補"]."""
     blocks = re.split(r"\n\s*\n|\n(?=\s*[-|#])", markdown.replace("**", ""))
-    return [m.group(0) for b in blocks for m in STRAY_SPACE.finditer(re.sub(r"\s*\n\s*", " ", b.strip()))]
+    return [
+        m.group(0)
+        for b in blocks
+        for m in STRAY_SPACE.finditer(re.sub(r"\s*\n\s*", " ", b.strip()))
+    ]
 
 
 def translator(lang: str, prefix: str = ""):

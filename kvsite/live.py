@@ -24,7 +24,12 @@ from . import i18n
 from .layout import row
 from .recording_text import group_name, translated_table
 
-MODELS = ("cpu-demo", "qwen3-0.6b", "llama-3.2-1b", "smollm2-1.7b")  # random weights of each architecture
+MODELS = (
+    "cpu-demo",
+    "qwen3-0.6b",
+    "llama-3.2-1b",
+    "smollm2-1.7b",
+)  # random weights of each architecture
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,9 +39,13 @@ def models() -> tuple[str, ...]:
     from kvcore import real_model
 
     return MODELS[:1] + ((real_model.NAME,) if real_model.available() else ()) + MODELS[1:]
+
+
 WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
-MACHINE = threading.Lock()  # one live sweep per server process: two would share memory and skew each other's timings
+MACHINE = (
+    threading.Lock()
+)  # one live sweep per server process: two would share memory and skew each other's timings
 
 
 @dataclass
@@ -68,11 +77,19 @@ class Job:
             from kvcore.live_sweeps import BATCH_METHOD, PREFILL_METHOD
 
             settings = {k: v for k, v in p.items() if k != "model"}
-            method = {"prefill": {**PREFILL_METHOD, "repeats": 1}, "batch": {**BATCH_METHOD, "repeats": 1},
-                      "settings": settings}
+            method = {
+                "prefill": {**PREFILL_METHOD, "repeats": 1},
+                "batch": {**BATCH_METHOD, "repeats": 1},
+                "settings": settings,
+            }
         else:
-            method = {"decode": decode_method(p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")),
-                      "contexts": p["contexts"], "weights_format": p["weights_format"]}
+            method = {
+                "decode": decode_method(
+                    p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")
+                ),
+                "contexts": p["contexts"],
+                "weights_format": p["weights_format"],
+            }
         data = build_recording(self.sections, self.model, method, "streamlit live mode")
         return Recording(None, data)
 
@@ -102,32 +119,64 @@ def _measure(job: Job) -> None:
             def progress(done: int, total: int, text: str) -> None:
                 job.progress(done, total + after, text)
 
-            def show(rows: list[dict]) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
+            def show(
+                rows: list[dict],
+            ) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
                 job.sections["decode"] = rows
 
-            job.sections["decode"] = live_decode.decode_sweep(model, p["contexts"], warmup=p["warmup"], steps=p["steps"],
-                                                       repeats=p["repeats"], progress=progress, should_stop=stop,
-                                                       on_rows=show)
+            job.sections["decode"] = live_decode.decode_sweep(
+                model,
+                p["contexts"],
+                warmup=p["warmup"],
+                steps=p["steps"],
+                repeats=p["repeats"],
+                progress=progress,
+                should_stop=stop,
+                on_rows=show,
+            )
         if job.kind == "throughput":  # the prefill-and-decode chapter: both sweeps, prefill first
             from kvcore import live_sweeps
 
             n_pre, n_batch = len(p["prompts"]), len(p["batches"]) * len(p["contexts"])
 
             def part(offset: int):
-                return lambda done, total, text: job.progress(offset + done, n_pre + n_batch + 1, text)
+                return lambda done, total, text: job.progress(
+                    offset + done, n_pre + n_batch + 1, text
+                )
 
             job.sections["prefill"] = live_sweeps.prefill_sweep(
-                model, p["prompts"], repeats=1, progress=part(0), should_stop=stop,
-                on_rows=lambda rows: job.sections.__setitem__("prefill", rows))
+                model,
+                p["prompts"],
+                repeats=1,
+                progress=part(0),
+                should_stop=stop,
+                on_rows=lambda rows: job.sections.__setitem__("prefill", rows),
+            )
             job.sections["batch"] = live_sweeps.batch_sweep(
-                model, p["batches"], p["contexts"], warmup=p["warmup"], steps=p["steps"], repeats=1,
-                progress=part(n_pre + 1), should_stop=stop, on_rows=lambda rows: job.sections.__setitem__("batch", rows))
+                model,
+                p["batches"],
+                p["contexts"],
+                warmup=p["warmup"],
+                steps=p["steps"],
+                repeats=1,
+                progress=part(n_pre + 1),
+                should_stop=stop,
+                on_rows=lambda rows: job.sections.__setitem__("batch", rows),
+            )
         if job.kind == "suite":
-            job.sections["growth"] = live.growth_probe(model.geometry, p["contexts"], kv_format=model.dtype,
-                                                       dtype=model.dtype, should_stop=stop)
-            text = real_model.sample_ids(model.tokenizer, 32) if model.tokenizer is not None else None
-            job.sections["mechanism"] = live_decode.mechanism_probe(model, new_tokens=32, prompt_tokens=32, should_stop=stop,
-                                                                    prompt_ids=text)
+            job.sections["growth"] = live.growth_probe(
+                model.geometry,
+                p["contexts"],
+                kv_format=model.dtype,
+                dtype=model.dtype,
+                should_stop=stop,
+            )
+            text = (
+                real_model.sample_ids(model.tokenizer, 32) if model.tokenizer is not None else None
+            )
+            job.sections["mechanism"] = live_decode.mechanism_probe(
+                model, new_tokens=32, prompt_tokens=32, should_stop=stop, prompt_ids=text
+            )
         job.state = "done"
     except live.Interrupted:
         job.state = "stopped"
@@ -143,24 +192,47 @@ def controls(f, kind: str) -> dict:
     if kind == "throughput":
         return throughput_controls(f)
     c = row()
-    model = c.selectbox(f.t("live.model"), models(), key=f"live_model_{kind}", help=f.t("live.model_help"))
+    model = c.selectbox(
+        f.t("live.model"), models(), key=f"live_model_{kind}", help=f.t("live.model_help")
+    )
     weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
-    contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}")
+    contexts = c.multiselect(
+        f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}"
+    )
     steps = c.slider(f.t("live.steps"), 2, 32, 8, key=f"live_steps_{kind}")
-    return {"model": model, "weights_format": weights, "contexts": sorted(contexts) or [256], "warmup": 2,
-            "steps": steps, "repeats": 1 if steps < 8 else 3}
+    return {
+        "model": model,
+        "weights_format": weights,
+        "contexts": sorted(contexts) or [256],
+        "warmup": 2,
+        "steps": steps,
+        "repeats": 1 if steps < 8 else 3,
+    }
 
 
 def throughput_controls(f) -> dict:
     """The prefill-and-decode chapter's live run: prompt lengths for prefill, batch sizes and contexts for batching."""
     c = row()
-    model = c.selectbox(f.t("live.model"), MODELS, key="live_model_throughput", help=f.t("live.model_help"))
+    model = c.selectbox(
+        f.t("live.model"), MODELS, key="live_model_throughput", help=f.t("live.model_help")
+    )
     weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key="live_w_throughput")
-    prompts = c.multiselect(f.t("live.prompts"), PROMPTS, default=[128, 512, 2048], key="live_prompts")
+    prompts = c.multiselect(
+        f.t("live.prompts"), PROMPTS, default=[128, 512, 2048], key="live_prompts"
+    )
     batches = c.multiselect(f.t("live.batches"), BATCHES, default=[1, 2, 4, 8], key="live_batches")
-    contexts = c.multiselect(f.t("live.contexts"), CONTEXTS, default=[256, 1024], key="live_ctx_throughput")
-    return {"model": model, "weights_format": weights, "prompts": sorted(prompts) or [128],
-            "batches": sorted(batches) or [1], "contexts": sorted(contexts) or [256], "warmup": 1, "steps": 4}
+    contexts = c.multiselect(
+        f.t("live.contexts"), CONTEXTS, default=[256, 1024], key="live_ctx_throughput"
+    )
+    return {
+        "model": model,
+        "weights_format": weights,
+        "prompts": sorted(prompts) or [128],
+        "batches": sorted(batches) or [1],
+        "contexts": sorted(contexts) or [256],
+        "warmup": 1,
+        "steps": 4,
+    }
 
 
 def job_panel(f, kind: str) -> Job | None:
@@ -170,15 +242,25 @@ def job_panel(f, kind: str) -> Job | None:
     running = job is not None and job.state == "running"
     params = controls(f, kind)
     b = row()
-    if b.button(f.t("live.run"), key=f"live_run_{kind}", type="primary", disabled=running, icon=":material/play_arrow:"):
+    if b.button(
+        f.t("live.run"),
+        key=f"live_run_{kind}",
+        type="primary",
+        disabled=running,
+        icon=":material/play_arrow:",
+    ):
         if MACHINE.acquire(blocking=False):  # released by _run when the sweep ends, however it ends
             job = Job(kind, params, total=len(params["contexts"]))
             st.session_state[key] = job
-            threading.Thread(target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}").start()
+            threading.Thread(
+                target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}"
+            ).start()
             running = True
         else:
             st.warning(f.t("live.busy"))
-    if b.button(f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"):
+    if b.button(
+        f.t("live.stop"), key=f"live_stop_{kind}", disabled=not running, icon=":material/stop:"
+    ):
         job.stop.set()
     if job is None:
         return None
@@ -193,7 +275,9 @@ def _poll(f, key: str) -> None:
         return
     if job.state != "running":
         st.rerun()  # the whole page now shows the final result
-    st.progress(min(1.0, job.done / max(1, job.total)), text=progress_text(f, job.done, job.total, job.text))
+    st.progress(
+        min(1.0, job.done / max(1, job.total)), text=progress_text(f, job.done, job.total, job.text)
+    )
     _results(f, job)
 
 
@@ -207,8 +291,9 @@ def _results(f, job: Job) -> None:
             elif section == "prefill":
                 df = df[["prompt_tokens", "prefill_s", "tokens_per_s"]]
             elif section == "batch":
-                df = df[["batch", "context", "ms_per_step", "tokens_per_s_total", "tokens_per_s"]].rename(
-                    columns={"tokens_per_s": "tokens_per_s_seq"})
+                df = df[
+                    ["batch", "context", "ms_per_step", "tokens_per_s_total", "tokens_per_s"]
+                ].rename(columns={"tokens_per_s": "tokens_per_s_seq"})
             st.caption(group_name(f.lang, section))
             st.dataframe(translated_table(df, f.lang), hide_index=True)
 
@@ -238,7 +323,9 @@ def _status(f, job: Job, key: str) -> None:
         if not job.saved:  # kept in view until the reader saves or discards it
             _results(f, job)
         save_button(f, job)
-        if not job.saved and st.button(f.t("live.discard"), key=f"live_discard_{job.kind}", icon=":material/delete:"):
+        if not job.saved and st.button(
+            f.t("live.discard"), key=f"live_discard_{job.kind}", icon=":material/delete:"
+        ):
             del st.session_state[key]
             st.rerun()
 
@@ -264,17 +351,29 @@ def save_button(f, job: Job) -> None:
 def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
     """The .nbytes trap on the real mlx_lm cache classes (no model, well under a second), inline."""
     key = ("trap", tokens, fmt)
-    if st.button(f.t("live.trap_run"), key="live_trap_run", type="primary", icon=":material/play_arrow:"):
+    if st.button(
+        f.t("live.trap_run"), key="live_trap_run", type="primary", icon=":material/play_arrow:"
+    ):
         from kvcore import live
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
             cls = (FORMATS[fmt].mlx_cache,)  # the mlx_lm cache class that holds this format
             bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
-            rows = live.trap_probe(ARTICLE_MODEL, dtype="fp16", tokens=tokens, cache_classes=cls, kv_bits=bits,
-                                   progress=lambda d, t, text: bar.progress(min(1.0, d / t), text=progress_text(f, d, t, text)))
+            rows = live.trap_probe(
+                ARTICLE_MODEL,
+                dtype="fp16",
+                tokens=tokens,
+                cache_classes=cls,
+                kv_bits=bits,
+                progress=lambda d, t, text: bar.progress(
+                    min(1.0, d / t), text=progress_text(f, d, t, text)
+                ),
+            )
             st.session_state["live_trap"] = (key, rows)
-        except Exception as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
+        except (
+            Exception
+        ) as e:  # the guard's KvError or an mlx failure: one sentence, never a traceback
             st.error(f.t("live.refused", reason=_reason(f, e)))
         bar.empty()
     saved = st.session_state.get("live_trap")

@@ -48,32 +48,51 @@ def efficiency_words(chip: str, lang: str) -> str:
     chips = sorted({p.chip.chip for p in cal.fit_points})
     own = timing_fit.decode_class(hardware.get_chip(chip), RUNTIME) in cal.bandwidth
     t = i18n.translator(lang, "prefill.")
-    words = t("eff_source", runs=len(runs), chips=", ".join(chips), ms=fmt_num(cal.overhead_s * 1e3))
+    words = t(
+        "eff_source", runs=len(runs), chips=", ".join(chips), ms=fmt_num(cal.overhead_s * 1e3)
+    )
     return words if own else words + t("eff_fallback")
 
 
 def _chip_values(chip: hardware.Chip, lang: str) -> dict:
     t = i18n.translator(lang)
     # the hardware table's sources quoted as they stand (a vendor page number such as "Apple support 121553")
-    return {"chip": chip.chip, "bw": fmt_num(chip.bandwidth_gbps), "bw_source": f"`{chip.source}`",
-            "tflops": fmt_num(chip.fp16_tflops) if chip.fp16_tflops else "—",
-            "compute_source": f"`{chip.compute_source}`" if chip.compute_source else t("prefill.no_compute_source"),
-            "ridge": fmt_num(chip.ridge_flops_per_byte) if chip.ridge_flops_per_byte else "—"}
+    return {
+        "chip": chip.chip,
+        "bw": fmt_num(chip.bandwidth_gbps),
+        "bw_source": f"`{chip.source}`",
+        "tflops": fmt_num(chip.fp16_tflops) if chip.fp16_tflops else "—",
+        "compute_source": f"`{chip.compute_source}`"
+        if chip.compute_source
+        else t("prefill.no_compute_source"),
+        "ridge": fmt_num(chip.ridge_flops_per_byte) if chip.ridge_flops_per_byte else "—",
+    }
 
 
 # ---------------------------------------------------------------- (a) roofline
 
 
 @cached
-def roofline(chip_name: str, model: str, weights: str, prompt: int, answer: int, sequences: int, article: Recording | None,
-             lang: str) -> dict:
+def roofline(
+    chip_name: str,
+    model: str,
+    weights: str,
+    prompt: int,
+    answer: int,
+    sequences: int,
+    article: Recording | None,
+    lang: str,
+) -> dict:
     """The chip's roof, the model's prefill / decode (1 and B sequences) on it, Article A's measured decode points."""
     t = i18n.translator(lang, "prefill.")
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
     eff, context = efficiency(chip_name), prompt + answer
     pts = time_views.roofline_points(g, weights, KvSpec(), chip, eff, prompt, context, sequences)
-    names = {"prefill": t("s_prefill", prompt=_k(prompt)), "decode_1": t("s_decode_1", context=_k(context)),
-             "decode_b": t("s_decode_b", b=sequences, context=_k(context))}
+    names = {
+        "prefill": t("s_prefill", prompt=_k(prompt)),
+        "decode_1": t("s_decode_1", context=_k(context)),
+        "decode_b": t("s_decode_b", b=sequences, context=_k(context)),
+    }
     pts = pts.assign(series=pts["kind"].map(names))
     article_chip = ""
     if article is not None:
@@ -83,26 +102,52 @@ def roofline(chip_name: str, model: str, weights: str, prompt: int, answer: int,
             measured = measured.assign(series=t("s_article", chip=article_chip), bound="")
             pts = pd.concat([pts, measured], ignore_index=True)
     lo, hi = time_views.INTENSITY_RANGE  # the roof spans every point
-    roof = time_views.roof(chip, min(lo, pts["intensity"].min() / 2), max(hi, pts["intensity"].max() * 2))
+    roof = time_views.roof(
+        chip, min(lo, pts["intensity"].min() / 2), max(hi, pts["intensity"].max() * 2)
+    )
     roof = roof.assign(series=t("s_roof", chip=chip.chip))
     ridge = chip.ridge_flops_per_byte
-    rules = pd.DataFrame([{"intensity": ridge, "label": t("ridge", ridge=fmt_num(ridge))}]) if ridge else None
+    rules = (
+        pd.DataFrame([{"intensity": ridge, "label": t("ridge", ridge=fmt_num(ridge))}])
+        if ridge
+        else None
+    )
     titles = {**cols(lang, "series"), "intensity": t("roof_x"), "tflops": t("roof_y")}
     table = pts[["series", "intensity", "tflops"]].rename(columns=titles)
-    chart = make_chart(table, "series_chart", roof, "intensity", "tflops", "series", t("roof_x"), t("roof_y"),
-                       points=pts[["series", "intensity", "tflops"]], log_x=True, log_y=True, rules=rules, titles=titles,
-                       height=380)
+    chart = make_chart(
+        table,
+        "series_chart",
+        roof,
+        "intensity",
+        "tflops",
+        "series",
+        t("roof_x"),
+        t("roof_y"),
+        points=pts[["series", "intensity", "tflops"]],
+        log_x=True,
+        log_y=True,
+        rules=rules,
+        titles=titles,
+        height=380,
+    )
     values = _chip_values(chip, lang)
     caption = t("roof_caption", **values, article_chip=article_chip or "—")
     text = t("intensity_text" if chip.peak_flops else "intensity_text_no_compute", **values)
-    return {"chart": chart, "caption": caption, "text": text, "title": t("roof_title", chip=chip.chip)}
+    return {
+        "chart": chart,
+        "caption": caption,
+        "text": text,
+        "title": t("roof_title", chip=chip.chip),
+    }
 
 
 # ---------------------------------------------------------------- (b) your prompt
 
 
 @cached
-def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: int, sequences: int, lang: str) -> dict:
+def your_prompt(
+    chip_name: str, model: str, weights: str, prompt: int, answer: int, sequences: int, lang: str
+) -> dict:
     """One answer: time to first token, decode speed (per sequence and total), total time, memory; every assumption."""
     t = i18n.translator(lang, "prefill.")
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
@@ -113,26 +158,62 @@ def your_prompt(chip_name: str, model: str, weights: str, prompt: int, answer: i
     metrics = [(t("ttft"), seconds(a["prefill_s"]))]
     if sequences > 1:
         metrics.append((t("ttft_all", b=sequences), seconds(a["prefill_all_s"])))
-    metrics += [(t("decode_speed"), f"{tok_s(a['decode_tokens_per_s_first'])} → {tok_s(a['decode_tokens_per_s_last'])}")]
+    metrics += [
+        (
+            t("decode_speed"),
+            f"{tok_s(a['decode_tokens_per_s_first'])} → {tok_s(a['decode_tokens_per_s_last'])}",
+        )
+    ]
     if sequences > 1:
-        metrics.append((t("decode_total", b=sequences),
-                        tok_s(a["decode_tokens_per_s_total_first"])))
-    metrics += [(t("total_time"), seconds(a["total_s"])), (t("memory"), fmt_bytes(a["memory_bytes"], decimal=False))]
+        metrics.append(
+            (t("decode_total", b=sequences), tok_s(a["decode_tokens_per_s_total_first"]))
+        )
+    metrics += [
+        (t("total_time"), seconds(a["total_s"])),
+        (t("memory"), fmt_bytes(a["memory_bytes"], decimal=False)),
+    ]
     values = _chip_values(chip, lang)
     attention = a["prefill_flops"] - timing.matrix_flops_per_token(g) * prompt
-    assumptions = t("assumptions", model=model, weights=weights, kv="fp16", **values, ce=fmt_pct(eff.compute),
-                    be=fmt_pct(eff.bandwidth), eff_source=efficiency_words(chip_name, lang), chunk=fmt_num(timing.micro_batch(g, prompt)),
-                    attention=fmt_pct(attention / a["prefill_flops"]), b=sequences, answer=fmt_num(answer),
-                    samples=time_views.DECODE_SAMPLES, end=fmt_num(a["end_context"]))
+    assumptions = t(
+        "assumptions",
+        model=model,
+        weights=weights,
+        kv="fp16",
+        **values,
+        ce=fmt_pct(eff.compute),
+        be=fmt_pct(eff.bandwidth),
+        eff_source=efficiency_words(chip_name, lang),
+        chunk=fmt_num(timing.micro_batch(g, prompt)),
+        attention=fmt_pct(attention / a["prefill_flops"]),
+        b=sequences,
+        answer=fmt_num(answer),
+        samples=time_views.DECODE_SAMPLES,
+        end=fmt_num(a["end_context"]),
+    )
     bound = lambda b: t(f"bound_{b}") if b else "—"  # noqa: E731
     same = a["decode_bound_first"] == a["decode_bound_last"]
-    bounds = t("answer_bounds_same" if same else "answer_bounds", prefill_bound=bound(a["prefill_bound"]),
-               decode_first=bound(a["decode_bound_first"]), decode_last=bound(a["decode_bound_last"]),
-               end=fmt_num(a["end_context"]))
+    bounds = t(
+        "answer_bounds_same" if same else "answer_bounds",
+        prefill_bound=bound(a["prefill_bound"]),
+        decode_first=bound(a["decode_bound_first"]),
+        decode_last=bound(a["decode_bound_last"]),
+        end=fmt_num(a["end_context"]),
+    )
     note = None if chip.peak_flops else t("no_compute", chip=chip.chip, source=chip.compute_source)
     largest = max(chip.memory_gb, default=0)
-    too_big = t("too_big", chip=chip.chip, gb=fmt_num(largest)) if largest and a["memory_bytes"] > largest * 1e9 else None
-    return {"metrics": metrics, "assumptions": assumptions, "bounds": bounds, "note": note, "too_big": too_big, "numbers": a}
+    too_big = (
+        t("too_big", chip=chip.chip, gb=fmt_num(largest))
+        if largest and a["memory_bytes"] > largest * 1e9
+        else None
+    )
+    return {
+        "metrics": metrics,
+        "assumptions": assumptions,
+        "bounds": bounds,
+        "note": note,
+        "too_big": too_big,
+        "numbers": a,
+    }
 
 
 # ---------------------------------------------------------------- (c) batching
@@ -143,23 +224,41 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
     """Total and per-sequence tok/s against the batch at three contexts, and where KV reads overtake the weights."""
     t = i18n.translator(lang, "prefill.")
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
-    contexts = [c for c in BATCH_CONTEXTS if not g.max_position_embeddings or c <= g.max_position_embeddings] or [1024]
-    curve = time_views.batch_curve(g, weights, KvSpec(), chip, efficiency(chip_name), contexts, list(BATCHES))
+    contexts = [
+        c for c in BATCH_CONTEXTS if not g.max_position_embeddings or c <= g.max_position_embeddings
+    ] or [1024]
+    curve = time_views.batch_curve(
+        g, weights, KvSpec(), chip, efficiency(chip_name), contexts, list(BATCHES)
+    )
     largest = max(chip.memory_gb, default=0) * 1e9  # GB as the vendor states them
     cut = bool(largest) and bool((curve["memory_bytes"] > largest).any())
     if largest:  # a batch whose weights and KV exceed the chip's largest memory is not drawn
         curve = curve[curve["memory_bytes"] <= largest]
     if curve.empty:
-        return {"chart": None, "caption": t("batch_none", chip=chip.chip, gb=fmt_num(largest / 1e9))}
-    long = pd.concat([
-        curve.assign(series=curve["context"].map(lambda c: t("s_total", context=_k(c))), tok_s=curve["tokens_per_s_total"]),
-        curve.assign(series=curve["context"].map(lambda c: t("s_per_seq", context=_k(c))), tok_s=curve["tokens_per_s"]),
-    ], ignore_index=True)
+        return {
+            "chart": None,
+            "caption": t("batch_none", chip=chip.chip, gb=fmt_num(largest / 1e9)),
+        }
+    long = pd.concat(
+        [
+            curve.assign(
+                series=curve["context"].map(lambda c: t("s_total", context=_k(c))),
+                tok_s=curve["tokens_per_s_total"],
+            ),
+            curve.assign(
+                series=curve["context"].map(lambda c: t("s_per_seq", context=_k(c))),
+                tok_s=curve["tokens_per_s"],
+            ),
+        ],
+        ignore_index=True,
+    )
     marks, words = [], []
     for c in contexts:
         b = time_views.kv_overtakes_weights(g, weights, KvSpec(), c)
         if b >= 1:
-            marks.append({"batch": b, "label": t("crossing_mark", context=_k(c))})  # the caption gives the numbers
+            marks.append(
+                {"batch": b, "label": t("crossing_mark", context=_k(c))}
+            )  # the caption gives the numbers
             words.append(t("crossing", context=_k(c), b=fmt_num(b)))
         else:
             words.append(t("crossing_none", context=_k(c)))
@@ -167,14 +266,34 @@ def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
     titles = {**cols(lang, "series", "batch"), "tok_s": t("batch_y")}
     table = long[["series", "batch", "tok_s", "bound"]].rename(columns=titles)
     dashed = [t("s_per_seq", context=_k(c)) for c in contexts]
-    chart = make_chart(table, "series_chart", long[["series", "batch", "tok_s"]], "batch", "tok_s", "series", t("batch_x"),
-                       t("batch_y"), log_x=True, log_y=True, dashed=dashed, rules=pd.DataFrame(marks) if marks else None,
-                       titles=titles, height=380)
-    caption = t("batch_model_caption", model=model, weights=weights, chip=chip.chip,
-                contexts=", ".join(_k(c) for c in contexts),
-                crossings=i18n.translate(lang, "recordings.list_sep").join(words))
+    chart = make_chart(
+        table,
+        "series_chart",
+        long[["series", "batch", "tok_s"]],
+        "batch",
+        "tok_s",
+        "series",
+        t("batch_x"),
+        t("batch_y"),
+        log_x=True,
+        log_y=True,
+        dashed=dashed,
+        rules=pd.DataFrame(marks) if marks else None,
+        titles=titles,
+        height=380,
+    )
+    caption = t(
+        "batch_model_caption",
+        model=model,
+        weights=weights,
+        chip=chip.chip,
+        contexts=", ".join(_k(c) for c in contexts),
+        crossings=i18n.translate(lang, "recordings.list_sep").join(words),
+    )
     if cut:
-        caption = i18n.join(lang, caption, t("batch_cut", chip=chip.chip, gb=fmt_num(largest / 1e9)))
+        caption = i18n.join(
+            lang, caption, t("batch_cut", chip=chip.chip, gb=fmt_num(largest / 1e9))
+        )
     return {"chart": chart, "caption": caption}
 
 
@@ -192,30 +311,61 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
     name = source_label(rec, lang)
     fitted = time_views.batch_fit(rec)
     many = pts["series"].nunique() > 1 or (pts["series"] != "").all()
-    label = (lambda r: t("s_series_measured", series=r["series"], context=_k(r["context"]))) if many else (
-        lambda r: t("s_context", context=_k(r["context"])))  # a context's points and fitted line share a colour
+    label = (
+        (lambda r: t("s_series_measured", series=r["series"], context=_k(r["context"])))
+        if many
+        else (lambda r: t("s_context", context=_k(r["context"])))
+    )  # a context's points and fitted line share a colour
     pts = pts.assign(series_name=pts.apply(label, axis=1))
     lines = None
     if fitted is not None:
         curve = fitted["curve"]
-        lines = curve.assign(series_name=curve["context"].map(lambda c: t("s_context", context=_k(c))))
+        lines = curve.assign(
+            series_name=curve["context"].map(lambda c: t("s_context", context=_k(c)))
+        )
         fit = fitted["fit"]
         undetermined = t("fit_undetermined")
-        caption = t("measured_caption", source=name,
-                    compute=fmt_num(fit["compute_flops"] / 1e9, unit="GFLOP/s") if fit["compute_flops"] else undetermined,
-                    bandwidth=fmt_num(fit["bandwidth_bytes"] / 1e9, unit="GB/s") if fit["bandwidth_bytes"] else undetermined,
-                    residual=_residual_text(fit["residuals"]))
+        caption = t(
+            "measured_caption",
+            source=name,
+            compute=fmt_num(fit["compute_flops"] / 1e9, unit="GFLOP/s")
+            if fit["compute_flops"]
+            else undetermined,
+            bandwidth=fmt_num(fit["bandwidth_bytes"] / 1e9, unit="GB/s")
+            if fit["bandwidth_bytes"]
+            else undetermined,
+            residual=_residual_text(fit["residuals"]),
+        )
         if rec.kind == "measured" and not time_views.chip_known(rec):
             caption = i18n.join(lang, caption, t("fit_this_run"))
     else:
         caption = t("measured_caption_no_fit", why=t("why_no_model"))
-    titles = {**cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"), "series_name": i18n.translate(lang, "cols.series")}
-    table = pts.rename(columns={"tokens_per_s": "tokens_per_s_seq"})[["series_name", "context", "batch", "tokens_per_s_total",
-                                                                       "tokens_per_s_seq"]].rename(columns=titles)
-    chart = make_chart(table, "series_chart", lines, "batch", "tokens_per_s_total", "series_name", t("batch_x"), t("batch_y"),
-                       points=pts[["series_name", "batch", "tokens_per_s_total", "context"]], log_x=True, log_y=True,
-                       titles={"series_name": titles["series_name"], "batch": titles["batch"],
-                               "tokens_per_s_total": titles["tokens_per_s_total"]}, height=360)
+    titles = {
+        **cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"),
+        "series_name": i18n.translate(lang, "cols.series"),
+    }
+    table = pts.rename(columns={"tokens_per_s": "tokens_per_s_seq"})[
+        ["series_name", "context", "batch", "tokens_per_s_total", "tokens_per_s_seq"]
+    ].rename(columns=titles)
+    chart = make_chart(
+        table,
+        "series_chart",
+        lines,
+        "batch",
+        "tokens_per_s_total",
+        "series_name",
+        t("batch_x"),
+        t("batch_y"),
+        points=pts[["series_name", "batch", "tokens_per_s_total", "context"]],
+        log_x=True,
+        log_y=True,
+        titles={
+            "series_name": titles["series_name"],
+            "batch": titles["batch"],
+            "tokens_per_s_total": titles["tokens_per_s_total"],
+        },
+        height=360,
+    )
     return {"chart": chart, "caption": caption, "title": t("measured_title", source=name)}
 
 
@@ -234,11 +384,29 @@ def prefill_measured(rec: Recording, lang: str) -> dict | None:
     longest = curve.iloc[-1]
     titles = {**cols(lang, "series", "prompt_tokens", "prefill_s"), "tokens_per_s": t("prefill_y")}
     table = pts[["prompt_tokens", "prefill_s", "tokens_per_s", "residual"]].rename(columns=titles)
-    chart = make_chart(table, "series_chart", curve[["series", "prompt_tokens", "tokens_per_s"]], "prompt_tokens", "tokens_per_s",
-                       "series", t("prefill_x"), t("prefill_y"), points=pts[["series", "prompt_tokens", "tokens_per_s"]],
-                       log_x=True, log_y=True, dashed=t("s_prefill_model"), titles=titles, height=340)
-    caption = t("prefill_caption", source=source_label(rec, lang), prompt=_k(int(longest["prompt_tokens"])),
-                share=fmt_pct(longest["attention_share"]), residual=_residual_text(fitted["fit"]["residuals"]))
+    chart = make_chart(
+        table,
+        "series_chart",
+        curve[["series", "prompt_tokens", "tokens_per_s"]],
+        "prompt_tokens",
+        "tokens_per_s",
+        "series",
+        t("prefill_x"),
+        t("prefill_y"),
+        points=pts[["series", "prompt_tokens", "tokens_per_s"]],
+        log_x=True,
+        log_y=True,
+        dashed=t("s_prefill_model"),
+        titles=titles,
+        height=340,
+    )
+    caption = t(
+        "prefill_caption",
+        source=source_label(rec, lang),
+        prompt=_k(int(longest["prompt_tokens"])),
+        share=fmt_pct(longest["attention_share"]),
+        residual=_residual_text(fitted["fit"]["residuals"]),
+    )
     return {"chart": chart, "caption": caption}
 
 
@@ -251,8 +419,26 @@ def pptg_table(recs: list[Recording], lang: str) -> list[tuple[str, str]]:
         rows = [r for r in rec.rows("prefill") if "depth" in r]
         if not rows or rec.kind != "published":
             continue
-        df = pd.DataFrame([{"depth": r["depth"], "pp": r["tokens_per_s"], "tg": r.get("tg_tokens_per_s", math.nan)} for r in rows])
-        table = md_table(df, {"depth": (t("pptg_depth"), "{:,}"), "pp": (t("pptg_pp"), "{:,.2f}"), "tg": (t("pptg_tg"), "{:,.2f}")})
+        df = pd.DataFrame(
+            [
+                {
+                    "depth": r["depth"],
+                    "pp": r["tokens_per_s"],
+                    "tg": r.get("tg_tokens_per_s", math.nan),
+                }
+                for r in rows
+            ]
+        )
+        table = md_table(
+            df,
+            {
+                "depth": (t("pptg_depth"), "{:,}"),
+                "pp": (t("pptg_pp"), "{:,.2f}"),
+                "tg": (t("pptg_tg"), "{:,.2f}"),
+            },
+        )
         p = provenance(rec)
-        out.append((f"{source_label(rec, lang)} · [{p['author']}, {p['published']}]({p['url']})", table))
+        out.append(
+            (f"{source_label(rec, lang)} · [{p['author']}, {p['published']}]({p['url']})", table)
+        )
     return out

@@ -24,11 +24,15 @@ def _value(lang: str, value) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, (int, float)):
-        return fmt_num(value, 4)  # the site's one number format, with a 4th figure for timings such as 47.75 ms
+        return fmt_num(
+            value, 4
+        )  # the site's one number format, with a 4th figure for timings such as 47.75 ms
     if isinstance(value, (list, tuple)):
         return ", ".join(_value(lang, v) for v in value)
     if isinstance(value, dict):
-        return i18n.translate(lang, "recordings.list_sep").join(_phrase(lang, k, v) for k, v in value.items())
+        return i18n.translate(lang, "recordings.list_sep").join(
+            _phrase(lang, k, v) for k, v in value.items()
+        )
     return value_text(lang, str(value))
 
 
@@ -53,8 +57,12 @@ def group_name(lang: str, group: str) -> str:
 
 def _items(lang: str, items: list) -> str:
     sep = i18n.translate(lang, "recordings.method_sep")
-    return sep.join(_phrase(lang, k, v) if not isinstance(v, dict) else i18n.translate(lang, "recordings.named", name=k, v=_value(lang, v))
-                    for k, v in items)
+    return sep.join(
+        _phrase(lang, k, v)
+        if not isinstance(v, dict)
+        else i18n.translate(lang, "recordings.named", name=k, v=_value(lang, v))
+        for k, v in items
+    )
 
 
 @cached
@@ -62,7 +70,9 @@ def method_words(rec: Recording, section: str | None, lang: str) -> str:
     """The recording's method in one line: its top-level fields and, given a section, that section's method."""
     groups = method_groups(provenance(rec)["method"])
     chosen = [(g, items) for g, items in groups if g == "" or g == section]
-    return i18n.translate(lang, "recordings.method_sep").join(_items(lang, items) for _, items in chosen if items)
+    return i18n.translate(lang, "recordings.method_sep").join(
+        _items(lang, items) for _, items in chosen if items
+    )
 
 
 def _date(text: str) -> str:
@@ -79,9 +89,21 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
     p = provenance(rec)
     t = i18n.translator(lang)
     if p["kind"] == "published":
-        return t("badge.published", citation=i18n.data_text(lang, p["citation"]), chip=p["chip"], model=p["model"])
-    return t("badge.measured", machine=p["machine"], chip=p["chip"], model=p["model"], method=method_words(rec, section, lang) or "—",
-             versions=p["versions"], date=_date(p["date"]))
+        return t(
+            "badge.published",
+            citation=i18n.data_text(lang, p["citation"]),
+            chip=p["chip"],
+            model=p["model"],
+        )
+    return t(
+        "badge.measured",
+        machine=p["machine"],
+        chip=p["chip"],
+        model=p["model"],
+        method=method_words(rec, section, lang) or "—",
+        versions=p["versions"],
+        date=_date(p["date"]),
+    )
 
 
 @cached
@@ -91,21 +113,42 @@ def provenance_card(rec: Recording, lang: str) -> str:
     p = provenance(rec)
     t = i18n.translator(lang)
     machine = p["machine"] + (t("recordings.memory", gb=p["memory_gb"]) if p["memory_gb"] else "")
-    fields = [("machine", machine), ("chip", " ".join(filter(None, (p["vendor"], p["chip"])))), ("model", p["model"]),
-              ("weights_format", value_text(lang, str(p["weights_format"])) if p["weights_format"] else ""),
-              ("kv_format", value_text(lang, str(p["kv_format"])) if p["kv_format"] else ""),
-              ("method", None), ("versions", p["versions"]), ("date", _date(p["date"])),
-              ("command", f"`{p['command']}`" if p["command"] else ""),
-              ("citation", f"[{i18n.data_text(lang, p['citation'])}]({p['url']})" if p["url"] else i18n.data_text(lang, p["citation"])),
-              ("author", p.get("author", "")), ("published", _date(p.get("published", ""))), ("runtime", p.get("runtime", "")),
-              ("grade", p.get("grade", "")), ("note", i18n.data_text(lang, p["note"]))]
+    fields = [
+        ("machine", machine),
+        ("chip", " ".join(filter(None, (p["vendor"], p["chip"])))),
+        ("model", p["model"]),
+        (
+            "weights_format",
+            value_text(lang, str(p["weights_format"])) if p["weights_format"] else "",
+        ),
+        ("kv_format", value_text(lang, str(p["kv_format"])) if p["kv_format"] else ""),
+        ("method", None),
+        ("versions", p["versions"]),
+        ("date", _date(p["date"])),
+        ("command", f"`{p['command']}`" if p["command"] else ""),
+        (
+            "citation",
+            f"[{i18n.data_text(lang, p['citation'])}]({p['url']})"
+            if p["url"]
+            else i18n.data_text(lang, p["citation"]),
+        ),
+        ("author", p.get("author", "")),
+        ("published", _date(p.get("published", ""))),
+        ("runtime", p.get("runtime", "")),
+        ("grade", p.get("grade", "")),
+        ("note", i18n.data_text(lang, p["note"])),
+    ]
     lines, groups = [], method_groups(p["method"])
     for name, value in fields:
         if name == "method" and groups:
             lines.append(f"- **{t('recordings.f_method')}**")
             for group, items in groups:
                 words = _items(lang, items)
-                lines.append(f"  - {words}" if not group else f"  - **{group_name(lang, group)}**{t('recordings.colon')}{words}")
+                lines.append(
+                    f"  - {words}"
+                    if not group
+                    else f"  - **{group_name(lang, group)}**{t('recordings.colon')}{words}"
+                )
         elif value:
             lines.append(f"- **{t('recordings.f_' + name)}**{t('recordings.colon')}{value}")
     return "\n".join(lines)
@@ -128,4 +171,6 @@ def translated_table(df: pd.DataFrame, lang: str, prefix: str = "cols.") -> pd.D
         if not pd.api.types.is_numeric_dtype(out[col]):
             out[col] = out[col].map(lambda v: value_text(lang, v) if isinstance(v, str) else v)
     key = lambda c: f"{prefix}{c}"  # noqa: E731
-    return out.rename(columns={c: i18n.translate(lang, key(c)) for c in out.columns if i18n.has(lang, key(c))})
+    return out.rename(
+        columns={c: i18n.translate(lang, key(c)) for c in out.columns if i18n.has(lang, key(c))}
+    )

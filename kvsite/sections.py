@@ -34,11 +34,15 @@ def cols(lang: str, *fields: str) -> dict[str, str]:
     return {f: i18n.translate(lang, f"cols.{f}") for f in fields}
 
 
-def source_names(recs: list[Recording], lang: str, local_ids: tuple[str, ...] = ()) -> dict[str, str]:
+def source_names(
+    recs: list[Recording], lang: str, local_ids: tuple[str, ...] = ()
+) -> dict[str, str]:
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
     from .sources import source_label
 
-    names = {r.id: source_label(r, lang, short=True) for r in recs}  # short where made (Recording.short_name)
+    names = {
+        r.id: source_label(r, lang, short=True) for r in recs
+    }  # short where made (Recording.short_name)
     taken = list(names.values())
     for r in recs:  # two runs kvcore names alike keep their full names
         if taken.count(names[r.id]) > 1 or r.id in local_ids:
@@ -66,8 +70,14 @@ def article_geometry() -> dict:
     """Article A's model as the prose states it (shared: read it, never change it): layers, KV heads, head_dim, fp16 bytes per value, block step."""
     g = preset_geometry(views.ARTICLE_MODEL)
     first = next(layer for layer in g.layers if layer.kind == "full")
-    return {"layers": g.count("full"), "kv_heads": first.kv_heads, "head_dim": first.k_dim,
-            "value_bytes": FORMATS["fp16"].bits // 8, "step": allocsim.STEP, "step_next": allocsim.STEP + 1}
+    return {
+        "layers": g.count("full"),
+        "kv_heads": first.kv_heads,
+        "head_dim": first.k_dim,
+        "value_bytes": FORMATS["fp16"].bits // 8,
+        "step": allocsim.STEP,
+        "step_next": allocsim.STEP + 1,
+    }
 
 
 def _k(tokens: int) -> str:
@@ -78,8 +88,12 @@ def home_decode(rec: Recording | None, numbers: dict) -> dict:
     """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
     p = run_info.provenance(rec) if rec is not None else {"chip": "", "model": ""}
     vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
-    return {"a": _k(numbers["context_a"]), "b": _k(numbers["context_b"]), "chip": " ".join(filter(None, (vendor, p["chip"]))),
-            "model": p["model"].split("/")[-1]}
+    return {
+        "a": _k(numbers["context_a"]),
+        "b": _k(numbers["context_b"]),
+        "chip": " ".join(filter(None, (vendor, p["chip"]))),
+        "model": p["model"].split("/")[-1],
+    }
 
 
 @cached
@@ -89,7 +103,12 @@ def article_trap(rec: Recording | None) -> dict | None:
     a, b = rows.get(allocsim.STEP), rows.get(allocsim.STEP + 1)
     if a is None or b is None:
         return None
-    return {"alloc_a": a["allocated_mib"], "alloc_b": b["allocated_mib"], "used_a": a["used_mib"], "used_b": b["used_mib"]}
+    return {
+        "alloc_a": a["allocated_mib"],
+        "alloc_b": b["allocated_mib"],
+        "used_a": a["used_mib"],
+        "used_b": b["used_mib"],
+    }
 
 
 @cached
@@ -105,14 +124,22 @@ def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
 def verdict_text(fit: Fit, lang: str) -> str:
     """The decode fit's verdict in `lang`, from its code and numbers (Fit.verdict is the English CLI sentence)."""
     t = i18n.translator(lang, "decode.verdict_")
-    nums = {"bw": fmt_num(fit.bandwidth_gbps), "peak": fmt_num(fit.peak_gbps or 0), "rms": fmt_pct(fit.rms_residual),
-            "limit": fmt_pct(FAR_BELOW_PEAK)}
-    if fit.verdict_code == "below_any_memory":  # the one verdict that quotes the floor (a table lookup)
+    nums = {
+        "bw": fmt_num(fit.bandwidth_gbps),
+        "peak": fmt_num(fit.peak_gbps or 0),
+        "rms": fmt_pct(fit.rms_residual),
+        "limit": fmt_pct(FAR_BELOW_PEAK),
+    }
+    if (
+        fit.verdict_code == "below_any_memory"
+    ):  # the one verdict that quotes the floor (a table lookup)
         nums["floor"] = fmt_num(hardware.slowest_memory()[0])
     parts = [t(fit.verdict_code, **nums)]
     if fit.verdict_code == "memory_bound":
         if fit.peak_gbps:
-            parts.append(t("share", share=fmt_pct(fit.bandwidth_gbps / fit.peak_gbps), peak=nums["peak"]))
+            parts.append(
+                t("share", share=fmt_pct(fit.bandwidth_gbps / fit.peak_gbps), peak=nums["peak"])
+            )
         if fit.overhead_s > 0:
             parts.append(t("overhead", ms=fmt_num(fit.overhead_s * 1e3)))
     return i18n.join(lang, *parts)
@@ -123,9 +150,14 @@ def published_numbers() -> dict:
     """The quoted trade-off figures of kvcore/published.yaml, by the names the prose uses."""
     p = figures()
     quality = {r["outcome"]: r["bits_per_channel"] for r in p["turboquant_quality"]["results"]}
-    return {"lo": p["turbo3_speed"]["drop_pct_low"], "hi": p["turbo3_speed"]["drop_pct_high"],
-            "speedup": p["turboquant_kernel"]["speedup_max"], "kernel_bits": p["turboquant_kernel"]["bits"],
-            "q_same": quality["same"], "q_lower": quality["slightly_lower"]}
+    return {
+        "lo": p["turbo3_speed"]["drop_pct_low"],
+        "hi": p["turbo3_speed"]["drop_pct_high"],
+        "speedup": p["turboquant_kernel"]["speedup_max"],
+        "kernel_bits": p["turboquant_kernel"]["bits"],
+        "q_same": quality["same"],
+        "q_lower": quality["slightly_lower"],
+    }
 
 
 # ---------------------------------------------------------------- 1 mechanism
@@ -135,13 +167,27 @@ def published_numbers() -> dict:
 def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
     work = views.mechanism_work(prompt, new)
     y = "rows_per_step" if per_step else "cumulative_rows"
-    data = work.assign(mode=work["mode"].map(i18n.translator(lang, "mechanism.")))[["step", "mode", y]]
+    data = work.assign(mode=work["mode"].map(i18n.translator(lang, "mechanism.")))[
+        ["step", "mode", y]
+    ]
     t = i18n.translator(lang)
     titles = cols(lang, "step", "mode", y)
     last = work[work["step"] == new].set_index("mode")["cumulative_rows"]
-    return {"chart": make_chart(data.rename(columns=titles), "series_chart", data, "step", y, "mode", t("mechanism.x_step"),
-                                t(f"mechanism.y_{y}"), titles=titles),
-            "with": int(last["with_cache"]), "without": int(last["without_cache"])}
+    return {
+        "chart": make_chart(
+            data.rename(columns=titles),
+            "series_chart",
+            data,
+            "step",
+            y,
+            "mode",
+            t("mechanism.x_step"),
+            t(f"mechanism.y_{y}"),
+            titles=titles,
+        ),
+        "with": int(last["with_cache"]),
+        "without": int(last["without_cache"]),
+    }
 
 
 @cached
@@ -150,16 +196,35 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     t = i18n.translator(lang)
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
-    chips = {r.id: run_info.provenance(r)["chip"] or names[r.id] for r in recs}  # short enough for a phone's axis
+    chips = {
+        r.id: run_info.provenance(r)["chip"] or names[r.id] for r in recs
+    }  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
-    df = df.assign(run=df["recording"].map(chips) + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
-                   source=df["recording"].map(names), mode=df["mode"].map(i18n.translator(lang, "mechanism.")),
-                   label=df["seconds"].map(lambda v: fmt_num(v, unit="s")))
+    df = df.assign(
+        run=df["recording"].map(chips)
+        + df["new_tokens"].map(lambda n: t("mechanism.run_tokens", n=fmt_num(n))),
+        source=df["recording"].map(names),
+        mode=df["mode"].map(i18n.translator(lang, "mechanism.")),
+        label=df["seconds"].map(lambda v: fmt_num(v, unit="s")),
+    )
     titles = cols(lang, "run", "source", "mode", "seconds", "new_tokens")
     table = df[["source", "mode", "seconds", "new_tokens"]].rename(columns=titles)
-    return {"chart": make_chart(table, "measured_bars", df, "run", "mode", "seconds", t("mechanism.seconds"), "label", titles=titles,
-                                tooltip=("source", "new_tokens")),
-            "new_tokens": int(totals["new_tokens"]), "speedup": float(totals["speedup"])}
+    return {
+        "chart": make_chart(
+            table,
+            "measured_bars",
+            df,
+            "run",
+            "mode",
+            "seconds",
+            t("mechanism.seconds"),
+            "label",
+            titles=titles,
+            tooltip=("source", "new_tokens"),
+        ),
+        "new_tokens": int(totals["new_tokens"]),
+        "speedup": float(totals["speedup"]),
+    }
 
 
 # ---------------------------------------------------------------- 2 the .nbytes trap
@@ -168,7 +233,9 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
 TRAP_SERIES = ("allocated", "used", "theory")
 
 
-def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, names: dict[str, str]) -> dict:
+def trap_chart(
+    tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, names: dict[str, str]
+) -> dict:
     """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers.
 
     points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
@@ -179,18 +246,28 @@ def trap_chart(tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, na
     curve = curve.assign(series=curve["series"].map(series), source=t("trap.simulated"))
     pts = None
     if points is not None and not points.empty:
-        pts = points.assign(series=points["series"].map(series), source=points["recording"].map(names))[["tokens", "series", "mib", "source"]]
+        pts = points.assign(
+            series=points["series"].map(series), source=points["recording"].map(names)
+        )[["tokens", "series", "mib", "source"]]
     titles = cols(lang, "tokens", "series", "mib", "source")
-    table = (curve if pts is None else pd.concat([curve, pts], ignore_index=True)).rename(columns=titles)
-    return {"chart": make_chart(table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles),
-            "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt)}
+    table = (curve if pts is None else pd.concat([curve, pts], ignore_index=True)).rename(
+        columns=titles
+    )
+    return {
+        "chart": make_chart(
+            table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles
+        ),
+        "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt),
+    }
 
 
 @cached
 def trap_recorded(tokens: int, fmt: str, lang: str, recs: list[Recording]) -> dict:
     """trap_chart with the points of every recording that measured KVCache token by token in `fmt`."""
     points = views.trap_measured(recs, fmt)
-    return trap_chart(tokens, fmt, lang, points[points["tokens"] <= tokens], source_names(recs, lang))
+    return trap_chart(
+        tokens, fmt, lang, points[points["tokens"] <= tokens], source_names(recs, lang)
+    )
 
 
 @cached
@@ -199,13 +276,23 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
     g = preset_geometry(views.ARTICLE_MODEL)
     error = None
     try:
-        rows = views.chunking_table(g, [*patterns, custom] if custom not in patterns else list(patterns), fmt)
+        rows = views.chunking_table(
+            g, [*patterns, custom] if custom not in patterns else list(patterns), fmt
+        )
     except KvError as e:
         rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_text(lang, e)
     t = i18n.translator(lang, "trap.col_")
-    return md_table(rows, {"updates": (t("updates"), "`{}`"), "tokens": (t("tokens"), "{:,}"), "capacity": (t("capacity"), "{:,}"),
-                           "allocated_mib": (t("alloc"), "{:.3f}"), "used_mib": (t("used"), "{:.3f}"),
-                           "slack_pct": (t("slack"), "{:.1f}%")}), error
+    return md_table(
+        rows,
+        {
+            "updates": (t("updates"), "`{}`"),
+            "tokens": (t("tokens"), "{:,}"),
+            "capacity": (t("capacity"), "{:,}"),
+            "allocated_mib": (t("alloc"), "{:.3f}"),
+            "used_mib": (t("used"), "{:.3f}"),
+            "slack_pct": (t("slack"), "{:.1f}%"),
+        },
+    ), error
 
 
 # ---------------------------------------------------------------- 3 linear growth
@@ -219,21 +306,56 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
     for term in terms["terms"]:
         kind = t(f"growth.f_kind_{term['kind']}")
         if term["kind"] == "linear":
-            parts.append(t("growth.f_linear", n=term["layers"], kind=kind, state=f"{term['state_bytes']:,}"))
+            parts.append(
+                t("growth.f_linear", n=term["layers"], kind=kind, state=f"{term['state_bytes']:,}")
+            )
             continue
-        tokens = (t("growth.f_min", context=f"{terms['context']:,}", window=f"{term['window']:,}") if term["kind"] == "sliding"
-                  else t("growth.f_tokens", n=f"{term['tokens']:,}"))
-        values = dict(n=term["layers"], kind=kind, heads=term["kv_heads"], k=term["k_dim"], v=term["v_dim"],
-                      kb=f"{term['k_bytes']:g}", vb=f"{term['v_bytes']:g}", tokens=tokens)
-        parts.append(t("growth.f_" + ("mla" if term["kind"] == "mla" else "same" if term["same"] else "split"), **values))
+        tokens = (
+            t("growth.f_min", context=f"{terms['context']:,}", window=f"{term['window']:,}")
+            if term["kind"] == "sliding"
+            else t("growth.f_tokens", n=f"{term['tokens']:,}")
+        )
+        values = dict(
+            n=term["layers"],
+            kind=kind,
+            heads=term["kv_heads"],
+            k=term["k_dim"],
+            v=term["v_dim"],
+            kb=f"{term['k_bytes']:g}",
+            vb=f"{term['v_bytes']:g}",
+            tokens=tokens,
+        )
+        parts.append(
+            t(
+                "growth.f_"
+                + ("mla" if term["kind"] == "mla" else "same" if term["same"] else "split"),
+                **values,
+            )
+        )
     seqs = t("growth.f_seqs", n=terms["sequences"]) if terms["sequences"] > 1 else ""
-    fmt = t("growth.f_same_format", k=spec.k_format) if spec.k_format == spec.v_format else t("growth.f_formats", k=spec.k_format, v=spec.v_format)
-    return (f"{seqs}(" + " + ".join(parts) + ")" + t("growth.f_total", total=f"{terms['total']:,}", formats=fmt)
-            + "\n" + t("growth.f_per_token", per=f"{terms['per_token']:,}", kib=fmt_num(terms["per_token"] / 1024)))
+    fmt = (
+        t("growth.f_same_format", k=spec.k_format)
+        if spec.k_format == spec.v_format
+        else t("growth.f_formats", k=spec.k_format, v=spec.v_format)
+    )
+    return (
+        f"{seqs}("
+        + " + ".join(parts)
+        + ")"
+        + t("growth.f_total", total=f"{terms['total']:,}", formats=fmt)
+        + "\n"
+        + t(
+            "growth.f_per_token",
+            per=f"{terms['per_token']:,}",
+            kib=fmt_num(terms["per_token"] / 1024),
+        )
+    )
 
 
 @cached
-def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None) -> dict:
+def growth(
+    model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None
+) -> dict:
     """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
     {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
@@ -241,7 +363,12 @@ def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, re
         return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
-    if rec is not None and rec.data["model"].get("preset") == model and kv == rec.data["model"].get("kv_format") and seqs == 1:
+    if (
+        rec is not None
+        and rec.data["model"].get("preset") == model
+        and kv == rec.data["model"].get("kv_format")
+        and seqs == 1
+    ):
         points = views.growth_measured([rec])
     name = lambda d: d.assign(series=d["series"].map(i18n.translator(lang, "growth.")))  # noqa: E731
     t = i18n.translator(lang)
@@ -249,15 +376,35 @@ def growth(model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, re
     data = name(curve)[["context", "series", "gib", "bytes"]]
     pts = None
     if points is not None and not points.empty:
-        pts = name(points).assign(source=source_names([rec], lang)[rec.id])[["context", "series", "gib", "source"]]
+        pts = name(points).assign(source=source_names([rec], lang)[rec.id])[
+            ["context", "series", "gib", "source"]
+        ]
     top = curve[curve["context"] == curve["context"].max()].set_index("series")["bytes"]
-    return {"formula": formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang),
-            "chart": make_chart(data.rename(columns=titles), "series_chart", data, "context", "gib", "series", t("common.context"), "GiB",
-                                points=pts, log_x=True, log_y=True, dashed=t("growth.theory"), titles=titles,
-                                rules=limit_rule(g, ctx, lang)),
-            "points": points is not None, "max_context": int(curve["context"].max()),
-            "used": int(top["used"]), "weights": int(top["weights"]),
-            "crossover": crossover_context(g, weights, spec, seqs), "model_max": g.max_position_embeddings}
+    return {
+        "formula": formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang),
+        "chart": make_chart(
+            data.rename(columns=titles),
+            "series_chart",
+            data,
+            "context",
+            "gib",
+            "series",
+            t("common.context"),
+            "GiB",
+            points=pts,
+            log_x=True,
+            log_y=True,
+            dashed=t("growth.theory"),
+            titles=titles,
+            rules=limit_rule(g, ctx, lang),
+        ),
+        "points": points is not None,
+        "max_context": int(curve["context"].max()),
+        "used": int(top["used"]),
+        "weights": int(top["weights"]),
+        "crossover": crossover_context(g, weights, spec, seqs),
+        "model_max": g.max_position_embeddings,
+    }
 
 
 def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
@@ -265,7 +412,9 @@ def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
     limit = g.max_position_embeddings
     if not limit or shown_max <= limit:
         return None
-    return pd.DataFrame([{"context": limit, "label": i18n.translate(lang, "common.model_limit", n=f"{limit:,}")}])
+    return pd.DataFrame(
+        [{"context": limit, "label": i18n.translate(lang, "common.model_limit", n=f"{limit:,}")}]
+    )
 
 
 @cached
@@ -275,9 +424,22 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
     t = i18n.translator(lang)
     titles = cols(lang, "layer", "mib", "kind", "tokens_held")
     data = layers.assign(layer=layers["layer"].astype(str))
-    return {"chart": make_chart(data[["layer", "kind", "tokens_held", "mib"]].rename(columns=titles), "bar_chart", data, "layer", "mib",
-                                "kind", t("growth.layer"), "MiB", extra_tooltip=("tokens_held",), sort=[str(i) for i in layers["layer"]],
-                                height={"step": 11}, titles=titles)}
+    return {
+        "chart": make_chart(
+            data[["layer", "kind", "tokens_held", "mib"]].rename(columns=titles),
+            "bar_chart",
+            data,
+            "layer",
+            "mib",
+            "kind",
+            t("growth.layer"),
+            "MiB",
+            extra_tooltip=("tokens_held",),
+            sort=[str(i) for i in layers["layer"]],
+            height={"step": 11},
+            titles=titles,
+        )
+    }
 
 
 # ---------------------------------------------------------------- 4 decode slowdown
@@ -289,31 +451,71 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
     runs_decode = [decode_model.analyse(r) for r in runs]
     # a run without a model geometry is still drawn: its measured points, no bytes line (no_fit says why)
-    pts = [a.points if a is not None else pd.DataFrame(r.rows("decode")).assign(recording=r.id)
-           for r, a in zip(runs, runs_decode) if r.rows("decode")]
+    pts = [
+        a.points if a is not None else pd.DataFrame(r.rows("decode")).assign(recording=r.id)
+        for r, a in zip(runs, runs_decode)
+        if r.rows("decode")
+    ]
     if not pts:
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
-    no_fit = [{"run": names[r.id], "why": no_fit_reason(r)} for r, a in zip(runs, runs_decode) if a is None and r.rows("decode")]
+    no_fit = [
+        {"run": names[r.id], "why": no_fit_reason(r)}
+        for r, a in zip(runs, runs_decode)
+        if a is None and r.rows("decode")
+    ]
     points = pd.concat(pts, ignore_index=True)
     for col in ("bytes_per_token", "implied_gbps"):
         if col not in points:
             points[col] = float("nan")
-    points = points.assign(series=points["recording"].map(names), source=points["recording"].map(names))
-    points = views.decode_spread(points, "iqr", fallback="range")  # spread over passes, where recorded
-    lines = pd.concat([a.curve for a in runs_decode if a is not None]
-                      or [pd.DataFrame(columns=["context", "tokens_per_s", "recording"])], ignore_index=True)
+    points = points.assign(
+        series=points["recording"].map(names), source=points["recording"].map(names)
+    )
+    points = views.decode_spread(
+        points, "iqr", fallback="range"
+    )  # spread over passes, where recorded
+    lines = pd.concat(
+        [a.curve for a in runs_decode if a is not None]
+        or [pd.DataFrame(columns=["context", "tokens_per_s", "recording"])],
+        ignore_index=True,
+    )
     lines = lines.assign(series=lines["recording"].map(names), source=lines["recording"].map(names))
-    unfit = [names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound]
-    titles = cols(lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source")
-    table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(columns=titles)
-    chart = make_chart(table, "series_chart", lines, "context", "tokens_per_s", "series", t("common.context"), t("common.tok_s"),
-                       points=points, log_x=True, log_y=True, dashed=unfit, colors=source_colors(all_recs, lang), titles=titles,
-                       error=("tokens_per_s_low", "tokens_per_s_high"))
+    unfit = [
+        names[r.id] for r, a in zip(runs, runs_decode) if a is not None and not a.fit.memory_bound
+    ]
+    titles = cols(
+        lang, "context", "tokens_per_s", "series", "bytes_per_token", "implied_gbps", "source"
+    )
+    table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(
+        columns=titles
+    )
+    chart = make_chart(
+        table,
+        "series_chart",
+        lines,
+        "context",
+        "tokens_per_s",
+        "series",
+        t("common.context"),
+        t("common.tok_s"),
+        points=points,
+        log_x=True,
+        log_y=True,
+        dashed=unfit,
+        colors=source_colors(all_recs, lang),
+        titles=titles,
+        error=("tokens_per_s_low", "tokens_per_s_high"),
+    )
     first = runs_decode[0]
-    return {"chart": chart, "fit": first and first.fit, "check": first and first.check,
-            "chip": first and first.chip, "unfit": bool(unfit), "spread": bool(points["tokens_per_s_low"].notna().any()),
-            "no_fit": no_fit}
+    return {
+        "chart": chart,
+        "fit": first and first.fit,
+        "check": first and first.check,
+        "chip": first and first.chip,
+        "unfit": bool(unfit),
+        "spread": bool(points["tokens_per_s_low"].notna().any()),
+        "no_fit": no_fit,
+    }
 
 
 def no_fit_reason(rec: Recording) -> str:
@@ -325,12 +527,26 @@ def no_fit_reason(rec: Recording) -> str:
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
     """The worked check in words; whether both points imply the same bandwidth is the fit's verdict, not assumed."""
-    values = dict(a=f"{check['context_a']:,}", b=f"{check['context_b']:,}", w=fmt_size(check["weights_bytes"]),
-                  kva=fmt_size(check["kv_bytes_a"]), kvb=fmt_size(check["kv_bytes_b"]),  # sizes in GiB/MiB site-wide
-                  ta=fmt_num(check["tokens_per_s_a"]), tb=fmt_num(check["tokens_per_s_b"]),
-                  ga=fmt_num(check["gbps_a"]), gb=fmt_num(check["gbps_b"]),
-                  pred=fmt_num(check["predicted_slowdown"]), meas=fmt_num(check["measured_slowdown"]))
-    return i18n.translate(lang, "decode.check_text" if fit.verdict_code == "memory_bound" else "decode.check_text_not_bound", **values)
+    values = dict(
+        a=f"{check['context_a']:,}",
+        b=f"{check['context_b']:,}",
+        w=fmt_size(check["weights_bytes"]),
+        kva=fmt_size(check["kv_bytes_a"]),
+        kvb=fmt_size(check["kv_bytes_b"]),  # sizes in GiB/MiB site-wide
+        ta=fmt_num(check["tokens_per_s_a"]),
+        tb=fmt_num(check["tokens_per_s_b"]),
+        ga=fmt_num(check["gbps_a"]),
+        gb=fmt_num(check["gbps_b"]),
+        pred=fmt_num(check["predicted_slowdown"]),
+        meas=fmt_num(check["measured_slowdown"]),
+    )
+    return i18n.translate(
+        lang,
+        "decode.check_text"
+        if fit.verdict_code == "memory_bound"
+        else "decode.check_text_not_bound",
+        **values,
+    )
 
 
 @cached
@@ -348,20 +564,45 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     memory = calculator.chip_memory_bytes(c)
     caveat = t("decode.caveat" if c.unified else "decode.caveat_gpu")
     if pred.empty:
-        return {"chart": None, "caveat": caveat,
-                "text": t("decode.whatif_no_fit", model=model, weights=weights, need=fmt_num(weights_bytes(g, weights) / GIB),
-                          chip=chip, memory=fmt_num(memory / GIB))}
+        return {
+            "chart": None,
+            "caveat": caveat,
+            "text": t(
+                "decode.whatif_no_fit",
+                model=model,
+                weights=weights,
+                need=fmt_num(weights_bytes(g, weights) / GIB),
+                chip=chip,
+                memory=fmt_num(memory / GIB),
+            ),
+        }
     notes = []
     top = int(pred["context"].max())
     if g.max_position_embeddings and top == g.max_position_embeddings < WHAT_IF_MAX:
         notes.append(t("decode.whatif_model_limit", model=model, n=f"{top:,}"))
     elif top < min(WHAT_IF_MAX, g.max_position_embeddings or WHAT_IF_MAX):
-        notes.append(t("decode.whatif_memory_limit", n=f"{top:,}", chip=chip, memory=fmt_num(memory / GIB)))
+        notes.append(
+            t("decode.whatif_memory_limit", n=f"{top:,}", chip=chip, memory=fmt_num(memory / GIB))
+        )
     pred["series"] = pred["series"].map(i18n.translator(lang, "decode."))
     titles = cols(lang, "context", "series", "tokens_per_s", "bytes_per_token")
-    return {"chart": make_chart(pred.rename(columns=titles), "series_chart", pred, "context", "tokens_per_s", "series",
-                                t("common.context"), t("common.tok_s"), log_x=True, log_y=True, titles=titles),
-            "text": i18n.join(lang, *notes), "caveat": caveat}
+    return {
+        "chart": make_chart(
+            pred.rename(columns=titles),
+            "series_chart",
+            pred,
+            "context",
+            "tokens_per_s",
+            "series",
+            t("common.context"),
+            t("common.tok_s"),
+            log_x=True,
+            log_y=True,
+            titles=titles,
+        ),
+        "text": i18n.join(lang, *notes),
+        "caveat": caveat,
+    }
 
 
 WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own limit is shorter
@@ -377,15 +618,43 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         return None
     t, names = i18n.translator(lang, "decode."), source_names(recs, lang)
     frame = frame.assign(run=frame["recording"].map(names))
-    fields = ["run", "chip", "runtime", "model", "context", "tokens_per_s", "predicted_slowdown", "measured_slowdown"]
+    fields = [
+        "run",
+        "chip",
+        "runtime",
+        "model",
+        "context",
+        "tokens_per_s",
+        "predicted_slowdown",
+        "measured_slowdown",
+    ]
     titles = cols(lang, *fields)
-    chart = make_chart(frame[fields].rename(columns=titles), "slowdown_scatter", frame, "predicted_slowdown", "measured_slowdown",
-                       "run", t("sb_x"), t("sb_y"), t("sb_identity"), tooltip=("chip", "runtime", "model", "context", "tokens_per_s"),
-                       colors=source_colors(recs, lang), titles=titles)
+    chart = make_chart(
+        frame[fields].rename(columns=titles),
+        "slowdown_scatter",
+        frame,
+        "predicted_slowdown",
+        "measured_slowdown",
+        "run",
+        t("sb_x"),
+        t("sb_y"),
+        t("sb_identity"),
+        tooltip=("chip", "runtime", "model", "context", "tokens_per_s"),
+        colors=source_colors(recs, lang),
+        titles=titles,
+    )
     summary = decode_model.slowdown_summary(frame)
-    table = md_table(summary, {"run": (t("sb_run"), None), "context_first": (t("sb_from"), "{:,}"),
-                               "context": (t("sb_to"), "{:,}"), "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
-                               "measured_slowdown": (t("sb_measured"), "{:.2f}×"), "ratio": (t("sb_ratio"), "{:.2f}")})
+    table = md_table(
+        summary,
+        {
+            "run": (t("sb_run"), None),
+            "context_first": (t("sb_from"), "{:,}"),
+            "context": (t("sb_to"), "{:,}"),
+            "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
+            "measured_slowdown": (t("sb_measured"), "{:.2f}×"),
+            "ratio": (t("sb_ratio"), "{:.2f}"),
+        },
+    )
     return {"chart": chart, "table": table, "runs": tuple(summary["run"])}
 
 
@@ -399,21 +668,50 @@ def heads(model: str, ctx: int, lang: str) -> dict:
     g = preset_geometry(model)
     df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
     df["variant"] = df["variant"].map(i18n.translator(lang, "savings.variant_"))
-    df["label"] = [fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)") for v, share in zip(df["gib"], df["vs_mha"])]
+    df["label"] = [
+        fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)")
+        for v, share in zip(df["gib"], df["vs_mha"])
+    ]
     t = i18n.translator(lang)
     mla = next((layer for layer in g.layers if layer.kind == "mla"), None)
     kv = max((layer.kv_heads for layer in g.layers if layer.kind in ("full", "sliding")), default=0)
     if mla is not None:
-        text = t("savings.heads_mla", model=model, latent=mla.k_dim, rope=mla.v_dim, share=fmt_pct(df["vs_mha"].min()))
+        text = t(
+            "savings.heads_mla",
+            model=model,
+            latent=mla.k_dim,
+            rope=mla.v_dim,
+            share=fmt_pct(df["vs_mha"].min()),
+        )
     elif kv and kv < g.num_attention_heads:
-        text = t("savings.heads_shared", model=model, q_heads=g.num_attention_heads, kv_heads=kv, ratio=g.num_attention_heads // kv)
+        text = t(
+            "savings.heads_shared",
+            model=model,
+            q_heads=g.num_attention_heads,
+            kv_heads=kv,
+            ratio=g.num_attention_heads // kv,
+        )
     else:
         text = t("savings.heads_mha", model=model, q_heads=g.num_attention_heads)
     titles = cols(lang, "variant", "gib", "kv_heads", "vs_mha")
     table = df[["variant", "kv_heads", "gib", "vs_mha"]].rename(columns=titles)
-    return {"chart": make_chart(table, "bar_chart", df, "variant", "gib", "variant", t("savings.variant"), "GiB",
-                                extra_tooltip=("kv_heads", "vs_mha"), titles=titles, labels="label", show_legend=False),
-            "text": text}
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            df,
+            "variant",
+            "gib",
+            "variant",
+            t("savings.variant"),
+            "GiB",
+            extra_tooltip=("kv_heads", "vs_mha"),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "text": text,
+    }
 
 
 @cached
@@ -431,13 +729,35 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     curve = views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
-    return {"kept": kept, "left_out": left_out,
-            "chart": make_chart(curve.rename(columns=titles), "series_chart", curve, "context", "gib", "format", t("common.context"), "GiB",
-                                log_x=True, log_y=True, titles=titles, rules=limit_rule(g, top, lang)),
-            "table": md_table(views.format_table(g, list(fmts)), {
-                "format": (t("savings.format"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                "bytes_per_token": (t("savings.bytes_token"), "{:,}"), "vs_fp16": ("× fp16", "{:.3f}"),
-                "source": (t("savings.source"), None)}, lang=lang)}
+    return {
+        "kept": kept,
+        "left_out": left_out,
+        "chart": make_chart(
+            curve.rename(columns=titles),
+            "series_chart",
+            curve,
+            "context",
+            "gib",
+            "format",
+            t("common.context"),
+            "GiB",
+            log_x=True,
+            log_y=True,
+            titles=titles,
+            rules=limit_rule(g, top, lang),
+        ),
+        "table": md_table(
+            views.format_table(g, list(fmts)),
+            {
+                "format": (t("savings.format"), None),
+                "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
+                "vs_fp16": ("× fp16", "{:.3f}"),
+                "source": (t("savings.source"), None),
+            },
+            lang=lang,
+        ),
+    }
 
 
 @cached
@@ -448,17 +768,39 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
     if df["max_context"].max() == 0:
         return None
     t = i18n.translator(lang)
-    df["label"] = [t("savings.fits_capped", n=f"{n:,}", memory=f"{m:,}") if capped else f"{n:,}"
-                   for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])]
+    df["label"] = [
+        t("savings.fits_capped", n=f"{n:,}", memory=f"{m:,}") if capped else f"{n:,}"
+        for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])
+    ]
     titles = cols(lang, "format", "max_context", "memory_max_context")
     table = df[["format", "max_context", "memory_max_context"]].rename(columns=titles)
     capped = bool(df["capped"].any())
-    note = t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}") if capped else ""
+    note = (
+        t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}")
+        if capped
+        else ""
+    )
     # at the model's limit every capped bar would be the same length: draw what memory holds, which differs by format
-    value, other = ("memory_max_context", "max_context") if capped else ("max_context", "memory_max_context")
-    return {"chart": make_chart(table, "bar_chart", df, "format", value, "format", t("savings.format"), titles[value],
-                                extra_tooltip=(other,), titles=titles, labels="label", show_legend=False),
-            "note": note}
+    value, other = (
+        ("memory_max_context", "max_context") if capped else ("max_context", "memory_max_context")
+    )
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            df,
+            "format",
+            value,
+            "format",
+            t("savings.format"),
+            titles[value],
+            extra_tooltip=(other,),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "note": note,
+    }
 
 
 @cached
@@ -466,10 +808,19 @@ def turbo(lang: str) -> dict:
     claims = views.turbo3_claims()
     item, fmt = figures()["turbo3_llama31_8b_131k"], FORMATS["turbo3"]
     by = claims.set_index("claim")
-    values = {"model": item["model"], "context": item["context"], "fp16_gib": by.loc["article_b", "gib"] * by.loc["article_b", "vs_fp16"],
-              "b_gib": by.loc["article_b", "gib"], "b_bits": by.loc["article_b", "bits_per_value"], "ratio": item["ratio_vs_f16"],
-              "block_values": fmt.block_values, "block_bytes": fmt.block_bytes, "block_bits": by.loc["block_layout", "bits_per_value"],
-              "block_gib": by.loc["block_layout", "gib"], "header_bits": by.loc["header_comment", "bits_per_value"]}
+    values = {
+        "model": item["model"],
+        "context": item["context"],
+        "fp16_gib": by.loc["article_b", "gib"] * by.loc["article_b", "vs_fp16"],
+        "b_gib": by.loc["article_b", "gib"],
+        "b_bits": by.loc["article_b", "bits_per_value"],
+        "ratio": item["ratio_vs_f16"],
+        "block_values": fmt.block_values,
+        "block_bytes": fmt.block_bytes,
+        "block_bits": by.loc["block_layout", "bits_per_value"],
+        "block_gib": by.loc["block_layout", "gib"],
+        "header_bits": by.loc["header_comment", "bits_per_value"],
+    }
     claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
     t = i18n.translator(lang)
     # the sources as numbered notes under the table: a column of long citations squeezed the first to a letter a
@@ -477,12 +828,30 @@ def turbo(lang: str) -> dict:
     refs = list(dict.fromkeys(claims["source"]))
     claims["ref"] = claims["source"].map(lambda s: f"[{refs.index(s) + 1}]")
     notes = "\n".join(f"{i}. {i18n.data_text(lang, s)}" for i, s in enumerate(refs, 1))
-    return {"claims": md_table(claims, {"claim": (t("savings.claim"), None), "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                                        "gib": ("GiB", "{:.3f}"), "vs_fp16": ("fp16 ÷", "{:.2f}"), "ref": (t("savings.source"), None)},
-                               lang=lang) + "\n\n" + notes,
-            "padding": md_table(views.turbo_padding(), {"format": (t("savings.format"), None), "head_dim_128": (t("savings.hd128"), "{:.3f}"),
-                                                        "head_dim_64": (t("savings.hd64"), "{:.3f}")}),
-            "text": i18n.translate(lang, "savings.turbo_text", **values)}
+    return {
+        "claims": md_table(
+            claims,
+            {
+                "claim": (t("savings.claim"), None),
+                "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                "gib": ("GiB", "{:.3f}"),
+                "vs_fp16": ("fp16 ÷", "{:.2f}"),
+                "ref": (t("savings.source"), None),
+            },
+            lang=lang,
+        )
+        + "\n\n"
+        + notes,
+        "padding": md_table(
+            views.turbo_padding(),
+            {
+                "format": (t("savings.format"), None),
+                "head_dim_128": (t("savings.hd128"), "{:.3f}"),
+                "head_dim_64": (t("savings.hd64"), "{:.3f}"),
+            },
+        ),
+        "text": i18n.translate(lang, "savings.turbo_text", **values),
+    }
 
 
 @cached
@@ -494,9 +863,24 @@ def benchmark(rec: Recording, lang: str) -> dict:
     p = run_info.provenance(rec)
     titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
     table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
-    return {"chart": make_chart(table, "bar_chart", rows, "name", "tokens_per_s", "name", t("savings.weights_precision"), t("common.tok_s"),
-                                extra_tooltip=("peak_memory_gb",), sort=list(rows["name"]), titles=titles, labels="label", show_legend=False),
-            "title": t("savings.bench_title", model=p["model"], chip=p["chip"], kv=p["kv_format"])}
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            rows,
+            "name",
+            "tokens_per_s",
+            "name",
+            t("savings.weights_precision"),
+            t("common.tok_s"),
+            extra_tooltip=("peak_memory_gb",),
+            sort=list(rows["name"]),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "title": t("savings.bench_title", model=p["model"], chip=p["chip"], kv=p["kv_format"]),
+    }
 
 
 # ---------------------------------------------------------------- recordings
@@ -510,9 +894,13 @@ def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: st
         return arrow(df)
     t = i18n.translator(lang)
     sep = t("recordings.list_sep")
-    df = df.assign(kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")), where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
-                   date=df["date"].str[:10], label=df["recording"].map(source_names(recs, lang, local_ids)),
-                   sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs])
+    df = df.assign(
+        kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")),
+        where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
+        date=df["date"].str[:10],
+        label=df["recording"].map(source_names(recs, lang, local_ids)),
+        sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs],
+    )
     return arrow(translated_table(df, lang, "recordings.col_"))
 
 
@@ -533,9 +921,23 @@ def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict
     rows = views.section_frame(recs, "decode")
     rows = rows.assign(source=rows["recording"].map(names))
     titles = cols(lang, "context", "tokens_per_s", "source")
-    return {"chart": make_chart(rows[["source", "context", "tokens_per_s"]].rename(columns=titles), "series_chart", None, "context",
-                                "tokens_per_s", "source", i18n.translate(lang, "common.context"), i18n.translate(lang, "common.tok_s"),
-                                points=rows, log_x=True, log_y=True, colors=source_colors(all_recs, lang), titles=titles)}
+    return {
+        "chart": make_chart(
+            rows[["source", "context", "tokens_per_s"]].rename(columns=titles),
+            "series_chart",
+            None,
+            "context",
+            "tokens_per_s",
+            "source",
+            i18n.translate(lang, "common.context"),
+            i18n.translate(lang, "common.tok_s"),
+            points=rows,
+            log_x=True,
+            log_y=True,
+            colors=source_colors(all_recs, lang),
+            titles=titles,
+        )
+    }
 
 
 # ---------------------------------------------------------------- 6 savings: what a smaller cache costs
@@ -552,33 +954,83 @@ def quality(rec: Recording, lang: str) -> dict:
     t = i18n.translator(lang)
     df = views.quality_trade([rec])
     df = df.assign(format=[format_label(r, lang) for r in df.to_dict("records")])
-    df = df.assign(top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}")))
-    titles = cols(lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity")
-    shown = df[df["kl_vs_baseline"] > 0][["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]]
-    chart = make_chart(shown[["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]].rename(columns=titles),
-                       "quality_trade", shown, "bytes_per_token", "kl_vs_baseline", "format", "top1",
-                       t("savings.quality_x"), t("savings.quality_y"), titles=titles, tooltip=("top1_agreement", "perplexity"))
+    df = df.assign(
+        top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}"))
+    )
+    titles = cols(
+        lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"
+    )
+    shown = df[df["kl_vs_baseline"] > 0][
+        ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]
+    ]
+    chart = make_chart(
+        shown[
+            ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
+        ].rename(columns=titles),
+        "quality_trade",
+        shown,
+        "bytes_per_token",
+        "kl_vs_baseline",
+        "format",
+        "top1",
+        t("savings.quality_x"),
+        t("savings.quality_y"),
+        titles=titles,
+        tooltip=("top1_agreement", "perplexity"),
+    )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
-    table = md_table(rows, {"format": (titles["format"], None), "bytes_per_token": (titles["bytes_per_token"], "{:,.0f}"),
-                            "perplexity": (titles["perplexity"], "{:.2f}"), "kl": (titles["kl_vs_baseline"], None),
-                            "top1_agreement": (titles["top1_agreement"], "{:.1%}")}, lang)
+    table = md_table(
+        rows,
+        {
+            "format": (titles["format"], None),
+            "bytes_per_token": (titles["bytes_per_token"], "{:,.0f}"),
+            "perplexity": (titles["perplexity"], "{:.2f}"),
+            "kl": (titles["kl_vs_baseline"], None),
+            "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+        },
+        lang,
+    )
     growth = views.quality_by_context(rec)
     context_table = None
     lengths = ""
     if not growth.empty and growth["tokens"].nunique() > 1:
         growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
         growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
-        context_table = md_table(growth, {"format": (titles["format"], None), "tokens": (t("cols.tokens"), "{:,}"),
-                                          "perplexity": (titles["perplexity"], "{:.2f}"), "kl": (titles["kl_vs_baseline"], None),
-                                          "top1_agreement": (titles["top1_agreement"], "{:.1%}")}, lang)
+        context_table = md_table(
+            growth,
+            {
+                "format": (titles["format"], None),
+                "tokens": (t("cols.tokens"), "{:,}"),
+                "perplexity": (titles["perplexity"], "{:.2f}"),
+                "kl": (titles["kl_vs_baseline"], None),
+                "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+            },
+            lang,
+        )
         lengths = " / ".join(f"{n:,}" for n in sorted(growth["tokens"].unique()))
     pub = pd.DataFrame(figures()["kv_quality"])
     pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
-    published = md_table(pub, {"src": (t("savings.col_source"), "{}"), "model": (t("savings.col_model"), None),
-                               "kv": (t("savings.col_kv"), None), "figure": (t("savings.col_figure"), "`{}`")}, lang)  # as stated
-    return {"chart": chart, "table": table, "context_table": context_table, "lengths": lengths,
-            "tokens": int(df["tokens"].max()), "published": published, "answers": views.quality_answers(rec),
-            "baseline": df["format"].iloc[0], "install_note": None if real_model.available() else t("savings.quality_install")}
+    published = md_table(
+        pub,
+        {
+            "src": (t("savings.col_source"), "{}"),
+            "model": (t("savings.col_model"), None),
+            "kv": (t("savings.col_kv"), None),
+            "figure": (t("savings.col_figure"), "`{}`"),
+        },
+        lang,
+    )  # as stated
+    return {
+        "chart": chart,
+        "table": table,
+        "context_table": context_table,
+        "lengths": lengths,
+        "tokens": int(df["tokens"].max()),
+        "published": published,
+        "answers": views.quality_answers(rec),
+        "baseline": df["format"].iloc[0],
+        "install_note": None if real_model.available() else t("savings.quality_install"),
+    }
 
 
 def format_label(row: dict, lang: str) -> str:
@@ -587,14 +1039,20 @@ def format_label(row: dict, lang: str) -> str:
 
     t = i18n.translator(lang)
     group = row.get("group_size")
-    if group is None or group != group:  # an answers row names its group in its label only: "mlx-q4 (group 32)"
+    if (
+        group is None or group != group
+    ):  # an answers row names its group in its label only: "mlx-q4 (group 32)"
         named = re.search(r"\(group (\d+)", str(row.get("label", "")))
         if named is None:
             return row["kv_format"]
         group = int(named[1])
     label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
     start = row.get("quantized_kv_start") or 0
-    return label if start != start or not start else t("savings.quality_format_start", label=label, start=fmt_num(start))
+    return (
+        label
+        if start != start or not start
+        else t("savings.quality_format_start", label=label, start=fmt_num(start))
+    )
 
 
 def answer_text(row: dict, lang: str) -> str:
@@ -605,7 +1063,12 @@ def answer_text(row: dict, lang: str) -> str:
     margin = fmt_num(row.get("margin", float("nan")))
     if row["first_divergence"] == 0:
         return t("savings.quality_parts_first", margin=margin)
-    return t("savings.quality_parts", n=fmt_num(row["first_divergence"] + 1), agreed=row.get("agreed_text", ""), margin=margin)
+    return t(
+        "savings.quality_parts",
+        n=fmt_num(row["first_divergence"] + 1),
+        agreed=row.get("agreed_text", ""),
+        margin=margin,
+    )
 
 
 @cached
@@ -616,8 +1079,16 @@ def mechanism_text(rec: Recording, published: Recording | None, lang: str) -> di
         return None
     t = i18n.translator(lang)
     totals = views.mechanism_totals(rec)
-    published = fmt_ratio(views.mechanism_totals(published)["speedup"]) if published is not None else "—"
-    note = t("mechanism.text_note", model=rec.data["model"]["name"], n=fmt_num(text["new_tokens"]),
-             with_s=fmt_num(totals["with_cache_s"], unit="s"), without_s=fmt_num(totals["without_cache_s"], unit="s"),
-             ratio=fmt_ratio(totals["speedup"]), published=published)
+    published = (
+        fmt_ratio(views.mechanism_totals(published)["speedup"]) if published is not None else "—"
+    )
+    note = t(
+        "mechanism.text_note",
+        model=rec.data["model"]["name"],
+        n=fmt_num(text["new_tokens"]),
+        with_s=fmt_num(totals["with_cache_s"], unit="s"),
+        without_s=fmt_num(totals["without_cache_s"], unit="s"),
+        ratio=fmt_ratio(totals["speedup"]),
+        published=published,
+    )
     return {**text, "note": note}

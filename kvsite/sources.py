@@ -67,13 +67,17 @@ def source_label(rec: Recording, lang: str, where: str = "", short: bool = False
 
     p = provenance(rec)
     if short:
-        mark = i18n.translate(lang, f"source.short_{where}") if where else ""  # "local" or "uploaded"
+        mark = (
+            i18n.translate(lang, f"source.short_{where}") if where else ""
+        )  # "local" or "uploaded"
         return f"{i18n.translate(lang, 'source.short_' + p['class'])}{short_name(rec)}{mark}"
     kind = i18n.translate(lang, "source." + p["class"])
     if where == "uploaded":  # a reader's own file: the name it gives itself
         return f"{kind}{i18n.translate(lang, 'source.uploaded')}: {rec.label}"
     where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
-    if "short_label" in rec.data:  # the file's own short name: two runs of one model and chip stay apart
+    if (
+        "short_label" in rec.data
+    ):  # the file's own short name: two runs of one model and chip stay apart
         return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
     return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 

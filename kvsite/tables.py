@@ -35,16 +35,27 @@ def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang:
     """A small table as a markdown table: columns maps a field to (header, format spec such as "{:.3f}", or
     None for text). Number columns align right. For a handful of rows shown among prose, where st.dataframe's grid
     costs three markdown elements a rerun and scrolls; build it inside a cached section."""
+
     def cell(value, fmt):
         if value is None or (isinstance(value, float) and value != value):
             return "—"
-        text = fmt.format(value) if fmt else data_text(lang, str(value))  # a data file's own words, rendered
+        text = (
+            fmt.format(value) if fmt else data_text(lang, str(value))
+        )  # a data file's own words, rendered
         return text.replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",
-             "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[name]) else ":---" for name in columns) + "|"]
-    lines += ["| " + " | ".join(cell(row[name], fmt) for name, (_, fmt) in columns.items()) + " |"
-              for row in df[list(columns)].to_dict("records")]
+    lines = [
+        "| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",
+        "|"
+        + "|".join(
+            "---:" if pd.api.types.is_numeric_dtype(df[name]) else ":---" for name in columns
+        )
+        + "|",
+    ]
+    lines += [
+        "| " + " | ".join(cell(row[name], fmt) for name, (_, fmt) in columns.items()) + " |"
+        for row in df[list(columns)].to_dict("records")
+    ]
     return "\n".join(lines)
 
 

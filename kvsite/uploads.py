@@ -24,9 +24,15 @@ RESULT = "kv_upload_result"  # st.session_state: the last upload's id, or its Re
 # limit the label states, rounded up, so a file the engine would take is never stopped by the widget; a file between
 # MAX_FILE_BYTES and this gets our sentence (recordings.parse_bytes), a larger one Streamlit's own (English) message.
 MAX_WIDGET_MB = -(-recordings.MAX_FILE_BYTES // 2**20)
-PREFIX = "upload-"  # every uploaded run's id starts so (a shared ?src= link names one that may be gone)
-MAX_KEPT = 5  # a session keeps its last five uploads (each up to MAX_FILE_BYTES, in the server's memory)
-MAX_SESSION_BYTES = 2 * recordings.MAX_FILE_BYTES  # and at most this many bytes of files: the oldest go first
+PREFIX = (
+    "upload-"  # every uploaded run's id starts so (a shared ?src= link names one that may be gone)
+)
+MAX_KEPT = (
+    5  # a session keeps its last five uploads (each up to MAX_FILE_BYTES, in the server's memory)
+)
+MAX_SESSION_BYTES = (
+    2 * recordings.MAX_FILE_BYTES
+)  # and at most this many bytes of files: the oldest go first
 SIZES = "kv_upload_bytes"  # st.session_state: {id: the file's size in bytes}, for the bound above
 
 
@@ -47,7 +53,9 @@ def _new_id(filename: str, taken: set[str]) -> str:
 def receive() -> None:
     """The uploader's on_change: validate the file now (before the page runs, so the page's picker has it)."""
     file = st.session_state.get(UPLOADER)
-    if file is None:  # the reader removed the file from the uploader: their recording stays for the session
+    if (
+        file is None
+    ):  # the reader removed the file from the uploader: their recording stays for the session
         st.session_state.pop(RESULT, None)
         return
     try:

@@ -15,15 +15,35 @@ f.intro()
 def work_section() -> None:
     """Work per step with and without a cache: its widgets rerun this section only, not the frame."""
     c = row()
-    prompt = c.slider(f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params")
-    new = c.slider(f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params")
+    prompt = c.slider(
+        f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params"
+    )
+    new = c.slider(
+        f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params"
+    )
     with c:
-        per_step = url_choice(st.radio, f.t("mechanism.view"), ["cumulative", "per_step"], "cumulative", "view",
-                              format_func=lambda v: f.t(f"mechanism.view_{v}"), horizontal=True) == "per_step"
+        per_step = (
+            url_choice(
+                st.radio,
+                f.t("mechanism.view"),
+                ["cumulative", "per_step"],
+                "cumulative",
+                "view",
+                format_func=lambda v: f.t(f"mechanism.view_{v}"),
+                horizontal=True,
+            )
+            == "per_step"
+        )
 
     work = sections.mechanism_work(prompt, new, per_step, f.lang)
-    event = show_chart(f, work["chart"], "mech_chart", "kv-mechanism-work", source=f.t("export.computed"),
-                       settings={f.t("mechanism.prompt"): f"{prompt:,}", f.t("mechanism.new"): f"{new:,}"})
+    event = show_chart(
+        f,
+        work["chart"],
+        "mech_chart",
+        "kv-mechanism-work",
+        source=f.t("export.computed"),
+        settings={f.t("mechanism.prompt"): f"{prompt:,}", f.t("mechanism.new"): f"{new:,}"},
+    )
     if picked := f.selected(event, "mode"):
         st.caption(f.t("common.selected", items=", ".join(picked)))
 
@@ -40,7 +60,9 @@ st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")
 if rec is not None:
     measured = sections.mechanism_measured(f.with_section("mechanism"), rec.id, f.lang)
-    st.metric(f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"]))
+    st.metric(
+        f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"])
+    )
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
     published = next((r for r in f.recs if r.id == "published-article-b-t4-mechanism"), None)

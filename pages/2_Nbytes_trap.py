@@ -7,7 +7,11 @@ from kvsite import i18n, live, sections
 from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
-CHUNK_EXAMPLES = ((1, 256), (256, 1), (300, 300))  # the three update patterns the prose walks through
+CHUNK_EXAMPLES = (
+    (1, 256),
+    (256, 1),
+    (300, 300),
+)  # the three update patterns the prose walks through
 
 f = setup("nbytes_trap")
 geo = sections.article_geometry()
@@ -20,15 +24,37 @@ def trap_section(rec) -> None:
     """The trap chart, its numbers and the chunking table: tokens and format rerun this section only (the
     chunking table shows the chosen format too), not the frame."""
     c = row()
-    tokens = c.slider(f.t("trap.tokens"), 260, 2048, 600, step=4, key="tokens", format="localized", bind="query-params")
-    fmt = c.selectbox(f.t("trap.format"), ["fp16", "mlx-q8", "mlx-q4"], key="fmt", bind="query-params",
-                         help=f.t("trap.format_help"))
+    tokens = c.slider(
+        f.t("trap.tokens"),
+        260,
+        2048,
+        600,
+        step=4,
+        key="tokens",
+        format="localized",
+        bind="query-params",
+    )
+    fmt = c.selectbox(
+        f.t("trap.format"),
+        ["fp16", "mlx-q8", "mlx-q4"],
+        key="fmt",
+        bind="query-params",
+        help=f.t("trap.format_help"),
+    )
 
     if rec == LIVE:
-        trap = sections.trap_chart(tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt), sections.source_names([], f.lang))
+        trap = sections.trap_chart(
+            tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt), sections.source_names([], f.lang)
+        )
     else:  # the chosen recording's points, where it measured this cache class and format
         trap = sections.trap_recorded(tokens, fmt, f.lang, [rec] if rec is not None else [])
-    event = show_chart(f, trap["chart"], "trap_chart", "kv-nbytes-trap", settings={f.t("trap.tokens"): f"{tokens:,}", f.t("trap.format"): fmt})
+    event = show_chart(
+        f,
+        trap["chart"],
+        "trap_chart",
+        "kv-nbytes-trap",
+        settings={f.t("trap.tokens"): f"{tokens:,}", f.t("trap.format"): fmt},
+    )
     if picked := f.selected(event, "series"):
         st.caption(f.t("common.selected", items=", ".join(picked)))
 
@@ -37,16 +63,32 @@ def trap_section(rec) -> None:
     a, b = geo["step"], geo["step_next"]  # the block edge: 256 -> 257 (allocsim.STEP)
     for kind, key in (("allocated", "trap.alloc_at"), ("used", "trap.used_at")):
         m.metric(f.t(key, n=a), f"{at[a, kind]:.3f} MiB")
-        m.metric(f.t(key, n=b), f"{at[b, kind]:.3f} MiB", f"{at[b, kind] - at[a, kind]:+.3f} MiB", delta_color="inverse")
+        m.metric(
+            f.t(key, n=b),
+            f"{at[b, kind]:.3f} MiB",
+            f"{at[b, kind] - at[a, kind]:+.3f} MiB",
+            delta_color="inverse",
+        )
     note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
     article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
     if fmt == "fp16" and article:  # Article A measured the fp16 cache only
         note.append(f.t("trap.article_note", **article))
     st.caption(i18n.join(f.lang, *note))
 
-    text("## " + f.t("trap.chunk_title"), f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)))
-    custom = st.text_input(f.t("trap.custom"), "300, 300", key="updates", bind="query-params", help=f.t("trap.custom_help"))
-    table, error = sections.chunking(fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang)
+    text(
+        "## " + f.t("trap.chunk_title"),
+        f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)),
+    )
+    custom = st.text_input(
+        f.t("trap.custom"),
+        "300, 300",
+        key="updates",
+        bind="query-params",
+        help=f.t("trap.custom_help"),
+    )
+    table, error = sections.chunking(
+        fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang
+    )
     if error:
         st.error(error)
     st.caption(f.t("trap.slack_note"))
@@ -62,5 +104,9 @@ for c in cache:                      # {code_per_layer}
     used_bytes += k.nbytes + v.nbytes
 # {code_offset} c.offset * kv_heads * (K row + V row bytes)
 allocated = sum(c.nbytes for c in cache)   # {code_capacity}
-```""".format(**{k: f.t(f"trap.{k}") for k in ("code_per_layer", "code_used", "code_offset", "code_capacity")})
-text("## " + f.t("trap.right_title"), f.t("trap.right_lead"), RIGHT_WAY, f.t("trap.quantized", **geo))
+```""".format(
+    **{k: f.t(f"trap.{k}") for k in ("code_per_layer", "code_used", "code_offset", "code_capacity")}
+)
+text(
+    "## " + f.t("trap.right_title"), f.t("trap.right_lead"), RIGHT_WAY, f.t("trap.quantized", **geo)
+)

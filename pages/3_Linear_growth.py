@@ -20,21 +20,60 @@ def body(rec) -> None:
     """The page's widgets and what they drive: a change reruns this, not the frame (every section here depends on
     the model, format and sequences chosen at its top)."""
     c = row()
-    model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-    ctx = c.select_slider(f.t("growth.max_context"), [8192, 16384, 32768, 65536, 131072, 262144, 1048576], 32768, key="ctx", format_func="{:,}".format, bind="query-params")
-    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
-    kv = c.selectbox(f.t("common.kv_format"), ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"], key="kv", bind="query-params")
+    model = c.selectbox(
+        f.t("common.model"),
+        preset_names(),
+        index=preset_names().index(ARTICLE_MODEL),
+        key="model",
+        bind="query-params",
+    )
+    ctx = c.select_slider(
+        f.t("growth.max_context"),
+        [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
+        32768,
+        key="ctx",
+        format_func="{:,}".format,
+        bind="query-params",
+    )
+    weights = c.selectbox(
+        f.t("common.weights"),
+        WEIGHT_FORMATS,
+        index=WEIGHT_FORMATS.index("mlx-q4"),
+        key="w",
+        bind="query-params",
+    )
+    kv = c.selectbox(
+        f.t("common.kv_format"),
+        ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"],
+        key="kv",
+        bind="query-params",
+    )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
 
     grow = sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
-    if "error" in grow:  # this model's cache cannot be stored in that format (mlx's groups of 64 on head_dim 96)
+    if (
+        "error" in grow
+    ):  # this model's cache cannot be stored in that format (mlx's groups of 64 on head_dim 96)
         st.error(grow["error"])
         return
     st.code(grow["formula"], language=None, wrap_lines=True)
     if grow["model_max"] and ctx > grow["model_max"]:
-        st.caption(":material/info: " + f.t("common.beyond_limit", model=model, n=f"{grow['model_max']:,}"))
-    settings = {f.t("common.model"): model, f.t("common.weights"): weights, f.t("common.kv_format"): kv, f.t("growth.sequences"): seqs}
-    event = show_chart(f, grow["chart"], "growth_chart", f"kv-growth-{model}", settings={**settings, f.t("growth.max_context"): f"{ctx:,}"})
+        st.caption(
+            ":material/info: " + f.t("common.beyond_limit", model=model, n=f"{grow['model_max']:,}")
+        )
+    settings = {
+        f.t("common.model"): model,
+        f.t("common.weights"): weights,
+        f.t("common.kv_format"): kv,
+        f.t("growth.sequences"): seqs,
+    }
+    event = show_chart(
+        f,
+        grow["chart"],
+        "growth_chart",
+        f"kv-growth-{model}",
+        settings={**settings, f.t("growth.max_context"): f"{ctx:,}"},
+    )
     if picked := f.selected(event, "series"):
         st.caption(f.t("common.selected", items=", ".join(picked)))
     if rec is not None and not grow["points"]:
@@ -43,14 +82,34 @@ def body(rec) -> None:
     cross = grow["crossover"]
     m = row()
     m.metric(f.t("growth.kv_at", n=f"{grow['max_context']:,}"), f"{fmt_num(gib(grow['used']))} GiB")
-    m.metric(f.t("growth.weights_m", w=weights), f"{fmt_num(gib(grow['weights']))} GiB", help=f.t("growth.weights_gb", gb=fmt_num(grow["weights"] / 1e9)))
-    m.metric(f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help"))
+    m.metric(
+        f.t("growth.weights_m", w=weights),
+        f"{fmt_num(gib(grow['weights']))} GiB",
+        help=f.t("growth.weights_gb", gb=fmt_num(grow["weights"] / 1e9)),
+    )
+    m.metric(
+        f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help")
+    )
     st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
     st.header(f.t("growth.layers_title"))
-    layer_ctx = st.select_slider(f.t("common.context"), [1024, 4096, 8192, 32768, 131072], 32768, key="lctx", format_func="{:,}".format, bind="query-params")
-    show_chart(f, sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"], "layers_chart", f"kv-per-layer-{model}",
-               table=False, settings={**settings, f.t("common.context"): f"{layer_ctx:,}"}, source=f.t("export.computed"))
+    layer_ctx = st.select_slider(
+        f.t("common.context"),
+        [1024, 4096, 8192, 32768, 131072],
+        32768,
+        key="lctx",
+        format_func="{:,}".format,
+        bind="query-params",
+    )
+    show_chart(
+        f,
+        sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"],
+        "layers_chart",
+        f"kv-per-layer-{model}",
+        table=False,
+        settings={**settings, f.t("common.context"): f"{layer_ctx:,}"},
+        source=f.t("export.computed"),
+    )
     st.caption(f.t("growth.layers_note"))
 
 

@@ -48,9 +48,17 @@ if (fit := dec["fit"]) is not None:
         m.metric(f.t("decode.implied"), f"{fmt_num(w['gbps_a'])} → {fmt_num(w['gbps_b'])} GB/s")
         st.markdown(sections.check_text(w, fit, f.lang))
     chip = dec["chip"]
-    fitted = (f.t("decode.fit", bw=fmt_num(fit.bandwidth_gbps), peak=fmt_num(chip.bandwidth_gbps), chip=chip.chip,
-                  source=data_text(f.lang, chip.source))
-              if chip else f.t("decode.fit_no_chip", bw=fmt_num(fit.bandwidth_gbps)))
+    fitted = (
+        f.t(
+            "decode.fit",
+            bw=fmt_num(fit.bandwidth_gbps),
+            peak=fmt_num(chip.bandwidth_gbps),
+            chip=chip.chip,
+            source=data_text(f.lang, chip.source),
+        )
+        if chip
+        else f.t("decode.fit_no_chip", bw=fmt_num(fit.bandwidth_gbps))
+    )
     show = st.info if fit.memory_bound else st.warning
     show(fitted + "\n\n" + sections.verdict_text(fit, f.lang))
 
@@ -62,20 +70,57 @@ chips = [c.chip for c in hardware.chips()]
 def what_if_section() -> None:
     """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them)."""
     c = row()
-    chip_name = c.selectbox(f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params")
-    model = c.selectbox(f.t("common.model"), preset_names(), index=preset_names().index(ARTICLE_MODEL), key="model", bind="query-params")
-    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    chip_name = c.selectbox(
+        f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params"
+    )
+    model = c.selectbox(
+        f.t("common.model"),
+        preset_names(),
+        index=preset_names().index(ARTICLE_MODEL),
+        key="model",
+        bind="query-params",
+    )
+    weights = c.selectbox(
+        f.t("common.weights"),
+        WEIGHT_FORMATS,
+        index=WEIGHT_FORMATS.index("mlx-q4"),
+        key="w",
+        bind="query-params",
+    )
     article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
     default_eff = sections.default_efficiency(article)
-    eff = c.slider(f.t("decode.efficiency"), 0.1, 1.0, default_eff, 0.01, key="eff", format="percent", bind="query-params",
-                   help=f.t("decode.efficiency_help", eff=fmt_pct(default_eff), chip=provenance(article)["chip"] if article else "—"))
+    eff = c.slider(
+        f.t("decode.efficiency"),
+        0.1,
+        1.0,
+        default_eff,
+        0.01,
+        key="eff",
+        format="percent",
+        bind="query-params",
+        help=f.t(
+            "decode.efficiency_help",
+            eff=fmt_pct(default_eff),
+            chip=provenance(article)["chip"] if article else "—",
+        ),
+    )
     what = sections.what_if(chip_name, model, weights, eff, f.lang)
     if what["chart"] is None:
         st.warning(what["text"])
     else:
-        show_chart(f, what["chart"], "whatif_chart", f"kv-decode-whatif-{model}", source=f.t("export.computed"),
-                   settings={f.t("decode.chip"): chip_name, f.t("common.model"): model, f.t("common.weights"): weights,
-                             f.t("decode.efficiency"): fmt_pct(eff)})
+        show_chart(
+            f,
+            what["chart"],
+            "whatif_chart",
+            f"kv-decode-whatif-{model}",
+            source=f.t("export.computed"),
+            settings={
+                f.t("decode.chip"): chip_name,
+                f.t("common.model"): model,
+                f.t("common.weights"): weights,
+                f.t("decode.efficiency"): fmt_pct(eff),
+            },
+        )
         if what["text"]:
             st.caption(what["text"])
     st.caption(what["caveat"])
@@ -86,7 +131,9 @@ what_if_section()
 st.header(f.t("decode.sb_title"))
 st.markdown(f.t("decode.sb_lead"))
 if (sb := sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
-    show_chart(f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes", source=", ".join(sb["runs"]))
+    show_chart(
+        f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes", source=", ".join(sb["runs"])
+    )
     st.markdown(sb["table"])
     st.caption(f.t("decode.sb_table_note"))
 st.markdown(f.t("decode.sb_where"))

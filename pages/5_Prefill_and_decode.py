@@ -11,7 +11,9 @@ from kvsite import live, prefill_sections as ps
 from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
 
-DEFAULT_RUN = "measured-linux-cpu-openblas-prefill-batch"  # the bundled Linux CPU run of both sweeps
+DEFAULT_RUN = (
+    "measured-linux-cpu-openblas-prefill-batch"  # the bundled Linux CPU run of both sweeps
+)
 DEFAULT_CHIP = "M4 Max (40-core GPU)"
 
 f = setup("prefill_decode")
@@ -24,14 +26,36 @@ if rec == LIVE:
 chips = [c.chip for c in hardware.chips()]
 models = preset_names()
 c = row()
-chip = c.selectbox(f.t("decode.chip"), chips, index=chips.index(DEFAULT_CHIP), key="chip", bind="query-params")
-model = c.selectbox(f.t("common.model"), models, index=models.index(ARTICLE_MODEL), key="model", bind="query-params")
-weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w",
-                      bind="query-params")
+chip = c.selectbox(
+    f.t("decode.chip"), chips, index=chips.index(DEFAULT_CHIP), key="chip", bind="query-params"
+)
+model = c.selectbox(
+    f.t("common.model"), models, index=models.index(ARTICLE_MODEL), key="model", bind="query-params"
+)
+weights = c.selectbox(
+    f.t("common.weights"),
+    WEIGHT_FORMATS,
+    index=WEIGHT_FORMATS.index("mlx-q4"),
+    key="w",
+    bind="query-params",
+)
 c = row()
-prompt = c.number_input(f.t("prefill.prompt"), 1, 1_048_576, 2048, 256, key="prompt", bind="query-params")
-answer = c.number_input(f.t("prefill.answer"), 1, 131_072, 512, 128, key="answer", bind="query-params")
-seqs = c.number_input(f.t("prefill.sequences"), 1, 256, 4, 1, key="seq", bind="query-params", help=f.t("prefill.sequences_help"))
+prompt = c.number_input(
+    f.t("prefill.prompt"), 1, 1_048_576, 2048, 256, key="prompt", bind="query-params"
+)
+answer = c.number_input(
+    f.t("prefill.answer"), 1, 131_072, 512, 128, key="answer", bind="query-params"
+)
+seqs = c.number_input(
+    f.t("prefill.sequences"),
+    1,
+    256,
+    4,
+    1,
+    key="seq",
+    bind="query-params",
+    help=f.t("prefill.sequences_help"),
+)
 prompt, answer, seqs = int(prompt), int(answer), int(seqs)
 
 article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
@@ -62,7 +86,11 @@ if rec is not None and (measured := ps.batch_measured(rec, f.lang)) is not None:
     st.caption(measured["caption"])
 
 text("## " + f.t("prefill.prefill_title"), f.t("prefill.prefill_lead"))
-runs = [r for r in (rec, next((r for r in f.recs if r.id == DEFAULT_RUN), None)) if r is not None and r != LIVE]
+runs = [
+    r
+    for r in (rec, next((r for r in f.recs if r.id == DEFAULT_RUN), None))
+    if r is not None and r != LIVE
+]
 pre = next((p for r in runs if (p := ps.prefill_measured(r, f.lang)) is not None), None)
 if pre is None:
     st.info(f.t("prefill.prefill_none"))
@@ -71,4 +99,8 @@ else:
     st.caption(pre["caption"])
 pptg = ps.pptg_table(f.recs, f.lang)
 if pptg:
-    text("### " + f.t("prefill.pptg_title"), f.t("prefill.pptg_lead"), *(f"**{head}**\n\n{table}" for head, table in pptg))
+    text(
+        "### " + f.t("prefill.pptg_title"),
+        f.t("prefill.pptg_lead"),
+        *(f"**{head}**\n\n{table}" for head, table in pptg),
+    )

@@ -18,23 +18,50 @@ f = setup("savings")
 f.intro()
 c = row()
 names = preset_names()
-model = c.selectbox(f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params")
-ctx = c.select_slider(f.t("common.context"), [4096, 8192, 32768, 65536, 131072, 262144], 131072, key="ctx", format_func="{:,}".format, bind="query-params")
+model = c.selectbox(
+    f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params"
+)
+ctx = c.select_slider(
+    f.t("common.context"),
+    [4096, 8192, 32768, 65536, 131072, 262144],
+    131072,
+    key="ctx",
+    format_func="{:,}".format,
+    bind="query-params",
+)
 
 st.header(f.t("savings.heads_title"))
 heads = sections.heads(model, ctx, f.lang)
 settings = {f.t("common.model"): model, f.t("common.context"): f"{ctx:,}"}
-show_chart(f, heads["chart"], "heads_chart", f"kv-heads-{model}", settings=settings, source=f.t("export.computed"))
+show_chart(
+    f,
+    heads["chart"],
+    "heads_chart",
+    f"kv-heads-{model}",
+    settings=settings,
+    source=f.t("export.computed"),
+)
 text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
 default = list(COMPARED)  # kvcore.formats: the formats the site compares
-fmts = st.multiselect(f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params") or ["fp16"]
+fmts = st.multiselect(
+    f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params"
+) or ["fp16"]
 formats = sections.formats(model, tuple(fmts), ctx, f.lang)
-if not formats["kept"]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
+if not formats[
+    "kept"
+]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
     st.warning(formats["left_out"])
 elif formats["left_out"]:
     st.caption(":material/info: " + formats["left_out"])
 if formats["chart"] is not None:
-    show_chart(f, formats["chart"], "formats_chart", f"kv-formats-{model}", settings=settings, source=f.t("export.computed"))
+    show_chart(
+        f,
+        formats["chart"],
+        "formats_chart",
+        f"kv-formats-{model}",
+        settings=settings,
+        source=f.t("export.computed"),
+    )
     st.markdown(formats["table"])
 st.caption(f.t("savings.formats_note"))
 
@@ -47,13 +74,29 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
     above (a change there reruns the page, and this section with them)."""
     c = row()
     mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-    weights = c.selectbox(f.t("common.weights"), WEIGHT_FORMATS, index=WEIGHT_FORMATS.index("mlx-q4"), key="w", bind="query-params")
+    weights = c.selectbox(
+        f.t("common.weights"),
+        WEIGHT_FORMATS,
+        index=WEIGHT_FORMATS.index("mlx-q4"),
+        key="w",
+        bind="query-params",
+    )
     fits = sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
     if fits is None and kept:
         st.error(f.t("savings.no_fit", mem=mem))
     elif fits is not None:
-        show_chart(f, fits["chart"], "fits_chart", f"kv-fits-{model}-{mem}gib", source=f.t("export.computed"),
-                   settings={f.t("common.model"): model, f.t("savings.memory"): mem, f.t("common.weights"): weights})
+        show_chart(
+            f,
+            fits["chart"],
+            "fits_chart",
+            f"kv-fits-{model}-{mem}gib",
+            source=f.t("export.computed"),
+            settings={
+                f.t("common.model"): model,
+                f.t("savings.memory"): mem,
+                f.t("common.weights"): weights,
+            },
+        )
         if fits["note"]:
             st.caption(":material/info: " + fits["note"])
     st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
@@ -62,16 +105,39 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
 fits_section(model, formats["kept"])
 
 turbo, nums = sections.turbo(f.lang), sections.published_numbers()
-text("## " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"],
-     "## " + f.t("savings.tradeoffs_title"),
-     f.t("savings.tradeoffs", **nums, **{k: data_text(f.lang, source(s)) for k, s in
-                                        (("b", "article_b"), ("paper", "turboquant_paper"), ("google", "google_research"))}))
+text(
+    "## " + f.t("savings.turbo_title"),
+    turbo["claims"],
+    turbo["text"],
+    turbo["padding"],
+    "## " + f.t("savings.tradeoffs_title"),
+    f.t(
+        "savings.tradeoffs",
+        **nums,
+        **{
+            k: data_text(f.lang, source(s))
+            for k, s in (
+                ("b", "article_b"),
+                ("paper", "turboquant_paper"),
+                ("google", "google_research"),
+            )
+        },
+    ),
+)
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
     bench_view = sections.benchmark(bench, f.lang)
     st.markdown(f"**{bench_view['title']}**")
-    show_chart(f, bench_view["chart"], "bench_chart", "mlx-lm-benchmarks", source=data_text(f.lang, bench.data["citation"]["source"]))
-    st.caption(f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"])))
+    show_chart(
+        f,
+        bench_view["chart"],
+        "bench_chart",
+        "mlx-lm-benchmarks",
+        source=data_text(f.lang, bench.data["citation"]["source"]),
+    )
+    st.caption(
+        f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"]))
+    )
 
 st.header(f.t("savings.quality_title"))
 st.markdown(f.t("savings.quality_lead"))
@@ -87,19 +153,39 @@ else:
         st.caption(":material/info: " + q["install_note"])
     st.markdown(f.t("savings.quality_small"))
     if q["context_table"]:
-        text("### " + f.t("savings.quality_context_title"), q["context_table"],
-             f.t("savings.quality_context_note", lengths=q["lengths"]))
+        text(
+            "### " + f.t("savings.quality_context_title"),
+            q["context_table"],
+            f.t("savings.quality_context_note", lengths=q["lengths"]),
+        )
     if q["answers"]:
         st.subheader(f.t("savings.quality_answers_title"))
         c = row()
         prompts = list(q["answers"])
-        parted = next((i for i, p in enumerate(prompts) if any("first_divergence" in r for r in q["answers"][p])), 0)
-        prompt = c.selectbox(f.t("savings.quality_answers_prompt"), prompts, index=parted, key="qprompt",
-                             bind="query-params")
+        parted = next(
+            (
+                i
+                for i, p in enumerate(prompts)
+                if any("first_divergence" in r for r in q["answers"][p])
+            ),
+            0,
+        )
+        prompt = c.selectbox(
+            f.t("savings.quality_answers_prompt"),
+            prompts,
+            index=parted,
+            key="qprompt",
+            bind="query-params",
+        )
         rows = q["answers"][prompt]
         labels = [sections.format_label(r, f.lang) for r in rows[1:]]
-        pick = c.selectbox(f.t("savings.quality_answers_pick"), labels, index=min(2, len(labels) - 1), key="qfmt",
-                           bind="query-params")
+        pick = c.selectbox(
+            f.t("savings.quality_answers_pick"),
+            labels,
+            index=min(2, len(labels) - 1),
+            key="qfmt",
+            bind="query-params",
+        )
         chosen = rows[1 + labels.index(pick)]
         left, right = st.columns(2)
         left.markdown("**" + f.t("savings.quality_baseline", fmt=rows[0]["kv_format"]) + "**")

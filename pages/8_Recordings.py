@@ -12,38 +12,85 @@ from kvsite.frame import setup, text, url_choice
 
 f = setup("recordings")
 f.intro()
-st.dataframe(sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang), hide_index=True, width="stretch")
+st.dataframe(
+    sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
+    hide_index=True,
+    width="stretch",
+)
 
 ids = [r.id for r in f.recs]
 if ids:
     by_id = {r.id: r for r in f.recs}
-    pick = url_choice(st.selectbox, f.t("recordings.pick"), ids, ids[0], "rec", format_func=lambda i: f.label(by_id[i]))
+    pick = url_choice(
+        st.selectbox,
+        f.t("recordings.pick"),
+        ids,
+        ids[0],
+        "rec",
+        format_func=lambda i: f.label(by_id[i]),
+    )
     rec = by_id[pick]
     f.badge(rec, full=True)
-    st.download_button(f.t("recordings.yaml"), lambda: yaml_bytes(rec), f"{rec.id}.yaml", "application/x-yaml", key="rec_yaml",
-                       on_click="ignore", icon=":material/download:")
+    st.download_button(
+        f.t("recordings.yaml"),
+        lambda: yaml_bytes(rec),
+        f"{rec.id}.yaml",
+        "application/x-yaml",
+        key="rec_yaml",
+        on_click="ignore",
+        icon=":material/download:",
+    )
     parts = sections.recording_sections(rec, f.lang)
     # one tab per section; lazy (on_change="rerun"): only the open tab's table and button are sent
-    tabs = st.tabs([f.t("recordings.tab", name=name, n=f"{len(rows):,}") for _, name, rows, _ in parts], key=f"rec_tab_{rec.id}",
-                   on_change="rerun") if parts else []
+    tabs = (
+        st.tabs(
+            [f.t("recordings.tab", name=name, n=f"{len(rows):,}") for _, name, rows, _ in parts],
+            key=f"rec_tab_{rec.id}",
+            on_change="rerun",
+        )
+        if parts
+        else []
+    )
     for tab, (section, _, rows, table) in zip(tabs, parts):
         if tab.open:
             with tab:
                 st.dataframe(table, hide_index=True, width="stretch")
-                st.download_button(f.t("common.csv"), lambda rows=rows: csv_bytes(rows), f"{rec.id}-{section}.csv",
-                                   "text/csv", key=f"rec_csv_{section}", on_click="ignore")
+                st.download_button(
+                    f.t("common.csv"),
+                    lambda rows=rows: csv_bytes(rows),
+                    f"{rec.id}-{section}.csv",
+                    "text/csv",
+                    key=f"rec_csv_{section}",
+                    on_click="ignore",
+                )
 
     st.header(f.t("recordings.compare_title"))
     decode_ids = [r.id for r in f.recs if r.has("decode")]
-    chosen = st.multiselect(f.t("recordings.compare"), decode_ids, decode_ids, key="cmp", format_func=lambda i: f.label(by_id[i]))
+    chosen = st.multiselect(
+        f.t("recordings.compare"),
+        decode_ids,
+        decode_ids,
+        key="cmp",
+        format_func=lambda i: f.label(by_id[i]),
+    )
     if chosen:
-        show_chart(f, sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"], "compare_chart", "kv-recordings-decode",
-                   source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen))
+        show_chart(
+            f,
+            sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
+            "compare_chart",
+            "kv-recordings-decode",
+            source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),
+        )
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
 text("## " + f.t("recordings.upload_title"), f.t("recordings.upload_lead"))
-st.file_uploader(f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000), type=["yaml", "yml"],
-                 key=uploads.UPLOADER, on_change=uploads.receive, max_upload_size=uploads.MAX_WIDGET_MB)
+st.file_uploader(
+    f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000),
+    type=["yaml", "yml"],
+    key=uploads.UPLOADER,
+    on_change=uploads.receive,
+    max_upload_size=uploads.MAX_WIDGET_MB,
+)
 uploads.show(f)
 
 if not f.live_ok or f.demo:  # the suite builds models: never on the hosted demo

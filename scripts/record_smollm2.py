@@ -25,8 +25,11 @@ from kvcore.live_models import load_real_model  # noqa: E402
 from kvcore.live_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402
 from kvcore.live_record import build_recording, model_info, quality_method, save_run  # noqa: E402
 
-PROMPTS = ("What is the capital of Japan?", "What is the capital of France?",
-           "What is the largest planet in the Solar System?")
+PROMPTS = (
+    "What is the capital of Japan?",
+    "What is the capital of France?",
+    "What is the largest planet in the Solar System?",
+)
 
 
 def main() -> int:
@@ -39,10 +42,15 @@ def main() -> int:
     t_all = time.perf_counter()
     model = load_real_model()
     ids = model.tokenizer.encode(BUNDLED_TEXT.read_text(encoding="utf-8"))
-    options = [parse_format("fp16"), parse_format("mlx-q8"), parse_format("mlx-q4"), parse_format("mlx-q4", 32)]
+    options = [
+        parse_format("fp16"),
+        parse_format("mlx-q8"),
+        parse_format("mlx-q4"),
+        parse_format("mlx-q4", 32),
+    ]
     checkpoints = tuple(c for c in (512, 1024, 2048, 4096, 8192) if c < a.tokens)
     t0 = time.perf_counter()
-    quality, _ = score(model, ids[:a.tokens + 1], options, 256, checkpoints=checkpoints)
+    quality, _ = score(model, ids[: a.tokens + 1], options, 256, checkpoints=checkpoints)
     quality_s = time.perf_counter() - t0
     print(f"quality {quality_s:.0f} s", flush=True)
     answer_rows = [r for q in PROMPTS for r in answers(model, q, options, 40)]
@@ -53,24 +61,54 @@ def main() -> int:
     print("decode done", flush=True)
     prefill = prefill_sweep(model, [128, 512, 2048], repeats=2)
     total_s = time.perf_counter() - t_all
-    method = {"quality": dict(quality_method(str(BUNDLED_TEXT), a.tokens, 256, None, model),
-                              checkpoints=list(checkpoints), seconds=round(quality_s, 1)),
-              "answers": {"max_tokens": 40, "decoding": "greedy", "quantize": QUANTIZE_RULE},
-              "mechanism": {"prompt_tokens": 64, "new_tokens": 32,
-                            "prompt_source": "the first 64 tokens of the bundled text (prompt: in the first row)",
-                            "without_cache": "full forward over prompt + generated tokens every step"},
-              "decode": {"fill": "synthetic: random K/V for T+1 tokens, evaluated before timing", "warmup": 2, "steps": 8,
-                         "repeats": 2, "statistic": "median of repeat medians", "order": SWEEP_ORDER,
-                         "spread": SWEEP_SPREAD, "sync": "mx.eval of the sampled token every step",
-                         "kv_format": model.dtype},
-              "prefill": {"tokens": "random token ids (the time does not depend on which)", "chunk": 2048,
-                          "statistic": "median of 2 passes, a fresh cache each, one untimed warm-up"},
-              "backend": backend(), "blas": blas.state(), "total_seconds": round(total_s, 1)}
+    method = {
+        "quality": dict(
+            quality_method(str(BUNDLED_TEXT), a.tokens, 256, None, model),
+            checkpoints=list(checkpoints),
+            seconds=round(quality_s, 1),
+        ),
+        "answers": {"max_tokens": 40, "decoding": "greedy", "quantize": QUANTIZE_RULE},
+        "mechanism": {
+            "prompt_tokens": 64,
+            "new_tokens": 32,
+            "prompt_source": "the first 64 tokens of the bundled text (prompt: in the first row)",
+            "without_cache": "full forward over prompt + generated tokens every step",
+        },
+        "decode": {
+            "fill": "synthetic: random K/V for T+1 tokens, evaluated before timing",
+            "warmup": 2,
+            "steps": 8,
+            "repeats": 2,
+            "statistic": "median of repeat medians",
+            "order": SWEEP_ORDER,
+            "spread": SWEEP_SPREAD,
+            "sync": "mx.eval of the sampled token every step",
+            "kv_format": model.dtype,
+        },
+        "prefill": {
+            "tokens": "random token ids (the time does not depend on which)",
+            "chunk": 2048,
+            "statistic": "median of 2 passes, a fresh cache each, one untimed warm-up",
+        },
+        "backend": backend(),
+        "blas": blas.state(),
+        "total_seconds": round(total_s, 1),
+    }
     label = f"Measured — Linux CPU (mlx[cpu], {blas.label()}), SmolLM2-135M real weights, not Apple Silicon"
-    data = build_recording({"quality": quality, "answers": answer_rows, "mechanism": mech, "decode": decode,
-                            "prefill": prefill}, model_info(model, None, model.dtype), method, command,
-                           title="SmolLM2-135M-Instruct on this Linux CPU: quality per KV format, mechanism, decode, prefill",
-                           label=label)
+    data = build_recording(
+        {
+            "quality": quality,
+            "answers": answer_rows,
+            "mechanism": mech,
+            "decode": decode,
+            "prefill": prefill,
+        },
+        model_info(model, None, model.dtype),
+        method,
+        command,
+        title="SmolLM2-135M-Instruct on this Linux CPU: quality per KV format, mechanism, decode, prefill",
+        label=label,
+    )
     data["short_label"] = f"Linux CPU · SmolLM2-135M · {blas.label()}"
     print(f"saved {save_run(data, a.out, a.name)} after {total_s:.0f} s")
     return 0

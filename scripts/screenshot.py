@@ -53,7 +53,13 @@ def fit_to_content(page, width: int, min_height: int) -> int:
     return height
 
 
-def shoot(targets: list[tuple[str, str, Path]], width: int, whole: bool, height: int = 900, query: str = "") -> None:
+def shoot(
+    targets: list[tuple[str, str, Path]],
+    width: int,
+    whole: bool,
+    height: int = 900,
+    query: str = "",
+) -> None:
     with streamlit_server() as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
@@ -75,17 +81,43 @@ def main() -> int:
     ap.add_argument("--all", metavar="DIR", help="every page in both languages into DIR")
     ap.add_argument("--page", default="home", choices=list(PAGES))
     ap.add_argument("--lang", default="en", choices=("en", "ja"))
-    ap.add_argument("--whole", action="store_true", help="--page: the whole page, not the first screen")
-    ap.add_argument("--query", default="", help="--page: more URL state, e.g. src=measured-linux-cpu-smollm2-135m")
+    ap.add_argument(
+        "--whole", action="store_true", help="--page: the whole page, not the first screen"
+    )
+    ap.add_argument(
+        "--query",
+        default="",
+        help="--page: more URL state, e.g. src=measured-linux-cpu-smollm2-135m",
+    )
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshot.png"))
-    ap.add_argument("--width", type=int, default=1400, help="viewport width in px (1400: a desktop; 390: a phone)")
-    ap.add_argument("--height", type=int, default=900, help="viewport height in px (--all: the least; pages are shot whole)")
+    ap.add_argument(
+        "--width",
+        type=int,
+        default=1400,
+        help="viewport width in px (1400: a desktop; 390: a phone)",
+    )
+    ap.add_argument(
+        "--height",
+        type=int,
+        default=900,
+        help="viewport height in px (--all: the least; pages are shot whole)",
+    )
     a = ap.parse_args()
     if a.all:
-        targets = [(path, lang, Path(a.all) / f"{name}-{lang}.png") for name, path in PAGES.items() for lang in ("en", "ja")]
+        targets = [
+            (path, lang, Path(a.all) / f"{name}-{lang}.png")
+            for name, path in PAGES.items()
+            for lang in ("en", "ja")
+        ]
         shoot(targets, a.width, whole=True, height=a.height)
     else:
-        shoot([(PAGES[a.page], a.lang, Path(a.out))], a.width, whole=a.whole, height=a.height, query=a.query)
+        shoot(
+            [(PAGES[a.page], a.lang, Path(a.out))],
+            a.width,
+            whole=a.whole,
+            height=a.height,
+            query=a.query,
+        )
     return 0
 
 

@@ -21,10 +21,24 @@ from kvcore.config import Cfg, flatten
 from kvcore.families import family_for
 
 WIDTH = 64  # embedding, feed-forward and vocabulary of every tiny file
-ARCH = {"llama": "llama", "qwen": "qwen", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
-        "qwen3_next": "qwen3next", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "gpt_oss": "gpt-oss",
-        "deepseek_v3": "deepseek2"}
-WIDE = ("qwen", "qwen2", "phi3")  # families whose llama.cpp graph assumes embedding = heads x head_dim
+ARCH = {
+    "llama": "llama",
+    "qwen": "qwen",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3moe",
+    "qwen3_next": "qwen3next",
+    "phi3": "phi3",
+    "gemma2": "gemma2",
+    "gemma3_text": "gemma3",
+    "gpt_oss": "gpt-oss",
+    "deepseek_v3": "deepseek2",
+}
+WIDE = (
+    "qwen",
+    "qwen2",
+    "phi3",
+)  # families whose llama.cpp graph assumes embedding = heads x head_dim
 TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(WIDTH - 3)]
 
 
@@ -37,53 +51,100 @@ def metadata(config: dict) -> tuple[str, dict]:
     arch = ARCH[family.model_type]
     n_layer, n_head = c.int("num_hidden_layers"), c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", n_head)
-    head_dim = c.int(family.head_dim_field) if c.has(family.head_dim_field) else c.int("hidden_size") // n_head
+    head_dim = (
+        c.int(family.head_dim_field)
+        if c.has(family.head_dim_field)
+        else c.int("hidden_size") // n_head
+    )
     # Qwen v1/2 and Phi-3 build attention from n_embd-wide projections: their embedding keeps its real width
     n_embd = n_head * head_dim if family.model_type in WIDE else WIDTH
-    keys = {".block_count": n_layer, ".context_length": c.int("max_position_embeddings", 4096),
-            ".embedding_length": n_embd, ".feed_forward_length": WIDTH, ".attention.head_count": n_head,
-            ".attention.head_count_kv": kv, ".attention.key_length": head_dim, ".attention.value_length": head_dim,
-            ".rope.dimension_count": head_dim, ".attention.layer_norm_rms_epsilon": 1e-6, ".vocab_size": WIDTH}
-    if family.model_type in ("gemma2", "gemma3_text", "gpt_oss", "phi3") and c.get("sliding_window") is not None:
+    keys = {
+        ".block_count": n_layer,
+        ".context_length": c.int("max_position_embeddings", 4096),
+        ".embedding_length": n_embd,
+        ".feed_forward_length": WIDTH,
+        ".attention.head_count": n_head,
+        ".attention.head_count_kv": kv,
+        ".attention.key_length": head_dim,
+        ".attention.value_length": head_dim,
+        ".rope.dimension_count": head_dim,
+        ".attention.layer_norm_rms_epsilon": 1e-6,
+        ".vocab_size": WIDTH,
+    }
+    if (
+        family.model_type in ("gemma2", "gemma3_text", "gpt_oss", "phi3")
+        and c.get("sliding_window") is not None
+    ):
         keys[".attention.sliding_window"] = c.int("sliding_window")  # gemma.py, gpt_oss.py, phi.py
     if family.model_type in ("gpt_oss", "qwen3_moe", "qwen3_next"):
-        keys |= {".expert_count": c.int("num_local_experts" if family.model_type == "gpt_oss" else "num_experts"),
-                 ".expert_used_count": c.int("num_experts_per_tok"), ".expert_feed_forward_length": WIDTH}
+        keys |= {
+            ".expert_count": c.int(
+                "num_local_experts" if family.model_type == "gpt_oss" else "num_experts"
+            ),
+            ".expert_used_count": c.int("num_experts_per_tok"),
+            ".expert_feed_forward_length": WIDTH,
+        }
     if family.model_type == "qwen3_next":  # qwen.py Qwen3NextModel
         nv, dv = c.int("linear_num_value_heads"), c.int("linear_value_head_dim")
-        keys |= {".ssm.conv_kernel": c.int("linear_conv_kernel_dim"), ".ssm.state_size": c.int("linear_key_head_dim"),
-                 ".ssm.group_count": c.int("linear_num_key_heads"), ".ssm.time_step_rank": nv, ".ssm.inner_size": nv * dv,
-                 ".full_attention_interval": c.int("full_attention_interval", 4), ".rope.dimension_count": head_dim // 4,
-                 ".expert_shared_feed_forward_length": WIDTH}
-    if family.model_type == "deepseek_v3":  # deepseek.py DeepseekV2Model: MLA as one KV head of latent + rope
+        keys |= {
+            ".ssm.conv_kernel": c.int("linear_conv_kernel_dim"),
+            ".ssm.state_size": c.int("linear_key_head_dim"),
+            ".ssm.group_count": c.int("linear_num_key_heads"),
+            ".ssm.time_step_rank": nv,
+            ".ssm.inner_size": nv * dv,
+            ".full_attention_interval": c.int("full_attention_interval", 4),
+            ".rope.dimension_count": head_dim // 4,
+            ".expert_shared_feed_forward_length": WIDTH,
+        }
+    if (
+        family.model_type == "deepseek_v3"
+    ):  # deepseek.py DeepseekV2Model: MLA as one KV head of latent + rope
         latent, rope = c.int("kv_lora_rank"), c.int("qk_rope_head_dim")
-        keys |= {".attention.head_count_kv": 1, ".attention.key_length": latent + rope, ".attention.value_length": latent,
-                 ".attention.key_length_mla": c.int("qk_nope_head_dim") + rope, ".attention.value_length_mla":
-                 c.int("v_head_dim"), ".attention.kv_lora_rank": latent, ".attention.q_lora_rank": c.int("q_lora_rank"),
-                 ".rope.dimension_count": rope, ".leading_dense_block_count": c.int("first_k_dense_replace", 0, 0),
-                 ".expert_count": c.int("n_routed_experts"), ".expert_used_count": c.int("num_experts_per_tok"),
-                 ".expert_shared_count": c.int("n_shared_experts"), ".expert_feed_forward_length": WIDTH,
-                 ".expert_gating_func": 2}
+        keys |= {
+            ".attention.head_count_kv": 1,
+            ".attention.key_length": latent + rope,
+            ".attention.value_length": latent,
+            ".attention.key_length_mla": c.int("qk_nope_head_dim") + rope,
+            ".attention.value_length_mla": c.int("v_head_dim"),
+            ".attention.kv_lora_rank": latent,
+            ".attention.q_lora_rank": c.int("q_lora_rank"),
+            ".rope.dimension_count": rope,
+            ".leading_dense_block_count": c.int("first_k_dense_replace", 0, 0),
+            ".expert_count": c.int("n_routed_experts"),
+            ".expert_used_count": c.int("num_experts_per_tok"),
+            ".expert_shared_count": c.int("n_shared_experts"),
+            ".expert_feed_forward_length": WIDTH,
+            ".expert_gating_func": 2,
+        }
     return arch, keys
 
 
-def basic_tensors(arch: str, keys: dict, weight_type=GGMLQuantizationType.Q8_0) -> dict[str, tuple[list[int], int]]:
+def basic_tensors(
+    arch: str, keys: dict, weight_type=GGMLQuantizationType.Q8_0
+) -> dict[str, tuple[list[int], int]]:
     """A plausible tensor table {name: (ggml shape, ggml type)}: embeddings, norms and attention/FFN matrices per layer.
     Enough for kvcore (which reads only the header); llama.cpp wants each family's exact set (see complete_for)."""
     k = {name[1:]: v for name, v in keys.items()}
-    n_head, kv, kd, vd = k["attention.head_count"], k["attention.head_count_kv"], k["attention.key_length"], \
-        k["attention.value_length"]
+    n_head, kv, kd, vd = (
+        k["attention.head_count"],
+        k["attention.head_count_kv"],
+        k["attention.key_length"],
+        k["attention.value_length"],
+    )
     f32 = GGMLQuantizationType.F32
     e = k["embedding_length"]
     t = {"token_embd.weight": ([e, WIDTH], weight_type), "output_norm.weight": ([e], f32)}
     for il in range(k["block_count"]):
-        t |= {f"blk.{il}.attn_norm.weight": ([e], f32), f"blk.{il}.ffn_norm.weight": ([e], f32),
-              f"blk.{il}.attn_q.weight": ([e, n_head * kd], weight_type),
-              f"blk.{il}.attn_k.weight": ([e, kv * kd], weight_type),
-              f"blk.{il}.attn_v.weight": ([e, kv * vd], weight_type),
-              f"blk.{il}.attn_output.weight": ([n_head * vd, e], weight_type),
-              f"blk.{il}.ffn_up.weight": ([e, WIDTH], weight_type),
-              f"blk.{il}.ffn_down.weight": ([WIDTH, e], weight_type)}
+        t |= {
+            f"blk.{il}.attn_norm.weight": ([e], f32),
+            f"blk.{il}.ffn_norm.weight": ([e], f32),
+            f"blk.{il}.attn_q.weight": ([e, n_head * kd], weight_type),
+            f"blk.{il}.attn_k.weight": ([e, kv * kd], weight_type),
+            f"blk.{il}.attn_v.weight": ([e, kv * vd], weight_type),
+            f"blk.{il}.attn_output.weight": ([n_head * vd, e], weight_type),
+            f"blk.{il}.ffn_up.weight": ([e, WIDTH], weight_type),
+            f"blk.{il}.ffn_down.weight": ([WIDTH, e], weight_type),
+        }
     return t
 
 
@@ -92,7 +153,9 @@ def nbytes(shape: list[int], ggml_type) -> int:
     return int(np.prod(shape)) // block * size
 
 
-def write(path: Path, arch: str, keys: dict, tensors: dict[str, tuple[list[int], int]], vocab: bool = True) -> Path:
+def write(
+    path: Path, arch: str, keys: dict, tensors: dict[str, tuple[list[int], int]], vocab: bool = True
+) -> Path:
     """Write a GGUF: the keys (prefixed with the arch where they start with '.'), a 64-token vocabulary, and the
     tensor table; the data is a hole of the right size (tensor offsets aligned as GGUFWriter aligns them)."""
     w = GGUFWriter(str(path), arch)
@@ -117,7 +180,13 @@ def write(path: Path, arch: str, keys: dict, tensors: dict[str, tuple[list[int],
         w.add_eos_token_id(2)
         w.add_unk_token_id(0)
     for name, (shape, ggml_type) in tensors.items():
-        w.add_tensor_info(name, list(reversed(shape)), np.dtype(np.float32), nbytes(shape, ggml_type), raw_dtype=ggml_type)
+        w.add_tensor_info(
+            name,
+            list(reversed(shape)),
+            np.dtype(np.float32),
+            nbytes(shape, ggml_type),
+            raw_dtype=ggml_type,
+        )
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -159,13 +228,19 @@ def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
     from kvcore import llamacpp_probe
 
     n_layer = keys[".block_count"]
-    tensors = {f"blk.{il}.{name}": ([WIDTH], GGMLQuantizationType.F32) for name in SEEDS.get(arch, []) for il in range(n_layer)}
+    tensors = {
+        f"blk.{il}.{name}": ([WIDTH], GGMLQuantizationType.F32)
+        for name in SEEDS.get(arch, [])
+        for il in range(n_layer)
+    }
     for _ in range(limit):
         write(path, arch, keys, tensors)
         error, lines = llamacpp_probe.load_only(str(path))
         if error is None:
             return tensors
-        asked = {m[1] for line in lines if (m := re.match(r"create_tensor: loading tensor (\S+)", line))}
+        asked = {
+            m[1] for line in lines if (m := re.match(r"create_tensor: loading tensor (\S+)", line))
+        }
         missing = re.search(r"tensor '([^']+)' not found", error)
         wrong = re.search(r"tensor '([^']+)' has wrong shape; expected ([\d, ]+), got", error)
         if "wrong number of tensors" in error:
@@ -182,9 +257,13 @@ def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
         while len(shape) > 1 and shape[-1] == 1:
             shape.pop()
         layer = re.match(r"blk\.(\d+)\.(.*)", name)
-        names = [f"blk.{il}.{layer[2]}" for il in range(int(layer[1]), n_layer)] if layer else [name]
+        names = (
+            [f"blk.{il}.{layer[2]}" for il in range(int(layer[1]), n_layer)] if layer else [name]
+        )
         before = tensors.get(name)
-        for each in names:  # later layers take the correction too while they still hold the same guess
+        for (
+            each
+        ) in names:  # later layers take the correction too while they still hold the same guess
             if each == name or tensors.get(each) == before and (wrong or each not in asked):
                 tensors[each] = (shape, _tensor_type(shape))
     raise RuntimeError(f"no loadable tensor table for {path.name} after {limit} loads")

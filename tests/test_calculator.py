@@ -38,7 +38,17 @@ def test_verdict_changes_at_its_stated_thresholds():
     assert verdict(available + 1, available).status == "no"
 
 
-@pytest.mark.parametrize("name", ["llama-3.1-8b", "smollm2-1.7b", "deepseek-v3", "gemma-3-27b", "qwen3-next-80b-a3b", "qwen3-30b-a3b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama-3.1-8b",
+        "smollm2-1.7b",
+        "deepseek-v3",
+        "gemma-3-27b",
+        "qwen3-next-80b-a3b",
+        "qwen3-30b-a3b",
+    ],
+)
 @pytest.mark.parametrize("available_gb", [24, 48, 192])
 def test_largest_context_fits_and_one_more_token_does_not(name, available_gb):
     g = geometry(name)
@@ -50,7 +60,9 @@ def test_largest_context_fits_and_one_more_token_does_not(name, available_gb):
     elif t == MAX_CONTEXT:
         assert fits(g, MAX_CONTEXT, spec, 1, weights, available)
     else:
-        assert fits(g, t, spec, 1, weights, available) and not fits(g, t + 1, spec, 1, weights, available)
+        assert fits(g, t, spec, 1, weights, available) and not fits(
+            g, t + 1, spec, 1, weights, available
+        )
 
 
 def test_sliding_window_model_needs_more_context_than_linear_growth_would_allow():
@@ -61,14 +73,19 @@ def test_sliding_window_model_needs_more_context_than_linear_growth_would_allow(
     assert t > naive
 
 
-@pytest.mark.parametrize("name, context", [("llama-3.1-8b", 32768), ("gemma-3-4b", 131072), ("qwen3-next-80b-a3b", 65536)])
+@pytest.mark.parametrize(
+    "name, context",
+    [("llama-3.1-8b", 32768), ("gemma-3-4b", 131072), ("qwen3-next-80b-a3b", 65536)],
+)
 def test_most_sequences_fit_and_one_more_does_not(name, context):
     g = geometry(name)
     spec, available = KvSpec(), 64 * GB
     weights = weights_bytes(g, "mlx-q4")
     s = max_sequences(g, spec, context, weights, available)
     assert s >= 1
-    assert fits(g, context, spec, s, weights, available) and not fits(g, context, spec, s + 1, weights, available)
+    assert fits(g, context, spec, s, weights, available) and not fits(
+        g, context, spec, s + 1, weights, available
+    )
 
 
 def test_suggested_formats_fit_and_the_others_do_not():
@@ -96,10 +113,14 @@ def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
 
     recordings, _ = load_all()
     counted = [(r, fit_run(r), chip_for(r)) for r in recordings]
-    counted = [(r, f, c) for r, f, c in counted if f is not None and c is not None and f.memory_bound]
+    counted = [
+        (r, f, c) for r, f, c in counted if f is not None and c is not None and f.memory_bound
+    ]
     assert len(counted) >= 3  # Article A, the M3 Max 70B run, the M3 Ultra runs
     eff = efficiency(recordings)
-    assert eff.share == pytest.approx(sum(f.bandwidth_gbps / c.bandwidth_gbps for _, f, c in counted) / len(counted))
+    assert eff.share == pytest.approx(
+        sum(f.bandwidth_gbps / c.bandwidth_gbps for _, f, c in counted) / len(counted)
+    )
     assert all(r.title in eff.source for r, _, _ in counted)
 
 
@@ -108,7 +129,9 @@ def test_without_recordings_the_efficiency_is_a_stated_assumption():
     assert eff.source == "assumption" and eff.share == ASSUMED_EFFICIENCY
     from kvcore.hardware import efficiency_range
 
-    low, high, source = efficiency_range()  # the assumption sits inside the published range it cites
+    low, high, source = (
+        efficiency_range()
+    )  # the assumption sits inside the published range it cites
     assert low <= ASSUMED_EFFICIENCY <= high and "https://" in source
 
 
@@ -130,7 +153,9 @@ def test_memory_curves_are_the_forward_calculation_per_format():
     rows = memory_curves(g, contexts, 5 * GB, 2, KvSpec())
     assert {r["format"] for r in rows} >= {"fp16", "mlx-q4", "turbo3"}
     for r in rows[:: len(contexts) // 2]:
-        assert r["total_bytes"] == 5 * GB + kv_bytes(g, r["context"], KvSpec(r["format"], r["format"]), 2)
+        assert r["total_bytes"] == 5 * GB + kv_bytes(
+            g, r["context"], KvSpec(r["format"], r["format"]), 2
+        )
 
 
 def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
@@ -139,19 +164,30 @@ def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
     for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
-        spec = KvSpec(row.format, row.format)  # memory's own answer, before the model's 131,072-token limit caps it
+        spec = KvSpec(
+            row.format, row.format
+        )  # memory's own answer, before the model's 131,072-token limit caps it
         assert fits(g, row.memory_max_context, spec, 1, weights, available)
         assert not fits(g, row.memory_max_context + 1, spec, 1, weights, available)
         assert row.max_context == min(row.memory_max_context, g.max_position_embeddings)
 
 
-@pytest.mark.parametrize("name, limit", [("llama-3.1-8b", 131072), ("mistral-7b-v0.1", 32768), ("qwen3-8b", 40960),
-                                         ("smollm2-1.7b", 8192)])
+@pytest.mark.parametrize(
+    "name, limit",
+    [
+        ("llama-3.1-8b", 131072),
+        ("mistral-7b-v0.1", 32768),
+        ("qwen3-8b", 40960),
+        ("smollm2-1.7b", 8192),
+    ],
+)
 def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not(name, limit):
     from kvcore.calculator import calculate
 
     g = geometry(name)
-    assert g.max_position_embeddings == limit == load_preset(name)["config"]["max_position_embeddings"]
+    assert (
+        g.max_position_embeddings == limit == load_preset(name)["config"]["max_position_embeddings"]
+    )
     at, past = calculate(g, limit), calculate(g, limit + 1)
     assert (at["beyond_max_position"], past["beyond_max_position"]) == (False, True)
     assert past["max_position_embeddings"] == limit
@@ -160,7 +196,11 @@ def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not
 def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
     from kvcore.calculator import calculate
 
-    config = {k: v for k, v in load_preset("llama-3.2-1b")["config"].items() if k != "max_position_embeddings"}
+    config = {
+        k: v
+        for k, v in load_preset("llama-3.2-1b")["config"].items()
+        if k != "max_position_embeddings"
+    }
     g = parse_config(config, "no-limit")
     assert g.max_position_embeddings is None
     assert calculate(g, MAX_CONTEXT)["beyond_max_position"] is False
@@ -171,20 +211,48 @@ def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_
 
     from kvcore import charts
 
-    df = pd.DataFrame(predict_decode(geometry("llama-3.1-8b"), [1024, 32768, 1048576], KvSpec(), "mlx-q4", "M4 Pro", 0.6))
+    df = pd.DataFrame(
+        predict_decode(
+            geometry("llama-3.1-8b"), [1024, 32768, 1048576], KvSpec(), "mlx-q4", "M4 Pro", 0.6
+        )
+    )
     rules = pd.DataFrame([{"context": 131072, "label": "model limit 131,072"}])
-    marks = pd.DataFrame([{"context": 32768, "tokens_per_s": df["tokens_per_s"][1], "label": "32,768: 1.0 tok/s"}])
-    spec = charts.marked_series_chart(df.assign(series="predicted"), "context", "tokens_per_s", "series", "context", "tok/s",
-                                      log_x=True, rules=rules, marks=marks).to_dict()
+    marks = pd.DataFrame(
+        [{"context": 32768, "tokens_per_s": df["tokens_per_s"][1], "label": "32,768: 1.0 tok/s"}]
+    )
+    spec = charts.marked_series_chart(
+        df.assign(series="predicted"),
+        "context",
+        "tokens_per_s",
+        "series",
+        "context",
+        "tok/s",
+        log_x=True,
+        rules=rules,
+        marks=marks,
+    ).to_dict()
     inner, point, text = spec["layer"]
-    assert [layer["mark"]["type"] for layer in inner["layer"]] == ["line", "rule", "text"]  # series_chart's own rules
+    assert [layer["mark"]["type"] for layer in inner["layer"]] == [
+        "line",
+        "rule",
+        "text",
+    ]  # series_chart's own rules
     assert (point["mark"]["type"], text["mark"]["type"]) == ("point", "text")
     for layer in (point, text):
         assert "color" not in layer["encoding"]  # not a series: no legend entry
-        assert (layer["encoding"]["x"]["field"], layer["encoding"]["y"]["field"]) == ("context", "tokens_per_s")
+        assert (layer["encoding"]["x"]["field"], layer["encoding"]["y"]["field"]) == (
+            "context",
+            "tokens_per_s",
+        )
     assert marks.to_dict("records") in spec["datasets"].values()
-    assert charts.marked_series_chart(df.assign(series="predicted"), "context", "tokens_per_s", "series", "context",
-                                      "tok/s").to_dict().get("mark") is None  # no marks: series_chart as it is
+    assert (
+        charts.marked_series_chart(
+            df.assign(series="predicted"), "context", "tokens_per_s", "series", "context", "tok/s"
+        )
+        .to_dict()
+        .get("mark")
+        is None
+    )  # no marks: series_chart as it is
 
 
 def test_unified_llama_cpp_slots_each_decode_as_one_slot_and_the_total_is_four_times():
@@ -195,6 +263,8 @@ def test_unified_llama_cpp_slots_each_decode_as_one_slot_and_the_total_is_four_t
     g, _ = resolve_model("gpt-oss-20b", "llama.cpp")
     spec = KvSpec("fp16", "fp16")
     one = predict_decode(g, [131072], spec, "gguf-mxfp4", "M4 Pro", 0.6, 1, llamacpp.Options(1))[0]
-    four = predict_decode(g, [131072], spec, "gguf-mxfp4", "M4 Pro", 0.6, 4, llamacpp.server_defaults())[0]
+    four = predict_decode(
+        g, [131072], spec, "gguf-mxfp4", "M4 Pro", 0.6, 4, llamacpp.server_defaults()
+    )[0]
     assert four["tokens_per_s"] == pytest.approx(one["tokens_per_s"], rel=0.02)
     assert four["tokens_per_s_total"] == pytest.approx(4 * four["tokens_per_s"])

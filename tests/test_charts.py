@@ -22,65 +22,149 @@ def test_decode_points_get_error_bars_from_their_spread_over_passes():
     from kvcore.live_decode import decode_sweep
     from kvcore.live_models import build_random
 
-    tiny = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 128,
-            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 128,
-            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
-    rows = decode_sweep(build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], warmup=0, steps=3, repeats=4)
-    older = {"context": 96, "tokens_per_s": 30.0, "ms_per_token": 1000 / 30}  # a recording made before the spread
+    tiny = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "vocab_size": 128,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+    }
+    rows = decode_sweep(
+        build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], warmup=0, steps=3, repeats=4
+    )
+    older = {
+        "context": 96,
+        "tokens_per_s": 30.0,
+        "ms_per_token": 1000 / 30,
+    }  # a recording made before the spread
     points = views.decode_spread(pd.DataFrame([*rows, older]).assign(source="live"))
-    chart = charts.series_chart(None, "context", "tokens_per_s", "source", "context", "tokens/s", points=points,
-                                log_x=True, log_y=True, error=("tokens_per_s_low", "tokens_per_s_high"))
+    chart = charts.series_chart(
+        None,
+        "context",
+        "tokens_per_s",
+        "source",
+        "context",
+        "tokens/s",
+        points=points,
+        log_x=True,
+        log_y=True,
+        error=("tokens_per_s_low", "tokens_per_s_high"),
+    )
     layers, data = _layers(chart)
     (bar,) = [l for l in layers if l["mark"]["type"] == "rule"]
-    assert bar["encoding"]["y"]["field"] == "tokens_per_s_low" and bar["encoding"]["y2"]["field"] == "tokens_per_s_high"
-    drawn = {r["context"]: (r["tokens_per_s_low"], r["tokens_per_s_high"]) for r in _rows(bar, data)}
+    assert (
+        bar["encoding"]["y"]["field"] == "tokens_per_s_low"
+        and bar["encoding"]["y2"]["field"] == "tokens_per_s_high"
+    )
+    drawn = {
+        r["context"]: (r["tokens_per_s_low"], r["tokens_per_s_high"]) for r in _rows(bar, data)
+    }
     assert set(drawn) == {16, 48}  # the older row has no bar
     for r in rows:
         low, high = drawn[r["context"]]
         assert low == pytest.approx(1000 / r["q3_ms"]) and high == pytest.approx(1000 / r["q1_ms"])
         assert low <= r["tokens_per_s"] <= high
-    y_domain = bar["encoding"]["y"]["scale"]["domain"]  # the log axis spans the bars, not only the points
-    assert y_domain[0] <= min(v[0] for v in drawn.values()) and y_domain[1] >= max(v[1] for v in drawn.values())
+    y_domain = bar["encoding"]["y"]["scale"][
+        "domain"
+    ]  # the log axis spans the bars, not only the points
+    assert y_domain[0] <= min(v[0] for v in drawn.values()) and y_domain[1] >= max(
+        v[1] for v in drawn.values()
+    )
 
 
 def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
-    points = pd.DataFrame([{"context": 256, "tokens_per_s": 25.0, "min_ms": 38.0, "max_ms": 42.0, "source": "a"}])
+    points = pd.DataFrame(
+        [{"context": 256, "tokens_per_s": 25.0, "min_ms": 38.0, "max_ms": 42.0, "source": "a"}]
+    )
     ranged = views.decode_spread(points, "range")
-    assert ranged.loc[0, "tokens_per_s_low"] == pytest.approx(1000 / 42) and ranged.loc[0, "tokens_per_s_high"] == pytest.approx(1000 / 38)
-    assert math.isnan(views.decode_spread(points).loc[0, "tokens_per_s_low"])  # no q1/q3: no interquartile bar
-    plain, _ = _layers(charts.series_chart(None, "context", "tokens_per_s", "source", "c", "t", points=points))
+    assert ranged.loc[0, "tokens_per_s_low"] == pytest.approx(1000 / 42) and ranged.loc[
+        0, "tokens_per_s_high"
+    ] == pytest.approx(1000 / 38)
+    assert math.isnan(
+        views.decode_spread(points).loc[0, "tokens_per_s_low"]
+    )  # no q1/q3: no interquartile bar
+    plain, _ = _layers(
+        charts.series_chart(None, "context", "tokens_per_s", "source", "c", "t", points=points)
+    )
     assert [l["mark"]["type"] for l in plain] == ["point"]
 
 
-@pytest.mark.parametrize("lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)])
+@pytest.mark.parametrize(
+    "lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)]
+)
 def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
     from kvcore.charts import MIN_LOG_TICKS, log_ticks
 
     ticks = log_ticks(lo, hi)
-    assert ticks[0] <= lo and ticks[-1] >= hi  # every point inside the labelled range (Article A's 292 tok/s was above)
+    assert (
+        ticks[0] <= lo and ticks[-1] >= hi
+    )  # every point inside the labelled range (Article A's 292 tok/s was above)
     assert len(ticks) >= MIN_LOG_TICKS and ticks == sorted(set(ticks))
-    assert all(b / a <= 2.5 for a, b in zip(ticks, ticks[1:]))  # no curve sits a decade from its nearest label
+    assert all(
+        b / a <= 2.5 for a, b in zip(ticks, ticks[1:])
+    )  # no curve sits a decade from its nearest label
     assert ticks[0] > lo / 10 and ticks[-1] < hi * 10
 
 
 def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
     from kvcore.charts import log_ticks, series_chart
 
-    df = pd.DataFrame({"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]})
-    spec = series_chart(df, "context", "tokens_per_s", "series", "Context", "tok/s", log_x=True, log_y=True).to_dict()
-    ys = [layer["encoding"]["y"] for layer in spec.get("layer", [spec]) if "y" in layer.get("encoding", {})]
-    assert ys[0]["scale"]["domain"] == [log_ticks(119, 292)[0], log_ticks(119, 292)[-1]] == [100.0, 300.0]
+    df = pd.DataFrame(
+        {"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]}
+    )
+    spec = series_chart(
+        df, "context", "tokens_per_s", "series", "Context", "tok/s", log_x=True, log_y=True
+    ).to_dict()
+    ys = [
+        layer["encoding"]["y"]
+        for layer in spec.get("layer", [spec])
+        if "y" in layer.get("encoding", {})
+    ]
+    assert (
+        ys[0]["scale"]["domain"]
+        == [log_ticks(119, 292)[0], log_ticks(119, 292)[-1]]
+        == [100.0, 300.0]
+    )
     assert ys[0]["axis"]["values"] == [100.0, 125.0, 150.0, 200.0, 250.0, 300.0]
 
 
 def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
     from kvcore.charts import series_chart
 
-    df = pd.DataFrame({"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"],
-                       "low": [280.0, 110.0], "high": [300.0, 125.0]})
-    spec = series_chart(df, "context", "tokens_per_s", "series", "Context", "tok/s", points=df, log_x=True, log_y=True,
-                        error=("low", "high")).to_dict()
+    df = pd.DataFrame(
+        {
+            "context": [1024, 32768],
+            "tokens_per_s": [292.0, 119.0],
+            "series": ["a", "a"],
+            "low": [280.0, 110.0],
+            "high": [300.0, 125.0],
+        }
+    )
+    spec = series_chart(
+        df,
+        "context",
+        "tokens_per_s",
+        "series",
+        "Context",
+        "tok/s",
+        points=df,
+        log_x=True,
+        log_y=True,
+        error=("low", "high"),
+    ).to_dict()
     ys = [layer["encoding"]["y"] for layer in spec["layer"] if "y" in layer.get("encoding", {})]
-    assert ys and all(y.get("axis", {}) is not None for y in ys)  # one layer with axis=None once hid the whole axis
-    legends = [layer["encoding"]["color"]["legend"] for layer in spec["layer"] if "color" in layer.get("encoding", {})]
+    assert ys and all(
+        y.get("axis", {}) is not None for y in ys
+    )  # one layer with axis=None once hid the whole axis
+    legends = [
+        layer["encoding"]["color"]["legend"]
+        for layer in spec["layer"]
+        if "color" in layer.get("encoding", {})
+    ]
     assert legends and all(lg["orient"] == "bottom" for lg in legends)

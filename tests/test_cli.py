@@ -15,7 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def kvcore(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "kvcore", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kvcore", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_calc_json_has_the_contract_fields():
@@ -32,7 +39,20 @@ def test_calc_json_has_the_contract_fields():
 
 
 def test_calc_sequences_and_separate_k_v_formats():
-    r = kvcore("calc", "--model", "qwen3-4b", "--context", "1000", "--sequences", "3", "--k-format", "fp16", "--v-format", "mlx-q4", "--json")
+    r = kvcore(
+        "calc",
+        "--model",
+        "qwen3-4b",
+        "--context",
+        "1000",
+        "--sequences",
+        "3",
+        "--k-format",
+        "fp16",
+        "--v-format",
+        "mlx-q4",
+        "--json",
+    )
     out = json.loads(r.stdout)
     assert out["kv_bytes"] == 3 * out["kv_bytes_per_sequence"]
     assert out["kv_bytes_per_token"] == 36 * 8 * (256 + 64 + 8)
@@ -62,7 +82,14 @@ def test_calc_imports_neither_mlx_streamlit_nor_altair():
 def test_presets_lists_every_preset_with_geometry():
     out = json.loads(kvcore("presets", "--json").stdout)
     names = {row["name"] for row in out}
-    assert {"llama-3.2-1b", "qwen3-4b", "deepseek-v3", "smollm2-1.7b", "qwen3-next-80b-a3b", "gemma-3-4b"} <= names
+    assert {
+        "llama-3.2-1b",
+        "qwen3-4b",
+        "deepseek-v3",
+        "smollm2-1.7b",
+        "qwen3-next-80b-a3b",
+        "gemma-3-4b",
+    } <= names
     smol = next(r for r in out if r["name"] == "smollm2-1.7b")
     assert smol["kv_heads"] == smol["heads"] == 32
 
@@ -81,10 +108,16 @@ def test_selftest_passes():
 
 @pytest.mark.parametrize(
     "preset, field, value",
-    [("llama-3.2-1b", "num_key_value_heads", 16), ("llama-3.1-8b", "num_hidden_layers", 31), ("qwen3-4b", "head_dim", 80)],
+    [
+        ("llama-3.2-1b", "num_key_value_heads", 16),
+        ("llama-3.1-8b", "num_hidden_layers", 31),
+        ("qwen3-4b", "head_dim", 80),
+    ],
 )
 def test_selftest_fails_when_a_preset_is_wrong(tmp_path, preset, field, value):
-    shutil.copytree(ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__")
+    )
     path = tmp_path / "kvcore" / "presets" / f"{preset}.json"
     data = json.loads(path.read_text())
     data["config"][field] = value
@@ -94,9 +127,13 @@ def test_selftest_fails_when_a_preset_is_wrong(tmp_path, preset, field, value):
 
 
 def test_selftest_fails_when_a_formula_is_wrong(tmp_path):
-    shutil.copytree(ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__")
+    )
     formats = tmp_path / "kvcore" / "formats.py"
-    formats.write_text(formats.read_text().replace("2 * (dim // group_size)", "1 * (dim // group_size)"))
+    formats.write_text(
+        formats.read_text().replace("2 * (dim // group_size)", "1 * (dim // group_size)")
+    )
     r = kvcore("selftest", cwd=tmp_path)
     assert r.returncode == 1 and "FAIL" in r.stdout
 
@@ -104,14 +141,38 @@ def test_selftest_fails_when_a_formula_is_wrong(tmp_path):
 BAD_INPUT = [
     (["calc", "--model", "llama-3.2-1", "--context", "10"], "Did you mean llama-3.2-1b"),
     (["calc", "--model", "nosuchmodel", "--context", "10"], "Unknown model preset 'nosuchmodel'"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "0"], "context must be a whole number from 1 to"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "-5"], "context must be a whole number from 1 to"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "1e99"], "context must be a whole number from 1 to"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "999999999999"], "context must be a whole number from 1 to"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "10", "--sequences", "0"], "sequences must be a whole number from 1 to"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "10", "--kv-format", "int3"], "valid formats: fp32, fp16"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "10", "--weights-format", "q9"], "Unknown weights format 'q9'"),
-    (["calc", "--model", "/nonexistent/config.json", "--context", "10"], "/nonexistent/config.json does not exist"),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "0"],
+        "context must be a whole number from 1 to",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "-5"],
+        "context must be a whole number from 1 to",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "1e99"],
+        "context must be a whole number from 1 to",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "999999999999"],
+        "context must be a whole number from 1 to",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "10", "--sequences", "0"],
+        "sequences must be a whole number from 1 to",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "10", "--kv-format", "int3"],
+        "valid formats: fp32, fp16",
+    ),
+    (
+        ["calc", "--model", "llama-3.2-1b", "--context", "10", "--weights-format", "q9"],
+        "Unknown weights format 'q9'",
+    ),
+    (
+        ["calc", "--model", "/nonexistent/config.json", "--context", "10"],
+        "/nonexistent/config.json does not exist",
+    ),
     (["calc", "--context", "10"], "--model"),
 ]
 
@@ -130,10 +191,19 @@ def test_bad_input_gets_one_line_and_exit_2(args, message):
         ("{not json", "not valid JSON"),
         ("[1, 2]", "must hold a JSON object"),
         ('{"model_type": "llama", "hidden_size": 2048}', "missing the field 'num_hidden_layers'"),
-        ('{"model_type": "llama", "hidden_size": "big", "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 8}', "'hidden_size' must be a whole number"),
+        (
+            '{"model_type": "llama", "hidden_size": "big", "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 8}',
+            "'hidden_size' must be a whole number",
+        ),
         ('{"hidden_size": 8}', "missing the field 'model_type'"),
-        ('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": -1, "num_attention_heads": 4}', "'num_hidden_layers' = -1 is out of range"),
-        ('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3}', "multiple of num_key_value_heads"),
+        (
+            '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": -1, "num_attention_heads": 4}',
+            "'num_hidden_layers' = -1 is out of range",
+        ),
+        (
+            '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3}',
+            "multiple of num_key_value_heads",
+        ),
     ],
 )
 def test_malformed_config_names_the_field(tmp_path, text, message):

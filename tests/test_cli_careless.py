@@ -31,7 +31,9 @@ mlx = pytest.mark.skipif(not HAS_MLX, reason="mlx / mlx-lm not installed")
 def kvcore(*args, env=None, timeout=60, code=None):
     environ = {**os.environ, **(env or {})}
     cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "kvcore", *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=environ, timeout=timeout)
+    return subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, env=environ, timeout=timeout
+    )
 
 
 def one_line(r, words: str) -> str:
@@ -46,8 +48,10 @@ def one_line(r, words: str) -> str:
 
 
 def test_a_missing_pyyaml_is_one_line_saying_what_to_install():
-    code = ("import runpy, sys; sys.modules['yaml'] = None; sys.argv = ['kvcore', 'calc', '--model', 'llama-3.2-1b', "
-            "'--context', '10']; runpy.run_module('kvcore', run_name='__main__')")
+    code = (
+        "import runpy, sys; sys.modules['yaml'] = None; sys.argv = ['kvcore', 'calc', '--model', 'llama-3.2-1b', "
+        "'--context', '10']; runpy.run_module('kvcore', run_name='__main__')"
+    )
     err = one_line(kvcore(code=code), "PyYAML is not installed")
     assert "pip install -r requirements.txt" in err and ".venv/bin/python -m kvcore" in err
 
@@ -79,11 +83,15 @@ def fifo(tmp_path) -> Path:
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
 def test_calc_refuses_a_device_at_once(device):
-    one_line(kvcore("calc", "--model", device, "--context", "10", timeout=30), "is not a regular file")
+    one_line(
+        kvcore("calc", "--model", device, "--context", "10", timeout=30), "is not a regular file"
+    )
 
 
 def test_calc_refuses_a_fifo_at_once(fifo):
-    one_line(kvcore("calc", "--model", str(fifo), "--context", "10", timeout=30), "is not a regular file")
+    one_line(
+        kvcore("calc", "--model", str(fifo), "--context", "10", timeout=30), "is not a regular file"
+    )
 
 
 @mlx
@@ -116,9 +124,13 @@ def test_a_huge_regular_file_is_read_only_up_to_the_limit(tmp_path):
     big = tmp_path / "config.json"
     with open(big, "wb") as f:  # sparse: 4 GiB of zeros on no disk
         f.truncate(4 * 2**30)
-    code = ("import resource, sys; from kvcore.cli import main; rc = main(['calc', '--model', sys.argv[1], '--context', '10']);"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
-    r = subprocess.run([sys.executable, "-c", code, str(big)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    code = (
+        "import resource, sys; from kvcore.cli import main; rc = main(['calc', '--model', sys.argv[1], '--context', '10']);"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(big)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     err, rss_kib = r.stderr.strip().splitlines()
     assert r.returncode == 2 and "larger than 1,000 kB" in err
     assert int(rss_kib) < 1024 * 1024  # well under the file's 4 GiB
@@ -130,7 +142,10 @@ def test_calc_accepts_a_model_folder_like_the_live_commands(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kv_bytes"] == 1000 * 32768
     (tmp_path / "config.json").unlink()
-    one_line(kvcore("calc", "--model", str(tmp_path), "--context", "10"), "is a folder without a config.json")
+    one_line(
+        kvcore("calc", "--model", str(tmp_path), "--context", "10"),
+        "is a folder without a config.json",
+    )
 
 
 # ---------------------------------------------------------------- hints and wording
@@ -149,7 +164,10 @@ def test_an_unknown_command_points_at_the_right_help():
 
 @mlx
 def test_weights_that_do_not_exist_are_named_as_a_missing_path():
-    err = one_line(kvcore("decode", "--model", "cpu-demo", "--weights", "/nonexistent"), "/nonexistent does not exist")
+    err = one_line(
+        kvcore("decode", "--model", "cpu-demo", "--weights", "/nonexistent"),
+        "/nonexistent does not exist",
+    )
     assert "Repo id" not in err and ".." not in err
 
 
@@ -163,13 +181,34 @@ def test_a_near_miss_of_cpu_demo_gets_a_suggestion():
     one_line(kvcore("probe", "--model", "cpu-dem0"), "Did you mean cpu-demo?")
 
 
-@pytest.mark.parametrize("args, words", [
-    (["calc", "--model", "llama-3.2-1b", "--context", "0"], "context must be a whole number from 1 to 100,000,000, not '0'"),
-    (["calc", "--model", "llama-3.2-1b", "--context", "10", "--sequences", "0"], "from 1 to 100,000, not '0'"),
-    pytest.param(["probe", "--tokens", "0"], "tokens must be a whole number from 1 to 100,000, not '0'", marks=mlx),
-    pytest.param(["decode", "--steps", "0"], "steps must be a whole number from 1 to 10,000, not '0'", marks=mlx),
-    pytest.param(["decode", "--contexts", "0"], "every context must be a whole number from 1 to 1,048,576", marks=mlx),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (
+            ["calc", "--model", "llama-3.2-1b", "--context", "0"],
+            "context must be a whole number from 1 to 100,000,000, not '0'",
+        ),
+        (
+            ["calc", "--model", "llama-3.2-1b", "--context", "10", "--sequences", "0"],
+            "from 1 to 100,000, not '0'",
+        ),
+        pytest.param(
+            ["probe", "--tokens", "0"],
+            "tokens must be a whole number from 1 to 100,000, not '0'",
+            marks=mlx,
+        ),
+        pytest.param(
+            ["decode", "--steps", "0"],
+            "steps must be a whole number from 1 to 10,000, not '0'",
+            marks=mlx,
+        ),
+        pytest.param(
+            ["decode", "--contexts", "0"],
+            "every context must be a whole number from 1 to 1,048,576",
+            marks=mlx,
+        ),
+    ],
+)
 def test_ranges_are_worded_alike_with_thousands_separators(args, words):
     err = one_line(kvcore(*args), words)
     assert ".." not in err and ". (" not in err
@@ -184,7 +223,10 @@ def test_contexts_with_an_empty_item_are_refused(contexts):
 @mlx
 @pytest.mark.parametrize("command", ["probe", "record"])
 def test_no_save_with_out_is_refused(command, tmp_path):
-    one_line(kvcore(command, "--no-save", "--out", str(tmp_path)), "--no-save and --out contradict each other")
+    one_line(
+        kvcore(command, "--no-save", "--out", str(tmp_path)),
+        "--no-save and --out contradict each other",
+    )
 
 
 # ---------------------------------------------------------------- where a run is saved
@@ -210,7 +252,10 @@ def test_record_checks_its_destination_before_measuring(tmp_path, monkeypatch, c
 
 @mlx
 def test_record_into_etc_passwd_fails_at_once():
-    one_line(kvcore("record", "--model", "cpu-demo", "--out", "/etc/passwd", timeout=30), "is a file, not a folder")
+    one_line(
+        kvcore("record", "--model", "cpu-demo", "--out", "/etc/passwd", timeout=30),
+        "is a file, not a folder",
+    )
 
 
 @mlx
@@ -234,10 +279,12 @@ def test_probes_save_only_when_asked_and_label_runs_apart(tmp_path, monkeypatch,
 
 
 def test_file_names_are_cut_between_words():
-    stem = recordings._slug("2026-11-30T19:10:00Z-Live run: mechanism — llama-3.2-1b (decode, mechanism); cpu-demo geometry")
+    stem = recordings._slug(
+        "2026-11-30T19:10:00Z-Live run: mechanism — llama-3.2-1b (decode, mechanism); cpu-demo geometry"
+    )
     assert len(stem) <= 60 and stem.endswith("-decode")
     words = "2026 11 30t19 10 00z live run mechanism llama 3 2 1b decode mechanism cpu demo geometry".split()
-    assert stem.split("-") == words[:len(stem.split("-"))]
+    assert stem.split("-") == words[: len(stem.split("-"))]
 
 
 # ---------------------------------------------------------------- what the output says
@@ -245,7 +292,10 @@ def test_file_names_are_cut_between_words():
 
 def test_the_formula_says_its_bytes_per_token_are_per_layer_and_the_summary_per_token_in_all_layers():
     r = kvcore("calc", "--model", "llama-3.2-1b", "--context", "1000")
-    assert "[2,048 B/token/layer]" in r.stdout and "32,768 B per token per sequence (all layers)" in r.stdout
+    assert (
+        "[2,048 B/token/layer]" in r.stdout
+        and "32,768 B per token per sequence (all layers)" in r.stdout
+    )
     assert "[2,048 B/token]" not in r.stdout
 
 
@@ -253,9 +303,15 @@ def test_bytes_per_token_of_a_sliding_window_model_know_the_window():
     r = kvcore("calc", "--model", "gemma-3-4b", "--context", "100000", "--json")
     out = json.loads(r.stdout)
     full_layers = sum(1 for row in out["per_layer"] if row["kind"] == "full")
-    assert out["kv_bytes_per_token"] == 34 * 4096 and out["kv_bytes_per_token_at_context"] == full_layers * 4096
+    assert (
+        out["kv_bytes_per_token"] == 34 * 4096
+        and out["kv_bytes_per_token_at_context"] == full_layers * 4096
+    )
     text = kvcore("calc", "--model", "gemma-3-4b", "--context", "100000").stdout
-    assert "139,264 B per token" in text and f"{full_layers * 4096:,} B per token at 100,000 tokens" in text
+    assert (
+        "139,264 B per token" in text
+        and f"{full_layers * 4096:,} B per token at 100,000 tokens" in text
+    )
     short = json.loads(kvcore("calc", "--model", "gemma-3-4b", "--context", "100", "--json").stdout)
     assert short["kv_bytes_per_token_at_context"] == short["kv_bytes_per_token"]
 
@@ -271,7 +327,17 @@ def test_reference_rules_do_not_claim_mlx_lm_prefill():
 def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
     from kvcore import cli
 
-    argv = ["mechanism", "--model", "cpu-demo", "--weights-format", "fp32", "--new-tokens", "2", "--prompt-tokens", "2"]
+    argv = [
+        "mechanism",
+        "--model",
+        "cpu-demo",
+        "--weights-format",
+        "fp32",
+        "--new-tokens",
+        "2",
+        "--prompt-tokens",
+        "2",
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("model      cpu-demo (random weights, fp32")
@@ -281,13 +347,16 @@ def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
 # ---------------------------------------------------------------- presets cite the public config only
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "kvcore" / "presets").glob("*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "kvcore" / "presets").glob("*.json")), ids=lambda p: p.stem
+)
 def test_a_preset_cites_its_public_config_json_and_nothing_internal(path):
     preset = json.loads(path.read_text(encoding="utf-8"))
     hf_id = preset["hf_id"]
     hf = rf"https://huggingface\.co/{re.escape(hf_id)}/blob/[0-9a-f]{{40}}/config\.json"
     mirror = r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+"  # a gated or unrevisioned config, quoted at a commit
-    assert re.fullmatch(hf, preset["source"]) or re.fullmatch(mirror, preset["source"]), \
-        preset["source"]  # the public file at a fixed revision
+    assert re.fullmatch(hf, preset["source"]) or re.fullmatch(mirror, preset["source"]), preset[
+        "source"
+    ]  # the public file at a fixed revision
     text = json.dumps({k: v for k, v in preset.items() if k != "config"})
     assert not re.search(r"search-index|\bids? \d{6,}|reference/", text, flags=re.I), text

@@ -17,8 +17,14 @@ from kvsite import i18n
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=10,
 )
 
@@ -43,13 +49,17 @@ def _check(config):
 @given(name=st.sampled_from(preset_names()), data=st.data())
 def test_a_preset_with_broken_fields_never_raises_anything_but_kverror(name, data):
     config = json.loads(json.dumps(load_preset(name)["config"]))
-    target = config["text_config"] if "text_config" in config and data.draw(st.booleans()) else config
+    target = (
+        config["text_config"] if "text_config" in config and data.draw(st.booleans()) else config
+    )
     for key in data.draw(st.lists(st.sampled_from(sorted(target)), min_size=1, max_size=3)):
         target[key] = data.draw(JSON_VALUES)
     _check(config)
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 1e300, 10**40, -1, 0, "32", [32], {"a": 1}, True])
+@pytest.mark.parametrize(
+    "value", [math.nan, math.inf, -math.inf, 1e300, 10**40, -1, 0, "32", [32], {"a": 1}, True]
+)
 def test_absurd_layer_counts_are_named(value):
     config = dict(load_preset("llama-3.2-1b")["config"], num_hidden_layers=value)
     with pytest.raises(KvError, match="num_hidden_layers"):
@@ -61,8 +71,12 @@ def test_a_million_layers_is_refused_quickly():
         parse_config(dict(load_preset("llama-3.2-1b")["config"], num_hidden_layers=1_000_000))
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000, '{"a":' * 50_000, "NaN", '{"num_hidden_layers": Infinity}'])
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000, '{"a":' * 50_000, "NaN", '{"num_hidden_layers": Infinity}']
+)
 def test_pathological_json_text_is_a_kverror(text):
-    with pytest.raises(KvError) as refused:  # none of these is a config.json: each is refused, with its sentence
+    with pytest.raises(
+        KvError
+    ) as refused:  # none of these is a config.json: each is refused, with its sentence
         parse_config(parse_json_text(text))
     _said_in_japanese(refused.value)

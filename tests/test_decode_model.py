@@ -4,7 +4,12 @@ import random
 
 import pytest
 
-from kvcore.decode_model import bytes_per_generated_token, fit_bandwidth, predict_tokens_per_s, slowdown
+from kvcore.decode_model import (
+    bytes_per_generated_token,
+    fit_bandwidth,
+    predict_tokens_per_s,
+    slowdown,
+)
 from kvcore.errors import KvError
 from kvcore.formulas import kv_bytes, weights_bytes
 from kvcore.geometry import load_preset, parse_config, preset_geometry
@@ -23,16 +28,20 @@ def test_worked_check_292_to_119_tok_s_from_the_preset_alone():
     assert round(slowdown(LLAMA_1B, 1024, 32768), 2) == 2.43
 
 
-
 def test_article_as_measured_slowdown_comes_from_its_recording():
     from pathlib import Path
 
     from kvcore.recordings import load
     from kvcore.decode_model import worked_check
 
-    check = worked_check(load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml"))
+    check = worked_check(
+        load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml")
+    )
     assert (check["context_a"], check["context_b"]) == (1024, 32768)
-    assert round(check["measured_slowdown"], 2) == 2.45 and round(check["predicted_slowdown"], 2) == 2.43
+    assert (
+        round(check["measured_slowdown"], 2) == 2.45
+        and round(check["predicted_slowdown"], 2) == 2.43
+    )
 
 
 def test_a_runs_decode_analysis_is_its_points_fit_and_check_computed_once():
@@ -42,17 +51,23 @@ def test_a_runs_decode_analysis_is_its_points_fit_and_check_computed_once():
 
     recs, _ = recordings.load_all()
     analysed = [(rec, decode_model.analyse(rec)) for rec in recs if rec.has("decode")]
-    assert sum(a is not None for _, a in analysed) >= 5 and any(a is None for _, a in analysed)  # unusual runs: no model
+    assert sum(a is not None for _, a in analysed) >= 5 and any(
+        a is None for _, a in analysed
+    )  # unusual runs: no model
     for rec, a in analysed:
         if a is None:
             assert decode_model.fit_run(rec) is None and decode_model.worked_check(rec) is None
             continue
         assert a.fit == decode_model.fit_run(rec) and a.check == decode_model.worked_check(rec)
-        assert a.points.equals(decode_model.decode_points(rec)) and a.chip == decode_model.chip_for(rec)
+        assert a.points.equals(decode_model.decode_points(rec)) and a.chip == decode_model.chip_for(
+            rec
+        )
         lo, hi = a.points["context"].min(), a.points["context"].max()
         assert (a.curve["context"].min(), a.curve["context"].max()) == (lo, hi)
         at_lo = a.curve.loc[a.curve["context"] == lo, "tokens_per_s"].iloc[0]
-        assert at_lo == pytest.approx(a.fit.predict(a.points.loc[a.points["context"] == lo, "bytes_per_token"].iloc[0]))
+        assert at_lo == pytest.approx(
+            a.fit.predict(a.points.loc[a.points["context"] == lo, "bytes_per_token"].iloc[0])
+        )
 
 
 def test_the_articles_two_points_imply_about_212_gb_s():
@@ -121,11 +136,16 @@ def test_mac_gpu_limit_depends_on_ram_size():
 def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
     # a CPU run (no chip in the table) that follows the bytes line at ~1 GB/s: memory reads cannot set that pace
     from kvcore.decode_model import fit_bandwidth
+
     b = [1.0e9, 1.5e9, 2.0e9, 3.0e9]
     fit = fit_bandwidth(b, [1.2e9 / x for x in b], peak_gbps=None)
-    assert fit.rms_residual < 0.01 and fit.verdict_code == "below_any_memory" and not fit.memory_bound
+    assert (
+        fit.rms_residual < 0.01 and fit.verdict_code == "below_any_memory" and not fit.memory_bound
+    )
     assert "12.8 GB/s" in fit.verdict and fit.verdict.startswith("Not memory-bound")
-    fast = fit_bandwidth(b, [40e9 / x for x in b], peak_gbps=None)  # 40 GB/s: a plausible memory, left alone
+    fast = fit_bandwidth(
+        b, [40e9 / x for x in b], peak_gbps=None
+    )  # 40 GB/s: a plausible memory, left alone
     assert fast.verdict_code == "memory_bound"
 
 
@@ -135,9 +155,20 @@ def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
 def _fit_recording(tmp_path, **model):
     from kvcore import recordings
 
-    data = {"schema": 1, "kind": "published", "title": "A test run", "citation": {"source": "this test"},
-            "hardware": {"chip": "M4 Pro"}, "model": {"name": "Llama-3.2-1B", "preset": "llama-3.2-1b", **model},
-            "sections": {"decode": [{"context": 1024, "tokens_per_s": 200.0}, {"context": 32768, "tokens_per_s": 80.0}]}}
+    data = {
+        "schema": 1,
+        "kind": "published",
+        "title": "A test run",
+        "citation": {"source": "this test"},
+        "hardware": {"chip": "M4 Pro"},
+        "model": {"name": "Llama-3.2-1B", "preset": "llama-3.2-1b", **model},
+        "sections": {
+            "decode": [
+                {"context": 1024, "tokens_per_s": 200.0},
+                {"context": 32768, "tokens_per_s": 80.0},
+            ]
+        },
+    }
     path = tmp_path / "run.yaml"
     path.write_text(recordings.dump_text(data), encoding="utf-8")
     return recordings.load(path)
@@ -150,8 +181,15 @@ def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not
     rec = _fit_recording(tmp_path, kv_format="q8_0", weights_format="mlx-q8")
     _, weights, spec = geometry_for(rec)
     assert (weights, spec.k_format) == ("mlx-q8", "q8_0") and fit_run(rec) is not None
-    assert geometry_for(_fit_recording(tmp_path, kv_format="unknown", weights_format="mlx-q4")) is None  # not stated: no fit
-    for key, wrong in (("kv_format", "fp61"), ("weights_format", "mlx-q44")):  # a file that skipped validation
-        bad = Recording(path=rec.path, data={**rec.data, "model": {**rec.data["model"], key: wrong}})
+    assert (
+        geometry_for(_fit_recording(tmp_path, kv_format="unknown", weights_format="mlx-q4")) is None
+    )  # not stated: no fit
+    for key, wrong in (
+        ("kv_format", "fp61"),
+        ("weights_format", "mlx-q44"),
+    ):  # a file that skipped validation
+        bad = Recording(
+            path=rec.path, data={**rec.data, "model": {**rec.data["model"], key: wrong}}
+        )
         with pytest.raises(KvError, match=f"'{wrong}' is not a"):
             geometry_for(bad)

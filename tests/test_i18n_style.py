@@ -25,7 +25,11 @@ def shown(text: str) -> list[str]:
 
 
 def fields(text: str) -> set[str]:
-    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    return {
+        name.split(".")[0].split("[")[0]
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name is not None
+    }
 
 
 # -------------------------------------------------------------------------- (a) no stray spaces
@@ -34,10 +38,14 @@ def fields(text: str) -> set[str]:
 def test_no_space_between_japanese_characters_or_after_a_japanese_comma_or_stop():
     assert shown("使い、\n補間") and shown("Value を\n作り直す")
     assert shown("値です。 {x} です") and shown("**KV キャッシュ** です")
-    assert not shown("KV キャッシュの {n:,} トークン、fp16 です。\n\n- 次の段落です。\n- 三つ目です。\n| 表 |")
+    assert not shown(
+        "KV キャッシュの {n:,} トークン、fp16 です。\n\n- 次の段落です。\n- 三つ目です。\n| 表 |"
+    )
     bad = {k: spaces for k, v in ja_texts().items() if (spaces := shown(v))}
     assert not bad, bad
-    md = MarkdownIt("commonmark")  # taking spaces out must keep bold bold: 「（K）**の」 is no bold in CommonMark
+    md = MarkdownIt(
+        "commonmark"
+    )  # taking spaces out must keep bold bold: 「（K）**の」 is no bold in CommonMark
     broken = {k: v for k, v in ja_texts().items() if "**" in md.render(PLACEHOLDER.sub("X", v))}
     assert not broken, broken
 
@@ -61,10 +69,16 @@ TERMS = {
     "decode, prefill": ("decode / prefill", [r"デコード", r"プリフィル"]),
     "chunked prefill": ("チャンク分割", [r"区切って行う", r"区切り方"]),
     "context length": ("文脈長", [r"コンテキスト長"]),
-    "tokens per second": ("tok/s", [r"トークン/秒", r"トークン毎秒", r"tokens/s", r"tokens per second"]),
+    "tokens per second": (
+        "tok/s",
+        [r"トークン/秒", r"トークン毎秒", r"tokens/s", r"tokens per second"],
+    ),
     "memory-bound": ("メモリ帯域律速", [r"メモリ律速", r"(?<!メモリ帯域律速（)memory-bound"]),
     "theory line": ("理論値（理論式）", [r"公式"]),
-    "GQA": ("Grouped-Query Attention（GQA）", [r"グループ化クエリ", r"(?<!Grouped-Query Attention（)GQA）"]),
+    "GQA": (
+        "Grouped-Query Attention（GQA）",
+        [r"グループ化クエリ", r"(?<!Grouped-Query Attention（)GQA）"],
+    ),
     "attention": ("attention", [r"アテンション"]),
     "concurrent sequences": ("同時系列数", [r"同時に扱う", r"同時に処理する"]),
     "element of a vector": ("要素", [r"[\d}]\s*値", r"/値"]),
@@ -72,8 +86,18 @@ TERMS = {
 
 
 def test_one_term_per_concept():
-    found = {concept: hits for concept, (_, rejected) in TERMS.items()
-             if (hits := {k: m.group(0) for k, v in ja_texts().items() for p in rejected if (m := re.search(p, v))})}
+    found = {
+        concept: hits
+        for concept, (_, rejected) in TERMS.items()
+        if (
+            hits := {
+                k: m.group(0)
+                for k, v in ja_texts().items()
+                for p in rejected
+                if (m := re.search(p, v))
+            }
+        )
+    }
     assert not found, found
 
 
@@ -83,7 +107,18 @@ def test_memory_bound_is_explained_at_its_first_use_on_the_decode_page():
 
 # -------------------------------------------------------------------------- (c) です・ます
 
-POLITE = ("ます", "ません", "です", "でした", "ました", "ましょう", "ください", "ますか", "ですか", "でしょうか")
+POLITE = (
+    "ます",
+    "ません",
+    "です",
+    "でした",
+    "ました",
+    "ましょう",
+    "ください",
+    "ますか",
+    "ですか",
+    "でしょうか",
+)
 CLOSERS = "」』）)*`"
 
 
@@ -95,7 +130,9 @@ def plain_endings(text: str) -> list[str]:
         body = sentence.strip().rstrip("。？！")
         while body and (body[-1] in CLOSERS or body.endswith("）")):
             if body.endswith("）") and "（" in body:
-                body = body[: body.rindex("（")]  # a closing parenthetical: judge the words before it
+                body = body[
+                    : body.rindex("（")
+                ]  # a closing parenthetical: judge the words before it
             else:
                 body = body[:-1]
             body = body.rstrip()
@@ -108,10 +145,16 @@ def plain_endings(text: str) -> list[str]:
 
 
 def test_every_japanese_sentence_is_in_desu_masu():
-    assert plain_endings("確保済みの容量を返す。") and plain_endings("これがメモリ律速である。次です。")
+    assert plain_endings("確保済みの容量を返す。") and plain_endings(
+        "これがメモリ律速である。次です。"
+    )
     assert plain_endings("F16 より 8 % 少なかった（Qwen 3.6、Metal）。— X")
-    assert plain_endings("選ぶ。最初の 2 つは設定です。") and plain_endings("なぜキャッシュするのか。")
-    assert not plain_endings("容量を返します。Key と Value（K/V）です。何ですか？ 1 トークンあたり 2 バイト。")
+    assert plain_endings("選ぶ。最初の 2 つは設定です。") and plain_endings(
+        "なぜキャッシュするのか。"
+    )
+    assert not plain_endings(
+        "容量を返します。Key と Value（K/V）です。何ですか？ 1 トークンあたり 2 バイト。"
+    )
     assert not plain_endings("凡例で選択中：X（もう一度クリックすると解除）")
     found = {k: e for k, v in ja_texts().items() if (e := plain_endings(v))}
     assert not found, found
@@ -122,8 +165,12 @@ def test_every_japanese_sentence_is_in_desu_masu():
 
 def test_language_files_have_the_same_keys_and_placeholders():
     ja, en = i18n.texts("ja"), i18n.texts("en")
-    assert {k for k in ja if not k.startswith("errors.")} == set(en)  # errors.*: Japanese only (tests/test_errors.py)
-    differ = {k: (fields(en[k]), fields(ja[k])) for k in en if k in ja and fields(en[k]) != fields(ja[k])}
+    assert {k for k in ja if not k.startswith("errors.")} == set(
+        en
+    )  # errors.*: Japanese only (tests/test_errors.py)
+    differ = {
+        k: (fields(en[k]), fields(ja[k])) for k in en if k in ja and fields(en[k]) != fields(ja[k])
+    }
     assert not differ, differ
 
 
@@ -154,7 +201,9 @@ def test_every_bundled_citation_note_and_method_word_has_its_japanese():
         citation = rec.data.get("citation", {})
         wanted |= {citation[k] for k in ("source", "note") if citation.get(k)}
         wanted |= set(_method_words(rec.data.get("method", {})))
-    wanted |= set(figures()["sources"].values()) | {f.source for f in FORMATS.values() if " " in f.source}
+    wanted |= set(figures()["sources"].values()) | {
+        f.source for f in FORMATS.values() if " " in f.source
+    }
     missing = sorted(w for w in wanted if w not in i18n.data_texts("ja"))
     assert not missing, missing
     spaced = {k: s for k, v in i18n.data_texts("ja").items() if (s := i18n.stray_spaces(v))}
@@ -166,6 +215,10 @@ def test_run_names_are_made_short_not_cut():
     from kvcore import recordings
 
     recs, _ = recordings.load_all([recordings.recordings_dir()])
-    long = {r.id: r.short_name for r in recs if r.short_name.endswith("…") or len(r.short_name) > recordings.SHORT_NAME_MAX}
+    long = {
+        r.id: r.short_name
+        for r in recs
+        if r.short_name.endswith("…") or len(r.short_name) > recordings.SHORT_NAME_MAX
+    }
     assert not long, long
     assert recordings._shorten("Intel Xeon Processor with a long name", 20) == "Intel Xeon…"

@@ -15,15 +15,25 @@ from kvcore.formulas import prefill_chunks
 ROOT = Path(__file__).resolve().parent.parent
 
 TINY = {  # dims divisible by 64 so 4-bit group-64 quantization applies, as in the article's model
-    "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 256,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+    "model_type": "llama",
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 256,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
 }
 
 
 def test_import_kvcore_never_imports_mlx():
-    code = ("import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_models, kvcore.live_record;"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad")
+    code = (
+        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_models, kvcore.live_record;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -48,38 +58,70 @@ def trap_rows():
 
 
 def _row(rows, cache, pattern, tokens=None):
-    return next(r for r in rows if r["cache"] == cache and r["pattern"] == pattern and (tokens is None or r["tokens"] == tokens))
+    return next(
+        r
+        for r in rows
+        if r["cache"] == cache
+        and r["pattern"] == pattern
+        and (tokens is None or r["tokens"] == tokens)
+    )
 
 
 # mlx_lm 0.32.2's KVCache (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py), one layer of Llama-3.2-1B (8 KV heads x 64, fp16), token by token
 @mlx
-@pytest.mark.parametrize("offset, capacity, nbytes, used", [
-    (255, 256, 524_288, 522_240), (256, 256, 524_288, 524_288), (257, 512, 1_048_576, 526_336),
-    (512, 512, 1_048_576, 1_048_576), (513, 768, 1_572_864, 1_050_624), (1024, 1024, 2_097_152, 2_097_152),
-])
+@pytest.mark.parametrize(
+    "offset, capacity, nbytes, used",
+    [
+        (255, 256, 524_288, 522_240),
+        (256, 256, 524_288, 524_288),
+        (257, 512, 1_048_576, 526_336),
+        (512, 512, 1_048_576, 1_048_576),
+        (513, 768, 1_572_864, 1_050_624),
+        (1024, 1024, 2_097_152, 2_097_152),
+    ],
+)
 def test_nbytes_reports_capacity_not_used_bytes(trap_rows, offset, capacity, nbytes, used):
     row = _row(trap_rows, "KVCache", "token by token", offset)
-    assert (row["capacity"], row["nbytes"], row["used_bytes"], row["theory_bytes"]) == (capacity, nbytes, used, used)
+    assert (row["capacity"], row["nbytes"], row["used_bytes"], row["theory_bytes"]) == (
+        capacity,
+        nbytes,
+        used,
+        used,
+    )
 
 
 @mlx
 def test_allocated_jumps_8_to_16_mib_at_257_while_used_grows_by_one_256th(trap_rows):
-    at256, at257 = _row(trap_rows, "KVCache", "token by token", 256), _row(trap_rows, "KVCache", "token by token", 257)
+    at256, at257 = (
+        _row(trap_rows, "KVCache", "token by token", 256),
+        _row(trap_rows, "KVCache", "token by token", 257),
+    )
     assert (at256["allocated_mib"], at257["allocated_mib"]) == (8.0, 16.0)
     assert (at256["used_mib"], at257["used_mib"]) == (8.0, 8.03125)
 
 
 @mlx
-@pytest.mark.parametrize("pattern, offset, capacity", [
-    ("257", 257, 512), ("256 + 1", 257, 512), ("1 + 256", 257, 257), ("300 + 300", 600, 812), ("1000", 1000, 1024),
-    ("2048 + 2047 + 1", 4096, 4096), ("2048 + 2047 + 1 + 1", 4097, 4352), ("500 x 8", 4000, 4012),
-])
+@pytest.mark.parametrize(
+    "pattern, offset, capacity",
+    [
+        ("257", 257, 512),
+        ("256 + 1", 257, 512),
+        ("1 + 256", 257, 257),
+        ("300 + 300", 600, 812),
+        ("1000", 1000, 1024),
+        ("2048 + 2047 + 1", 4096, 4096),
+        ("2048 + 2047 + 1 + 1", 4097, 4352),
+        ("500 x 8", 4000, 4012),
+    ],
+)
 def test_update_patterns_table(trap_rows, pattern, offset, capacity):
     row = _row(trap_rows, "KVCache", pattern)
     assert (row["tokens"], row["capacity"]) == (offset, capacity)
     assert row["used_bytes"] == row["theory_bytes"] == offset * 2048
     updates = [500] * 8 if pattern == "500 x 8" else [int(n) for n in pattern.split(" + ")]
-    assert simulate("KVCache", updates).capacity == capacity  # the simulator agrees with the real class
+    assert (
+        simulate("KVCache", updates).capacity == capacity
+    )  # the simulator agrees with the real class
 
 
 @mlx
@@ -142,10 +184,20 @@ def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats
     from kvcore.live_decode import decode_sweep
 
     seen = []
-    rows = decode_sweep(tiny_model, [300, 16, 64], warmup=1, steps=3, repeats=2, progress=lambda d, t, s: seen.append((d, t)))
+    rows = decode_sweep(
+        tiny_model,
+        [300, 16, 64],
+        warmup=1,
+        steps=3,
+        repeats=2,
+        progress=lambda d, t, s: seen.append((d, t)),
+    )
     assert [r["context"] for r in rows] == [16, 64, 300]
     for r in rows:
-        assert r["repeats"] == 2 and r["min_ms"] <= r["q1_ms"] <= r["ms_per_token"] <= r["q3_ms"] <= r["max_ms"]
+        assert (
+            r["repeats"] == 2
+            and r["min_ms"] <= r["q1_ms"] <= r["ms_per_token"] <= r["q3_ms"] <= r["max_ms"]
+        )
         assert r["spread_ms"] == pytest.approx(r["max_ms"] - r["min_ms"])
         assert r["tokens_per_s"] == pytest.approx(1000 / r["ms_per_token"])
         assert len(r["pass_ms"]) == 2 and r["ms_per_token"] == pytest.approx(sum(r["pass_ms"]) / 2)
@@ -160,7 +212,9 @@ def test_passes_visit_every_context_once_each_in_a_shuffled_order():
     orders = pass_orders(contexts, 5, seed=3)
     assert len(orders) == 5 and all(sorted(o) == contexts for o in orders)
     assert len({tuple(o) for o in orders}) > 1  # not one order repeated
-    assert any(o != contexts for o in orders) and pass_orders(contexts, 5, seed=3) == orders  # shuffled, repeatable
+    assert (
+        any(o != contexts for o in orders) and pass_orders(contexts, 5, seed=3) == orders
+    )  # shuffled, repeatable
     assert pass_orders(contexts, 5, seed=4) != orders
 
 
@@ -175,16 +229,28 @@ def test_quartiles_match_numpys_default_percentiles():
 
 
 @mlx
-def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(tiny_model):
+def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(
+    tiny_model,
+):
     from kvcore.live_decode import decode_sweep, pass_orders
 
     texts, partial = [], []
     contexts = [16, 32, 48, 64]
-    rows = decode_sweep(tiny_model, contexts, warmup=0, steps=1, repeats=3, seed=1,
-                        progress=lambda d, t, text: texts.append(text), on_rows=lambda r: partial.append(r))
+    rows = decode_sweep(
+        tiny_model,
+        contexts,
+        warmup=0,
+        steps=1,
+        repeats=3,
+        seed=1,
+        progress=lambda d, t, text: texts.append(text),
+        on_rows=lambda r: partial.append(r),
+    )
     visited = [int(t.split()[1].replace(",", "")) for t in texts]
     expected = pass_orders(contexts, 3, seed=1)
-    assert visited == [c for order in expected for c in order]  # the sweep follows the shuffled orders
+    assert visited == [
+        c for order in expected for c in order
+    ]  # the sweep follows the shuffled orders
     assert len({tuple(o) for o in expected}) > 1
     assert all(len(r["pass_ms"]) == 3 for r in rows)  # every context measured in every pass
     assert [len(p) for p in partial[:4]] == [1, 2, 3, 4] and partial[-1] == rows
@@ -197,12 +263,20 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
     from kvcore.live_record import build_recording
 
     rows = decode_sweep(tiny_model, [16, 40], warmup=0, steps=2, repeats=3)
-    data = build_recording({"decode": rows}, {"name": "tiny", "source": "random weights"}, {"fill": "synthetic"}, "test")
+    data = build_recording(
+        {"decode": rows},
+        {"name": "tiny", "source": "random weights"},
+        {"fill": "synthetic"},
+        "test",
+    )
     rec = recordings.load(recordings.save(data, tmp_path))
     for saved, measured in zip(rec.rows("decode"), rows):
         assert saved["q1_ms"] == pytest.approx(measured["q1_ms"], abs=1e-6)
         assert saved["q3_ms"] == pytest.approx(measured["q3_ms"], abs=1e-6)
-        assert saved["pass_ms"] == pytest.approx(measured["pass_ms"], abs=1e-6) and len(saved["pass_ms"]) == 3
+        assert (
+            saved["pass_ms"] == pytest.approx(measured["pass_ms"], abs=1e-6)
+            and len(saved["pass_ms"]) == 3
+        )
 
 
 @mlx
@@ -222,7 +296,12 @@ def test_paired_steps_time_both_caches_step_by_step(tiny_model):
 def test_quantized_kv_decodes(tiny_model):
     from kvcore.live_decode import decode_sweep
 
-    assert decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0]["kv_format"] == "mlx-q4"
+    assert (
+        decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0][
+            "kv_format"
+        ]
+        == "mlx-q4"
+    )
     assert {r["cache"] for r in cache_geometry(tiny_model, "mlx-q8")} == {"QuantizedKVCache"}
 
 
@@ -232,7 +311,9 @@ def test_mechanism_without_cache_recomputes_the_prefix(tiny_model):
 
     rows = mechanism_probe(tiny_model, new_tokens=4, prompt_tokens=8)
     assert [r["new_tokens"] for r in rows] == [1, 2, 3, 4]
-    assert rows[-1]["with_cache_s"] == pytest.approx(sum(r["with_cache_step_ms"] for r in rows) / 1000)
+    assert rows[-1]["with_cache_s"] == pytest.approx(
+        sum(r["with_cache_step_ms"] for r in rows) / 1000
+    )
 
 
 @mlx
@@ -246,7 +327,11 @@ def test_a_model_loaded_from_a_directory_has_the_random_models_geometry(tmp_path
     save_model(tmp_path, random_model.module)
     save_config({**TINY, "quantization": {"group_size": 64, "bits": 4}}, tmp_path / "config.json")
     loaded = get_model(str(tmp_path), None)
-    assert loaded.weights == str(tmp_path) and loaded.weights_format == "mlx-q4" and loaded.dtype == "fp32"
+    assert (
+        loaded.weights == str(tmp_path)
+        and loaded.weights_format == "mlx-q4"
+        and loaded.dtype == "fp32"
+    )
     assert cache_geometry(loaded) == cache_geometry(random_model)
     assert loaded.geometry.layers == random_model.geometry.layers
     token = mx.array([[3, 4, 5]])
@@ -266,14 +351,33 @@ def test_interrupting_a_run_leaves_no_recording(tmp_path, tiny_model, monkeypatc
         return len(calls) > 40
 
     with pytest.raises(Interrupted):
-        record_suite(tiny_model, "llama-3.2-1b", "test", kv_contexts=[256], contexts=[16], should_stop=stop)
+        record_suite(
+            tiny_model, "llama-3.2-1b", "test", kv_contexts=[256], contexts=[16], should_stop=stop
+        )
 
     def stopped(*args, **kwargs):  # the stop button pressed during the last phase
         raise Interrupted()
 
     monkeypatch.setattr(live_record, "mechanism_probe", stopped)
-    argv = ["record", "--model", _write_config(tmp_path), "--weights-format", "fp32", "--tokens", "260",
-            "--kv-contexts", "256", "--contexts", "16", "--steps", "1", "--repeats", "1", "--out", str(tmp_path / "out")]
+    argv = [
+        "record",
+        "--model",
+        _write_config(tmp_path),
+        "--weights-format",
+        "fp32",
+        "--tokens",
+        "260",
+        "--kv-contexts",
+        "256",
+        "--contexts",
+        "16",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert cli.main(argv) == 2
     assert "nothing was saved" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -305,9 +409,33 @@ def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, 
     from kvcore import cli
 
     out = tmp_path / "out"
-    argv = ["record", "--model", _write_config(tmp_path), "--weights-format", "fp32", "--geometry", "llama-3.2-1b",
-            "--tokens", "300", "--kv-contexts", "256,300", "--contexts", "16,64", "--steps", "2", "--warmup", "1",
-            "--repeats", "1", "--new-tokens", "3", "--prompt-tokens", "4", "--out", str(out)]
+    argv = [
+        "record",
+        "--model",
+        _write_config(tmp_path),
+        "--weights-format",
+        "fp32",
+        "--geometry",
+        "llama-3.2-1b",
+        "--tokens",
+        "300",
+        "--kv-contexts",
+        "256,300",
+        "--contexts",
+        "16,64",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--new-tokens",
+        "3",
+        "--prompt-tokens",
+        "4",
+        "--out",
+        str(out),
+    ]
     monkeypatch.setattr(sys, "argv", [str(ROOT / "kvcore" / "__main__.py"), *argv])
     assert cli.main(argv) == 0
     (path,) = out.glob("*.yaml")
@@ -331,11 +459,18 @@ def test_read_only_mode_runs_the_trap_probe_and_writes_nothing(tmp_path, monkeyp
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["decode", "--contexts", "abc"], ["decode", "--contexts", "0"], ["decode", "--kv-format", "fp8"],
-    ["decode", "--steps", "-1"], ["kv", "--model", "no-such-model"], ["probe", "--model", "/no/such/config.json"],
-    ["decode", "--model", "llama-3.1-70b", "--weights-format", "fp32", "--contexts", "131072"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "--contexts", "abc"],
+        ["decode", "--contexts", "0"],
+        ["decode", "--kv-format", "fp8"],
+        ["decode", "--steps", "-1"],
+        ["kv", "--model", "no-such-model"],
+        ["probe", "--model", "/no/such/config.json"],
+        ["decode", "--model", "llama-3.1-70b", "--weights-format", "fp32", "--contexts", "131072"],
+    ],
+)
 def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
     from kvcore import cli
 
@@ -349,7 +484,9 @@ def test_cross_checks_report_both_timings_at_one_context(tiny_model):
     from kvcore.live_decode import generate_step_check, real_prefill_check
 
     prefill = real_prefill_check(tiny_model, 300, warmup=1, steps=3)
-    assert prefill["context"] == 300 and prefill["synthetic_ms"] > 0 and prefill["real_prefill_ms"] > 0
+    assert (
+        prefill["context"] == 300 and prefill["synthetic_ms"] > 0 and prefill["real_prefill_ms"] > 0
+    )
     assert prefill["ratio"] == prefill["real_prefill_ms"] / prefill["synthetic_ms"]
     gen = generate_step_check(tiny_model, 300, warmup=1, steps=3)
     assert gen["context"] == 300 and all(v > 0 for k, v in gen.items() if k.endswith("_ms"))
@@ -367,10 +504,21 @@ def cache_geometry(model, kv_format: str | None = None) -> list[dict]:
     rows = []
     for i, cache in enumerate(caches):
         quantized = hasattr(cache, "bits")
-        keys = cache.keys[0] if quantized else cache.keys  # quantized: (packed uint32, scales, biases)
+        keys = (
+            cache.keys[0] if quantized else cache.keys
+        )  # quantized: (packed uint32, scales, biases)
         head_dim = keys.shape[3] * 32 // cache.bits if quantized else keys.shape[3]
         dtype = cache.keys[1].dtype if quantized else keys.dtype
-        rows.append({"layer": i, "cache": type(cache).__name__, "kv_heads": keys.shape[1], "head_dim": head_dim,
-                     "capacity": keys.shape[2], "dtype": str(dtype).replace("mlx.core.", ""),
-                     "bits": getattr(cache, "bits", None), "max_size": getattr(cache, "max_size", None)})
+        rows.append(
+            {
+                "layer": i,
+                "cache": type(cache).__name__,
+                "kv_heads": keys.shape[1],
+                "head_dim": head_dim,
+                "capacity": keys.shape[2],
+                "dtype": str(dtype).replace("mlx.core.", ""),
+                "bits": getattr(cache, "bits", None),
+                "max_size": getattr(cache, "max_size", None),
+            }
+        )
     return rows

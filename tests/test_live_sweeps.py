@@ -13,9 +13,19 @@ from kvcore import recordings
 from kvcore.errors import KvError
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 256,
-        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 256,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
 pytestmark = pytest.mark.mlx
 
 
@@ -30,10 +40,19 @@ def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
     from kvcore.live_sweeps import prefill_sweep
 
     seen, shown = [], []
-    rows = prefill_sweep(tiny, [300, 16, 64], repeats=2, progress=lambda d, t, s: seen.append((d, t)), on_rows=shown.append)
+    rows = prefill_sweep(
+        tiny,
+        [300, 16, 64],
+        repeats=2,
+        progress=lambda d, t, s: seen.append((d, t)),
+        on_rows=shown.append,
+    )
     assert [r["prompt_tokens"] for r in rows] == [16, 64, 300]
     for r in rows:
-        assert r["repeats"] == 2 and r["min_s"] <= r["q1_s"] <= r["prefill_s"] <= r["q3_s"] <= r["max_s"]
+        assert (
+            r["repeats"] == 2
+            and r["min_s"] <= r["q1_s"] <= r["prefill_s"] <= r["q3_s"] <= r["max_s"]
+        )
         assert r["tokens_per_s"] == pytest.approx(r["prompt_tokens"] / r["prefill_s"])
         assert r["prefill_s"] == pytest.approx(sum(r["pass_s"]) / 2)
     assert seen[-1] == (7, 7)  # a warm-up, then 2 passes of 3 prompts
@@ -58,7 +77,12 @@ def test_merged_batch_cache_is_mlx_lms_batch_cache_holding_each_sequence(tiny):
     caches = batch_caches(tiny, 3, 40, "fp32")
     assert all(type(c) is BatchKVCache for c in caches)
     k, v = caches[0].keys_and_values()
-    assert k.shape == (3, 2, 41, 64) and v.shape == (3, 2, 41, 64)  # B sequences x KV heads x (context + 1) x head_dim
+    assert k.shape == (3, 2, 41, 64) and v.shape == (
+        3,
+        2,
+        41,
+        64,
+    )  # B sequences x KV heads x (context + 1) x head_dim
     assert not bool((k[0] == k[1]).all().item())  # each sequence its own K/V
 
 
@@ -83,7 +107,14 @@ def test_batch_sweep_rows_total_is_batch_times_per_sequence(tiny):
     from kvcore.live_sweeps import batch_sweep
 
     rows = batch_sweep(tiny, [4, 1, 2], [64, 16], warmup=1, steps=3, repeats=2)
-    assert [(r["context"], r["batch"]) for r in rows] == [(16, 1), (16, 2), (16, 4), (64, 1), (64, 2), (64, 4)]
+    assert [(r["context"], r["batch"]) for r in rows] == [
+        (16, 1),
+        (16, 2),
+        (16, 4),
+        (64, 1),
+        (64, 2),
+        (64, 4),
+    ]
     for r in rows:
         assert r["tokens_per_s_total"] == pytest.approx(r["batch"] * r["tokens_per_s"])
         assert r["tokens_per_s"] == pytest.approx(1000 / r["ms_per_step"])
@@ -104,9 +135,29 @@ def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsy
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
     out = tmp_path / "out"
-    argv = ["record", "--model", str(config), "--weights-format", "fp32", "--sections", "prefill,batch",
-            "--prompts", "16,64", "--batch-sizes", "1,2", "--batch-contexts", "16", "--steps", "2", "--warmup", "1",
-            "--repeats", "1", "--out", str(out)]
+    argv = [
+        "record",
+        "--model",
+        str(config),
+        "--weights-format",
+        "fp32",
+        "--sections",
+        "prefill,batch",
+        "--prompts",
+        "16,64",
+        "--batch-sizes",
+        "1,2",
+        "--batch-contexts",
+        "16",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     monkeypatch.setattr(sys, "argv", [str(ROOT / "kvcore" / "__main__.py"), *argv])
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
@@ -114,18 +165,26 @@ def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsy
     (path,) = out.glob("*.yaml")
     rec = recordings.load(path)
     assert set(rec.data["sections"]) == {"prefill", "batch"}
-    assert {"prefill", "batch", "backend", "machine_load"} <= set(rec.data["method"]) <= {"prefill", "batch", "backend",
-                                                                                         "machine_load", "blas"}
+    assert (
+        {"prefill", "batch", "backend", "machine_load"}
+        <= set(rec.data["method"])
+        <= {"prefill", "batch", "backend", "machine_load", "blas"}
+    )
     assert "python -m kvcore record" in rec.data["provenance"]["command"]
     assert [r["batch"] for r in rec.rows("batch")] == [1, 2]
-    assert "geometry_kv_format" not in rec.data["model"]  # no trap or growth: no geometry of their own
+    assert (
+        "geometry_kv_format" not in rec.data["model"]
+    )  # no trap or growth: no geometry of their own
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["record", "--sections", "prefill,speed"], "--sections must be some of"),
-    (["record", "--batch-sizes", "1,1000"], "batch size must be a whole number from 1 to 256"),
-    (["record", "--prompts", "0"], "from 1 to"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["record", "--sections", "prefill,speed"], "--sections must be some of"),
+        (["record", "--batch-sizes", "1,1000"], "batch size must be a whole number from 1 to 256"),
+        (["record", "--prompts", "0"], "from 1 to"),
+    ],
+)
 def test_bad_sweep_options_are_one_line_and_exit_2(argv, message, capsys):
     from kvcore import cli
 
@@ -137,19 +196,34 @@ def test_bad_sweep_options_are_one_line_and_exit_2(argv, message, capsys):
 OPENBLAS = Path("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0")
 
 
-@pytest.mark.skipif(not OPENBLAS.exists(), reason="Debian's OpenBLAS is not installed (apt-get install libopenblas0-pthread)")
+@pytest.mark.skipif(
+    not OPENBLAS.exists(),
+    reason="Debian's OpenBLAS is not installed (apt-get install libopenblas0-pthread)",
+)
 def test_the_recording_names_the_blas_mlx_ran_on_and_the_command_the_environment():
     """Which library's cblas_sgemm the process finds first: OpenBLAS when preloaded, else the wheel's bundled one; and
     the run's command carries the variables that chose it."""
     import os
     import subprocess
 
-    code = ("import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
-            "from kvcore.live_cli import command_line; print(blas_libraries()['sgemm_from']); print(command_line())")
+    code = (
+        "import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
+        "from kvcore.live_cli import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OPENBLAS_NUM_THREADS")}
-    plain = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    assert "mlx_cpu.libs/libblas" in plain.stdout.splitlines()[0] and plain.stdout.splitlines()[1] == "python -m kvcore record"
+    plain = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert (
+        "mlx_cpu.libs/libblas" in plain.stdout.splitlines()[0]
+        and plain.stdout.splitlines()[1] == "python -m kvcore record"
+    )
     env.update(LD_PRELOAD=str(OPENBLAS), OPENBLAS_NUM_THREADS="1")
-    pre = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    pre = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert "openblas" in pre.stdout.splitlines()[0]
-    assert pre.stdout.splitlines()[1] == f"LD_PRELOAD={OPENBLAS} OPENBLAS_NUM_THREADS=1 python -m kvcore record"
+    assert (
+        pre.stdout.splitlines()[1]
+        == f"LD_PRELOAD={OPENBLAS} OPENBLAS_NUM_THREADS=1 python -m kvcore record"
+    )

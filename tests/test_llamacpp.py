@@ -30,7 +30,13 @@ LOG_FORMAT = "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s):
 
 
 def kvcore(*args):
-    return subprocess.run([sys.executable, "-m", "kvcore", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kvcore", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def geometry(name, runtime="llama.cpp"):
@@ -53,12 +59,29 @@ def squeeze(line: str) -> str:
 def test_gpt_oss_20b_at_131072_tokens_ubatch_512():
     out = calc_json("--model", "gpt-oss-20b", "--context", "131072", "--kv-format", "f16")
     base, swa = out["caches"]
-    assert base == {"name": "non-swa", "cells": 131072, "layers": 12, "streams": 1, "k_bytes": 1536 * MIB, "v_bytes": 1536 * MIB}
-    assert swa == {"name": "swa", "cells": 768, "layers": 12, "streams": 1, "k_bytes": 9 * MIB, "v_bytes": 9 * MIB}
+    assert base == {
+        "name": "non-swa",
+        "cells": 131072,
+        "layers": 12,
+        "streams": 1,
+        "k_bytes": 1536 * MIB,
+        "v_bytes": 1536 * MIB,
+    }
+    assert swa == {
+        "name": "swa",
+        "cells": 768,
+        "layers": 12,
+        "streams": 1,
+        "k_bytes": 9 * MIB,
+        "v_bytes": 9 * MIB,
+    }
     assert out["kv_bytes"] == (3072 + 18) * MIB
     assert squeeze(out["log_lines"][0]).endswith(
-        "size = 3072.00 MiB (131072 cells, 12 layers, 1/1 seqs), K (f16): 1536.00 MiB, V (f16): 1536.00 MiB")
-    assert squeeze(out["log_lines"][1]).endswith("size = 18.00 MiB (768 cells, 12 layers, 1/1 seqs), K (f16): 9.00 MiB, V (f16): 9.00 MiB")
+        "size = 3072.00 MiB (131072 cells, 12 layers, 1/1 seqs), K (f16): 1536.00 MiB, V (f16): 1536.00 MiB"
+    )
+    assert squeeze(out["log_lines"][1]).endswith(
+        "size = 18.00 MiB (768 cells, 12 layers, 1/1 seqs), K (f16): 9.00 MiB, V (f16): 9.00 MiB"
+    )
 
 
 def test_gpt_oss_20b_swa_cache_grows_with_the_micro_batch():
@@ -68,19 +91,39 @@ def test_gpt_oss_20b_swa_cache_grows_with_the_micro_batch():
 
 
 def test_qwen_7b_chat_mha_q8_0_ten_slots():
-    out = calc_json("--model", "qwen-7b-chat", "--context", "4096", "--sequences", "10", "--kv-format", "q8_0")
-    assert out["caches"] == [{"name": "kv", "cells": 512, "layers": 32, "streams": 10, "k_bytes": 680 * MIB, "v_bytes": 680 * MIB}]
+    out = calc_json(
+        "--model", "qwen-7b-chat", "--context", "4096", "--sequences", "10", "--kv-format", "q8_0"
+    )
+    assert out["caches"] == [
+        {
+            "name": "kv",
+            "cells": 512,
+            "layers": 32,
+            "streams": 10,
+            "k_bytes": 680 * MIB,
+            "v_bytes": 680 * MIB,
+        }
+    ]
     assert out["kv_bytes"] == 1360 * MIB
     assert squeeze(out["log_lines"][0]).endswith(
-        "size = 1360.00 MiB (512 cells, 32 layers, 10/10 seqs), K (q8_0): 680.00 MiB, V (q8_0): 680.00 MiB")
+        "size = 1360.00 MiB (512 cells, 32 layers, 10/10 seqs), K (q8_0): 680.00 MiB, V (q8_0): 680.00 MiB"
+    )
 
 
 def test_gemma_2_2b_server_defaults_four_unified_slots():
-    out = calc_json("--model", "gemma-2-2b", "--context", "8192", "--sequences", "4", "--kv-unified")
-    assert [(c["name"], c["cells"], c["layers"], c["streams"], c["k_bytes"] + c["v_bytes"]) for c in out["caches"]] == [
-        ("non-swa", 8192, 13, 1, 416 * MIB), ("swa", 8192, 13, 1, 416 * MIB)]
-    assert all(squeeze(line).endswith("size = 416.00 MiB (8192 cells, 13 layers, 4/1 seqs), K (f16): 208.00 MiB, V (f16): 208.00 MiB")
-               for line in out["log_lines"])
+    out = calc_json(
+        "--model", "gemma-2-2b", "--context", "8192", "--sequences", "4", "--kv-unified"
+    )
+    assert [
+        (c["name"], c["cells"], c["layers"], c["streams"], c["k_bytes"] + c["v_bytes"])
+        for c in out["caches"]
+    ] == [("non-swa", 8192, 13, 1, 416 * MIB), ("swa", 8192, 13, 1, 416 * MIB)]
+    assert all(
+        squeeze(line).endswith(
+            "size = 416.00 MiB (8192 cells, 13 layers, 4/1 seqs), K (f16): 208.00 MiB, V (f16): 208.00 MiB"
+        )
+        for line in out["log_lines"]
+    )
     # the same as llama-server's defaults with no -np
     engine = llamacpp.caches(geometry("gemma-2-2b"), 8192, options=llamacpp.server_defaults())
     assert [c.as_dict() for c in engine] == out["caches"]
@@ -96,7 +139,9 @@ def test_text_output_prints_llama_cpps_own_lines():
 
 def test_the_prose_example_reproduces_a_larger_than_asked_context():
     # -c 32768 -np 10: 3276 per stream, padded up to 3328 (33,280 cells in all, more than asked)
-    caches = llamacpp.caches(geometry("qwen-7b-chat"), 32768, "f16", "f16", llamacpp.Options(sequences=10))
+    caches = llamacpp.caches(
+        geometry("qwen-7b-chat"), 32768, "f16", "f16", llamacpp.Options(sequences=10)
+    )
     assert (caches[0].cells, caches[0].streams, caches[0].bytes) == (3328, 10, 16640 * MIB)
 
 
@@ -104,8 +149,17 @@ def test_the_prose_example_reproduces_a_larger_than_asked_context():
 
 
 # ggml type traits: (values per block, bytes per block)
-GGML_BLOCKS = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20),
-               "q5_0": (32, 22), "q5_1": (32, 24), "iq4_nl": (32, 18)}
+GGML_BLOCKS = {
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q4_0": (32, 18),
+    "q4_1": (32, 20),
+    "q5_0": (32, 22),
+    "q5_1": (32, 24),
+    "iq4_nl": (32, 18),
+}
 
 
 def ggml_pad(x, n):
@@ -124,20 +178,37 @@ def restated(n_ctx, n_seq, unified, n_swa, n_batch, n_ubatch, swa_full):
 
 
 @settings(max_examples=400, deadline=None)
-@given(n_ctx=st.integers(1, 2_000_000), n_seq=st.integers(1, llamacpp.LLAMA_MAX_SEQ), unified=st.booleans(),
-       n_swa=st.integers(1, 20_000), n_batch=st.integers(1, 8192), n_ubatch=st.integers(1, 8192), swa_full=st.booleans())
-def test_cells_streams_and_swa_size_follow_llama_cpp(n_ctx, n_seq, unified, n_swa, n_batch, n_ubatch, swa_full):
+@given(
+    n_ctx=st.integers(1, 2_000_000),
+    n_seq=st.integers(1, llamacpp.LLAMA_MAX_SEQ),
+    unified=st.booleans(),
+    n_swa=st.integers(1, 20_000),
+    n_batch=st.integers(1, 8192),
+    n_ubatch=st.integers(1, 8192),
+    swa_full=st.booleans(),
+)
+def test_cells_streams_and_swa_size_follow_llama_cpp(
+    n_ctx, n_seq, unified, n_swa, n_batch, n_ubatch, swa_full
+):
     options = llamacpp.Options(n_seq, unified, n_batch, n_ubatch, swa_full)
     cells, streams = llamacpp.context_cells(n_ctx, options)
-    want_cells, want_streams, want_swa = restated(n_ctx, n_seq, unified, n_swa, n_batch, n_ubatch, swa_full)
+    want_cells, want_streams, want_swa = restated(
+        n_ctx, n_seq, unified, n_swa, n_batch, n_ubatch, swa_full
+    )
     assert (cells, streams) == (want_cells, want_streams)
     assert llamacpp.swa_cells(cells, n_swa, n_ctx, options) == want_swa
     assert cells % 256 == 0 and want_swa % 256 == 0 and want_swa <= cells
 
 
 @settings(max_examples=100, deadline=None)
-@given(n_ctx=st.integers(1, 300_000), n_seq=st.integers(1, 16), unified=st.booleans(), n_ubatch=st.integers(1, 4096),
-       k=st.sampled_from(["f16", "q8_0", "q4_0", "q5_1", "iq4_nl"]), v=st.sampled_from(["f32", "bf16", "q4_1", "q5_0"]))
+@given(
+    n_ctx=st.integers(1, 300_000),
+    n_seq=st.integers(1, 16),
+    unified=st.booleans(),
+    n_ubatch=st.integers(1, 4096),
+    k=st.sampled_from(["f16", "q8_0", "q4_0", "q5_1", "iq4_nl"]),
+    v=st.sampled_from(["f32", "bf16", "q4_1", "q5_0"]),
+)
 def test_gpt_oss_bytes_are_rows_times_cells_times_streams(n_ctx, n_seq, unified, n_ubatch, k, v):
     g = geometry("gpt-oss-20b")
     caches = llamacpp.caches(g, n_ctx, k, v, llamacpp.Options(n_seq, unified, ubatch=n_ubatch))
@@ -146,17 +217,29 @@ def test_gpt_oss_bytes_are_rows_times_cells_times_streams(n_ctx, n_seq, unified,
     row_k, row_v = (width // GGML_BLOCKS[t][0] * GGML_BLOCKS[t][1] for t in (k, v))
     assert [(c.cells, c.streams, c.k_bytes, c.v_bytes) for c in caches] == [
         (cells, streams, 12 * row_k * cells * streams, 12 * row_v * cells * streams),
-        (swa, streams, 12 * row_k * swa * streams, 12 * row_v * swa * streams)]
+        (swa, streams, 12 * row_k * swa * streams, 12 * row_v * swa * streams),
+    ]
 
 
-@pytest.mark.parametrize("used, cells, read", [(1, 4096, 256), (256, 4096, 256), (257, 4096, 512), (700, 4096, 768),
-                                                (5000, 4096, 4096), (10, 128, 128)])
+@pytest.mark.parametrize(
+    "used, cells, read",
+    [
+        (1, 4096, 256),
+        (256, 4096, 256),
+        (257, 4096, 512),
+        (700, 4096, 768),
+        (5000, 4096, 4096),
+        (10, 128, 128),
+    ],
+)
 def test_decode_reads_used_cells_padded_to_256(used, cells, read):
     assert llamacpp.read_cells(used, cells) == read
 
 
 def test_the_micro_batch_is_clamped_by_the_batch_and_the_context():
-    assert llamacpp.micro_batch(131072, llamacpp.Options(ubatch=4096)) == 2048  # -b 2048 caps -ub 4096
+    assert (
+        llamacpp.micro_batch(131072, llamacpp.Options(ubatch=4096)) == 2048
+    )  # -b 2048 caps -ub 4096
     assert llamacpp.micro_batch(300, llamacpp.Options()) == 300  # n_batch = min(n_ctx, n_batch)
     g = geometry("gpt-oss-20b")
     small = llamacpp.caches(g, 131072, options=llamacpp.Options(batch=256, ubatch=2048))[1]
@@ -164,7 +247,9 @@ def test_the_micro_batch_is_clamped_by_the_batch_and_the_context():
 
 
 def test_swa_full_makes_the_window_cache_full_size():
-    caches = llamacpp.caches(geometry("gpt-oss-20b"), 131072, options=llamacpp.Options(swa_full=True))
+    caches = llamacpp.caches(
+        geometry("gpt-oss-20b"), 131072, options=llamacpp.Options(swa_full=True)
+    )
     assert caches[0].cells == caches[1].cells == 131072
 
 
@@ -179,13 +264,26 @@ def test_llama_server_defaults_are_four_unified_slots():
 def test_ggml_block_sizes_from_their_struct_layouts():
     half, qk = 2, 32  # ggml_half; QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 = QK4_NL = 32
     layouts = {  # ggml-common.h static_asserts
-        "q8_0": half + qk, "q4_0": half + qk // 2, "q4_1": 2 * half + qk // 2, "q5_0": half + 4 + qk // 2,
-        "q5_1": 2 * half + 4 + qk // 2, "iq4_nl": half + qk // 2,
+        "q8_0": half + qk,
+        "q4_0": half + qk // 2,
+        "q4_1": 2 * half + qk // 2,
+        "q5_0": half + 4 + qk // 2,
+        "q5_1": 2 * half + 4 + qk // 2,
+        "iq4_nl": half + qk // 2,
     }
-    assert {name: llamacpp.row_bytes(name, 32) for name in layouts} == layouts == {
-        "q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "iq4_nl": 18}
+    assert (
+        {name: llamacpp.row_bytes(name, 32) for name in layouts}
+        == layouts
+        == {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "iq4_nl": 18}
+    )
     assert llamacpp.row_bytes("q8_0", 4096) == 4096 // 32 * 34
-    assert [llamacpp.row_bytes(t, 64) for t in ("f32", "fp32", "f16", "fp16", "bf16")] == [256, 256, 128, 128, 128]
+    assert [llamacpp.row_bytes(t, 64) for t in ("f32", "fp32", "f16", "fp16", "bf16")] == [
+        256,
+        256,
+        128,
+        128,
+        128,
+    ]
 
 
 def test_a_row_that_does_not_fill_whole_blocks_is_refused_as_ggml_asserts():
@@ -199,7 +297,17 @@ def test_formats_llama_cpp_cannot_store_are_refused(name):
     with pytest.raises(KvError) as e:
         llamacpp.row_bytes(name, 128)
     assert e.value.code == "llamacpp_format" and "q5_1" in str(e.value)
-    r = kvcore("calc", "--model", "llama-3.2-1b", "--context", "100", "--runtime", "llama.cpp", "--kv-format", name)
+    r = kvcore(
+        "calc",
+        "--model",
+        "llama-3.2-1b",
+        "--context",
+        "100",
+        "--runtime",
+        "llama.cpp",
+        "--kv-format",
+        name,
+    )
     assert r.returncode == 2 and "not a llama.cpp KV cache type" in r.stderr
 
 
@@ -211,8 +319,16 @@ def test_llama_cpp_spellings_name_the_same_formats():
 
 
 def test_phi3_window_is_disabled_by_llama_cpp_ignored_by_mlx_lm_and_applied_by_transformers():
-    config = {"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "intermediate_size": 8192, "vocab_size": 32064, "rms_norm_eps": 1e-5, "sliding_window": 2047}
+    config = {
+        "model_type": "phi3",
+        "hidden_size": 3072,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "intermediate_size": 8192,
+        "vocab_size": 32064,
+        "rms_norm_eps": 1e-5,
+        "sliding_window": 2047,
+    }
     by_runtime = {rt: parse_config(config, "phi3", rt) for rt in RUNTIMES}
     assert by_runtime["llama.cpp"].count("full") == by_runtime["mlx_lm"].count("full") == 32
     assert by_runtime["reference"].count("sliding") == 32
@@ -227,8 +343,15 @@ def test_gemma2_alternates_from_a_sliding_first_layer_except_in_mlx_lm():
 
 
 def test_llama_2_without_num_key_value_heads_is_full_multi_head_attention():
-    config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "intermediate_size": 11008, "vocab_size": 32000, "rms_norm_eps": 1e-5}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "intermediate_size": 11008,
+        "vocab_size": 32000,
+        "rms_norm_eps": 1e-5,
+    }
     g = parse_config(config, "llama-2-7b", "llama.cpp")
     assert {(layer.kv_heads, layer.k_dim) for layer in g.layers} == {(32, 128)}
     # -c 4096 f16: 32 layers x 2 x 4096 values x 2 B x 4096 cells = 2048 MiB, as llama.cpp logs for Llama-2-7B
@@ -237,8 +360,12 @@ def test_llama_2_without_num_key_value_heads_is_full_multi_head_attention():
 
 def test_qwen_v1_reads_both_spellings_of_its_config():
     old = load_preset("qwen-7b-chat")["config"]
-    renames = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
-               "ffn_hidden_size": "intermediate_size"}
+    renames = {
+        "n_embd": "hidden_size",
+        "n_head": "num_attention_heads",
+        "n_layer": "num_hidden_layers",
+        "ffn_hidden_size": "intermediate_size",
+    }
     new = {renames.get(k, k): v for k, v in old.items()}
     a, b = parse_config(old, "old"), parse_config(new, "new")
     assert a.layers == b.layers and a.params == b.params
@@ -247,8 +374,12 @@ def test_qwen_v1_reads_both_spellings_of_its_config():
 
 def test_mla_and_recurrent_layers_as_llama_cpp_stores_them():
     deepseek = llamacpp.caches(geometry("deepseek-v3"), 4096)
-    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [("kv", 576 * 2, 0)]  # no V tensor
-    hybrid = llamacpp.caches(geometry("qwen3-next-80b-a3b"), 4096, options=llamacpp.Options(sequences=2))
+    assert [(c.name, c.k_bytes // (4096 * 61), c.v_bytes // (4096 * 61)) for c in deepseek] == [
+        ("kv", 576 * 2, 0)
+    ]  # no V tensor
+    hybrid = llamacpp.caches(
+        geometry("qwen3-next-80b-a3b"), 4096, options=llamacpp.Options(sequences=2)
+    )
     assert [c.name for c in hybrid] == ["kv", "recurrent"]
     assert hybrid[1].cells == 2 and len(hybrid[0].layers) + len(hybrid[1].layers) == 48
 
@@ -278,7 +409,9 @@ def test_every_family_has_a_known_window_rule():
     rules = set(WINDOW_RULES)
     for family in FAMILIES.values():
         assert set(family.windows) <= set(RUNTIMES)
-        assert all(set(rule.split("|")) <= rules for rule in family.windows.values()), family.model_type
+        assert all(set(rule.split("|")) <= rules for rule in family.windows.values()), (
+            family.model_type
+        )
         check_family(family)  # its attention kind and layout codes too
 
 
@@ -306,7 +439,10 @@ def test_llama_cpp_largest_context_fits_and_one_more_token_does_not(name):
 def test_llama_cpp_most_slots_each_get_the_context_and_one_more_does_not_fit():
     g, spec, weights, available = geometry("qwen-7b-chat"), KvSpec(), 15 << 30, 24 << 30
     s = calculator.max_sequences(g, spec, 4096, weights, available)
-    fits = lambda n: calculator.verdict(weights + calculator.kv_need(g, 4096 * n, spec, n), available).status == "fits"  # noqa: E731
+    fits = lambda n: (
+        calculator.verdict(weights + calculator.kv_need(g, 4096 * n, spec, n), available).status
+        == "fits"
+    )  # noqa: E731
     assert s >= 1 and fits(s) and not fits(s + 1)
 
 
@@ -325,17 +461,28 @@ def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
         r = calculator.calculate(g, 8192, 2, KvSpec("q8_0", "q8_0"))
         assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
         weights = r["weights_bytes"]
-        available = int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE) + 1  # room for four times this cache
-        assert calculator.max_context(g, KvSpec("q8_0", "q8_0"), 2, weights, available) >= 8192, name
-        assert calculator.max_sequences(g, KvSpec("q8_0", "q8_0"), 8192, weights, available) >= 2, name
+        available = (
+            int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE) + 1
+        )  # room for four times this cache
+        assert calculator.max_context(g, KvSpec("q8_0", "q8_0"), 2, weights, available) >= 8192, (
+            name
+        )
+        assert calculator.max_sequences(g, KvSpec("q8_0", "q8_0"), 8192, weights, available) >= 2, (
+            name
+        )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--sequences", "300"], "1 to 256 sequences (-np), not 300"),
-    (["--ubatch", "0"], "ubatch must be a whole number from 1 to"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sequences", "300"], "1 to 256 sequences (-np), not 300"),
+        (["--ubatch", "0"], "ubatch must be a whole number from 1 to"),
+    ],
+)
 def test_bad_llama_cpp_settings_get_one_line_and_exit_2(args, message):
-    r = kvcore("calc", "--model", "gemma-2-2b", "--context", "8192", "--runtime", "llama.cpp", *args)
+    r = kvcore(
+        "calc", "--model", "gemma-2-2b", "--context", "8192", "--runtime", "llama.cpp", *args
+    )
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

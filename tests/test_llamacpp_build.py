@@ -17,7 +17,9 @@ import os
 
 import pytest
 
-if not os.environ.get("KVSITE_REQUIRE_LLAMACPP"):  # scripts/test.sh installs it and sets this: never skipped there
+if not os.environ.get(
+    "KVSITE_REQUIRE_LLAMACPP"
+):  # scripts/test.sh installs it and sets this: never skipped there
     pytest.importorskip("llama_cpp")
 
 import gguf_files  # noqa: E402
@@ -28,10 +30,40 @@ from kvcore.geometry import load_preset  # noqa: E402
 from kvcore.llamacpp_probe import Request, run_isolated  # noqa: E402
 
 # one preset per family, plus the deepest (126 layers) and a 128-wide Gemma 3
-PRESETS = ["llama-3.2-1b", "llama-3.1-405b", "qwen-7b-chat", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b",
-           "qwen3-next-80b-a3b", "phi-3-mini-4k", "gemma-2-2b", "gemma-3-4b", "gemma-3-27b", "gpt-oss-20b", "deepseek-v3"]
-TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]  # common/arg.cpp kv_cache_types
-MIXED = [("q8_0", "q4_0"), ("f16", "q8_0"), ("q4_0", "f16"), ("bf16", "q5_1"), ("iq4_nl", "q8_0"), ("q5_0", "q4_1")]
+PRESETS = [
+    "llama-3.2-1b",
+    "llama-3.1-405b",
+    "qwen-7b-chat",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
+    "phi-3-mini-4k",
+    "gemma-2-2b",
+    "gemma-3-4b",
+    "gemma-3-27b",
+    "gpt-oss-20b",
+    "deepseek-v3",
+]
+TYPES = [
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "iq4_nl",
+]  # common/arg.cpp kv_cache_types
+MIXED = [
+    ("q8_0", "q4_0"),
+    ("f16", "q8_0"),
+    ("q4_0", "f16"),
+    ("bf16", "q5_1"),
+    ("iq4_nl", "q8_0"),
+    ("q5_0", "q4_1"),
+]
 
 
 def grid(max_seqs: int = 256) -> list[Request]:
@@ -39,19 +71,34 @@ def grid(max_seqs: int = 256) -> list[Request]:
     and batches (clamped by the context); --swa-full; every cache type, and mixed K/V."""
     cases = [Request(n_ctx=c) for c in (1, 255, 256, 257, 1000, 4096, 4097, 8191, 65536, 131072)]
     for seqs in [s for s in (2, 3, 7, 10, 64, 256) if s <= max_seqs]:
-        cases += [Request(n_ctx=c, n_seq_max=seqs, kv_unified=u) for c in (4096, 32768) for u in (False, True)]
-    cases += [Request(n_ctx=c, n_batch=b, n_ubatch=ub) for c in (300, 8192)
-              for b, ub in ((2048, 1), (2048, 64), (2048, 777), (2048, 2048), (256, 512), (4096, 4096))]
-    cases += [Request(n_ctx=c, n_seq_max=s, kv_unified=s > 1, swa_full=True) for c in (1000, 8192) for s in (1, min(4, max_seqs))]
+        cases += [
+            Request(n_ctx=c, n_seq_max=seqs, kv_unified=u)
+            for c in (4096, 32768)
+            for u in (False, True)
+        ]
+    cases += [
+        Request(n_ctx=c, n_batch=b, n_ubatch=ub)
+        for c in (300, 8192)
+        for b, ub in ((2048, 1), (2048, 64), (2048, 777), (2048, 2048), (256, 512), (4096, 4096))
+    ]
+    cases += [
+        Request(n_ctx=c, n_seq_max=s, kv_unified=s > 1, swa_full=True)
+        for c in (1000, 8192)
+        for s in (1, min(4, max_seqs))
+    ]
     cases += [Request(n_ctx=4096, type_k=t, type_v=t) for t in TYPES]
     cases += [Request(n_ctx=5000, n_seq_max=min(3, max_seqs), type_k=k, type_v=v) for k, v in MIXED]
-    cases += [Request(n_ctx=c, flash_attn="off") for c in (777, 4096)]  # f16: the same cells with FA off
+    cases += [
+        Request(n_ctx=c, flash_attn="off") for c in (777, 4096)
+    ]  # f16: the same cells with FA off
     return cases
 
 
 def engine_lines(g, r: Request) -> list[str]:
     options = llamacpp.Options(r.n_seq_max, r.kv_unified, r.n_batch, r.n_ubatch, r.swa_full)
-    result = calculator.calculate(g, r.n_ctx, r.n_seq_max, KvSpec(r.type_k, r.type_v), "gguf-file", options)
+    result = calculator.calculate(
+        g, r.n_ctx, r.n_seq_max, KvSpec(r.type_k, r.type_v), "gguf-file", options
+    )
     return result["log_lines"]
 
 
@@ -72,7 +119,9 @@ def test_calc_prints_the_cache_lines_the_real_llamacpp_logs(files, preset):
     disagreements, refused = [], []
     for r, built in zip(cases, results):
         assert not built.get("crashed"), (r, built)
-        if built["error"]:  # llama.cpp refuses the case (MLA with K != V): the engine refuses it too
+        if built[
+            "error"
+        ]:  # llama.cpp refuses the case (MLA with K != V): the engine refuses it too
             with pytest.raises(KvError):
                 engine_lines(g, r)
             refused.append(r)
@@ -80,17 +129,33 @@ def test_calc_prints_the_cache_lines_the_real_llamacpp_logs(files, preset):
         ours = engine_lines(g, r)
         if ours != built["caches"]:
             disagreements.append((r, built["caches"], ours))
-    assert not disagreements, "\n".join(f"{r}\n  llama.cpp {b}\n  engine    {o}" for r, b, o in disagreements[:5])
-    assert results[0]["model_bytes"] == g.file_weights.bytes  # llama_model_size == the tensor table's bytes
+    assert not disagreements, "\n".join(
+        f"{r}\n  llama.cpp {b}\n  engine    {o}" for r, b, o in disagreements[:5]
+    )
+    assert (
+        results[0]["model_bytes"] == g.file_weights.bytes
+    )  # llama_model_size == the tensor table's bytes
     assert len(cases) >= 50 and len(refused) == (len(MIXED) if g.count("mla") else 0)
 
 
 def test_the_grid_covers_every_family_and_option():
     from kvcore.families import FAMILIES
 
-    assert {gguf_files.metadata(load_preset(p)["config"])[0] for p in PRESETS} == {gguf_files.ARCH[f] for f in FAMILIES}
+    assert {gguf_files.metadata(load_preset(p)["config"])[0] for p in PRESETS} == {
+        gguf_files.ARCH[f] for f in FAMILIES
+    }
     cases = grid()
     assert {r.type_k for r in cases} == set(TYPES) and any(r.type_k != r.type_v for r in cases)
-    assert {r.n_seq_max for r in cases} >= {1, 256} and {r.kv_unified for r in cases} == {True, False}
+    assert {r.n_seq_max for r in cases} >= {1, 256} and {r.kv_unified for r in cases} == {
+        True,
+        False,
+    }
     assert any(r.swa_full for r in cases) and max(r.n_ctx for r in cases) == 131072
-    assert {r.n_ctx % 256 for r in cases} - {0} and {r.n_ubatch for r in cases} >= {1, 64, 512, 777, 2048, 4096}
+    assert {r.n_ctx % 256 for r in cases} - {0} and {r.n_ubatch for r in cases} >= {
+        1,
+        64,
+        512,
+        777,
+        2048,
+        4096,
+    }

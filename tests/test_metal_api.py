@@ -25,8 +25,12 @@ from kvcore.units import fmt_bytes  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
 M3_MAX = {  # an Apple M3 Max with 36 GB, as Metal reports it (values of the documented keys)
-    "device_name": "Apple M3 Max", "architecture": "applegpu_g15s", "max_buffer_length": 28_991_029_248,
-    "max_recommended_working_set_size": 28_991_029_248, "memory_size": 38_654_705_664, "resource_limit": 499_000,
+    "device_name": "Apple M3 Max",
+    "architecture": "applegpu_g15s",
+    "max_buffer_length": 28_991_029_248,
+    "max_recommended_working_set_size": 28_991_029_248,
+    "memory_size": 38_654_705_664,
+    "resource_limit": 499_000,
 }
 
 
@@ -36,7 +40,9 @@ class _DeprecatedMetal:
 
     def __getattr__(self, name):
         if name == "device_info":
-            raise AssertionError("mx.metal.device_info is deprecated in mlx 0.32.4; use mx.device_info(mx.gpu)")
+            raise AssertionError(
+                "mx.metal.device_info is deprecated in mlx 0.32.4; use mx.device_info(mx.gpu)"
+            )
         return getattr(mx.metal, name)
 
 
@@ -74,7 +80,9 @@ def test_the_stand_in_speaks_mlx_0_32_4s_api():
     assert callable(mx.is_available) and callable(mx.device_info) and callable(mx.default_device)
     assert "device_info(d: None | Device | DeviceType = None)" in mx.device_info.__doc__
     assert isinstance(mx.device_info(mx.cpu), dict) and mx.is_available(mx.cpu)
-    assert mx.is_available(mx.gpu) is False  # this machine: the CPU build, so every Metal branch below needs the stand-in
+    assert (
+        mx.is_available(mx.gpu) is False
+    )  # this machine: the CPU build, so every Metal branch below needs the stand-in
 
 
 def test_metal_backend_computes_in_fp16(metal):
@@ -97,7 +105,11 @@ def test_the_guard_on_metal_uses_the_working_set(metal):
 
 def test_the_chip_is_metals_device_name(metal, monkeypatch):
     monkeypatch.setattr(machine.platform, "system", lambda: "Darwin")
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("sysctl is not needed when Metal names the chip"))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda *a, **k: pytest.fail("sysctl is not needed when Metal names the chip"),
+    )
     assert machine.chip_name() == "Apple M3 Max"
 
 
@@ -145,16 +157,29 @@ def test_doctor_without_metal_says_so_on_a_mac(monkeypatch):
 
 
 def test_the_live_code_prints_no_deprecation_warning():
-    code = ("from kvcore import doctor, machine; machine.provenance('x'); machine.available_memory_bytes();"
-            "doctor.rows()")
-    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    code = (
+        "from kvcore import doctor, machine; machine.provenance('x'); machine.available_memory_bytes();"
+        "doctor.rows()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "deprecated" not in r.stderr.lower()
 
 
 def test_doctor_on_this_machine_fits_one_screen():
-    r = subprocess.run([sys.executable, "-m", "kvcore", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcore", "doctor"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) <= 24 and max(map(len, lines)) <= 200
@@ -166,8 +191,13 @@ def test_doctor_on_this_machine_fits_one_screen():
 
 def test_doctor_without_mlx_says_why_no_probe_can_start():
     code = "import sys; sys.modules['mlx'] = None; from kvcore.cli import main; sys.exit(main(['doctor']))"
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     report = {line[:12].strip(): line[12:] for line in r.stdout.splitlines()}
-    assert report["backend"].startswith("none: mlx.core cannot be imported") and "pip install" in report["install"]
+    assert (
+        report["backend"].startswith("none: mlx.core cannot be imported")
+        and "pip install" in report["install"]
+    )
     assert all(report[c].startswith("cannot start: mlx.core") for c in doctor.NEEDS)

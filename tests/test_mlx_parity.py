@@ -19,7 +19,13 @@ pytest.importorskip("mlx_lm")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
-from mlx_lm.models.cache import ArraysCache, KVCache, QuantizedKVCache, RotatingKVCache, make_prompt_cache  # noqa: E402
+from mlx_lm.models.cache import (
+    ArraysCache,
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    make_prompt_cache,
+)  # noqa: E402
 from mlx_lm.utils import _get_classes, quantize_model  # noqa: E402
 
 from kvcore import allocsim  # noqa: E402
@@ -54,10 +60,14 @@ def _capacity(cache) -> int:
     return cache.keys[0].shape[-2] if isinstance(cache, QuantizedKVCache) else cache.keys.shape[2]
 
 
-CACHE_CASES = [("KVCache", None, None, 0), ("QuantizedKVCache", 4, None, 0), ("QuantizedKVCache", 8, None, 0)] + [
-    ("RotatingKVCache", None, m, keep) for m in (64, 256, 512) for keep in (0, 4)
-]
-UPDATES = st.lists(st.one_of(st.integers(1, 600), st.just(1), st.integers(2, 40)), min_size=1, max_size=12)
+CACHE_CASES = [
+    ("KVCache", None, None, 0),
+    ("QuantizedKVCache", 4, None, 0),
+    ("QuantizedKVCache", 8, None, 0),
+] + [("RotatingKVCache", None, m, keep) for m in (64, 256, 512) for keep in (0, 4)]
+UPDATES = st.lists(
+    st.one_of(st.integers(1, 600), st.just(1), st.integers(2, 40)), min_size=1, max_size=12
+)
 
 
 @pytest.mark.parametrize("cls,bits,max_size,keep", CACHE_CASES)
@@ -102,28 +112,56 @@ SCALE: dict[str, dict] = {
     "qwen2.5-7b": dict(SMALL, hidden_size=512, num_attention_heads=4, num_hidden_layers=2),
     "qwen3-4b": dict(SMALL, num_attention_heads=8, num_hidden_layers=2),
     "qwen3-30b-a3b": dict(
-        SMALL, num_attention_heads=4, num_hidden_layers=2, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128
+        SMALL,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=128,
     ),
     # attention heads, KV heads and head_dim stay at the (absent -> default) values of the real config
     "gemma-3-4b": dict(SMALL, num_hidden_layers=6, sliding_window=64),
     "gpt-oss-20b": dict(
-        SMALL, num_attention_heads=8, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
-        experts_per_token=2, sliding_window=64,
+        SMALL,
+        num_attention_heads=8,
+        num_hidden_layers=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        experts_per_token=2,
+        sliding_window=64,
     ),
     "deepseek-v3": dict(
-        SMALL, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, first_k_dense_replace=1,
-        q_lora_rank=128, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=128, n_group=2, topk_group=1,
+        SMALL,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        first_k_dense_replace=1,
+        q_lora_rank=128,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=128,
+        n_group=2,
+        topk_group=1,
     ),
-    "mistral-7b-v0.1": dict(SMALL, num_attention_heads=8, head_dim=128, num_hidden_layers=2, sliding_window=64),
+    "mistral-7b-v0.1": dict(
+        SMALL, num_attention_heads=8, head_dim=128, num_hidden_layers=2, sliding_window=64
+    ),
     # mlx_lm's gemma2.py caches every layer in full (its window is ignored); heads, KV heads and head_dim stay real
     "gemma-2-2b": dict(SMALL, num_hidden_layers=2, sliding_window=64),
     # Phi-3: mlx_lm's phi3.py caches every layer in full (sliding_window ignored); fused qkv_proj and gate_up_proj
-    "phi-3-mini-4k": dict(SMALL, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, sliding_window=64),
+    "phi-3-mini-4k": dict(
+        SMALL, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, sliding_window=64
+    ),
     # Qwen v1: 2 heads x kv_channels 128 = hidden_size 256 (mlx_lm's c_proj maps hidden_size -> heads x kv_channels)
     "qwen-7b-chat": dict(SMALL, num_attention_heads=2, num_hidden_layers=2),
     "qwen3-next-80b-a3b": dict(
-        SMALL, num_attention_heads=2, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2,
-        moe_intermediate_size=128, shared_expert_intermediate_size=128,
+        SMALL,
+        num_attention_heads=2,
+        num_hidden_layers=4,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=128,
+        shared_expert_intermediate_size=128,
     ),
 }
 DROP = object()  # a config field to delete
@@ -145,8 +183,12 @@ def test_the_parity_cases_cover_every_family_of_the_presets_and_only_presets():
     at least one case, and every case is a bundled preset, so a new family or preset cannot miss its parity test."""
     assert set(SCALE) <= set(preset_names()) and {p for p, _ in VARIANTS.values()} <= set(SCALE)
     covered = {_family(case) for case in SCALE}
-    assert {_family(name) for name in preset_names()} <= covered, "a preset's family has no parity case"
-    assert set(FAMILIES) <= covered, "a family of kvcore.families.FAMILIES has no parity case (nor a preset)"
+    assert {_family(name) for name in preset_names()} <= covered, (
+        "a preset's family has no parity case"
+    )
+    assert set(FAMILIES) <= covered, (
+        "a family of kvcore.families.FAMILIES has no parity case (nor a preset)"
+    )
 
 
 FP32 = KvSpec("fp32", "fp32", activation_dtype="fp32")
@@ -175,7 +217,9 @@ def build_model(config: dict):
     model = model_class(args_class.from_dict(copy.deepcopy(config)))
     if config["model_type"] == "gemma3":
         # Gemma 3 checkpoints ship no lm_head.weight: mlx_lm's sanitize then ties the embeddings.
-        weights = {k: v for k, v in tree_flatten(model.parameters()) if not k.endswith("lm_head.weight")}
+        weights = {
+            k: v for k, v in tree_flatten(model.parameters()) if not k.endswith("lm_head.weight")
+        }
         model.sanitize(weights)
     model.set_dtype(mx.float32)
     mx.eval(model.parameters())
@@ -184,7 +228,10 @@ def build_model(config: dict):
 
 # ---------------------------------------------------------------- 2. per-layer KV bytes
 
-PREFILL, DECODE = [96, 130, 70], 6  # chunks, then single-token steps: 302 tokens, past 256 and every window
+PREFILL, DECODE = (
+    [96, 130, 70],
+    6,
+)  # chunks, then single-token steps: 302 tokens, past 256 and every window
 
 
 def _used_bytes(cache) -> int:
@@ -262,7 +309,9 @@ def test_param_counts_match_mlx_lm(case):
         per_expert = sum(p.size for _, p in tree_flatten(glu.parameters())) // experts
         skipped += (experts - top_k) * per_expert
     assert geometry.active_params.total == total - skipped
-    assert (skipped > 0) == any(k in config for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    assert (skipped > 0) == any(
+        k in config for k in ("num_experts", "num_local_experts", "n_routed_experts")
+    )
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -19,7 +19,8 @@ def _module_name(path: Path) -> str:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imported(module: str, path: Path, known: set[str]) -> set[str]:
@@ -40,7 +41,9 @@ def _imported(module: str, path: Path, known: set[str]) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
             found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import x` names module x
+            found.update(
+                f"{base}.{alias.name}" for alias in node.names
+            )  # `from . import x` names module x
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -49,7 +52,9 @@ def _imported(module: str, path: Path, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).glob("*.py"))}
+    files = {
+        _module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).glob("*.py"))
+    }
     known = set(files)
     return {name: _imported(name, path, known) for name, path in files.items()}
 
@@ -63,7 +68,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                found.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 walk(nxt)
         stack.pop()
@@ -77,8 +82,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_of_the_engine_or_the_site_is_in_an_import_circle():
     graph = import_graph()
-    assert {"kvcore.formulas", "kvcore.allocsim", "kvcore.cli", "kvsite.sections"} <= set(graph)  # it read the packages
-    assert "kvcore.allocsim" in graph["kvcore.formulas"] and "kvcore.limits" in graph["kvcore.allocsim"]
+    assert {"kvcore.formulas", "kvcore.allocsim", "kvcore.cli", "kvsite.sections"} <= set(
+        graph
+    )  # it read the packages
+    assert (
+        "kvcore.allocsim" in graph["kvcore.formulas"]
+        and "kvcore.limits" in graph["kvcore.allocsim"]
+    )
     assert cycles(graph) == []
 
 
@@ -89,10 +99,14 @@ def test_the_circle_finder_finds_a_circle_through_a_lazy_import(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "one.py").write_text("from .two import X\n")
-    (package / "two.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .one import Y\n"
-                                    "def f():\n    from . import one\n")
+    (package / "two.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .one import Y\n"
+        "def f():\n    from . import one\n"
+    )
     known = {"pkg.one", "pkg.two"}
-    assert _imported("pkg.two", package / "two.py", known) == {"pkg.one"}  # the lazy one counts, TYPE_CHECKING not
+    assert _imported("pkg.two", package / "two.py", known) == {
+        "pkg.one"
+    }  # the lazy one counts, TYPE_CHECKING not
     assert _imported("pkg.one", package / "one.py", known) == {"pkg.two"}
 
 
@@ -124,19 +138,31 @@ def test_every_name_imported_from_the_project_exists_there():
     """A moved or renamed function leaves no import behind, the lazy ones inside functions included (Python finds
     those only when the function runs): every `from kvcore.x import name` in the engine, the site, the pages, the
     tests, the benchmarks and the scripts names something kvcore.x defines, or a module of the package."""
-    files = {_module_name(p): p for package in (*PACKAGES, "harness") for p in sorted((ROOT / package).glob("*.py"))}
+    files = {
+        _module_name(p): p
+        for package in (*PACKAGES, "harness")
+        for p in sorted((ROOT / package).glob("*.py"))
+    }
     defined = {name: _defined(path) for name, path in files.items()}
-    users = [p for folder in (*PACKAGES, "harness", "pages", "tests", "benchmarks", "scripts")
-             for p in sorted((ROOT / folder).rglob("*.py"))] + [ROOT / "streamlit_app.py"]
+    users = [
+        p
+        for folder in (*PACKAGES, "harness", "pages", "tests", "benchmarks", "scripts")
+        for p in sorted((ROOT / folder).rglob("*.py"))
+    ] + [ROOT / "streamlit_app.py"]
     missing = []
     for path in users:
         module = _module_name(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                missing += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name} (no such module)" for a in node.names
-                            if a.name.partition(".")[0] in (*PACKAGES, "harness") and a.name not in files
-                            and a.name not in PACKAGES and a.name != "harness"]
+                missing += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} {a.name} (no such module)"
+                    for a in node.names
+                    if a.name.partition(".")[0] in (*PACKAGES, "harness")
+                    and a.name not in files
+                    and a.name not in PACKAGES
+                    and a.name != "harness"
+                ]
             if not isinstance(node, ast.ImportFrom):
                 continue
             base = node.module or ""
@@ -145,7 +171,9 @@ def test_every_name_imported_from_the_project_exists_there():
                 base = ".".join([*anchor, *([base] if base else [])])
             if base not in defined:
                 if base.partition(".")[0] in (*PACKAGES, "harness") and base not in files:
-                    missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {base} (no such module)")
+                    missing.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {base} (no such module)"
+                    )
                 continue
             for alias in node.names:
                 if alias.name not in defined[base] and f"{base}.{alias.name}" not in files:

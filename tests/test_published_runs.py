@@ -16,7 +16,9 @@ from kvcore.recordings import RecordingError
 
 BUNDLED, ERRORS = recordings.load_all([recordings.BUNDLED_DIR])
 SERIES = [r for r in BUNDLED if r.kind == "published" and len(r.rows("decode")) >= 2]
-NEW = [r for r in SERIES if "url" in r.data["citation"]]  # the runs transcribed from public threads and files
+NEW = [
+    r for r in SERIES if "url" in r.data["citation"]
+]  # the runs transcribed from public threads and files
 APPLE_CHIPS = {"M1", "M2", "M3", "M4", "M5"}
 
 
@@ -41,7 +43,9 @@ def test_each_series_names_its_source(rec):
     assert rec.data["runtime"]["name"] and rec.data["runtime"]["version"]
     assert rec.data["model"]["quantization"]
     if not rec.data["hardware"].get("chip_stated"):
-        assert "not stated" in rec.data["hardware"]["chip"]  # an inferred chip is never given as the chip
+        assert (
+            "not stated" in rec.data["hardware"]["chip"]
+        )  # an inferred chip is never given as the chip
 
 
 @pytest.mark.parametrize("rec", NEW, ids=lambda r: r.id)
@@ -56,7 +60,9 @@ def test_only_stated_points(rec):
             assert r["context"] == r["prompt_tokens"]
         if "tokens_per_s_min" in r:
             assert r["tokens_per_s_min"] <= r["tokens_per_s"] <= r["tokens_per_s_max"]
-        assert round(r["tokens_per_s"], 3) == r["tokens_per_s"]  # as printed in the source (3 decimals at most)
+        assert (
+            round(r["tokens_per_s"], 3) == r["tokens_per_s"]
+        )  # as printed in the source (3 decimals at most)
 
 
 def test_the_quoted_numbers_are_the_sources():
@@ -65,11 +71,16 @@ def test_the_quoted_numbers_are_the_sources():
     assert [r["tokens_per_s"] for r in llama.rows("decode")] == [229.50, 223.47, 210.76, 114.52]
     assert "-d 0,512,1024,8192 -n 32" in llama.data["citation"]["command"]
     chigkim = by_id["published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit"]
-    assert (chigkim.rows("decode")[0]["tokens_per_s"], chigkim.rows("decode")[-1]["tokens_per_s"]) == (9.351, 6.784)
+    assert (
+        chigkim.rows("decode")[0]["tokens_per_s"],
+        chigkim.rows("decode")[-1]["tokens_per_s"],
+    ) == (9.351, 6.784)
     assert len(chigkim.rows("decode")) == 20
 
 
-@pytest.mark.parametrize("rec", [r for r in NEW if r.data["citation"]["grade"] in ("A", "A-")], ids=lambda r: r.id)
+@pytest.mark.parametrize(
+    "rec", [r for r in NEW if r.data["citation"]["grade"] in ("A", "A-")], ids=lambda r: r.id
+)
 def test_each_a_grade_series_gets_a_fit_with_residuals_and_a_verdict(rec):
     fit = decode_model.fit_run(rec)
     assert fit is not None
@@ -101,28 +112,45 @@ def test_gguf_q8_0_weights_are_whole_ggml_blocks_and_f32_vectors():
     p = geometry.active_params
     block = FORMATS["q8_0"]
     assert (block.block_values, block.block_bytes) == (32, 34)
-    assert weights_bytes(geometry, "gguf-q8_0", active=True) == math.ceil(p.matrix / 32) * 34 + 4 * (p.vector + p.router)
+    assert weights_bytes(geometry, "gguf-q8_0", active=True) == math.ceil(
+        p.matrix / 32
+    ) * 34 + 4 * (p.vector + p.router)
     assert "gguf-q8_0" in ALL_WEIGHT_FORMATS
     # llama-bench's size column for this model's Q8_0 file reads "llama 1B Q8_0 | 1.22 GiB | 1.24 B" in
     # public llama.cpp benchmark tables: ours rounds to the same 1.22 GiB
     assert round(weights_bytes(geometry, "gguf-q8_0") / 2**30, 2) == 1.22
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"url": "http://example.com"}, "https://"),
-    ({"grade": "Z"}, "grade"),
-    ({"author": ""}, "author"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"url": "http://example.com"}, "https://"),
+        ({"grade": "Z"}, "grade"),
+        ({"author": ""}, "author"),
+    ],
+)
 def test_a_bad_citation_is_refused(bad, message):
-    data = {"schema": 1, "kind": "published", "title": "t", "citation": {"source": "s", **bad},
-            "model": {"name": "m"}, "sections": {"decode": [{"context": 1, "tokens_per_s": 1.0}]}}
+    data = {
+        "schema": 1,
+        "kind": "published",
+        "title": "t",
+        "citation": {"source": "s", **bad},
+        "model": {"name": "m"},
+        "sections": {"decode": [{"context": 1, "tokens_per_s": 1.0}]},
+    }
     with pytest.raises(RecordingError, match=message):
         recordings.validate(data)
 
 
 def test_a_non_boolean_hybrid_flag_is_refused():
-    data = {"schema": 1, "kind": "published", "title": "t", "citation": {"source": "s"},
-            "model": {"name": "m", "hybrid": "yes"}, "sections": {"decode": [{"context": 1, "tokens_per_s": 1.0}]}}
+    data = {
+        "schema": 1,
+        "kind": "published",
+        "title": "t",
+        "citation": {"source": "s"},
+        "model": {"name": "m", "hybrid": "yes"},
+        "sections": {"decode": [{"context": 1, "tokens_per_s": 1.0}]},
+    }
     with pytest.raises(RecordingError, match="hybrid"):
         recordings.validate(data)
 
@@ -139,14 +167,24 @@ def test_the_first_point_of_every_run_is_one_one():
 
 
 def test_the_frame_holds_every_run_with_a_model_and_two_points():
-    expected = {r.id for r in BUNDLED if len(r.rows("decode")) >= 2 and decode_model.geometry_for(r) is not None}
+    expected = {
+        r.id
+        for r in BUNDLED
+        if len(r.rows("decode")) >= 2 and decode_model.geometry_for(r) is not None
+    }
     assert set(FRAME["recording"]) == expected
-    assert "published-ds4-706-m1-ultra-deepseek-v4-flash" not in expected  # an unusual model: no geometry
-    assert "published-llamacpp-12952-phi-3-mini-q8_0-master" in expected  # full MHA, via the phi-3-mini-4k preset
+    assert (
+        "published-ds4-706-m1-ultra-deepseek-v4-flash" not in expected
+    )  # an unusual model: no geometry
+    assert (
+        "published-llamacpp-12952-phi-3-mini-q8_0-master" in expected
+    )  # full MHA, via the phi-3-mini-4k preset
     assert len(expected) >= 9
 
 
-@pytest.mark.parametrize("rec", [r for r in BUNDLED if r.id in set(FRAME["recording"])], ids=lambda r: r.id)
+@pytest.mark.parametrize(
+    "rec", [r for r in BUNDLED if r.id in set(FRAME["recording"])], ids=lambda r: r.id
+)
 def test_the_frame_values_match_the_recording(rec):
     rows = sorted(rec.rows("decode"), key=lambda r: r["context"])
     got = FRAME[FRAME["recording"] == rec.id]
@@ -165,7 +203,9 @@ def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
     assert summary.loc["published-article-a-m5-pro", "ratio"] == pytest.approx(1.0, abs=0.03)
     assert summary.loc["published-llamacpp-13583-llama-3.2-1b-q8_0-master", "ratio"] > 1.5
     assert summary.loc["published-rapid-mlx-633-m3-ultra-qwen3-0.6b-4bit", "ratio"] < 0.9
-    assert summary.loc["published-llamacpp-12952-phi-3-mini-q8_0-master", "ratio"] > 1.2  # master before FA-vec hs96
+    assert (
+        summary.loc["published-llamacpp-12952-phi-3-mini-q8_0-master", "ratio"] > 1.2
+    )  # master before FA-vec hs96
 
 
 def test_no_run_no_frame():

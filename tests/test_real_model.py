@@ -16,9 +16,16 @@ from kvcore import real_model
 from kvcore.cli import main
 from kvcore.live_models import load_real_model
 
-pytestmark = [pytest.mark.mlx,
-              pytest.mark.skipif(not real_model.available(), reason=real_model.MISSING)]
-TEXT = real_model.Path(__file__).resolve().parent.parent / "kvcore" / "texts" / "pride-and-prejudice-1-6.txt"
+pytestmark = [
+    pytest.mark.mlx,
+    pytest.mark.skipif(not real_model.available(), reason=real_model.MISSING),
+]
+TEXT = (
+    real_model.Path(__file__).resolve().parent.parent
+    / "kvcore"
+    / "texts"
+    / "pride-and-prejudice-1-6.txt"
+)
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +40,13 @@ def text_ids(model):
 
 def test_the_tokenizer_round_trips_text_and_keeps_control_tokens_whole(model):
     tok = model.tokenizer
-    for text in ["It is a truth universally acknowledged.", "  two spaces, tabs\tand\nnew lines ", "2026: 3.14159",
-                 "“Curly quotes”, café, naïve, 日本語のテキスト, emoji 🙂", TEXT.read_text(encoding="utf-8")[:2000]]:
+    for text in [
+        "It is a truth universally acknowledged.",
+        "  two spaces, tabs\tand\nnew lines ",
+        "2026: 3.14159",
+        "“Curly quotes”, café, naïve, 日本語のテキスト, emoji 🙂",
+        TEXT.read_text(encoding="utf-8")[:2000],
+    ]:
         assert tok.decode(tok.encode(text)) == text
     chat = tok.chat("Hello?")
     assert chat[0] == tok.encode("<|im_start|>")[0] == 1  # one control token, not its characters
@@ -55,9 +67,15 @@ def test_the_files_geometry_is_checked_against_the_preset(tmp_path):
 
     path = tmp_path / "other.gguf"
     w = gguf_py.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 2), ("context_length", 8192), ("embedding_length", 576),
-                       ("feed_forward_length", 64), ("attention.head_count", 9), ("attention.head_count_kv", 3),
-                       ("vocab_size", 49152)):
+    for key, value in (
+        ("block_count", 2),
+        ("context_length", 8192),
+        ("embedding_length", 576),
+        ("feed_forward_length", 64),
+        ("attention.head_count", 9),
+        ("attention.head_count_kv", 3),
+        ("vocab_size", 49152),
+    ):
         getattr(w, "add_uint32")(f"llama.{key}", value)
     w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
     with pytest.raises(KvError, match=r"does not hold the smollm2-135m geometry .* 2 layers"):
@@ -72,7 +90,9 @@ def test_the_weights_are_dequantized_on_the_cpu_and_said_so(model):
 def test_the_kept_quantized_weights_give_the_same_first_answer_tokens():
     """The Metal path (the file's Q4_1/Q8_0 blocks as mlx quantized layers), run here in fp32 activations."""
     q = load_real_model("quantized", "fp32")
-    assert q.weights_bytes() < 130e6  # the file's blocks (scales in fp32 here), not 538 MB of fp32 weights
+    assert (
+        q.weights_bytes() < 130e6
+    )  # the file's blocks (scales in fp32 here), not 538 MB of fp32 weights
     ids = real_model.generate(q, q.tokenizer.chat("What is the capital of Japan?"), 6)
     assert q.tokenizer.decode(ids).startswith("The capital of Japan is")
 
@@ -87,11 +107,26 @@ def quality(model, text_ids):
 
 def test_quality_orders_the_formats_by_their_bits(quality):
     rows = {r["kv_format"]: r for r in quality["formats"]}
-    assert quality["baseline"] == "fp32" and rows["fp32"]["kl_vs_baseline"] == 0 and rows["fp32"]["top1_agreement"] == 1
-    assert rows["fp16"]["kl_vs_baseline"] <= rows["mlx-q8"]["kl_vs_baseline"] < rows["mlx-q4"]["kl_vs_baseline"]
-    assert rows["mlx-q4"]["top1_agreement"] < 1 and rows["mlx-q4"]["perplexity"] > rows["fp32"]["perplexity"]
-    assert rows["fp32"]["bytes_per_token"] > rows["fp16"]["bytes_per_token"] > rows["mlx-q8"]["bytes_per_token"] \
+    assert (
+        quality["baseline"] == "fp32"
+        and rows["fp32"]["kl_vs_baseline"] == 0
+        and rows["fp32"]["top1_agreement"] == 1
+    )
+    assert (
+        rows["fp16"]["kl_vs_baseline"]
+        <= rows["mlx-q8"]["kl_vs_baseline"]
+        < rows["mlx-q4"]["kl_vs_baseline"]
+    )
+    assert (
+        rows["mlx-q4"]["top1_agreement"] < 1
+        and rows["mlx-q4"]["perplexity"] > rows["fp32"]["perplexity"]
+    )
+    assert (
+        rows["fp32"]["bytes_per_token"]
+        > rows["fp16"]["bytes_per_token"]
+        > rows["mlx-q8"]["bytes_per_token"]
         > rows["mlx-q4"]["bytes_per_token"]
+    )
     # fp16 stores 2 bytes per value: 30 layers x 3 KV heads x 64 x (K + V)
     assert rows["fp16"]["bytes_per_token"] == 30 * 3 * 64 * 2 * 2
 
@@ -105,11 +140,18 @@ def _independent_logprobs(model, ids, fake_quant=None):
     class FakeQuant(KVCache):
         def update_and_fetch(self, k, v):
             bits, group = fake_quant
-            k, v = (mx.dequantize(*mx.quantize(a, group_size=group, bits=bits), group_size=group, bits=bits) for a in (k, v))
+            k, v = (
+                mx.dequantize(
+                    *mx.quantize(a, group_size=group, bits=bits), group_size=group, bits=bits
+                )
+                for a in (k, v)
+            )
             return super().update_and_fetch(k, v)
 
     caches = None if fake_quant is None else [FakeQuant() for _ in range(30)]
-    logits = np.array(model.module(mx.array([ids[:-1]]), cache=caches)[0].astype(mx.float32), dtype=np.float64)
+    logits = np.array(
+        model.module(mx.array([ids[:-1]]), cache=caches)[0].astype(mx.float32), dtype=np.float64
+    )
     return logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
 
 
@@ -124,7 +166,9 @@ def test_quality_reproduces_an_independent_computation(model, text_ids, quality)
         lp = _independent_logprobs(model, ids, (bits, 64))
         kl = float((np.exp(base) * (base - lp)).sum(-1).mean())
         agree = float((base.argmax(-1) == lp.argmax(-1)).mean())
-        assert rows[name]["perplexity"] == pytest.approx(math.exp(-lp[np.arange(128), targets].mean()), rel=0.01)
+        assert rows[name]["perplexity"] == pytest.approx(
+            math.exp(-lp[np.arange(128), targets].mean()), rel=0.01
+        )
         assert rows[name]["kl_vs_baseline"] == pytest.approx(kl, rel=0.1, abs=2e-4)
         assert abs(rows[name]["top1_agreement"] - agree) <= 2 / 128
 
@@ -138,17 +182,32 @@ def test_answers_part_where_the_baseline_was_unsure(model):
     assert q4["first_divergence"] == 0 and q4["agreed_text"] == "" and q4["margin"] > 0
 
 
-@pytest.mark.parametrize("argv, sentence", [
-    (["--group-size", "128"], "mlx-q4 with group size 128 cannot be applied to this model: the group size must divide "
-                              "head_dim 64."),
-    (["--kv-formats", "mlx-q7"], "mlx cannot quantize the KV cache as mlx-q7: The requested number of bits 7 is not "
-                                 "supported."),
-    (["--kv-formats", "q4_0"], "Unknown KV format 'q4_0' for quality;"),
-    (["--group-size", "48"], "mlx_lm quantizes the KV cache in groups of 32, 64, 128 values, not 48."),
-])
+@pytest.mark.parametrize(
+    "argv, sentence",
+    [
+        (
+            ["--group-size", "128"],
+            "mlx-q4 with group size 128 cannot be applied to this model: the group size must divide "
+            "head_dim 64.",
+        ),
+        (
+            ["--kv-formats", "mlx-q7"],
+            "mlx cannot quantize the KV cache as mlx-q7: The requested number of bits 7 is not "
+            "supported.",
+        ),
+        (["--kv-formats", "q4_0"], "Unknown KV format 'q4_0' for quality;"),
+        (
+            ["--group-size", "48"],
+            "mlx_lm quantizes the KV cache in groups of 32, 64, 128 values, not 48.",
+        ),
+    ],
+)
 def test_a_combination_mlx_lm_cannot_apply_is_refused_in_one_sentence(capsys, argv, sentence):
-    assert main(["quality", "--kv-formats", "mlx-q4", *argv]) == 2 if "--kv-formats" not in argv else \
-        main(["quality", *argv]) == 2
+    assert (
+        main(["quality", "--kv-formats", "mlx-q4", *argv]) == 2
+        if "--kv-formats" not in argv
+        else main(["quality", *argv]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: " + sentence) and "\n" not in err and "Traceback" not in err
 
@@ -156,14 +215,33 @@ def test_a_combination_mlx_lm_cannot_apply_is_refused_in_one_sentence(capsys, ar
 def test_the_quality_command_prints_json_with_provenance(capsys, tmp_path):
     text = tmp_path / "t.txt"
     text.write_text(TEXT.read_text(encoding="utf-8")[:1500], encoding="utf-8")
-    assert main(["quality", "--text", str(text), "--tokens", "32", "--kv-formats", "mlx-q8,mlx-q4,mlx-q2",
-                 "--group-size", "32", "--prompt", "", "--json"]) == 0
+    assert (
+        main(
+            [
+                "quality",
+                "--text",
+                str(text),
+                "--tokens",
+                "32",
+                "--kv-formats",
+                "mlx-q8,mlx-q4,mlx-q2",
+                "--group-size",
+                "32",
+                "--prompt",
+                "",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert [r["kv_format"] for r in out["formats"]] == ["fp32", "mlx-q8", "mlx-q4", "mlx-q2"]
     assert all(r["group_size"] == 32 for r in out["formats"][1:])
     assert out["formats"][3]["kl_vs_baseline"] > out["formats"][2]["kl_vs_baseline"]
     prov = out["provenance"]
-    assert prov["blas"] and prov["versions"]["mlx"] and "dequantized" in prov["model"]["weights_note"]
+    assert (
+        prov["blas"] and prov["versions"]["mlx"] and "dequantized" in prov["model"]["weights_note"]
+    )
     assert prov["command"]  # the command line of the process (pytest here)
 
 

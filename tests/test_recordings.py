@@ -21,23 +21,57 @@ VALID = {
     "label": "Measured — test",
     "provenance": {
         "machine": {"os": "Linux 6.1 (x86_64)", "chip": "Test CPU", "memory_gb": 24.0},
-        "backend": "mlx cpu", "device": "Device(cpu, 0)",
+        "backend": "mlx cpu",
+        "device": "Device(cpu, 0)",
         "versions": {"python": "3.11.9", "mlx": "0.32.4", "mlx_lm": "0.32.2", "kvcore": "0.1.0"},
-        "date": "2026-01-01T00:00:00Z", "command": "python -m kvcore record --model cpu-demo",
+        "date": "2026-01-01T00:00:00Z",
+        "command": "python -m kvcore record --model cpu-demo",
     },
-    "model": {"name": "cpu-demo", "source": "random weights", "weights_format": "fp32", "kv_format": "fp32"},
+    "model": {
+        "name": "cpu-demo",
+        "source": "random weights",
+        "weights_format": "fp32",
+        "kv_format": "fp32",
+    },
     "method": {"fill": "synthetic", "warmup": 3, "steps": 16, "repeats": 3},
     "sections": {
-        "decode": [{"context": 256, "tokens_per_s": 34.7, "ms_per_token": 28.8, "spread_ms": 0.5, "repeats": 3,
-                    "kv_format": "fp32"}],
-        "trap": [{"tokens": 257, "allocated_mib": 16.0, "used_mib": 8.03125, "theory_mib": 8.03125, "capacity": 512,
-                  "cache": "KVCache", "pattern": "token by token"}],
-        "growth": [{"context": 1024, "allocated_mib": 32.0, "used_mib": 32.0, "theory_mib": 32.0, "peak_mib": 65.0}],
+        "decode": [
+            {
+                "context": 256,
+                "tokens_per_s": 34.7,
+                "ms_per_token": 28.8,
+                "spread_ms": 0.5,
+                "repeats": 3,
+                "kv_format": "fp32",
+            }
+        ],
+        "trap": [
+            {
+                "tokens": 257,
+                "allocated_mib": 16.0,
+                "used_mib": 8.03125,
+                "theory_mib": 8.03125,
+                "capacity": 512,
+                "cache": "KVCache",
+                "pattern": "token by token",
+            }
+        ],
+        "growth": [
+            {
+                "context": 1024,
+                "allocated_mib": 32.0,
+                "used_mib": 32.0,
+                "theory_mib": 32.0,
+                "peak_mib": 65.0,
+            }
+        ],
         "mechanism": [{"new_tokens": 1, "with_cache_s": 0.1, "without_cache_s": 0.1}],
     },
 }
 VALID_TEXT = recordings.dump_text(VALID)
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _load_text(tmp_path, text: str | bytes, name: str = "fuzz.yaml"):
@@ -51,7 +85,9 @@ def _assert_named_error(tmp_path, content, name: str = "fuzz.yaml") -> None:
         _load_text(tmp_path, content, name)
     except RecordingError as e:
         assert str(e).startswith(name + ":")
-        assert e.code in CODES and e.params["label"] == name, e  # a reader's upload can cause it: said in Japanese
+        assert e.code in CODES and e.params["label"] == name, (
+            e
+        )  # a reader's upload can cause it: said in Japanese
         ja = i18n.error_text("ja", e)
         assert ja.startswith(name + "：") and "⟨" not in ja, ja
     # a fuzzed file may happen to be valid; any other exception fails the test
@@ -77,13 +113,30 @@ def test_truncated_valid_yaml_gives_a_named_error(tmp_path, cut):
 
 ANY = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=20,
 )
-PATHS = [("schema",), ("kind",), ("title",), ("provenance",), ("provenance", "machine"), ("provenance", "versions", "mlx"),
-         ("provenance", "command"), ("model",), ("model", "name"), ("method",), ("sections",), ("sections", "decode"),
-         ("sections", "decode", 0), ("sections", "decode", 0, "tokens_per_s"), ("sections", "trap", 0, "cache"),
-         ("sections", "growth", 0, "context"), ("sections", "mechanism", 0, "with_cache_s")]
+PATHS = [
+    ("schema",),
+    ("kind",),
+    ("title",),
+    ("provenance",),
+    ("provenance", "machine"),
+    ("provenance", "versions", "mlx"),
+    ("provenance", "command"),
+    ("model",),
+    ("model", "name"),
+    ("method",),
+    ("sections",),
+    ("sections", "decode"),
+    ("sections", "decode", 0),
+    ("sections", "decode", 0, "tokens_per_s"),
+    ("sections", "trap", 0, "cache"),
+    ("sections", "growth", 0, "context"),
+    ("sections", "mechanism", 0, "with_cache_s"),
+]
 
 
 def _set(data, path, value):
@@ -119,19 +172,36 @@ def test_missing_fields_give_a_named_error(tmp_path, path):
         _load_text(tmp_path, yaml.safe_dump(data, allow_unicode=True), "missing.yaml")
 
 
-@pytest.mark.parametrize("value", [1e300, 10**400, -1, float("inf"), float("nan"), "12", True, None, [1], {"a": 1}])
+@pytest.mark.parametrize(
+    "value", [1e300, 10**400, -1, float("inf"), float("nan"), "12", True, None, [1], {"a": 1}]
+)
 def test_bad_numbers_are_refused(tmp_path, value):
     data = copy.deepcopy(VALID)
     data["sections"]["decode"][0]["tokens_per_s"] = value
-    text = VALID_TEXT.replace("tokens_per_s: 34.7", f"tokens_per_s: {value}") if value == 10**400 else yaml.safe_dump(data)
+    text = (
+        VALID_TEXT.replace("tokens_per_s: 34.7", f"tokens_per_s: {value}")
+        if value == 10**400
+        else yaml.safe_dump(data)
+    )
     with pytest.raises(RecordingError, match=r"^n\.yaml: .*tokens_per_s"):
         _load_text(tmp_path, text, "n.yaml")
 
 
-@pytest.mark.parametrize("text", [
-    "[" * 5000 + "]" * 5000, "a: " + "{b: " * 3000 + "1" + "}" * 3000, "date: 99999-99-99", "x: !!python/object:os.system ls",
-    "&a [*a]", "\x00\x01", "schema: 1\nkind: measured\n" * 2, "- 1\n- 2", "", "~",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 5000 + "]" * 5000,
+        "a: " + "{b: " * 3000 + "1" + "}" * 3000,
+        "date: 99999-99-99",
+        "x: !!python/object:os.system ls",
+        "&a [*a]",
+        "\x00\x01",
+        "schema: 1\nkind: measured\n" * 2,
+        "- 1\n- 2",
+        "",
+        "~",
+    ],
+)
 def test_hostile_yaml_gives_a_named_error(tmp_path, text):
     with pytest.raises(RecordingError, match=r"^h\.yaml: "):
         _load_text(tmp_path, text, "h.yaml")
@@ -149,15 +219,29 @@ def test_a_valid_recording_round_trips_exactly(tmp_path):
 
 def test_a_decode_rows_per_pass_spread_round_trips_and_older_rows_without_it_still_load(tmp_path):
     data = copy.deepcopy(VALID)
-    assert not {"q1_ms", "q3_ms", "pass_ms"} & set(data["sections"]["decode"][0])  # an older row: still valid
+    assert not {"q1_ms", "q3_ms", "pass_ms"} & set(
+        data["sections"]["decode"][0]
+    )  # an older row: still valid
     recordings.validate(copy.deepcopy(data))
-    data["sections"]["decode"].append({"context": 512, "tokens_per_s": 30.0, "ms_per_token": 33.3, "min_ms": 31.0,
-                                       "max_ms": 40.0, "q1_ms": 32.0, "q3_ms": 35.5, "pass_ms": [31.0, 33.3, 40, 32.0, 35.5],
-                                       "repeats": 5})
+    data["sections"]["decode"].append(
+        {
+            "context": 512,
+            "tokens_per_s": 30.0,
+            "ms_per_token": 33.3,
+            "min_ms": 31.0,
+            "max_ms": 40.0,
+            "q1_ms": 32.0,
+            "q3_ms": 35.5,
+            "pass_ms": [31.0, 33.3, 40, 32.0, 35.5],
+            "repeats": 5,
+        }
+    )
     assert recordings.load(recordings.save(copy.deepcopy(data), tmp_path)).data == data
 
 
-@pytest.mark.parametrize("value", [[], ["1"], [-1.0], 3.5, "1, 2", [1.0, None], [True], [[1.0]], [1e300]])
+@pytest.mark.parametrize(
+    "value", [[], ["1"], [-1.0], 3.5, "1, 2", [1.0, None], [True], [[1.0]], [1e300]]
+)
 def test_a_bad_pass_list_is_refused_with_its_place(tmp_path, value):
     data = copy.deepcopy(VALID)
     data["sections"]["decode"][0]["pass_ms"] = value
@@ -169,7 +253,10 @@ def test_save_never_overwrites(tmp_path):
     first = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")
     second = recordings.save(copy.deepcopy(VALID), tmp_path, stem="run")
     assert first != second and first.name == "run.yaml" and second.name == "run-2.yaml"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run-2.yaml", "run.yaml"]  # no temporary files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run-2.yaml",
+        "run.yaml",
+    ]  # no temporary files left
 
 
 def test_read_only_mode_writes_nothing(tmp_path, monkeypatch):
@@ -215,7 +302,9 @@ def test_load_all_skips_a_broken_file_and_loads_the_rest(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("broken.yaml: ")
 
 
-@pytest.mark.parametrize("path", sorted(recordings.BUNDLED_DIR.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(recordings.BUNDLED_DIR.glob("*.yaml")), ids=lambda p: p.name
+)
 def test_bundled_recordings_validate(path):
     rec = recordings.load(path)
     assert rec.bundled
@@ -225,7 +314,8 @@ def test_bundled_recordings_validate(path):
         command = rec.data["provenance"]["command"]
         script = re.fullmatch(r"python (scripts/\S+\.py)( .*)?", command)
         assert re.fullmatch(r"([A-Z_]+=\S+ )*python -m kvcore record .*", command, re.S) or (
-            script and (recordings.BUNDLED_DIR.parent / script[1]).is_file())
+            script and (recordings.BUNDLED_DIR.parent / script[1]).is_file()
+        )
         if rec.data["provenance"]["backend"] == "mlx cpu":
             assert "not Apple Silicon" in rec.label
 
@@ -233,12 +323,28 @@ def test_bundled_recordings_validate(path):
 def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
     from kvcore.provenance import method_groups
 
-    method = {"fill": "synthetic", "warmup": 3, "decode": {"steps": 16, "repeats": 5}, "backend": {"device": "cpu"},
-              "cross_checks": [{"check": "generate_step", "context": 2048, "ratio": 0.99}, {"context": 4096}]}
+    method = {
+        "fill": "synthetic",
+        "warmup": 3,
+        "decode": {"steps": 16, "repeats": 5},
+        "backend": {"device": "cpu"},
+        "cross_checks": [
+            {"check": "generate_step", "context": 2048, "ratio": 0.99},
+            {"context": 4096},
+        ],
+    }
     assert method_groups(method) == [
-        ("", [("fill", "synthetic"), ("warmup", 3)]), ("decode", [("steps", 16), ("repeats", 5)]), ("backend", [("device", "cpu")]),
-        ("cross_checks", [("generate_step", {"context": 2048, "ratio": 0.99}), ("2", {"context": 4096})])]
-    assert method_groups({}) == [] and method_groups("real prefill") == [("", [("note", "real prefill")])]
+        ("", [("fill", "synthetic"), ("warmup", 3)]),
+        ("decode", [("steps", 16), ("repeats", 5)]),
+        ("backend", [("device", "cpu")]),
+        (
+            "cross_checks",
+            [("generate_step", {"context": 2048, "ratio": 0.99}), ("2", {"context": 4096})],
+        ),
+    ]
+    assert method_groups({}) == [] and method_groups("real prefill") == [
+        ("", [("note", "real prefill")])
+    ]
 
 
 def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows():
@@ -246,11 +352,25 @@ def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows
 
     recs, _ = recordings.load_all()
     p = provenance(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))
-    assert [g for g, _ in method_groups(p["method"])] == ["trap", "growth", "decode", "mechanism", "backend", "cross_checks"]
-    assert p["memory_gb"] == 25.3 and p["command"].startswith("python -m kvcore record") and p["date"]
+    assert [g for g, _ in method_groups(p["method"])] == [
+        "trap",
+        "growth",
+        "decode",
+        "mechanism",
+        "backend",
+        "cross_checks",
+    ]
+    assert (
+        p["memory_gb"] == 25.3 and p["command"].startswith("python -m kvcore record") and p["date"]
+    )
     assert p["weights_format"] == "fp32" and p["kv_format"] == "fp32" and not p["citation"]
     published = provenance(next(r for r in recs if r.id == "published-article-a-m5-pro"))
-    assert published["citation"] and published["note"] and published["vendor"] == "Apple" and method_groups(published["method"]) == []
+    assert (
+        published["citation"]
+        and published["note"]
+        and published["vendor"] == "Apple"
+        and method_groups(published["method"]) == []
+    )
 
 
 def test_a_rows_fields_are_stated_once_and_written_out_from_there():
@@ -265,7 +385,9 @@ def test_a_rows_fields_are_stated_once_and_written_out_from_there():
 # ---------------------------------------------------------------- formats a recording names (issue 15)
 
 
-@pytest.mark.parametrize("key, wrong", [("kv_format", "fp61"), ("weights_format", "mlx-q44"), ("kv_format", "q8-0")])
+@pytest.mark.parametrize(
+    "key, wrong", [("kv_format", "fp61"), ("weights_format", "mlx-q44"), ("kv_format", "q8-0")]
+)
 def test_a_misspelled_format_is_refused_in_one_sentence(tmp_path, key, wrong):
     data = copy.deepcopy(VALID)
     data["model"][key] = wrong
@@ -277,9 +399,19 @@ def test_a_misspelled_format_is_refused_in_one_sentence(tmp_path, key, wrong):
     assert e.value.code == "rec_format" and wrong in i18n.error_text("ja", e.value)
 
 
-@pytest.mark.parametrize("key, value", [("kv_format", "unknown"), ("weights_format", "various"), ("kv_format", "f16"),
-                                        ("weights_format", "IQ2_XXS (llama.cpp GGUF)"), ("weights_format", "gguf-q8_0")])
-def test_a_format_the_source_does_not_state_or_spells_as_llama_cpp_does_is_kept(tmp_path, key, value):
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("kv_format", "unknown"),
+        ("weights_format", "various"),
+        ("kv_format", "f16"),
+        ("weights_format", "IQ2_XXS (llama.cpp GGUF)"),
+        ("weights_format", "gguf-q8_0"),
+    ],
+)
+def test_a_format_the_source_does_not_state_or_spells_as_llama_cpp_does_is_kept(
+    tmp_path, key, value
+):
     data = copy.deepcopy(VALID)
     data["model"][key] = value
     assert _load_text(tmp_path, recordings.dump_text(data)).data["model"][key] == value

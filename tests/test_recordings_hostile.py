@@ -27,7 +27,9 @@ def billion_laughs(levels: int = 10, width: int = 10, pad: int = 34_000) -> str:
     """~35 kB: anchors each listing `width` aliases of the one before: width**(levels-1) leaves once expanded
     (a billion here), in a valid recording, so that only what walks the data afterwards would notice."""
     lines = [f"  l0: &l0 [{'lol' * 3}]"]
-    lines += [f"  l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)]
+    lines += [
+        f"  l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)
+    ]
     lines.append(f"  note: {'x' * pad}")
     return _recording_with("\n".join(lines) + "\n")
 
@@ -36,7 +38,12 @@ def nested(levels: int, flow: bool) -> str:
     """`levels` lists inside one another, as flow ([[[...]]]) or block (- - - ...) YAML, under method.deep."""
     if flow:
         return _recording_with("  deep: " + "[" * levels + "1" + "]" * levels + "\n")
-    return _recording_with("  deep:\n" + "".join("  " * (i + 1) + "-\n" for i in range(levels - 1)) + "  " * levels + "- 1\n")
+    return _recording_with(
+        "  deep:\n"
+        + "".join("  " * (i + 1) + "-\n" for i in range(levels - 1))
+        + "  " * levels
+        + "- 1\n"
+    )
 
 
 def many_values(n: int) -> str:
@@ -45,32 +52,86 @@ def many_values(n: int) -> str:
 
 CASES = {  # file name -> (its text, the KvError code, words of the English sentence, words of the Japanese one)
     "laughs.yaml": (billion_laughs(), "rec_alias", "uses a YAML alias (*l0)", "エイリアス"),
-    "merge.yaml": (_recording_with("  base: &b {warmup: 3}\n  copy:\n    <<: *b\n"), "rec_alias", "alias (*b)", "エイリアス"),
-    "deep-flow.yaml": (nested(500, flow=True), "rec_depth", f"nested deeper than {MAX_DEPTH} levels", "入れ子"),
-    "deep-flow-2000.yaml": (nested(2000, flow=True), "rec_depth", f"nested deeper than {MAX_DEPTH} levels", "入れ子"),
-    "deep-block.yaml": (nested(1000, flow=False), "rec_depth", f"nested deeper than {MAX_DEPTH} levels", "入れ子"),
-    "dashes.yaml": (_recording_with("  deep: " + "- " * 100_000 + "1\n").replace("deep: -", "deep:\n    -"), "rec_depth",
-                    "nested deeper", "入れ子"),
-    "values.yaml": (many_values(600_000), "rec_nodes", f"more than {MAX_NODES:,} values", "個を超えています"),
-    "scalar.yaml": (_recording_with(f"  note: {'x' * 1_900_000}\n"), "rec_scalar", f"longer than {MAX_SCALAR:,} characters",
-                    "文字を超えています"),
-    "key.yaml": (_recording_with(f"  {'k' * (MAX_SCALAR + 1)}: 1\n"), "rec_scalar", "longer than", "文字を超えています"),
-    "top-key.yaml": (recordings.dump_text({**VALID, "payload": [1, 2]}), "rec_top_key", "unknown top-level key 'payload'",
-                     "最上位のキー 'payload' は未知のキー"),
-    "digits.yaml": (_recording_with(f"  n: {'9' * 5000}\n"), "rec_yaml_value", "a value YAML cannot read", "読めない値"),
+    "merge.yaml": (
+        _recording_with("  base: &b {warmup: 3}\n  copy:\n    <<: *b\n"),
+        "rec_alias",
+        "alias (*b)",
+        "エイリアス",
+    ),
+    "deep-flow.yaml": (
+        nested(500, flow=True),
+        "rec_depth",
+        f"nested deeper than {MAX_DEPTH} levels",
+        "入れ子",
+    ),
+    "deep-flow-2000.yaml": (
+        nested(2000, flow=True),
+        "rec_depth",
+        f"nested deeper than {MAX_DEPTH} levels",
+        "入れ子",
+    ),
+    "deep-block.yaml": (
+        nested(1000, flow=False),
+        "rec_depth",
+        f"nested deeper than {MAX_DEPTH} levels",
+        "入れ子",
+    ),
+    "dashes.yaml": (
+        _recording_with("  deep: " + "- " * 100_000 + "1\n").replace("deep: -", "deep:\n    -"),
+        "rec_depth",
+        "nested deeper",
+        "入れ子",
+    ),
+    "values.yaml": (
+        many_values(600_000),
+        "rec_nodes",
+        f"more than {MAX_NODES:,} values",
+        "個を超えています",
+    ),
+    "scalar.yaml": (
+        _recording_with(f"  note: {'x' * 1_900_000}\n"),
+        "rec_scalar",
+        f"longer than {MAX_SCALAR:,} characters",
+        "文字を超えています",
+    ),
+    "key.yaml": (
+        _recording_with(f"  {'k' * (MAX_SCALAR + 1)}: 1\n"),
+        "rec_scalar",
+        "longer than",
+        "文字を超えています",
+    ),
+    "top-key.yaml": (
+        recordings.dump_text({**VALID, "payload": [1, 2]}),
+        "rec_top_key",
+        "unknown top-level key 'payload'",
+        "最上位のキー 'payload' は未知のキー",
+    ),
+    "digits.yaml": (
+        _recording_with(f"  n: {'9' * 5000}\n"),
+        "rec_yaml_value",
+        "a value YAML cannot read",
+        "読めない値",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_hostile_file_is_refused_in_one_sentence_before_its_data_is_built(tmp_path, monkeypatch, name):
+def test_a_hostile_file_is_refused_in_one_sentence_before_its_data_is_built(
+    tmp_path, monkeypatch, name
+):
     text, code, english, japanese = CASES[name]
     monkeypatch.setenv(recordings.DIR_ENV, str(tmp_path / "recordings"))  # where a save would go
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     before = sorted(p.name for p in tmp_path.rglob("*"))
     raw = path.read_bytes()
-    assert len(raw) <= recordings.MAX_FILE_BYTES  # every case passes the size check: the YAML itself is refused
-    for read in (lambda: recordings.load(path), lambda: recordings.parse_bytes(raw, name)):  # a bundled file, an upload
+    assert (
+        len(raw) <= recordings.MAX_FILE_BYTES
+    )  # every case passes the size check: the YAML itself is refused
+    for read in (
+        lambda: recordings.load(path),
+        lambda: recordings.parse_bytes(raw, name),
+    ):  # a bundled file, an upload
         tracemalloc.start()
         try:
             with pytest.raises(RecordingError) as caught:
@@ -80,7 +141,9 @@ def test_a_hostile_file_is_refused_in_one_sentence_before_its_data_is_built(tmp_
             tracemalloc.stop()
         e = caught.value
         assert e.code == code, str(e)
-        assert str(e).startswith(f"{name}: ") and english in str(e) and "Error" not in str(e), str(e)
+        assert str(e).startswith(f"{name}: ") and english in str(e) and "Error" not in str(e), str(
+            e
+        )
         assert "\n" not in str(e) and str(e).count(". ") == 0, str(e)  # one sentence
         ja = i18n.error_text("ja", e)
         assert ja.startswith(f"{name}：") and japanese in ja and "⟨" not in ja, ja
@@ -122,11 +185,15 @@ def test_an_anchor_without_an_alias_and_a_long_but_allowed_value_still_load():
 
 def test_the_values_limit_is_exact():
     base = recordings.check_events(_recording_with(""))
-    assert recordings.parse_text(many_values(MAX_NODES - base - 2)).data["method"]["values"]  # +1 key, +1 list
+    assert recordings.parse_text(many_values(MAX_NODES - base - 2)).data["method"][
+        "values"
+    ]  # +1 key, +1 list
     with pytest.raises(RecordingError, match="more than"):
         recordings.parse_text(many_values(MAX_NODES - base - 1))
 
 
 def test_every_bundled_recording_is_well_inside_the_limits():
     for path in sorted(recordings.BUNDLED_DIR.glob("*.yaml")):
-        assert recordings.check_events(path.read_text(encoding="utf-8"), path.name) < MAX_NODES // 5, path.name
+        assert (
+            recordings.check_events(path.read_text(encoding="utf-8"), path.name) < MAX_NODES // 5
+        ), path.name

@@ -22,7 +22,9 @@ def test_the_roof_bends_at_the_ridge_point():
     at = roof[roof["intensity"].round(6) == round(ridge, 6)]
     assert len(at) == 1 and at["tflops"].iloc[0] == pytest.approx(CHIP.fp16_tflops)
     left = roof[roof["intensity"] < ridge]
-    assert list(left["tflops"]) == pytest.approx(list(left["intensity"] * CHIP.bandwidth_gbps / 1e3))
+    assert list(left["tflops"]) == pytest.approx(
+        list(left["intensity"] * CHIP.bandwidth_gbps / 1e3)
+    )
     assert set(roof[roof["intensity"] > ridge]["tflops"]) == {CHIP.fp16_tflops}
 
 
@@ -32,9 +34,16 @@ def test_a_chip_without_compute_has_only_the_bandwidth_slope():
 
 
 def test_prefill_is_right_of_the_ridge_decode_left_and_batching_moves_decode_right():
-    pts = time_views.roofline_points(G, "mlx-q4", KvSpec(), CHIP, EFF, 2048, 2048, 16).set_index("kind")
+    pts = time_views.roofline_points(G, "mlx-q4", KvSpec(), CHIP, EFF, 2048, 2048, 16).set_index(
+        "kind"
+    )
     ridge = CHIP.ridge_flops_per_byte
-    assert pts.loc["prefill", "intensity"] > ridge > pts.loc["decode_b", "intensity"] > pts.loc["decode_1", "intensity"]
+    assert (
+        pts.loc["prefill", "intensity"]
+        > ridge
+        > pts.loc["decode_b", "intensity"]
+        > pts.loc["decode_1", "intensity"]
+    )
     assert pts.loc["prefill", "bound"] == "compute" and pts.loc["decode_1", "bound"] == "memory"
 
 
@@ -49,21 +58,29 @@ def test_article_as_measured_points_use_its_own_model_and_tok_s():
 
 def test_a_short_answer_sums_every_decode_step_exactly():
     a = time_views.your_prompt(G, "mlx-q4", KvSpec(), CHIP, EFF, 1000, 20, 3)
-    steps = [timing.decode_step(G, c, CHIP, EFF, KvSpec(), "mlx-q4", 3).time_s for c in range(1001, 1021)]
+    steps = [
+        timing.decode_step(G, c, CHIP, EFF, KvSpec(), "mlx-q4", 3).time_s for c in range(1001, 1021)
+    ]
     assert a["decode_s"] == pytest.approx(sum(steps))
     pre = timing.prefill_step(G, 1000, CHIP, EFF, KvSpec(), "mlx-q4")
-    assert a["prefill_s"] == pytest.approx(pre.time_s) and a["total_s"] == pytest.approx(3 * pre.time_s + sum(steps))
+    assert a["prefill_s"] == pytest.approx(pre.time_s) and a["total_s"] == pytest.approx(
+        3 * pre.time_s + sum(steps)
+    )
 
 
 def test_a_long_answer_interpolates_within_a_fraction_of_a_percent():
     a = time_views.your_prompt(G, "mlx-q4", KvSpec(), CHIP, EFF, 4096, 3000, 1)
-    exact = sum(timing.decode_step(G, c, CHIP, EFF, KvSpec(), "mlx-q4", 1).time_s for c in range(4097, 7097))
+    exact = sum(
+        timing.decode_step(G, c, CHIP, EFF, KvSpec(), "mlx-q4", 1).time_s for c in range(4097, 7097)
+    )
     assert a["decode_s"] == pytest.approx(exact, rel=2e-3)
 
 
 def test_at_the_crossing_batch_the_kv_read_equals_the_weights():
     b = time_views.kv_overtakes_weights(G, "mlx-q4", KvSpec(), 8192)
-    assert b * timing.kv_read_bytes(G, 8192, KvSpec(), 1) == pytest.approx(weights_bytes(G, "mlx-q4", active=True))
+    assert b * timing.kv_read_bytes(G, 8192, KvSpec(), 1) == pytest.approx(
+        weights_bytes(G, "mlx-q4", active=True)
+    )
     curve = time_views.batch_curve(G, "mlx-q4", KvSpec(), CHIP, EFF, [8192], [1, 64])
     assert list(curve["kv_share"] > 0.5) == [b < 1, b < 64]
 

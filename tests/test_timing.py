@@ -18,11 +18,15 @@ def test_every_apple_chip_through_m4_has_a_compute_figure_with_a_source_and_a_ri
             assert chip.chip.startswith("M5") and "no public" in chip.compute_source
             continue
         assert chip.compute_source, chip.chip
-        assert chip.ridge_flops_per_byte == pytest.approx(chip.fp16_tflops * 1e12 / (chip.bandwidth_gbps * 1e9))
+        assert chip.ridge_flops_per_byte == pytest.approx(
+            chip.fp16_tflops * 1e12 / (chip.bandwidth_gbps * 1e9)
+        )
     assert get_chip("M2 Ultra").ridge_flops_per_byte == pytest.approx(34.0)
 
 
-@pytest.mark.parametrize("preset", ["gemma-3-27b", "llama-3.2-1b", "qwen3-next-80b-a3b", "deepseek-v3"])
+@pytest.mark.parametrize(
+    "preset", ["gemma-3-27b", "llama-3.2-1b", "qwen3-next-80b-a3b", "deepseek-v3"]
+)
 @pytest.mark.parametrize("start,prompt", [(0, 1), (0, 3000), (1000, 1000), (5000, 700)])
 def test_prefill_flops_are_the_sum_of_every_tokens_flops(preset, start, prompt):
     g = preset_geometry(preset)
@@ -54,7 +58,9 @@ def test_a_batch_reads_the_weights_once_and_every_sequences_kv():
     one = timing.decode_step(g, 2048, "M4 Pro", EFF, weights_format="mlx-q4")
     eight = timing.decode_step(g, 2048, "M4 Pro", EFF, weights_format="mlx-q4", sequences=8)
     assert eight.bytes - one.bytes == 7 * kv_bytes(g, 2048, KvSpec())
-    assert eight.tokens / eight.time_s > 4 * one.tokens / one.time_s  # weights shared: total grows with B
+    assert (
+        eight.tokens / eight.time_s > 4 * one.tokens / one.time_s
+    )  # weights shared: total grows with B
     assert 1 / eight.time_s < 1 / one.time_s  # each sequence a little slower
 
 
@@ -62,8 +68,12 @@ def test_llama_cpp_unified_slots_each_decode_about_as_fast_as_one_slot_and_the_t
     # gpt-oss-20b, -c 131072, 4 slots on one unified cache, M4 Pro: the cache is the same as one slot's
     g, _ = resolve_model("gpt-oss-20b", "llama.cpp")
     spec = KvSpec("fp16", "fp16")
-    one = timing.estimate(g, 512, "M4 Pro", EFF, spec, "bf16", context=131072, llama=llamacpp.Options(1))
-    four = timing.estimate(g, 512, "M4 Pro", EFF, spec, "bf16", context=131072, llama=llamacpp.server_defaults())
+    one = timing.estimate(
+        g, 512, "M4 Pro", EFF, spec, "bf16", context=131072, llama=llamacpp.Options(1)
+    )
+    four = timing.estimate(
+        g, 512, "M4 Pro", EFF, spec, "bf16", context=131072, llama=llamacpp.server_defaults()
+    )
     assert four["decode_sequences"] == 4
     assert four["decode_tokens_per_s"] == pytest.approx(one["decode_tokens_per_s"], rel=0.02)
     assert four["decode_tokens_per_s_total"] == pytest.approx(4 * four["decode_tokens_per_s"])

@@ -25,14 +25,21 @@ def test_the_trap_is_drawn_from_its_breakpoints_whatever_the_token_count(tokens)
     alloc = curve[curve["series"] == "allocated"].set_index("tokens")["mib"]
     steps = -(-tokens // allocsim.STEP)  # one row per 256-block, plus the end
     assert len(curve) <= steps + 1 + 4 < MAX_ROWS
-    assert alloc[1] == 8.0 and alloc[257] == 16.0 and alloc.index.max() == tokens  # 8.0 -> 16.0 MiB at 257
+    assert (
+        alloc[1] == 8.0 and alloc[257] == 16.0 and alloc.index.max() == tokens
+    )  # 8.0 -> 16.0 MiB at 257
     for t in (1, tokens):  # used and theory are straight lines: their ends are exact
-        assert curve[(curve["series"] == "used") & (curve["tokens"] == t)]["mib"].item() == t * 32768 / 2**20
+        assert (
+            curve[(curve["series"] == "used") & (curve["tokens"] == t)]["mib"].item()
+            == t * 32768 / 2**20
+        )
 
 
 def test_trap_points_are_only_kvcache_token_by_token_in_the_chosen_format():
     pts = views.trap_measured([CPU], "fp16")
-    rows = [r for r in CPU.rows("trap") if r["cache"] == "KVCache" and r["pattern"] == "token by token"]
+    rows = [
+        r for r in CPU.rows("trap") if r["cache"] == "KVCache" and r["pattern"] == "token by token"
+    ]
     assert len(pts) == 3 * len(rows) and len(rows) < len(CPU.rows("trap"))
     allocated = pts[pts["series"] == "allocated"].set_index("tokens")["mib"].to_dict()
     assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
@@ -43,23 +50,35 @@ def test_trap_points_are_only_kvcache_token_by_token_in_the_chosen_format():
 def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_from_the_largest_n():
     last = max(CPU.rows("mechanism"), key=lambda r: r["new_tokens"])
     totals = views.mechanism_totals(CPU)
-    assert (totals["new_tokens"], totals["with_cache_s"], totals["without_cache_s"]) == (64, last["with_cache_s"], last["without_cache_s"])
+    assert (totals["new_tokens"], totals["with_cache_s"], totals["without_cache_s"]) == (
+        64,
+        last["with_cache_s"],
+        last["without_cache_s"],
+    )
     assert totals["speedup"] > 10  # 48.9 s vs 2.9 s; the first (warm-up) row alone says 0.78x
     df = views.mechanism_measured([ARTICLE_B, CPU])
-    assert len(df) == 4 and df["seconds"].sum() == pytest.approx(11.7 + 61 + last["with_cache_s"] + last["without_cache_s"])
+    assert len(df) == 4 and df["seconds"].sum() == pytest.approx(
+        11.7 + 61 + last["with_cache_s"] + last["without_cache_s"]
+    )
     assert views.mechanism_totals(ARTICLE_B)["speedup"] == pytest.approx(61 / 11.7)
 
 
 def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
     h100 = hardware.get_chip("NVIDIA H100 SXM")
     big = preset_geometry("llama-3.1-70b")
-    assert calculator.what_if(big, "bf16", KvSpec(), h100, 0.7, 131072).empty  # 141 GB of weights, 80 GB of memory
+    assert calculator.what_if(
+        big, "bf16", KvSpec(), h100, 0.7, 131072
+    ).empty  # 141 GB of weights, 80 GB of memory
     q8 = calculator.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
     top = int(q8["context"].max())
     assert 0 < top < 131072  # 8-bit weights fit; the KV of the longest contexts does not
     from kvcore.formulas import weights_bytes
 
-    assert weights_bytes(big, "mlx-q8") + kv_bytes(big, top) <= calculator.chip_memory_bytes(h100) < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
+    assert (
+        weights_bytes(big, "mlx-q8") + kv_bytes(big, top)
+        <= calculator.chip_memory_bytes(h100)
+        < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
+    )
 
 
 def test_what_if_stops_at_the_models_own_limit():
@@ -69,8 +88,14 @@ def test_what_if_stops_at_the_models_own_limit():
 
 
 def test_formats_of_equal_cost_share_one_line_and_one_name():
-    names = views.format_groups(preset_geometry("llama-3.1-8b"), ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"])
-    assert names["mlx-q8"] == names["q8_0"] == "mlx-q8 = q8_0" and names["mlx-q4"] == names["q4_0"] == "mlx-q4 = q4_0"
+    names = views.format_groups(
+        preset_geometry("llama-3.1-8b"),
+        ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"],
+    )
+    assert (
+        names["mlx-q8"] == names["q8_0"] == "mlx-q8 = q8_0"
+        and names["mlx-q4"] == names["q4_0"] == "mlx-q4 = q4_0"
+    )
     curve = views.formats_curve(preset_geometry("llama-3.1-8b"), list(names), 131072)
     assert sorted(curve["format"].unique()) == sorted(set(names.values()))  # 5 lines, each visible
 
@@ -90,7 +115,9 @@ def test_an_mla_model_is_compared_with_the_multi_head_attention_it_replaces():
     assert dims == (128 + 64, 128)
     df = views.heads_compare(g, 32768, mha_dims=dims).set_index("variant")
     assert list(df.index) == ["mha", "mla"]
-    assert df.loc["mla", "vs_mha"] == pytest.approx((512 + 64) / (128 * (192 + 128)))  # one latent vs 128 heads' K and V
+    assert df.loc["mla", "vs_mha"] == pytest.approx(
+        (512 + 64) / (128 * (192 + 128))
+    )  # one latent vs 128 heads' K and V
     assert views.mla_mha_dims(load_preset("llama-3.1-8b")["config"]) is None
 
 
@@ -117,8 +144,17 @@ def test_the_written_out_formula_multiplies_out_to_the_engines_total(model, kv):
 def test_article_as_formula_for_llama_3_2_1b():
     terms = formula_terms(LLAMA_1B, 32768)
     (t,) = terms["terms"]
-    assert (t["layers"], t["kv_heads"], t["k_dim"], t["k_bytes"], t["tokens"], t["same"]) == (16, 8, 64, 2.0, 32768, True)
-    assert terms["total"] == 2**30 and terms["per_token"] == 32768  # 1 GiB at 32K; 32 KiB per token, as the home page says
+    assert (t["layers"], t["kv_heads"], t["k_dim"], t["k_bytes"], t["tokens"], t["same"]) == (
+        16,
+        8,
+        64,
+        2.0,
+        32768,
+        True,
+    )
+    assert (
+        terms["total"] == 2**30 and terms["per_token"] == 32768
+    )  # 1 GiB at 32K; 32 KiB per token, as the home page says
 
 
 def test_each_source_keeps_one_colour_whatever_else_is_drawn():

@@ -15,7 +15,12 @@ _init = socket.socket.__init__
 
 
 def _init_tcp(self, family=-1, type=-1, proto=-1, fileno=None):
-    if fileno is None and proto in (-1, 0) and family in (socket.AF_INET, socket.AF_INET6) and type in (-1, socket.SOCK_STREAM):
+    if (
+        fileno is None
+        and proto in (-1, 0)
+        and family in (socket.AF_INET, socket.AF_INET6)
+        and type in (-1, socket.SOCK_STREAM)
+    ):
         proto = socket.IPPROTO_TCP
     _init(self, family, type, proto, fileno)
 

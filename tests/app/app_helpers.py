@@ -18,29 +18,64 @@ from kvsite.chapters import CHAPTERS
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
 PAGES = [chapter.path for chapter in CHAPTERS]  # every chapter's page (kvsite/chapters.py)
-CPU_DEMO = "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
+CPU_DEMO = (
+    "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
+)
 
 
 def measured_recording() -> dict:
     """A small measured CPU run in the schema, as kvcore.live_record.build_recording would write it (values are test data)."""
-    config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 8, "intermediate_size": 1024,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
-              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "num_hidden_layers": 8,
+        "intermediate_size": 1024,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+    }
     return {
-        "schema": 1, "kind": "measured", "title": "test fixture: cpu-demo on a Linux CPU",
+        "schema": 1,
+        "kind": "measured",
+        "title": "test fixture: cpu-demo on a Linux CPU",
         "label": "CPU demonstration (Linux, mlx cpu) — not Apple Silicon",
-        "provenance": {"machine": {"os": "Linux 6.1 (x86_64)", "chip": "Test CPU 9000", "memory_gb": 16},
-                       "backend": "mlx cpu", "device": "Device(cpu, 0)",
-                       "versions": {"python": "3.11.2", "mlx": "0.32.4", "mlx_lm": "0.32.2", "kvcore": "0.1.0"},
-                       "date": "2026-11-29T00:00:00Z", "command": "tests/app fixture"},
-        "model": {"name": "cpu-demo", "source": "random weights", "weights_format": "fp32", "kv_format": "fp32",
-                  "activation_dtype": "fp32", "config": config},
+        "provenance": {
+            "machine": {"os": "Linux 6.1 (x86_64)", "chip": "Test CPU 9000", "memory_gb": 16},
+            "backend": "mlx cpu",
+            "device": "Device(cpu, 0)",
+            "versions": {
+                "python": "3.11.2",
+                "mlx": "0.32.4",
+                "mlx_lm": "0.32.2",
+                "kvcore": "0.1.0",
+            },
+            "date": "2026-11-29T00:00:00Z",
+            "command": "tests/app fixture",
+        },
+        "model": {
+            "name": "cpu-demo",
+            "source": "random weights",
+            "weights_format": "fp32",
+            "kv_format": "fp32",
+            "activation_dtype": "fp32",
+            "config": config,
+        },
         "method": {"fill": "synthetic", "warmup": 3, "steps": 16, "repeats": 3},
         "sections": {
-            "decode": [{"context": 256, "tokens_per_s": 34.7}, {"context": 1024, "tokens_per_s": 29.1},
-                       {"context": 4096, "tokens_per_s": 21.3}, {"context": 16384, "tokens_per_s": 9.5}],
-            "trap": [{"tokens": 256, "allocated_mib": 8.0, "used_mib": 8.0, "theory_mib": 8.0},
-                     {"tokens": 257, "allocated_mib": 16.0, "used_mib": 8.03125, "theory_mib": 8.03125}],
+            "decode": [
+                {"context": 256, "tokens_per_s": 34.7},
+                {"context": 1024, "tokens_per_s": 29.1},
+                {"context": 4096, "tokens_per_s": 21.3},
+                {"context": 16384, "tokens_per_s": 9.5},
+            ],
+            "trap": [
+                {"tokens": 256, "allocated_mib": 8.0, "used_mib": 8.0, "theory_mib": 8.0},
+                {"tokens": 257, "allocated_mib": 16.0, "used_mib": 8.03125, "theory_mib": 8.03125},
+            ],
             "mechanism": [{"new_tokens": 32, "with_cache_s": 1.2, "without_cache_s": 3.4}],
         },
     }
@@ -61,15 +96,33 @@ def charts(at: AppTest) -> list[dict]:
     """[{"spec": vega-lite dict, "data": DataFrame of every dataset concatenated}] per chart element."""
     out = []
     for el in at.get("vega_lite_chart"):
-        frames = [pyarrow.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pandas() for d in el.proto.datasets]
-        out.append({"spec": json.loads(el.proto.spec), "data": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()})
+        frames = [
+            pyarrow.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pandas()
+            for d in el.proto.datasets
+        ]
+        out.append(
+            {
+                "spec": json.loads(el.proto.spec),
+                "data": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(),
+            }
+        )
     return out
 
 
 def texts(at: AppTest) -> str:
     """All text the page shows (markdown, captions, titles, headers, metrics, alerts)."""
     parts = []
-    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success"):
+    for kind in (
+        "title",
+        "header",
+        "subheader",
+        "markdown",
+        "caption",
+        "info",
+        "warning",
+        "error",
+        "success",
+    ):
         parts += [str(e.value) for e in getattr(at, kind)]
     parts += [f"{m.label} {m.value}" for m in at.metric]
     return "\n".join(parts)
@@ -90,7 +143,11 @@ def source_texts(recordings: Path) -> set[str]:
         elif isinstance(node, str) and " " in node.strip():
             out.add(node.strip())
 
-    for path in [*recordings.glob("*.yaml"), ROOT / "kvcore" / "published.yaml", ROOT / "kvcore" / "hardware.yaml"]:
+    for path in [
+        *recordings.glob("*.yaml"),
+        ROOT / "kvcore" / "published.yaml",
+        ROOT / "kvcore" / "hardware.yaml",
+    ]:
         leaves(yaml.safe_load(path.read_text(encoding="utf-8")))
     return out
 
@@ -108,8 +165,12 @@ def english_runs(text: str, sources: set[str] = frozenset(), words: int = 4) -> 
     for quoted in sorted(sources, key=len, reverse=True):
         text = text.replace(quoted, " ")
     text = re.sub(r"```.*?```|`[^`]*`|https?://\S+", " ", text, flags=re.S)
-    text = re.sub(r"「[\x00-\x7f]+」", " ", text)  # an English source's title, quoted as written (ja_style.md)
-    text = re.sub(r"[^\x00-\x7f]", " | ", text)  # Japanese text and full-width punctuation break a run
+    text = re.sub(
+        r"「[\x00-\x7f]+」", " ", text
+    )  # an English source's title, quoted as written (ja_style.md)
+    text = re.sub(
+        r"[^\x00-\x7f]", " | ", text
+    )  # Japanese text and full-width punctuation break a run
     runs, run = [], []
     for token in [*text.split(), "|"]:
         if ENGLISH_WORD.fullmatch(token):
@@ -121,7 +182,9 @@ def english_runs(text: str, sources: set[str] = frozenset(), words: int = 4) -> 
     return runs
 
 
-ENGLISH_LABEL_WORD = re.compile(r"(?<![.\w`])[A-Za-z]?[a-z]{3,}\b")  # 'with', 'allocated', 'Tokens'; not '.nbytes', 'MiB', 'fp16'
+ENGLISH_LABEL_WORD = re.compile(
+    r"(?<![.\w`])[A-Za-z]?[a-z]{3,}\b"
+)  # 'with', 'allocated', 'Tokens'; not '.nbytes', 'MiB', 'fp16'
 
 
 def chart_labels(spec: dict, data: pd.DataFrame | None = None) -> set[str]:

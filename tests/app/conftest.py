@@ -24,7 +24,9 @@ def rec_dir(tmp_path, monkeypatch) -> Path:
     """A recordings folder of our own: the bundled files plus one measured CPU run."""
     folder = tmp_path / "recordings"
     shutil.copytree(ROOT / "recordings", folder, ignore=shutil.ignore_patterns("local"))
-    (folder / f"{CPU_DEMO}.yaml").write_text(yaml.safe_dump(measured_recording(), sort_keys=False), encoding="utf-8")
+    (folder / f"{CPU_DEMO}.yaml").write_text(
+        yaml.safe_dump(measured_recording(), sort_keys=False), encoding="utf-8"
+    )
     monkeypatch.setenv("KVCORE_RECORDINGS_DIR", str(folder))
     monkeypatch.delenv("KVCORE_READ_ONLY", raising=False)
     return folder

@@ -21,24 +21,56 @@ CALC = "pages/7_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w):
-    args = ["calc", "--model", model, "--context", str(ctx), "--sequences", str(seq), "--k-format", k, "--v-format", v,
-            "--weights-format", w, "--json"]
-    r = subprocess.run([sys.executable, "-m", "kvcore", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    args = [
+        "calc",
+        "--model",
+        model,
+        "--context",
+        str(ctx),
+        "--sequences",
+        str(seq),
+        "--k-format",
+        k,
+        "--v-format",
+        v,
+        "--weights-format",
+        w,
+        "--json",
+    ]
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcore", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(r.stdout)
 
 
 def numbers_rows(at, lang: str = "en") -> list[list[str]]:
     """The numbers table's cells (a markdown table under the formula): name, readable size, exact bytes."""
-    table = next(m.value for m in at.markdown if m.value.startswith("| " + i18n.translate(lang, "calc.col_quantity") + " |"))
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
+    table = next(
+        m.value
+        for m in at.markdown
+        if m.value.startswith("| " + i18n.translate(lang, "calc.col_quantity") + " |")
+    )
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]
+    ]
 
 
 def numbers(at) -> dict:
     """{quantity key: exact bytes}, read back through the English quantity names."""
     names = {i18n.translate("en", f"calc.q_{q}"): q for q in NUMBERS}
-    names[i18n.translate("en", "calc.q_kv_bytes_per_token_window")] = "kv_bytes_per_token"  # a sliding-window model's row
+    names[i18n.translate("en", "calc.q_kv_bytes_per_token_window")] = (
+        "kv_bytes_per_token"  # a sliding-window model's row
+    )
     average = i18n.translate("en", "calc.q_kv_bytes_per_token_average", n="{n}").split("{n}")[0]
-    return {names[name]: int(exact.replace(",", "")) for name, _, exact in numbers_rows(at) if not name.startswith(average)}
+    return {
+        names[name]: int(exact.replace(",", ""))
+        for name, _, exact in numbers_rows(at)
+        if not name.startswith(average)
+    }
 
 
 def marks_in(spec: dict) -> list[str]:
@@ -58,24 +90,45 @@ def geometry(name):
 
 @pytest.mark.parametrize(
     "model, ctx, seq, k, v, w",
-    [("llama-3.1-8b", 131072, 1, "fp16", "fp16", "mlx-q4"),  # GQA
-     ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q4", "bf16"),  # MHA
-     ("deepseek-v3", 65536, 1, "fp8", "fp8", "fp8"),  # MLA
-     ("gemma-3-27b", 100000, 2, "q8_0", "q4_0", "mlx-q4"),  # sliding window
-     ("qwen3-next-80b-a3b", 262144, 1, "turbo3", "turbo3", "mlx-q4")],  # hybrid linear attention
+    [
+        ("llama-3.1-8b", 131072, 1, "fp16", "fp16", "mlx-q4"),  # GQA
+        ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q4", "bf16"),  # MHA
+        ("deepseek-v3", 65536, 1, "fp8", "fp8", "fp8"),  # MLA
+        ("gemma-3-27b", 100000, 2, "q8_0", "q4_0", "mlx-q4"),  # sliding window
+        ("qwen3-next-80b-a3b", 262144, 1, "turbo3", "turbo3", "mlx-q4"),
+    ],  # hybrid linear attention
 )
 def test_page_numbers_equal_the_cli(rec_dir, model, ctx, seq, k, v, w):
     at = page(CALC, model=model, ctx=ctx, seq=seq, k=k, v=v, w=w)
     assert not at.exception
     out = cli_json(model, ctx, seq, k, v, w)
     shown = numbers(at)
-    for key in ("kv_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_prefill_peak_bytes", "weights_bytes"):
+    for key in (
+        "kv_bytes",
+        "kv_bytes_per_sequence",
+        "kv_bytes_per_token",
+        "kv_prefill_peak_bytes",
+        "weights_bytes",
+    ):
         assert shown[key] == out[key], key
-    formula = at.code[0].value  # written out the way Article A writes it, multiplied out to the same total
-    assert formula.splitlines()[0].endswith(f"= {out['kv_bytes']:,} bytes ({k} K and V)" if k == v else f"= {out['kv_bytes']:,} bytes (K {k}, V {v})")
+    formula = at.code[
+        0
+    ].value  # written out the way Article A writes it, multiplied out to the same total
+    assert formula.splitlines()[0].endswith(
+        f"= {out['kv_bytes']:,} bytes ({k} K and V)"
+        if k == v
+        else f"= {out['kv_bytes']:,} bytes (K {k}, V {v})"
+    )
 
 
-@pytest.mark.parametrize("model, ctx, gib", [("llama-3.1-70b", 131072, 48), ("gemma-3-27b", 1_000_000, 24), ("qwen3-next-80b-a3b", 1_000_000, 60)])
+@pytest.mark.parametrize(
+    "model, ctx, gib",
+    [
+        ("llama-3.1-70b", 131072, 48),
+        ("gemma-3-27b", 1_000_000, 24),
+        ("qwen3-next-80b-a3b", 1_000_000, 60),
+    ],
+)
 def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
     at = page(CALC, model=model, ctx=ctx, chip="custom", gib=gib)
     assert not at.exception and at.error  # it does not fit
@@ -83,7 +136,9 @@ def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
     weights = weights_bytes(g, "mlx-q4")
 
     def fits(t, s, fmt="fp16"):
-        return calc.verdict(weights + kv_bytes(g, t, KvSpec(fmt, fmt), s), available).status == "fits"
+        return (
+            calc.verdict(weights + kv_bytes(g, t, KvSpec(fmt, fmt), s), available).status == "fits"
+        )
 
     t = metric(at, "Longest context")
     if t != "—":
@@ -112,14 +167,24 @@ def test_verdict_changes_at_its_stated_thresholds(rec_dir):
 
 def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     at = page(CALC, model="qwen3-8b", ctx=65536, chip="M4 Max (40-core GPU)", ram=128)
-    eff = calc.efficiency(__import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0])
-    want = calc.predict_decode(geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]
+    eff = calc.efficiency(
+        __import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0]
+    )
+    want = calc.predict_decode(
+        geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share
+    )[0]
     assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
-    assert "M5 Pro · Llama-3.2-1B · mlx_lm" in texts(at)  # the efficiency names the runs it came from, as the site does
+    assert "M5 Pro · Llama-3.2-1B · mlx_lm" in texts(
+        at
+    )  # the efficiency names the runs it came from, as the site does
     decode = charts(at)[-1]["data"]
     row = decode[decode["context"] == 1048576].iloc[0]
     g = geometry("qwen3-8b")
-    assert row["tokens_per_s"] == pytest.approx(calc.predict_decode(g, [1048576], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0]["tokens_per_s"])
+    assert row["tokens_per_s"] == pytest.approx(
+        calc.predict_decode(g, [1048576], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0][
+            "tokens_per_s"
+        ]
+    )
 
 
 def test_a_mac_uses_its_default_gpu_limit_and_an_override(rec_dir):
@@ -129,11 +194,24 @@ def test_a_mac_uses_its_default_gpu_limit_and_an_override(rec_dir):
 
 
 def test_a_url_with_parameters_reproduces_the_view(rec_dir):
-    at = page(CALC, model="qwen3-4b", ctx=200000, seq=3, k="fp16", v="mlx-q4", w="bf16", chip="M3 Pro", ram=36)
+    at = page(
+        CALC,
+        model="qwen3-4b",
+        ctx=200000,
+        seq=3,
+        k="fp16",
+        v="mlx-q4",
+        w="bf16",
+        chip="M3 Pro",
+        ram=36,
+    )
     assert at.selectbox(key="model").value == "qwen3-4b"
     assert at.number_input(key="ctx").value == 200000 and at.number_input(key="seq").value == 3
     assert at.selectbox(key="v").value == "mlx-q4"
-    assert numbers(at)["kv_bytes"] == cli_json("qwen3-4b", 200000, 3, "fp16", "mlx-q4", "bf16")["kv_bytes"]
+    assert (
+        numbers(at)["kv_bytes"]
+        == cli_json("qwen3-4b", 200000, 3, "fp16", "mlx-q4", "bf16")["kv_bytes"]
+    )
 
 
 def test_log_slider_and_exact_entry_drive_one_context(rec_dir):
@@ -157,7 +235,9 @@ def test_pasted_config_is_computed_and_a_bad_one_is_named(rec_dir):
     assert not at.exception and "not valid JSON" in at.error[0].value
     at.text_area(key="pasted").input('{"a": "' + "x" * 1_100_000 + '"}').run()
     assert not at.exception and "larger than" in at.error[0].value
-    at.text_area(key="pasted").input(json.dumps(load_preset("llama-3.2-1b")["config"])).run()  # and the page keeps working
+    at.text_area(key="pasted").input(
+        json.dumps(load_preset("llama-3.2-1b")["config"])
+    ).run()  # and the page keeps working
     assert not at.error and numbers(at)["kv_bytes_per_token"] == 32768
 
 
@@ -166,15 +246,25 @@ def test_a_bad_config_is_named_in_japanese_on_the_japanese_page(rec_dir):
     config = dict(load_preset("qwen3-4b")["config"])
     del config["num_hidden_layers"]
     at.text_area(key="pasted").input(json.dumps(config)).run()
-    assert not at.exception and "config.json にフィールド 'num_hidden_layers' がありません" in at.error[0].value
+    assert (
+        not at.exception
+        and "config.json にフィールド 'num_hidden_layers' がありません" in at.error[0].value
+    )
     at.text_area(key="pasted").input("{not json").run()
-    assert "config.json は正しい JSON ではありません（1 行 2 列目で読めなくなります）" in at.error[0].value
-    assert "Expecting" not in at.error[0].value  # Python's English parser message stays out of the Japanese sentence
+    assert (
+        "config.json は正しい JSON ではありません（1 行 2 列目で読めなくなります）"
+        in at.error[0].value
+    )
+    assert (
+        "Expecting" not in at.error[0].value
+    )  # Python's English parser message stays out of the Japanese sentence
 
 
 def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):
     at = page(CALC, "en", model="gemma-3-4b", ctx=32768)
-    assert not any("layer" in d.value.columns for d in at.dataframe)  # a lazy expander: sent only while open
+    assert not any(
+        "layer" in d.value.columns for d in at.dataframe
+    )  # a lazy expander: sent only while open
     at.session_state["layers_open"] = True
     at.run()
     table = next(d.value for d in at.dataframe if "layer" in d.value.columns)
@@ -184,18 +274,25 @@ def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-def test_the_numbers_table_names_each_quantity_in_the_pages_language_with_readable_sizes(rec_dir, lang):
+def test_the_numbers_table_names_each_quantity_in_the_pages_language_with_readable_sizes(
+    rec_dir, lang
+):
     at = page(CALC, lang, ctx=32768)
     rows = numbers_rows(at, lang)
     assert [name for name, _, _ in rows] == [i18n.translate(lang, f"calc.q_{q}") for q in NUMBERS]
     out = cli_json("llama-3.1-8b", 32768, 1, "fp16", "fp16", "mlx-q4")
     for (name, size, exact), q in zip(rows, NUMBERS):
-        assert exact == f"{out[q]:,}" and size == fmt_bytes(out[q])  # e.g. "4,294,967,296" and "4.00 GiB (4.29 GB)"
+        assert exact == f"{out[q]:,}" and size == fmt_bytes(
+            out[q]
+        )  # e.g. "4,294,967,296" and "4.00 GiB (4.29 GB)"
     shown = texts(at)
     assert not any(q in shown for q in NUMBERS)  # no internal key names in what the reader sees
 
 
-@pytest.mark.parametrize("lang, said", [("en", "max_position_embeddings = 131,072"), ("ja", "max_position_embeddings は131,072です")])
+@pytest.mark.parametrize(
+    "lang, said",
+    [("en", "max_position_embeddings = 131,072"), ("ja", "max_position_embeddings は131,072です")],
+)
 def test_a_context_past_the_models_limit_is_said_and_marked_on_both_charts(rec_dir, lang, said):
     at = page(CALC, lang, ctx=200_000)
     assert not at.exception
@@ -214,9 +311,17 @@ def test_the_decode_chart_marks_the_readers_context_with_its_value(rec_dir):
     shown = metric(at, "Predicted decode")
     assert "point" in marks_in(charts(at)[-1]["spec"])
     decode = charts(at)[-1]["data"]
-    mark = decode[decode["label"].fillna("").str.startswith("50,000: ")] if "label" in decode else decode.iloc[0:0]
+    mark = (
+        decode[decode["label"].fillna("").str.startswith("50,000: ")]
+        if "label" in decode
+        else decode.iloc[0:0]
+    )
     assert len(mark) == 1 and mark["context"].iloc[0] == 50_000
-    assert f"{mark['tokens_per_s'].iloc[0]:,.1f} tok/s" == shown == mark["label"].iloc[0].split(": ")[1]
+    assert (
+        f"{mark['tokens_per_s'].iloc[0]:,.1f} tok/s"
+        == shown
+        == mark["label"].iloc[0].split(": ")[1]
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -230,9 +335,13 @@ def test_no_speed_is_predicted_where_it_does_not_fit_and_the_reason_is_given(rec
     assert "131,072" in reason and "48.00 GiB" in reason
     decode = charts(at)[-1]["data"]
     assert decode["context"].max() == fits_to  # the curve stops where it stops fitting
-    nothing = page(CALC, lang, model="llama-3.1-405b", chip="custom", gib=16)  # the weights alone do not fit
+    nothing = page(
+        CALC, lang, model="llama-3.1-405b", chip="custom", gib=16
+    )  # the weights alone do not fit
     assert not nothing.exception and not any("tok/s" in m.value for m in nothing.metric)
-    assert len(charts(nothing)) == 1 and any("16.00 GiB" in i.value for i in nothing.info)  # the memory chart only
+    assert len(charts(nothing)) == 1 and any(
+        "16.00 GiB" in i.value for i in nothing.info
+    )  # the memory chart only
 
 
 # ---------------------------------------------------------------- llama.cpp as the runtime (issue 11)
@@ -242,18 +351,26 @@ def test_llama_cpp_runtime_prints_its_own_log_lines_with_its_options(rec_dir):
     at = page(CALC, "en", model="gpt-oss-20b", ctx=131072, rt="llama.cpp", k="fp16", v="fp16")
     assert not at.exception
     log = next(c.value for c in at.code)
-    assert "size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs)" in log  # non-SWA, as llama.cpp logs it
-    assert "size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs)" in log  # SWA: 128-token window + 512 micro-batch
+    assert (
+        "size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs)" in log
+    )  # non-SWA, as llama.cpp logs it
+    assert (
+        "size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs)" in log
+    )  # SWA: 128-token window + 512 micro-batch
     assert numbers(at)["kv_bytes"] == (3072 + 18) * 2**20
     at = page(CALC, "en", model="gpt-oss-20b", ctx=131072, rt="llama.cpp", ub=2048)
-    assert "size =   54.00 MiB (  2304 cells" in next(c.value for c in at.code)  # the micro-batch widens the SWA cache
+    assert "size =   54.00 MiB (  2304 cells" in next(
+        c.value for c in at.code
+    )  # the micro-batch widens the SWA cache
 
 
 def test_llama_cpp_unified_cache_changes_the_streams(rec_dir):
     split = page(CALC, "en", model="gemma-2-2b", ctx=8192, rt="llama.cpp", seq=4)
     unified = page(CALC, "en", model="gemma-2-2b", ctx=8192, rt="llama.cpp", seq=4, uni="True")
     assert "(  2048 cells,  13 layers,  4/4 seqs)" in next(c.value for c in split.code)
-    assert "size =  416.00 MiB (  8192 cells,  13 layers,  4/1 seqs)" in next(c.value for c in unified.code)
+    assert "size =  416.00 MiB (  8192 cells,  13 layers,  4/1 seqs)" in next(
+        c.value for c in unified.code
+    )
 
 
 def test_llama_cpp_offers_only_its_own_cache_types(rec_dir):
@@ -267,7 +384,11 @@ def test_the_same_model_under_each_runtime_says_why_they_differ(rec_dir, lang):
     at = page(CALC, lang, model="mistral-7b-v0.1", ctx=10000)
     at.session_state["cmp_open"] = True
     at.run()
-    table = next(m.value for m in at.markdown if m.value.startswith("| " + i18n.translate(lang, "calc.runtime") + " |"))
+    table = next(
+        m.value
+        for m in at.markdown
+        if m.value.startswith("| " + i18n.translate(lang, "calc.runtime") + " |")
+    )
     rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines()[2:]}
     assert set(rows) == {"mlx_lm", "llama.cpp", "reference"}
     assert "10,240" in rows["llama.cpp"]  # 10,000 cells padded to 256
@@ -279,7 +400,9 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
     data = charts(page(CALC, "en"))[0]["data"]
     curves = data[data["format"] != i18n.translate("en", "calc.available_line")]
     lines = curves.groupby("format")["gib"].apply(tuple)
-    assert lines.nunique() == len(lines)  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
+    assert lines.nunique() == len(
+        lines
+    )  # no line hidden under another (mlx-q8 and q8_0 once drew on top of each other)
     assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
 
 
@@ -287,20 +410,36 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
 def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, lang):
     # issue 17: gpt-oss-20b, 131,072, llama.cpp, 4 slots on one unified cache, M4 Pro: the KV is one slot's, and so
     # is each slot's speed; the total is four times that, and the page says which figure is which
-    four = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=4, uni="True", chip="M4 Pro", ram=48)
-    one = page(CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=1, chip="M4 Pro", ram=48)
+    four = page(
+        CALC,
+        lang,
+        model="gpt-oss-20b",
+        ctx=131072,
+        rt="llama.cpp",
+        seq=4,
+        uni="True",
+        chip="M4 Pro",
+        ram=48,
+    )
+    one = page(
+        CALC, lang, model="gpt-oss-20b", ctx=131072, rt="llama.cpp", seq=1, chip="M4 Pro", ram=48
+    )
     assert not four.exception and not one.exception
     t = i18n.translator(lang, "calc.")
     each = next(m for m in four.metric if t("decode_each_slot") in m.label)
     total = next(m for m in four.metric if m.label == t("decode_at_total", n=4))
-    alone = next(m for m in one.metric if m.label.startswith(t("decode_at", n="131,072", chip="M4 Pro")))
+    alone = next(
+        m for m in one.metric if m.label.startswith(t("decode_at", n="131,072", chip="M4 Pro"))
+    )
     speed = lambda m: float(m.value.split()[0].replace(",", ""))  # noqa: E731
     assert speed(each) == pytest.approx(speed(alone), rel=0.02)
     assert speed(total) == pytest.approx(4 * speed(each), rel=0.01)
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_and_gives_the_average(rec_dir, lang):
+def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_and_gives_the_average(
+    rec_dir, lang
+):
     # issue 17: Gemma-3-27B at 131,072 showed 496 KiB per token beside a 10.41 GiB total (83 KiB per token on average)
     at = page(CALC, lang, model="gemma-3-27b", ctx=131072)
     assert not at.exception
@@ -310,7 +449,9 @@ def test_a_sliding_window_models_per_token_row_says_until_the_windows_are_full_a
     assert int(rows[t("q_kv_bytes_per_token_window")].replace(",", "")) == cli["kv_bytes_per_token"]
     average = int(rows[t("q_kv_bytes_per_token_average", n="131,072")].replace(",", ""))
     assert average == round(cli["kv_bytes"] / 131072) and average < cli["kv_bytes_per_token"] / 5
-    assert t("q_kv_bytes_per_token") not in rows  # the bare row would read as what every token costs
+    assert (
+        t("q_kv_bytes_per_token") not in rows
+    )  # the bare row would read as what every token costs
 
 
 @pytest.mark.parametrize("value", ["1", "4096", "32768", "10000000"])
@@ -318,32 +459,59 @@ def test_the_context_in_the_url_comes_back_exactly(rec_dir, value):
     """?ctx=1 is the number input's minimum: Streamlit's own binding took it for the default and showed 32,768."""
     at = page(CALC, ctx=value)
     assert at.number_input(key="ctx").value == int(value)
-    at.number_input(key="ctx").set_value(1).run()  # and a reader's 1 goes into the URL, to come back from it
+    at.number_input(key="ctx").set_value(
+        1
+    ).run()  # and a reader's 1 goes into the URL, to come back from it
     assert at.query_params["ctx"] == ["1"] or at.query_params["ctx"] == "1"
 
 
 # ---------------------------------------------------------------- the registries reach the page (issue 15)
 
 
-def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(rec_dir, monkeypatch):
+def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_format_says_what_is_wrong(
+    rec_dir, monkeypatch
+):
     """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
     runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
     from kvcore import formats, runtimes
     from kvcore.formats import CacheFormat
 
-    monkeypatch.setitem(formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True))
-    monkeypatch.setitem(formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True))
-    rt = runtimes.TokenRuntime("throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(
+        formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True)
+    )
+    monkeypatch.setitem(
+        formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True)
+    )
+    rt = runtimes.TokenRuntime(
+        "throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference"
+    )
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     at = page(CALC, "en", rt="llama.cpp")
-    assert {"q6_test", "q6_k"} <= set(at.selectbox(key="k").options) and "throwaway_rt" in at.selectbox(key="rt").options
-    at = page(CALC, "en", model="mistral-7b-v0.1", ctx=10007, rt="throwaway_rt", k="q6_test", v="q6_test", w="bf16")
+    assert {"q6_test", "q6_k"} <= set(
+        at.selectbox(key="k").options
+    ) and "throwaway_rt" in at.selectbox(key="rt").options
+    at = page(
+        CALC,
+        "en",
+        model="mistral-7b-v0.1",
+        ctx=10007,
+        rt="throwaway_rt",
+        k="q6_test",
+        v="q6_test",
+        w="bf16",
+    )
     assert not at.exception and at.selectbox(key="rt").value == "throwaway_rt"
     g = preset_geometry("mistral-7b-v0.1", "throwaway_rt")
-    assert numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test")) and g.count("sliding") == 32
+    assert (
+        numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test"))
+        and g.count("sliding") == 32
+    )
     wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
     assert not wrong.exception and "26.25" not in texts(wrong)
-    assert any("whole blocks of 256 values and does not pad them: a 64-value row" in e.value for e in wrong.error)
+    assert any(
+        "whole blocks of 256 values and does not pad them: a 64-value row" in e.value
+        for e in wrong.error
+    )
 
 
 # ---------------------------------------------------------------- a GGUF file: its header, llama.cpp's rules
@@ -362,15 +530,37 @@ def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path)
     at.text_input(key="gguf_path").set_value(str(path)).run()
     assert not at.exception and not at.error
     log = next(c.value for c in at.code if "llama_kv_cache" in c.value)
-    cli = subprocess.run([sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--context", "131072",
-                          "--runtime", "llama.cpp", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvcore",
+            "calc",
+            "--model",
+            str(path),
+            "--context",
+            "131072",
+            "--runtime",
+            "llama.cpp",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert log.splitlines() == json.loads(cli.stdout)["log_lines"]
-    assert numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]  # the file's own tensors
+    assert (
+        numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]
+    )  # the file's own tensors
     at.expander(key="cmp_open").open = True  # the runtimes compared: llama.cpp's only, for a GGUF
     at.session_state["cmp_open"] = True
     at.run()
-    table = next(m.value for m in at.markdown if m.value.startswith("|") and "`llama.cpp`" in m.value
-                 and "`mlx_lm`" not in m.value)
+    table = next(
+        m.value
+        for m in at.markdown
+        if m.value.startswith("|") and "`llama.cpp`" in m.value and "`mlx_lm`" not in m.value
+    )
     assert table.count("\n") == 2 and not at.exception
 
 
@@ -379,7 +569,11 @@ def test_a_path_that_is_not_gguf_gets_one_sentence_in_japanese(tmp_path):
     bad.write_text('{"model_type": "llama"}')
     at = page(CALC, lang="ja", msrc="gguf")
     at.text_input(key="gguf_path").set_value(str(bad)).run()
-    assert not at.exception and len(at.error) == 1 and "GGUF ファイルではありません" in at.error[0].value
+    assert (
+        not at.exception
+        and len(at.error) == 1
+        and "GGUF ファイルではありません" in at.error[0].value
+    )
 
 
 def test_gguf_weight_formats_are_choosable_and_give_the_clis_bytes(rec_dir):

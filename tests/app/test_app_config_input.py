@@ -17,10 +17,20 @@ GOOD = json.dumps(load_preset("llama-3.2-1b")["config"])
 
 # (what, bytes uploaded, English words, Japanese words)
 UPLOADS = [
-    ("huge", b'{"a": "' + b"x" * 1_100_000 + b'"}', "larger than 1,000 kB", "1,000 kB を超えています"),
+    (
+        "huge",
+        b'{"a": "' + b"x" * 1_100_000 + b'"}',
+        "larger than 1,000 kB",
+        "1,000 kB を超えています",
+    ),
     ("binary", bytes(range(256)) * 4, "is a binary file", "バイナリファイルです"),
     ("nested", b"[" * 50_000 + b"]" * 50_000, "nested too deeply", "入れ子が深すぎて"),
-    ("latin-1", '{"model_type": "llamaé"}'.encode("latin-1"), "is not UTF-8 text", "UTF-8 のテキストではありません"),
+    (
+        "latin-1",
+        '{"model_type": "llamaé"}'.encode("latin-1"),
+        "is not UTF-8 text",
+        "UTF-8 のテキストではありません",
+    ),
 ]
 PASTES = [
     ("huge", '{"a": "' + "x" * 1_100_000 + '"}', "larger than", "kB を超えています"),
@@ -30,7 +40,12 @@ PASTES = [
 
 
 def files_under(*folders: Path) -> dict[str, float]:
-    return {str(p): p.stat().st_mtime for folder in folders if folder.exists() for p in folder.rglob("*")}
+    return {
+        str(p): p.stat().st_mtime
+        for folder in folders
+        if folder.exists()
+        for p in folder.rglob("*")
+    }
 
 
 def one_error(at, words: str) -> None:
@@ -49,7 +64,9 @@ def test_a_bad_upload_gets_one_sentence_in_the_pages_language(rec_dir, lang, wha
     at.file_uploader(key="upload").set_value((f"{what}.json", data, "application/json")).run()
     one_error(at, en if lang == "en" else ja)
     assert f"{what}.json" in at.error[0].value  # names the file
-    at.file_uploader(key="upload").set_value(("config.json", GOOD.encode(), "application/json")).run()
+    at.file_uploader(key="upload").set_value(
+        ("config.json", GOOD.encode(), "application/json")
+    ).run()
     assert not at.exception and not at.error  # and the page keeps working
     assert files_under(rec_dir, ROOT / "recordings") == before
 
@@ -65,7 +82,9 @@ def test_a_bad_paste_gets_one_sentence_in_japanese(rec_dir, what, text, en, ja):
 
 def test_an_upload_with_a_byte_order_mark_is_read(rec_dir):
     at = page(CALC, msrc="config")
-    at.file_uploader(key="upload").set_value(("config.json", b"\xef\xbb\xbf" + GOOD.encode(), "application/json")).run()
+    at.file_uploader(key="upload").set_value(
+        ("config.json", b"\xef\xbb\xbf" + GOOD.encode(), "application/json")
+    ).run()
     assert not at.exception and not at.error
 
 
@@ -73,6 +92,8 @@ def test_nothing_is_written_in_read_only_mode_either(rec_dir, monkeypatch, tmp_p
     monkeypatch.setenv("KVCORE_READ_ONLY", "1")
     monkeypatch.chdir(tmp_path)
     at = page(CALC, msrc="config")
-    at.file_uploader(key="upload").set_value(("x.json", bytes(range(256)), "application/json")).run()
+    at.file_uploader(key="upload").set_value(
+        ("x.json", bytes(range(256)), "application/json")
+    ).run()
     one_error(at, "is a binary file")
     assert os.listdir(tmp_path) == ["recordings"]  # rec_dir only: nothing new beside it

@@ -42,7 +42,10 @@ def test_trap_probe_runs_live_in_the_page(rec_dir):
     data = charts(at)[0]["data"]
     live = data[data["source"] == "Live, on the server running this site"]
     alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
-    assert (alloc[256], alloc[257]) == (8.0, 16.0)  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
+    assert (alloc[256], alloc[257]) == (
+        8.0,
+        16.0,
+    )  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
 
 
 def test_sweep_runs_shows_results_and_saves_into_the_local_folder(rec_dir):
@@ -51,9 +54,13 @@ def test_sweep_runs_shows_results_and_saves_into_the_local_folder(rec_dir):
     at = _wait(at, "job_decode")
     assert "Run finished" in texts(at)
     data = charts(at)[0]["data"]
-    points = data[data["recording"].str.contains("cpu-demo") & data["ms_per_token"].notna()]  # the live run, named by its model
+    points = data[
+        data["recording"].str.contains("cpu-demo") & data["ms_per_token"].notna()
+    ]  # the live run, named by its model
     assert set(points["context"]) == {256, 512}
-    assert "not an Apple Silicon measurement" in texts(at)  # the live CPU run is labelled for what it is
+    assert "not an Apple Silicon measurement" in texts(
+        at
+    )  # the live CPU run is labelled for what it is
     at.button(key="live_save_decode").click().run()
     saved = list((rec_dir / "local").glob("*.yaml"))
     assert len(saved) == 1 and "cpu-demo" in saved[0].read_text()
@@ -61,7 +68,11 @@ def test_sweep_runs_shows_results_and_saves_into_the_local_folder(rec_dir):
 
 
 def test_sweep_can_be_stopped_and_nothing_is_saved(rec_dir):
-    at = _start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live"), contexts=(256, 512, 1024, 2048, 4096), steps=32)
+    at = _start_sweep(
+        page("pages/4_Decode_slowdown.py", "en", src="live"),
+        contexts=(256, 512, 1024, 2048, 4096),
+        steps=32,
+    )
     at.button(key="live_stop_decode").click().run()
     at = _wait(at, "job_decode")
     assert at.session_state["job_decode"].state == "stopped"
@@ -75,7 +86,10 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     before = sorted(p.name for p in rec_dir.rglob("*"))
     at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300)
     at.button(key="live_trap_run").click().run()
-    assert any(d["source"] == "Live, on the server running this site" for _, d in charts(at)[0]["data"].iterrows())
+    assert any(
+        d["source"] == "Live, on the server running this site"
+        for _, d in charts(at)[0]["data"].iterrows()
+    )
     assert "not the computer you are reading on" in texts(at)  # it says whose machine it measures
     # the hosted demo builds no model: the decode chapter offers no live option, and a shared ?src=live says so
     at = page("pages/4_Decode_slowdown.py", "en", src="live")
@@ -83,14 +97,21 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     assert "does not run for this chapter" in at.warning[0].value
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
-    assert "runs on this site's server, not on your computer" in " ".join(c.value for c in at.sidebar.caption)
-    at = page("pages/8_Recordings.py", "en")  # nor does the Recordings page offer to record the server
+    assert "runs on this site's server, not on your computer" in " ".join(
+        c.value for c in at.sidebar.caption
+    )
+    at = page(
+        "pages/8_Recordings.py", "en"
+    )  # nor does the Recordings page offer to record the server
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "builds no model on its server" in texts(at)
     assert sorted(p.name for p in rec_dir.rglob("*")) == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; tests/browser runs the server unprivileged for this")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root can write anywhere; tests/browser runs the server unprivileged for this",
+)
 def test_unwritable_recordings_folder_means_read_only(rec_dir):
     rec_dir.chmod(0o555)
     try:
@@ -141,7 +162,9 @@ def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
         assert "Another live run is measuring" in texts(at)
     finally:
         MACHINE.release()
-    at = _wait(_start_sweep(at), "job_decode")  # free again: it runs, and releases the machine when done
+    at = _wait(
+        _start_sweep(at), "job_decode"
+    )  # free again: it runs, and releases the machine when done
     assert at.session_state["job_decode"].state == "done" and MACHINE.acquire(blocking=False)
     MACHINE.release()
 
@@ -149,18 +172,25 @@ def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
 def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_dir):
     # the same job panel runs the Recordings page's suite; a decode sweep is its quick part (the suite's
     # without-cache comparison takes minutes on a shared CPU)
-    at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)), "job_decode")
+    at = _wait(
+        _start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)),
+        "job_decode",
+    )
     assert at.session_state["job_decode"].state == "done" and not at.exception
 
     def results():  # the run's own table, headers in the page's language
-        return [d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value]
+        return [
+            d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value
+        ]
 
     assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == [256]
     assert {"live_save_decode", "live_discard_decode"} <= {b.key for b in at.button}
     at.run()  # a rerun (any widget) keeps them
     assert len(results()) == 1
     at.button(key="live_discard_decode").click().run()
-    assert "job_decode" not in at.session_state and not results() and not (rec_dir / "local").exists()
+    assert (
+        "job_decode" not in at.session_state and not results() and not (rec_dir / "local").exists()
+    )
 
     at = _wait(_start_sweep(at, contexts=(256,)), "job_decode")
     at.button(key="live_save_decode").click().run()
@@ -187,4 +217,6 @@ def test_the_prefill_chapters_live_run_measures_both_sweeps_and_draws_them(rec_d
     assert set(rec.data["method"]) == {"prefill", "batch", "settings"}
     shown = texts(at)
     assert "Batching as run: " in shown and "the roofline fitted to this run's own points" in shown
-    assert "Points: a real prefill measured at each prompt length" in shown  # the live run's own prefill
+    assert (
+        "Points: a real prefill measured at each prompt length" in shown
+    )  # the live run's own prefill

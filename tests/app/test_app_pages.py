@@ -11,21 +11,38 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app_helpers import CPU_DEMO, PAGES, chart_labels, charts, english_label, english_runs, page, source_texts, texts
+from app_helpers import (
+    CPU_DEMO,
+    PAGES,
+    chart_labels,
+    charts,
+    english_label,
+    english_runs,
+    page,
+    source_texts,
+    texts,
+)
 from kvcore.formats import FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
-NAMES = {*preset_names(), *FORMATS, *WEIGHT_FORMATS, "tok/s"}  # model ids, format names and units keep their spelling
+NAMES = {
+    *preset_names(),
+    *FORMATS,
+    *WEIGHT_FORMATS,
+    "tok/s",
+}  # model ids, format names and units keep their spelling
 
 
 def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "ja", updates="300, abc")
     assert not at.exception
     assert "'300, abc' はトークン数の並びとして読めません" in at.error[0].value
-    assert "is not a list" in page("pages/2_Nbytes_trap.py", "en", updates="300, abc").error[0].value
+    assert (
+        "is not a list" in page("pages/2_Nbytes_trap.py", "en", updates="300, abc").error[0].value
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -35,18 +52,43 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
     assert not at.exception, [e.message for e in at.exception]
     shown = texts(at)
     assert "⟨" not in shown, re.findall("⟨[^⟩]*⟩", shown)  # no missing i18n key
-    raw = re.findall(r"(?<![\w.,/#-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])", re.sub(r"`[^`]*`|https?://\S+", " ", shown))
-    assert not raw, raw  # numbers for readers: 3 significant figures, thousands separators (kvcore.units.fmt_num)
-    title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[0]  # Frame.intro: "# title"
+    raw = re.findall(
+        r"(?<![\w.,/#-])(\d+\.\d{5,}|\d{5,})(?![\w.,/-])",
+        re.sub(r"`[^`]*`|https?://\S+", " ", shown),
+    )
+    assert not raw, (
+        raw
+    )  # numbers for readers: 3 significant figures, thousands separators (kvcore.units.fmt_num)
+    title = next(m.value for m in at.markdown if m.value.startswith("# ")).splitlines()[
+        0
+    ]  # Frame.intro: "# title"
     assert bool(JAPANESE.search(title)) == (lang == "ja"), title
-    if lang == "ja":  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
-        prose = [str(e.value) for kind in ("header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
-                 for e in getattr(at, kind)]
-        prose += [t for m in at.metric for t in (m.label, m.proto.help)] + [e.label for e in at.expander]
+    if (
+        lang == "ja"
+    ):  # no English sentence on a Japanese page, not even inside Japanese prose (code, names, sources aside)
+        prose = [
+            str(e.value)
+            for kind in (
+                "header",
+                "subheader",
+                "markdown",
+                "caption",
+                "info",
+                "warning",
+                "error",
+                "success",
+            )
+            for e in getattr(at, kind)
+        ]
+        prose += [t for m in at.metric for t in (m.label, m.proto.help)] + [
+            e.label for e in at.expander
+        ]
         sources = source_texts(rec_dir)
         english = {p: runs for p in prose if (runs := english_runs(p, sources))}
         assert not english, english
-        spaced = {p[:40]: spaces for p in prose if (spaces := i18n.stray_spaces(p))}  # joins in code included
+        spaced = {
+            p[:40]: spaces for p in prose if (spaces := i18n.stray_spaces(p))
+        }  # joins in code included
         assert not spaced, spaced
         # what charts, tables and formulas say is Japanese too: titles, legends, tooltips, bar labels, column headers
         labels = {text for c in charts(at) for text in chart_labels(c["spec"], c["data"])}
@@ -59,9 +101,21 @@ def test_every_page_renders_in_both_languages(rec_dir, path, lang):
 
 def test_english_runs_finds_a_sentence_inside_japanese():
     assert english_runs("当てはめた帯域です。Not memory-bound: the points miss the line.") == [
-        "Not memory-bound: the points miss the line."]
-    assert english_runs("Llama 3.1 8B Instruct、`mlx_lm ignores sliding_window here` の Hugging Face 版") == []
-    assert english_runs("出典：Google Research, as reported by Article B", {"Google Research, as reported by Article B"}) == []
+        "Not memory-bound: the points miss the line."
+    ]
+    assert (
+        english_runs(
+            "Llama 3.1 8B Instruct、`mlx_lm ignores sliding_window here` の Hugging Face 版"
+        )
+        == []
+    )
+    assert (
+        english_runs(
+            "出典：Google Research, as reported by Article B",
+            {"Google Research, as reported by Article B"},
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -71,26 +125,38 @@ def test_every_page_renders_from_the_repository_recordings(path, monkeypatch):
     assert not at.exception
 
 
-@pytest.mark.parametrize("path,src", [("pages/2_Nbytes_trap.py", CPU_DEMO), ("pages/4_Decode_slowdown.py", CPU_DEMO),
-                                      ("pages/1_Mechanism.py", CPU_DEMO)])
+@pytest.mark.parametrize(
+    "path,src",
+    [
+        ("pages/2_Nbytes_trap.py", CPU_DEMO),
+        ("pages/4_Decode_slowdown.py", CPU_DEMO),
+        ("pages/1_Mechanism.py", CPU_DEMO),
+    ],
+)
 def test_second_recording_is_selectable_and_labelled_as_cpu_demo(rec_dir, path, src):
     at = page(path, "en", src=src)
     assert not at.exception
     shown = texts(at)
-    assert "Test CPU 9000" in shown and "cpu-demo" in shown and "fill: synthetic" in shown  # machine, model, method
+    assert (
+        "Test CPU 9000" in shown and "cpu-demo" in shown and "fill: synthetic" in shown
+    )  # machine, model, method
     assert "not an Apple Silicon measurement" in shown
 
 
 def test_badge_of_the_default_source_is_the_published_m5_pro(rec_dir):
     shown = texts(page("pages/4_Decode_slowdown.py", "en"))
-    assert "Published: M5 Pro · Llama-3.2-1B" in shown  # kind, chip, model (its short name, Recording.short_name)
+    assert (
+        "Published: M5 Pro · Llama-3.2-1B" in shown
+    )  # kind, chip, model (its short name, Recording.short_name)
     assert "Llama-3.2-1B-Instruct-4bit" in shown
 
 
 def test_trap_slider_changes_the_chart_data_and_shows_the_jump(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en")
     assert charts(at)[0]["data"]["tokens"].max() == 600
-    at.slider(key="tokens").set_value(2048).run()  # ?tokens=2048 once sent 6,144 rows and hit Altair's limit
+    at.slider(key="tokens").set_value(
+        2048
+    ).run()  # ?tokens=2048 once sent 6,144 rows and hit Altair's limit
     assert not at.exception
     data = charts(at)[0]["data"]
     assert data["tokens"].max() == 2048
@@ -107,16 +173,25 @@ def test_trap_points_are_the_chosen_runs_kvcache_token_by_token_only(rec_dir):
     token-by-token rows belong on the fp16 chart (stray dots at 4.25/8.5/12.75 MiB came from the others)."""
     at = page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", tokens=2048)
     data = charts(at)[0]["data"]
-    measured = data[data["source"].str.startswith("CPU demo")]  # the legend's short name (Recording.short_name)
+    measured = data[
+        data["source"].str.startswith("CPU demo")
+    ]  # the legend's short name (Recording.short_name)
     from kvcore.recordings import load
 
-    rows = [r for r in load(rec_dir / "measured-linux-cpu-demo-mlx-cpu.yaml").rows("trap")
-            if r["cache"] == "KVCache" and r["pattern"] == "token by token"]
-    allocated = measured[measured["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"].to_dict()
+    rows = [
+        r
+        for r in load(rec_dir / "measured-linux-cpu-demo-mlx-cpu.yaml").rows("trap")
+        if r["cache"] == "KVCache" and r["pattern"] == "token by token"
+    ]
+    allocated = (
+        measured[measured["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"].to_dict()
+    )
     assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
     assert not set(measured["mib"]) & {4.25, 8.5, 12.75}
     assert set(measured["source"]) == {"CPU demo · Intel Xeon · cpu-demo"}
-    q4 = charts(page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", fmt="mlx-q4"))[0]["data"]
+    q4 = charts(
+        page("pages/2_Nbytes_trap.py", "en", src="measured-linux-cpu-demo-mlx-cpu", fmt="mlx-q4")
+    )[0]["data"]
     assert not q4["source"].str.startswith("Measured").any()  # it measured the fp16 KVCache only
 
 
@@ -124,8 +199,12 @@ def test_trap_format_and_chunk_pattern(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en", fmt="mlx-q4", updates="1,256")
     data = charts(at)[0]["data"]
     alloc = data[data["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
-    assert alloc[1] == pytest.approx(8.0 * 576 / 2048)  # 256 rows from the first token on; mlx-q4: 576 B per token per layer vs fp16's 2048
-    row = next(line for m in at.markdown for line in m.value.splitlines() if line.startswith("| `1,256` |"))
+    assert alloc[1] == pytest.approx(
+        8.0 * 576 / 2048
+    )  # 256 rows from the first token on; mlx-q4: 576 B per token per layer vs fp16's 2048
+    row = next(
+        line for m in at.markdown for line in m.value.splitlines() if line.startswith("| `1,256` |")
+    )
     assert row.split("|")[3].strip() == "257"  # the reader's pattern, in the table: capacity 257
 
 
@@ -149,11 +228,15 @@ def test_decode_worked_check_matches_the_article(rec_dir):
     at = page("pages/4_Decode_slowdown.py", "en")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Predicted slowdown"] == "2.43×" and metrics["Measured slowdown"] == "2.45×"
-    assert metrics["Bytes read per token"] == "695 MiB → 1.65 GiB"  # 3 significant figures, sizes in binary units
+    assert (
+        metrics["Bytes read per token"] == "695 MiB → 1.65 GiB"
+    )  # 3 significant figures, sizes in binary units
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
-    what_if = lambda at: [c for c in charts(at) if "predicted_slowdown" not in c["data"]][-1]["data"]  # noqa: E731
+    what_if = lambda at: [c for c in charts(at) if "predicted_slowdown" not in c["data"]][-1][
+        "data"
+    ]  # noqa: E731
     at = page("pages/4_Decode_slowdown.py", "en")
     before = what_if(at)["tokens_per_s"].max()
     at.selectbox(key="chip").select("M4 Max (40-core GPU)").run()
@@ -181,7 +264,11 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
     at = page("pages/6_Savings.py", "en", fmts="fp16")
     formats = charts(at)[1]["data"]["format"].unique().tolist()
     assert formats == ["fp16"]
-    table = next(m.value for m in at.markdown if "| Claim |" in m.value).split("| Claim |")[1].split("\n\n")[0]
+    table = (
+        next(m.value for m in at.markdown if "| Claim |" in m.value)
+        .split("| Claim |")[1]
+        .split("\n\n")[0]
+    )
     claims = {float(line.split("|")[3]) for line in table.splitlines()[2:]}  # the GiB column
     assert claims == {3.72, 3.125, 3.5}
 
@@ -193,15 +280,38 @@ def test_recordings_page_lists_every_run(rec_dir):
     assert "Test CPU 9000" in texts(at)
 
 
-@pytest.mark.parametrize("lang, fields, method", [
-    ("en", ["**Machine and backend**: Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0), 16 GB RAM", "**Chip**: Test CPU 9000", "**Model**: cpu-demo",
-            "**KV format**: fp32", "**Versions**: python 3.11.2, mlx 0.32.4, mlx_lm 0.32.2, kvcore 0.1.0",
-            "**Date**: 2026-11-29 00:00 UTC", "**Command**: `tests/app fixture`"],
-     "fill: synthetic; 3 warm-up steps; 16 timed steps; 3 repeats"),
-    ("ja", ["**マシンとバックエンド**：Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0)、RAM 16 GB", "**チップ**：Test CPU 9000", "**モデル**：cpu-demo",
-            "**KV の形式**：fp32", "**日時**：2026-11-29 00:00 UTC"],
-     "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し")])
-def test_the_provenance_card_is_translated_fields_with_the_method_in_words(rec_dir, lang, fields, method):
+@pytest.mark.parametrize(
+    "lang, fields, method",
+    [
+        (
+            "en",
+            [
+                "**Machine and backend**: Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0), 16 GB RAM",
+                "**Chip**: Test CPU 9000",
+                "**Model**: cpu-demo",
+                "**KV format**: fp32",
+                "**Versions**: python 3.11.2, mlx 0.32.4, mlx_lm 0.32.2, kvcore 0.1.0",
+                "**Date**: 2026-11-29 00:00 UTC",
+                "**Command**: `tests/app fixture`",
+            ],
+            "fill: synthetic; 3 warm-up steps; 16 timed steps; 3 repeats",
+        ),
+        (
+            "ja",
+            [
+                "**マシンとバックエンド**：Linux 6.1 (x86_64), mlx cpu, Device(cpu, 0)、RAM 16 GB",
+                "**チップ**：Test CPU 9000",
+                "**モデル**：cpu-demo",
+                "**KV の形式**：fp32",
+                "**日時**：2026-11-29 00:00 UTC",
+            ],
+            "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し",
+        ),
+    ],
+)
+def test_the_provenance_card_is_translated_fields_with_the_method_in_words(
+    rec_dir, lang, fields, method
+):
     at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
     card = next(m.value for m in at.markdown if m.value.startswith("- **"))
     for field in fields:
@@ -215,10 +325,14 @@ def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang)
     at = page("pages/8_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
     card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
     command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
-    assert not [line for line in card if "`" in line and not line.startswith(command)]  # `field`: a field without words
+    assert not [
+        line for line in card if "`" in line and not line.startswith(command)
+    ]  # `field`: a field without words
     groups = [line.split("**")[1] for line in card if line.startswith("  - **")]
-    assert groups == [i18n.translate(lang, f"recordings.section_{g}") for g in
-                      ("trap", "growth", "decode", "mechanism", "backend", "cross_checks")]
+    assert groups == [
+        i18n.translate(lang, f"recordings.section_{g}")
+        for g in ("trap", "growth", "decode", "mechanism", "backend", "cross_checks")
+    ]
 
 
 def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
@@ -227,27 +341,53 @@ def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_di
     assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
     assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
     assert all(JAPANESE.search(s) for s in listing["データ"])
-    assert [t.label.split(" · ")[0] for t in at.tabs] == [".nbytes の罠", "KV の増え方", "decode 速度", "キャッシュの有無"]
-    assert all(JAPANESE.search(c) for c in section.columns), list(section.columns)  # the open tab: the trap rows
-    assert "token by token" not in set(section["追加の仕方"]) and "1 トークンずつ" in set(section["追加の仕方"])
-    assert set(section["キャッシュのクラス"]) == {"KVCache", "RotatingKVCache", "QuantizedKVCache"}  # code names stay
+    assert [t.label.split(" · ")[0] for t in at.tabs] == [
+        ".nbytes の罠",
+        "KV の増え方",
+        "decode 速度",
+        "キャッシュの有無",
+    ]
+    assert all(JAPANESE.search(c) for c in section.columns), list(
+        section.columns
+    )  # the open tab: the trap rows
+    assert "token by token" not in set(section["追加の仕方"]) and "1 トークンずつ" in set(
+        section["追加の仕方"]
+    )
+    assert set(section["キャッシュのクラス"]) == {
+        "KVCache",
+        "RotatingKVCache",
+        "QuantizedKVCache",
+    }  # code names stay
 
 
-@pytest.mark.parametrize("model,expected", [("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
-                                            ("llama-3.1-70b", "serves 8 query heads"), ("llama-3.1-405b", "serves 16 query heads")])
+@pytest.mark.parametrize(
+    "model,expected",
+    [
+        ("llama-3.2-3b", "24 query heads and 8 KV heads: each KV head serves 3"),
+        ("llama-3.1-70b", "serves 8 query heads"),
+        ("llama-3.1-405b", "serves 16 query heads"),
+    ],
+)
 def test_savings_heads_text_states_the_selected_models_heads(rec_dir, model, expected):
     assert expected in texts(page("pages/6_Savings.py", "en", model=model))
 
 
 def test_savings_heads_text_of_an_mla_model_says_it_caches_a_latent(rec_dir):
-    assert "caches one compressed latent of 512 values" in texts(page("pages/6_Savings.py", "en", model="deepseek-v3"))
+    assert "caches one compressed latent of 512 values" in texts(
+        page("pages/6_Savings.py", "en", model="deepseek-v3")
+    )
 
 
 @pytest.mark.parametrize("fmt,shown", [("fp16", True), ("mlx-q4", False), ("mlx-q8", False)])
 def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
     text = texts(page("pages/2_Nbytes_trap.py", "en", fmt=fmt))
-    assert ("Article A measured the same: 8.0 → 16.0 MiB allocated, 8.000 → 8.031 MiB used" in text) == shown
-    assert "So `1 + 256` ends at exactly 257 rows while `256 + 1` ends at 512, and `300 + 300` ends at 812" in text
+    assert (
+        "Article A measured the same: 8.0 → 16.0 MiB allocated, 8.000 → 8.031 MiB used" in text
+    ) == shown
+    assert (
+        "So `1 + 256` ends at exactly 257 rows while `256 + 1` ends at 512, and `300 + 300` ends at 812"
+        in text
+    )
 
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
@@ -258,13 +398,17 @@ def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
 
 def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en", tokens=300)
-    assert not at.get("download_button") and len(at.dataframe) == 0  # closed: nothing behind the chart is sent
+    assert (
+        not at.get("download_button") and len(at.dataframe) == 0
+    )  # closed: nothing behind the chart is sent
     at.session_state["trap_chart_data"] = True  # what a click on the expander does
     at.run()
     assert sorted(b.proto.label for b in at.get("download_button")) == ["CSV", "PNG", "SVG"]
     table = at.dataframe[0].value
     chart = charts(at)[0]["data"]
-    assert len(table) == len(chart) and table["Tokens"].max() == chart["tokens"].max() == 300  # the chart's own rows, titled for readers
+    assert (
+        len(table) == len(chart) and table["Tokens"].max() == chart["tokens"].max() == 300
+    )  # the chart's own rows, titled for readers
     at.session_state["trap_chart_data"] = False
     at.run()
     assert not at.get("download_button")
@@ -273,11 +417,35 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 # What a warm rerun may call in the engine: accessors and lookups, no arithmetic, parsing or chart building
 # (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
 RERUN_MAY_CALL = {
-    "recordings": {"recordings_dir", "local_dir", "read_only", "writable", "id", "kind", "label", "title", "has", "rows"},
-    "geometry": {"preset_names"}, "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"}, "published": {"source"},
-    "hardware": {"chips", "get_chip", "gpu_memory_limit_gb", "mac_gpu_share", "efficiency_range", "slowest_memory"},
-    "provenance": {"provenance", "source_class", "<genexpr>"}, "calculator": {"runtime_formats"},  # a table lookup
-    "runtimes": {"get_runtime", "kv_formats"},  # the runtime object and the formats it stores: look-ups
+    "recordings": {
+        "recordings_dir",
+        "local_dir",
+        "read_only",
+        "writable",
+        "id",
+        "kind",
+        "label",
+        "title",
+        "has",
+        "rows",
+    },
+    "geometry": {"preset_names"},
+    "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"},
+    "published": {"source"},
+    "hardware": {
+        "chips",
+        "get_chip",
+        "gpu_memory_limit_gb",
+        "mac_gpu_share",
+        "efficiency_range",
+        "slowest_memory",
+    },
+    "provenance": {"provenance", "source_class", "<genexpr>"},
+    "calculator": {"runtime_formats"},  # a table lookup
+    "runtimes": {
+        "get_runtime",
+        "kv_formats",
+    },  # the runtime object and the formats it stores: look-ups
 }
 
 
@@ -297,7 +465,9 @@ def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
     finally:
         threading.setprofile(None)
     assert not at.exception
-    work = sorted(f"{module}.{name}" for module, name in calls if name not in RERUN_MAY_CALL.get(module, ()))
+    work = sorted(
+        f"{module}.{name}" for module, name in calls if name not in RERUN_MAY_CALL.get(module, ())
+    )
     assert not work, work
 
 
@@ -317,10 +487,17 @@ def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_
     """llama-3.1-8b in 36 GiB: most formats would hold more than the model's 131,072 tokens. Bars of the capped
     context would all be one length; the bars show what memory holds, and the labels say where the model stops."""
     at = page("pages/6_Savings.py", "en")
-    chart = next(c for c in charts(at) if "label" in c["data"] and c["data"]["label"].astype(str).str.contains("the model stops").any())
+    chart = next(
+        c
+        for c in charts(at)
+        if "label" in c["data"]
+        and c["data"]["label"].astype(str).str.contains("the model stops").any()
+    )
     spec = json.dumps(chart["spec"])
     data = chart["data"].drop_duplicates("format")
-    assert data["memory_max_context"].nunique() >= 5  # formats of different cost, bars of different length
+    assert (
+        data["memory_max_context"].nunique() >= 5
+    )  # formats of different cost, bars of different length
     assert '"field": "memory_max_context"' in spec and '"x"' in spec
     assert any("131,072" in label for label in data["label"])
 
@@ -332,4 +509,7 @@ def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):
     table = next(m.value for m in at.markdown if "| 主張 |" in m.value)
     rows = [line for line in table.splitlines() if line.startswith("| ") and "主張" not in line][:3]
     assert all(line.rstrip().endswith(("[1] |", "[2] |")) for line in rows)
-    assert "1. 「KVキャッシュとは？" in table and "2. AtomicBot-ai/atomic-llama-cpp-turboquant の ggml-common.h" in table
+    assert (
+        "1. 「KVキャッシュとは？" in table
+        and "2. AtomicBot-ai/atomic-llama-cpp-turboquant の ggml-common.h" in table
+    )

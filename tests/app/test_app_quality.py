@@ -22,15 +22,24 @@ def bundled():
 def test_savings_shows_bytes_per_token_against_quality_from_the_recording(rec_dir, lang):
     at = page(SAVINGS, lang)
     assert not at.exception, [e.message for e in at.exception]
-    quality = next(c for c in charts(at) if "kl_vs_baseline" in c["data"].to_json() or
-                   any("KL" in str(col) for col in c["data"].columns))
+    quality = next(
+        c
+        for c in charts(at)
+        if "kl_vs_baseline" in c["data"].to_json()
+        or any("KL" in str(col) for col in c["data"].columns)
+    )
     trade = views.quality_trade([bundled()])
     quantized = trade[trade["kl_vs_baseline"] > 0]
-    assert len(quality["data"]) == len(quantized)  # every quantized format is a point; the baseline sits in the table
+    assert len(quality["data"]) == len(
+        quantized
+    )  # every quantized format is a point; the baseline sits in the table
     shown = texts(at)
     for row in trade.itertuples():
         assert fmt_small(row.kl_vs_baseline) in shown and f"{row.top1_agreement:.1%}" in shown
-    assert "https://github.com/ggml-org/llama.cpp/pull/7412" in shown and "https://arxiv.org/abs/2401.18079" in shown
+    assert (
+        "https://github.com/ggml-org/llama.cpp/pull/7412" in shown
+        and "https://arxiv.org/abs/2401.18079" in shown
+    )
     assert ("head_dim 64" in shown) and ("PR #1555" in shown)
 
 
@@ -48,9 +57,9 @@ def test_the_same_question_is_answered_through_two_caches_side_by_side(rec_dir, 
         assert rows[0]["answer"] in code and row["answer"] in code
         words = texts(at)
         if "first_divergence" in row:
-            assert ("part at" in words or "分かれます" in words)
+            assert "part at" in words or "分かれます" in words
         else:
-            assert ("Identical" in words or "同じです" in words)
+            assert "Identical" in words or "同じです" in words
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

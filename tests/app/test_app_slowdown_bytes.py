@@ -24,7 +24,9 @@ def test_the_section_shows_every_run_in_both_languages(rec_dir, lang):
     at = page("pages/4_Decode_slowdown.py", lang)
     assert not at.exception, [e.message for e in at.exception]
     expected = _runs(rec_dir, lang)
-    assert len(expected) >= 9  # 8 bundled published and measured runs with a model, plus the test fixture's run
+    assert (
+        len(expected) >= 9
+    )  # 8 bundled published and measured runs with a model, plus the test fixture's run
     chart = next(c for c in charts(at) if "predicted_slowdown" in c["data"])
     data = chart["data"].dropna(subset=["run"])
     assert list(dict.fromkeys(data["run"])) == expected
@@ -34,15 +36,26 @@ def test_the_section_shows_every_run_in_both_languages(rec_dir, lang):
     assert legend["orient"] == "bottom"  # phones: the long run names under the plot, not beside it
     shown = texts(at)
     assert all(run in shown for run in expected)  # the table under the chart names every run
-    title = {"en": "Every run against the bytes model", "ja": "すべての実行をバイト数のモデルと比べる"}[lang]
+    title = {
+        "en": "Every run against the bytes model",
+        "ja": "すべての実行をバイト数のモデルと比べる",
+    }[lang]
     assert title in shown
-    assert ("PR #13583" in shown) and (("kernel, not the bytes" in shown) if lang == "en" else ("カーネル" in shown))
+    assert ("PR #13583" in shown) and (
+        ("kernel, not the bytes" in shown) if lang == "en" else ("カーネル" in shown)
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_recordings_page_badge_links_a_published_run_to_its_source(rec_dir, lang):
-    at = page("pages/8_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit")
+    at = page(
+        "pages/8_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit"
+    )
     assert not at.exception, [e.message for e in at.exception]
-    badge = next(c.value for c in [*at.caption, *at.markdown] if "mlx-examples/issues/1029" in c.value)  # the full card
+    badge = next(
+        c.value for c in [*at.caption, *at.markdown] if "mlx-examples/issues/1029" in c.value
+    )  # the full card
     assert "chigkim" in badge and "2024-12-15" in badge and "mlx-lm 0.20.4, MLX 0.21.1" in badge
-    assert "](https://github.com/ml-explore/mlx-examples/issues/1029)" in badge  # the citation links its source
+    assert (
+        "](https://github.com/ml-explore/mlx-examples/issues/1029)" in badge
+    )  # the citation links its source

@@ -8,9 +8,15 @@ from kvsite import chapters, i18n
 
 
 def test_every_page_file_is_a_chapter_and_every_chapter_a_page_file():
-    files = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith(("_", ".")))
-    assert files == sorted(c.file for c in chapters.CHAPTERS)  # Streamlit would list any other file in the menu
-    assert [int(c.file.split("_")[0]) for c in chapters.CHAPTERS] == sorted(int(c.file.split("_")[0]) for c in chapters.CHAPTERS)
+    files = sorted(
+        p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith(("_", "."))
+    )
+    assert files == sorted(
+        c.file for c in chapters.CHAPTERS
+    )  # Streamlit would list any other file in the menu
+    assert [int(c.file.split("_")[0]) for c in chapters.CHAPTERS] == sorted(
+        int(c.file.split("_")[0]) for c in chapters.CHAPTERS
+    )
 
 
 def test_every_chapter_has_its_texts_in_every_language():
@@ -26,27 +32,42 @@ def test_the_navigation_number_is_the_file_number(rec_dir):
         assert i18n.translate("en", f"nav.{c.slug}").startswith(c.file.split("_")[0] + " ·"), c
 
 
-def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(rec_dir, tmp_path, monkeypatch):
+def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(
+    rec_dir, tmp_path, monkeypatch
+):
     """In a copy of the site's entry file and pages/ (nothing is written into the repository)."""
     import shutil
 
-    shutil.copytree(ROOT / "pages", tmp_path / "pages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "pages", tmp_path / "pages", ignore=shutil.ignore_patterns("__pycache__")
+    )
     app = str(shutil.copy(ROOT / "streamlit_app.py", tmp_path))
-    (tmp_path / "pages" / "9_Throwaway.py").write_text('from kvsite.frame import setup\nf = setup("throwaway")\nf.intro()\n',
-                                                      encoding="utf-8")
+    (tmp_path / "pages" / "9_Throwaway.py").write_text(
+        'from kvsite.frame import setup\nf = setup("throwaway")\nf.intro()\n', encoding="utf-8"
+    )
     extra = chapters.Chapter("throwaway", "9_Throwaway.py", "throwaway")
     monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, extra))
-    for key, value in {"nav.throwaway": "9 · Throwaway", "throwaway.title": "Throwaway", "throwaway.lead": "A lead.",
-                       "home.ch.throwaway": "A throw-away chapter."}.items():
+    for key, value in {
+        "nav.throwaway": "9 · Throwaway",
+        "throwaway.title": "Throwaway",
+        "throwaway.lead": "A lead.",
+        "home.ch.throwaway": "A throw-away chapter.",
+    }.items():
         monkeypatch.setitem(i18n.texts("en"), key, value)
     at = page(None, "en", app=app)
-    assert sum(link.proto.page == "Throwaway" for link in at.get("page_link")) == 2, "the sidebar and the home page list it"
+    assert sum(link.proto.page == "Throwaway" for link in at.get("page_link")) == 2, (
+        "the sidebar and the home page list it"
+    )
     at = page(extra.path, "en", app=app)
     assert not at.exception and at.markdown[0].value.startswith("# Throwaway")
-    assert sum(link.proto.label == "9 · Throwaway" for link in at.get("page_link")) == 1  # the sidebar
+    assert (
+        sum(link.proto.label == "9 · Throwaway" for link in at.get("page_link")) == 1
+    )  # the sidebar
 
 
-def test_a_language_added_with_its_file_reaches_the_switch_and_the_pages(rec_dir, tmp_path, monkeypatch):
+def test_a_language_added_with_its_file_reaches_the_switch_and_the_pages(
+    rec_dir, tmp_path, monkeypatch
+):
     import shutil
 
     import yaml
@@ -63,7 +84,9 @@ def test_a_language_added_with_its_file_reaches_the_switch_and_the_pages(rec_dir
         at = page(None, "xx")
         assert not at.exception and at.markdown[0].value.startswith("# Throwaway home")
         switch = [o.content for o in at.get("button_group")[0].proto.options]
-        assert switch == list(i18n.LANGUAGES.values()) and switch[-1] == "Throwaway"  # the switch offers it, by its name
+        assert (
+            switch == list(i18n.LANGUAGES.values()) and switch[-1] == "Throwaway"
+        )  # the switch offers it, by its name
         assert not page(chapters.CHAPTERS[1].path, "xx").exception
     finally:
         i18n.texts.cache_clear()

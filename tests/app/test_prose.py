@@ -9,8 +9,14 @@ from kvcore.decode_model import Fit
 from kvsite import sections
 
 CPU = "measured-linux-cpu-demo-mlx-cpu"
-SAME_BANDWIDTH = {"en": "Both points imply nearly the same effective bandwidth", "ja": "どちらの点からもほぼ同じ実効帯域"}
-DIFFERENT = {"en": "the two points imply different bandwidths", "ja": "2 点から逆算した帯域が食い違う"}
+SAME_BANDWIDTH = {
+    "en": "Both points imply nearly the same effective bandwidth",
+    "ja": "どちらの点からもほぼ同じ実効帯域",
+}
+DIFFERENT = {
+    "en": "the two points imply different bandwidths",
+    "ja": "2 点から逆算した帯域が食い違う",
+}
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -19,7 +25,9 @@ def test_the_worked_check_says_memory_bound_only_when_the_fit_does(rec_dir, lang
     assert SAME_BANDWIDTH[lang] in article and DIFFERENT[lang] not in article
     cpu_page = page("pages/4_Decode_slowdown.py", lang, src=CPU)
     cpu = texts(cpu_page)
-    assert DIFFERENT[lang] in cpu and SAME_BANDWIDTH[lang] not in cpu  # the CPU demo's fit misses by 44 % RMS
+    assert (
+        DIFFERENT[lang] in cpu and SAME_BANDWIDTH[lang] not in cpu
+    )  # the CPU demo's fit misses by 44 % RMS
     assert cpu_page.warning and not cpu_page.info  # its verdict box is a warning, not an info
     metrics = {m.label: m.value for m in cpu_page.metric}
     assert any(v == "2.42 → 1.24 GB/s" for v in metrics.values()), metrics  # not '2 / 1 GB/s'
@@ -27,20 +35,38 @@ def test_the_worked_check_says_memory_bound_only_when_the_fit_does(rec_dir, lang
 
 
 def _fit(code: str, bw: float = 210.8, peak: float | None = 307.0, overhead: float = 0.0) -> Fit:
-    return Fit(bw, overhead, overhead > 0, (0.01,), 0.44 if code == "large_residual" else 0.01, code == "memory_bound", "", code, peak)
+    return Fit(
+        bw,
+        overhead,
+        overhead > 0,
+        (0.01,),
+        0.44 if code == "large_residual" else 0.01,
+        code == "memory_bound",
+        "",
+        code,
+        peak,
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-@pytest.mark.parametrize("code,expected", [
-    ("memory_bound", {"en": "Memory-bound", "ja": "メモリ帯域律速（memory-bound）です"}),
-    ("large_residual", {"en": "Not memory-bound", "ja": "メモリ帯域律速ではありません"}),
-    ("far_below_peak", {"en": "under 10% of the chip's 307 GB/s", "ja": "307 GB/s の 10% 未満"}),
-    ("above_peak", {"en": "exceeds the chip's 307 GB/s peak", "ja": "307 GB/s を超えています"}),
-])
+@pytest.mark.parametrize(
+    "code,expected",
+    [
+        ("memory_bound", {"en": "Memory-bound", "ja": "メモリ帯域律速（memory-bound）です"}),
+        ("large_residual", {"en": "Not memory-bound", "ja": "メモリ帯域律速ではありません"}),
+        (
+            "far_below_peak",
+            {"en": "under 10% of the chip's 307 GB/s", "ja": "307 GB/s の 10% 未満"},
+        ),
+        ("above_peak", {"en": "exceeds the chip's 307 GB/s peak", "ja": "307 GB/s を超えています"}),
+    ],
+)
 def test_every_verdict_has_its_sentence(lang, code, expected):
     text = sections.verdict_text(_fit(code, bw=400.0 if code == "above_peak" else 210.8), lang)
     assert expected[lang] in text
-    assert ("69%" in text) == (code == "memory_bound")  # the share of peak belongs to a memory-bound run only
+    assert ("69%" in text) == (
+        code == "memory_bound"
+    )  # the share of peak belongs to a memory-bound run only
 
 
 def test_a_fixed_time_per_token_is_said_when_the_fit_has_one():
@@ -56,8 +82,12 @@ def test_the_mechanism_speedup_is_the_runs_total_not_its_warm_up_row(rec_dir, la
 
 
 def test_the_what_if_says_why_it_predicts_nothing(rec_dir):
-    at = page("pages/4_Decode_slowdown.py", "en", chip="NVIDIA H100 SXM", model="llama-3.1-70b", w="bf16")
+    at = page(
+        "pages/4_Decode_slowdown.py", "en", chip="NVIDIA H100 SXM", model="llama-3.1-70b", w="bf16"
+    )
     assert any("no speed to predict" in w.value for w in at.warning)
     assert "unified memory" not in texts(at)  # the Apple caveat is for Apple chips
-    ja = page("pages/4_Decode_slowdown.py", "ja", chip="NVIDIA H100 SXM", model="llama-3.1-70b", w="bf16")
+    ja = page(
+        "pages/4_Decode_slowdown.py", "ja", chip="NVIDIA H100 SXM", model="llama-3.1-70b", w="bf16"
+    )
     assert any("速度は予測できません" in w.value for w in ja.warning)

@@ -32,9 +32,15 @@ def test_one_shared_result_per_set_of_arguments(counted):
     square, calls = counted
     first = square(3)
     assert square(3) is first and calls == [3]  # shared, not a copy
-    assert square(3.0) is not first and square(True) is not square(1)  # 3 and 3.0, 1 and True are other keys
+    assert square(3.0) is not first and square(True) is not square(
+        1
+    )  # 3 and 3.0, 1 and True are other keys
     recs, _ = recordings.load_all()
-    assert square(2, recs=recs[:2]) is square(2, recs=list(recs[:2])) is not square(2, recs=tuple(recs[:2]))
+    assert (
+        square(2, recs=recs[:2])
+        is square(2, recs=list(recs[:2]))
+        is not square(2, recs=tuple(recs[:2]))
+    )
 
 
 def test_exceptions_are_not_cached_and_only_max_entries_are_kept(counted):

@@ -43,9 +43,32 @@ TRACEBACK = re.compile(r"Traceback|File \"|line \d+, in |\b[A-Z][A-Za-z]*(Error|
 # Verdicts a page gives in an error box on valid input (the model does not fit): allowed, still checked as sentences.
 VERDICT_KEYS = ("calc.verdict_no", "savings.no_fit")
 # Odd text for text inputs: empty, blanks, signs, full-width digits, huge, symbols, markup, long, non-numbers.
-ODD_TEXT = ["", " ", "0", "-1", "abc", "300, abc", "１２３", "1e9", "99999999999999999999", "NaN", "inf", "1,,2",
-            "500x0", "0x500", "2048+2047+1", "💥", "<script>alert(1)</script>", "'; DROP TABLE x; --", "1, " * 300,
-            "{", "{}", "[]", "null", '{"num_hidden_layers": -1}']
+ODD_TEXT = [
+    "",
+    " ",
+    "0",
+    "-1",
+    "abc",
+    "300, abc",
+    "１２３",
+    "1e9",
+    "99999999999999999999",
+    "NaN",
+    "inf",
+    "1,,2",
+    "500x0",
+    "0x500",
+    "2048+2047+1",
+    "💥",
+    "<script>alert(1)</script>",
+    "'; DROP TABLE x; --",
+    "1, " * 300,
+    "{",
+    "{}",
+    "[]",
+    "null",
+    '{"num_hidden_layers": -1}',
+]
 # Widgets the sweep must find (a floor: discovery finds these and anything added later). The Recordings page's
 # comparison picker and the live controls are not URL state; they are driven by interaction.
 EXPECTED = {
@@ -56,12 +79,36 @@ EXPECTED = {
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
     "pages/5_Prefill_and_decode.py": {"src", "chip", "model", "w", "prompt", "answer", "seq"},
     "pages/6_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
-    "pages/7_Calculator.py": {"msrc", "model", "rt", "ctx", "seq", "k", "v", "w", "chip", "ram", "limit", "gib",
-                              "~pasted"},
+    "pages/7_Calculator.py": {
+        "msrc",
+        "model",
+        "rt",
+        "ctx",
+        "seq",
+        "k",
+        "v",
+        "w",
+        "chip",
+        "ram",
+        "limit",
+        "gib",
+        "~pasted",
+    },
     "pages/8_Recordings.py": {"rec"},
 }
-KINDS = ("slider", "select_slider", "selectbox", "number_input", "text_input", "text_area", "multiselect", "radio",
-         "button_group", "checkbox", "toggle")
+KINDS = (
+    "slider",
+    "select_slider",
+    "selectbox",
+    "number_input",
+    "text_input",
+    "text_area",
+    "multiselect",
+    "radio",
+    "button_group",
+    "checkbox",
+    "toggle",
+)
 
 
 # ---------------------------------------------------------------- url_choice options, as the page passes them
@@ -83,6 +130,7 @@ def spy_url_choice(monkeypatch):
 
 # ---------------------------------------------------------------- widgets as the sweep drives them
 
+
 @dataclass
 class Knob:
     """One widget: its kind, key, URL parameter (None: not URL state), values to try, and the state it appeared in.
@@ -95,7 +143,9 @@ class Knob:
     key: str
     param: str | None
     values: list
-    outside: list = field(default_factory=list)  # values the widget refuses or clamps (deliberately invalid)
+    outside: list = field(
+        default_factory=list
+    )  # values the widget refuses or clamps (deliberately invalid)
     base: dict = field(default_factory=dict)
     strategy: object = None  # hypothesis strategy over URL values (None: interaction only)
     raw: object = None
@@ -111,7 +161,11 @@ def _num(v: float, is_int: bool) -> str:
 
 def model_limits() -> set[int]:
     """Every preset's max_position_embeddings: where a context widget crosses a model's limit."""
-    return {n for name in preset_names() if (n := load_preset(name)["config"].get("max_position_embeddings"))}
+    return {
+        n
+        for name in preset_names()
+        if (n := load_preset(name)["config"].get("max_position_embeddings"))
+    }
 
 
 def _range_values(lo: float, hi: float, step: float, default: float, is_int: bool) -> list[float]:
@@ -120,7 +174,7 @@ def _range_values(lo: float, hi: float, step: float, default: float, is_int: boo
     mid = lo + round((hi - lo) / 2 / step) * step
     vals = {lo, hi, min(hi, lo + step), max(lo, hi - step), default, mid}
     if is_int and hi / max(lo, 1) > 1000:
-        vals |= {10 ** k for k in range(12) if lo < 10 ** k < hi}
+        vals |= {10**k for k in range(12) if lo < 10**k < hi}
         vals |= {v for n in model_limits() for v in (n, n + 1) if lo < v < hi}
     return sorted(vals)
 
@@ -167,18 +221,34 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
         lo = el.min if el.min is not None else -1e6
         hi = el.max if el.max is not None else 1e6
         step = el.step or 1
-        default = proto.default[0] if kind == "slider" else (proto.default if proto.HasField("default") else lo)
+        default = (
+            proto.default[0]
+            if kind == "slider"
+            else (proto.default if proto.HasField("default") else lo)
+        )
         vals = _range_values(lo, hi, step, default, is_int)
         if param is None:
             return Knob(kind, key, None, [lo, hi, default], base=base)
         outside = [_num(lo - step, is_int), _num(hi + step, is_int), "abc"]
         if is_int:
-            strat = hs.integers(int(lo), int(hi)).map(lambda v: str(int(lo + (v - lo) // step * step)))
+            strat = hs.integers(int(lo), int(hi)).map(
+                lambda v: str(int(lo + (v - lo) // step * step))
+            )
         else:
-            strat = hs.floats(lo, hi, allow_nan=False).map(lambda v: _num(lo + round((v - lo) / step) * step, False))
+            strat = hs.floats(lo, hi, allow_nan=False).map(
+                lambda v: _num(lo + round((v - lo) / step) * step, False)
+            )
         urls = [_num(v, is_int) for v in vals]
-        return Knob(kind, key, param, urls, outside, base, hs.one_of(strat, hs.sampled_from(urls)),
-                    {u: int(u) if is_int else float(u) for u in urls})
+        return Knob(
+            kind,
+            key,
+            param,
+            urls,
+            outside,
+            base,
+            hs.one_of(strat, hs.sampled_from(urls)),
+            {u: int(u) if is_int else float(u) for u in urls},
+        )
     if kind in ("selectbox", "radio", "select_slider"):
         opts = list(proto.options)
         raws = [_literal(o) for o in opts]
@@ -189,15 +259,27 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
             raw = dict(zip(opts, raws)) if recoverable else None
         vals = opts if every_one(opts) else _spread(opts, MAX_OPTIONS)
         if param is None:
-            return Knob(kind, key, None, [raw[o] for o in vals], base=base) if raw is not None else None
+            return (
+                Knob(kind, key, None, [raw[o] for o in vals], base=base)
+                if raw is not None
+                else None
+            )
         return Knob(kind, key, param, vals, ["no-such-option"], base, hs.sampled_from(opts), raw)
     if kind == "multiselect":
         opts = list(proto.options)
         if param is None:
             return Knob(kind, key, None, [[], list(el.value)[:1]], base=base)
         vals = ["", *([o] for o in _spread(opts, MAX_OPTIONS)), opts]
-        return Knob(kind, key, param, vals, [["no-such-option"]], base, hs.lists(hs.sampled_from(opts), unique=True),
-                    "multi" if all(el.format_func(o) == o for o in opts) else None)
+        return Knob(
+            kind,
+            key,
+            param,
+            vals,
+            [["no-such-option"]],
+            base,
+            hs.lists(hs.sampled_from(opts), unique=True),
+            "multi" if all(el.format_func(o) == o for o in opts) else None,
+        )
     if kind in ("text_input", "text_area"):
         default = proto.default if proto.HasField("default") else ""
         valid = [default] if default else []
@@ -205,13 +287,29 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
             valid.append(json.dumps(load_preset(preset_names()[0])["config"]))
         if param is None:
             return Knob(kind, key, None, valid + ODD_TEXT, base=base)
-        return Knob(kind, key, param, valid + ODD_TEXT, [], base,
-                    hs.one_of(hs.sampled_from(valid + ODD_TEXT), hs.text(max_size=40)), "text")
+        return Knob(
+            kind,
+            key,
+            param,
+            valid + ODD_TEXT,
+            [],
+            base,
+            hs.one_of(hs.sampled_from(valid + ODD_TEXT), hs.text(max_size=40)),
+            "text",
+        )
     if kind in ("checkbox", "toggle"):
         if param is None:
             return Knob(kind, key, None, [True, False], base=base)
-        return Knob(kind, key, param, ["true", "false"], [], base, hs.sampled_from(["true", "false"]),
-                    {"true": True, "false": False})
+        return Knob(
+            kind,
+            key,
+            param,
+            ["true", "false"],
+            [],
+            base,
+            hs.sampled_from(["true", "false"]),
+            {"true": True, "false": False},
+        )
     return None  # a segmented control not bound through url_choice: none today
 
 
@@ -252,6 +350,7 @@ def interact(at: AppTest, knob: Knob, value) -> bool:
 
 # ---------------------------------------------------------------- one run and its checks
 
+
 def run(path: str | None, lang: str, params: dict) -> AppTest:
     """The page opened at ?lang=..&params: AppTest's first run reads the URL as a browser's first load does."""
     CHOICES.clear()
@@ -271,14 +370,23 @@ def where(path: str | None, lang: str, params: dict, action_text: str = "") -> s
 def verdicts(lang: str) -> list[re.Pattern]:
     """The verdict sentences as patterns ({placeholders} match anything), the engine's among them (in English its
     raise site's sentence, with its values as placeholders; a calculator prefixes a pasted config's)."""
-    out = [re.compile(".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S)
-           for k in VERDICT_KEYS if i18n.has(lang, k)]
+    out = [
+        re.compile(
+            ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S
+        )
+        for k in VERDICT_KEYS
+        if i18n.has(lang, k)
+    ]
     for e in ENGINE_VERDICTS:
         text = i18n.texts(lang)[f"errors.{e.code}"] if lang != "en" else str(e)
         if lang == "en":
             for value in sorted({str(v) for v in e.params.values()}, key=len, reverse=True):
                 text = text.replace(value, "{}")
-        out.append(re.compile(".*" + ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", text)), re.S))
+        out.append(
+            re.compile(
+                ".*" + ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", text)), re.S
+            )
+        )
     return out
 
 
@@ -319,12 +427,17 @@ def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
     for i, el in enumerate(at.get("vega_lite_chart")):
         spec = json.loads(el.proto.spec)
         title = spec.get("title") or el.proto.id or f"chart {i}"
-        counts = [pyarrow.ipc.open_stream(io.BytesIO(d.data.data)).read_all().num_rows for d in el.proto.datasets]
+        counts = [
+            pyarrow.ipc.open_stream(io.BytesIO(d.data.data)).read_all().num_rows
+            for d in el.proto.datasets
+        ]
         counts += [len(d["values"]) for d in _inline_data(spec)]
         if sum(counts) == 0:
             out.append(f"chart {i} ({str(title)[:40]}) has no data row")
         if max(counts, default=0) > ALTAIR_MAX_ROWS:
-            out.append(f"chart {i} ({str(title)[:40]}) sends {max(counts)} rows > Altair's {ALTAIR_MAX_ROWS}")
+            out.append(
+                f"chart {i} ({str(title)[:40]}) sends {max(counts)} rows > Altair's {ALTAIR_MAX_ROWS}"
+            )
     if alt.data_transformers.options.get("max_rows", ALTAIR_MAX_ROWS) != ALTAIR_MAX_ROWS:
         out.append(f"Altair's row limit changed: {alt.data_transformers.options}")
     shown = texts(at)
@@ -352,14 +465,23 @@ def took(at: AppTest, knob: Knob, value) -> str | None:
     if knob.key.endswith("__w"):
         shown = str(at.session_state[knob.key])
     elif knob.kind == "multiselect":
-        shown, value = sorted(str(v) for v in el.value), sorted(value) if isinstance(value, list) else []
+        shown, value = (
+            sorted(str(v) for v in el.value),
+            sorted(value) if isinstance(value, list) else [],
+        )
     elif knob.kind in ("slider", "number_input"):
-        return None if math.isclose(float(el.value), float(value), rel_tol=1e-9) else f"shows {el.value}"
+        return (
+            None
+            if math.isclose(float(el.value), float(value), rel_tol=1e-9)
+            else f"shows {el.value}"
+        )
     elif knob.kind in ("selectbox", "radio", "select_slider"):
         shown = el.format_func(el.value) if el.value is not None else None
     else:
         shown = el.value
-    return None if shown == value or str(shown).lower() == str(value).lower() else f"shows {shown!r}"  # checkbox: 'false' -> False
+    return (
+        None if shown == value or str(shown).lower() == str(value).lower() else f"shows {shown!r}"
+    )  # checkbox: 'false' -> False
 
 
 # ---------------------------------------------------------------- the sweep: every widget, every value
@@ -383,7 +505,12 @@ def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
 
     def check(at, lang, params, desc, invalid=None, knob=None, value=None):
         failures.extend(f"{desc}: {p}" for p in problems(at, lang, invalid))
-        if knob is not None and value is not None and not at.exception and (miss := took(at, knob, value)):
+        if (
+            knob is not None
+            and value is not None
+            and not at.exception
+            and (miss := took(at, knob, value))
+        ):
             failures.append(f"{desc}: the URL's value did not reach the widget ({miss})")
         if not at.exception and params is not None:
             for new in knobs_of(at, params):
@@ -398,15 +525,31 @@ def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
     while queue:
         knob = queue.pop(0)
         is_text = knob.kind in ("text_input", "text_area")
-        by_url = [] if knob.param is None else [(knob.values[-1], None), *((v, str(v)) for v in knob.outside)]
-        if knob.param is not None and knob.raw is None:  # no interaction for it: every value through the URL
+        by_url = (
+            []
+            if knob.param is None
+            else [(knob.values[-1], None), *((v, str(v)) for v in knob.outside)]
+        )
+        if (
+            knob.param is not None and knob.raw is None
+        ):  # no interaction for it: every value through the URL
             by_url = [(v, None) for v in knob.values] + by_url[1:]
-        for j, (value, invalid) in enumerate(by_url):  # the languages in turn, Japanese first (the strictest)
+        for j, (value, invalid) in enumerate(
+            by_url
+        ):  # the languages in turn, Japanese first (the strictest)
             params, lang = {**knob.base, knob.param: value}, LANGS[j % len(LANGS)]
             at = run(path, lang, params)
             runs += 1
             odd = str(value) if is_text and value in ODD_TEXT else invalid
-            check(at, lang, params, where(path, lang, params), odd, knob if invalid is None else None, value)
+            check(
+                at,
+                lang,
+                params,
+                where(path, lang, params),
+                odd,
+                knob if invalid is None else None,
+                value,
+            )
         if knob.param is not None and knob.raw is None:
             continue
         pages: dict[str, AppTest] = {}
@@ -417,12 +560,17 @@ def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
                 at = pages[lang] = run(path, lang, knob.base)
                 runs += 1
             if not interact(at, knob, value):
-                failures.append(f"{where(path, lang, knob.base)}: widget {knob.key} not found to set {str(value)[:40]!r}")
+                failures.append(
+                    f"{where(path, lang, knob.base)}: widget {knob.key} not found to set {str(value)[:40]!r}"
+                )
                 break
             at.run()
             runs += 1
             if knob.param is None:
-                params, desc = None, where(path, lang, knob.base, f" then {knob.key} := {str(value)[:40]!r}")
+                params, desc = (
+                    None,
+                    where(path, lang, knob.base, f" then {knob.key} := {str(value)[:40]!r}"),
+                )
             else:
                 params = {**knob.base, knob.param: value}
                 desc = where(path, lang, params)
@@ -451,9 +599,14 @@ def test_every_data_source_and_preset_is_swept(rec_dir):
 
 # ---------------------------------------------------------------- random whole states (hypothesis)
 
+
 @pytest.mark.parametrize("path", PAGES)
-@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking:
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # each try is a page run
+@settings(
+    max_examples=5,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking:
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)  # each try is a page run
 @given(data=hs.data())
 def test_random_states_from_the_url(rec_dir, path, data):
     """A query string drawn over every URL-bound widget the sweep found (a widget that needs a state, such as
@@ -467,25 +620,48 @@ def test_random_states_from_the_url(rec_dir, path, data):
             continue
         for k, v in knob.base.items():
             params.setdefault(k, v)
-        params[name] = data.draw(hs.one_of(knob.strategy, hs.sampled_from(knob.outside)) if knob.outside
-                                 else knob.strategy, label=name)
+        params[name] = data.draw(
+            hs.one_of(knob.strategy, hs.sampled_from(knob.outside))
+            if knob.outside
+            else knob.strategy,
+            label=name,
+        )
     at = run(path, lang, params)
-    odd = next((str(v) for n, v in params.items() if found.get(n) and found[n].kind in ("text_input", "text_area")), None)
+    odd = next(
+        (
+            str(v)
+            for n, v in params.items()
+            if found.get(n) and found[n].kind in ("text_input", "text_area")
+        ),
+        None,
+    )
     outside = any(v in found[n].outside for n, v in params.items() if n in found)
-    assert not (p := problems(at, lang, odd if (odd is not None or outside) else None)), f"{where(path, lang, params)}: {p}"
+    assert not (p := problems(at, lang, odd if (odd is not None or outside) else None)), (
+        f"{where(path, lang, params)}: {p}"
+    )
 
 
 def test_no_code_turns_off_altairs_row_limit():
     """A chart that needs more than 5,000 rows should draw fewer, not lift the limit."""
-    sources = [ROOT / "streamlit_app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "kvsite").rglob("*.py"),
-               *(ROOT / "kvcore").rglob("*.py")]
-    lifting = [str(p.relative_to(ROOT)) for p in sources
-               if re.search(r"disable_max_rows|max_rows\s*=\s*None|data_transformers\.(enable|register)",
-                            p.read_text(encoding="utf-8"))]
+    sources = [
+        ROOT / "streamlit_app.py",
+        *(ROOT / "pages").glob("*.py"),
+        *(ROOT / "kvsite").rglob("*.py"),
+        *(ROOT / "kvcore").rglob("*.py"),
+    ]
+    lifting = [
+        str(p.relative_to(ROOT))
+        for p in sources
+        if re.search(
+            r"disable_max_rows|max_rows\s*=\s*None|data_transformers\.(enable|register)",
+            p.read_text(encoding="utf-8"),
+        )
+    ]
     assert not lifting, lifting
 
 
 # ---------------------------------------------------------------- head_dim x format: the combinations one widget at a time misses
+
 
 def head_dim_classes() -> list[str]:
     """One preset per way its head dims divide (gcd with 256 of each layer kind's K and V dims: 96 -> 32, 64 -> 64,
@@ -494,7 +670,12 @@ def head_dim_classes() -> list[str]:
     seen: dict[tuple, str] = {}
     for name in preset_names():
         layers = preset_geometry(name).layers
-        seen.setdefault(tuple(sorted({(l.kind, math.gcd(l.k_dim, 256), math.gcd(l.v_dim, 256)) for l in layers})), name)
+        seen.setdefault(
+            tuple(
+                sorted({(l.kind, math.gcd(l.k_dim, 256), math.gcd(l.v_dim, 256)) for l in layers})
+            ),
+            name,
+        )
     return list(seen.values())
 
 
@@ -507,9 +688,15 @@ def format_classes(options: list[str]) -> list[str]:
 
 
 def _format_knobs(at: AppTest) -> list:
-    return [el for kind in ("selectbox", "multiselect") for el in at.get(kind)
-            if el.key and getattr(el.proto, "query_param_key", "") and list(el.proto.options)
-            and set(el.proto.options) <= set(FORMATS)]
+    return [
+        el
+        for kind in ("selectbox", "multiselect")
+        for el in at.get(kind)
+        if el.key
+        and getattr(el.proto, "query_param_key", "")
+        and list(el.proto.options)
+        and set(el.proto.options) <= set(FORMATS)
+    ]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -518,7 +705,9 @@ def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
     storage rule (a multiselect: each alone, then all at once), on every runtime a page offers: no exception, and
     a model whose head_dim a format cannot hold gets the engine's one sentence (a verdict), not a traceback."""
     first = run(path, "en", {})
-    runtimes = [{}] + [{"rt": o} for el in first.get("selectbox") if el.key == "rt" for o in el.proto.options][1:]
+    runtimes = [{}] + [
+        {"rt": o} for el in first.get("selectbox") if el.key == "rt" for o in el.proto.options
+    ][1:]
     if not any(el.key == "model" for el in first.get("selectbox")) or not _format_knobs(first):
         pytest.skip("no model and KV-format choice on this page")
     failures, runs, refused = [], 0, 0
@@ -527,7 +716,9 @@ def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
         for model in head_dim_classes():
             for knob in knobs:
                 formats = format_classes(list(knob.proto.options))
-                values = [[f] for f in formats] + [formats] if knob.type == "multiselect" else formats
+                values = (
+                    [[f] for f in formats] + [formats] if knob.type == "multiselect" else formats
+                )
                 for i, value in enumerate(values):
                     lang = LANGS[i % len(LANGS)]
                     params = {**base, "model": model, knob.proto.query_param_key: value}
@@ -539,7 +730,11 @@ def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
                     failures.extend(f"{where(path, lang, params)}: {p}" for p in problems(at, lang))
                     shown = next((e.value for e in at.selectbox if e.key == "model"), None)
                     if not at.exception and shown != model:
-                        failures.append(f"{where(path, lang, params)}: the URL's model did not reach the page ({shown})")
+                        failures.append(
+                            f"{where(path, lang, params)}: the URL's model did not reach the page ({shown})"
+                        )
     assert not failures, f"{len(failures)} failures in {runs} runs:\n" + "\n".join(failures[:40])
     if path.endswith(("3_Linear_growth.py", "7_Calculator.py")):
-        assert refused, "phi-3-mini-4k with an mlx format was not refused in a sentence"  # the class exists
+        assert refused, (
+            "phi-3-mini-4k with an mlx format was not refused in a sentence"
+        )  # the class exists

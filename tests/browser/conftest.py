@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from harness.server import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server, wait_ready  # noqa: E402
 
 
-
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/browser" in str(item.fspath):
@@ -55,18 +54,27 @@ def hosted_server():
 def _unprivileged_server(extra_env: dict, with_home: bool = False):
     if not shutil.which("setpriv") or os.geteuid() != 0:
         pytest.skip("needs root to drop privileges with setpriv")
-    base_dir = Path(tempfile.mkdtemp(prefix="kvsite-ro-", dir="/tmp"))  # pytest's tmp is private to root
+    base_dir = Path(
+        tempfile.mkdtemp(prefix="kvsite-ro-", dir="/tmp")
+    )  # pytest's tmp is private to root
     base_dir.chmod(0o755)
     folder = base_dir / "recordings"
     shutil.copytree(ROOT / "recordings", folder, ignore=shutil.ignore_patterns("local"))
     home = base_dir / "home"
-    (home / "tmp").mkdir(parents=True)  # the server's temporary folder too (TMPDIR): inside what the test owns
+    (home / "tmp").mkdir(
+        parents=True
+    )  # the server's temporary folder too (TMPDIR): inside what the test owns
     for p in (home, home / "tmp"):
         os.chown(p, 65534, 65534)
     for p in [folder, *folder.rglob("*")]:
         p.chmod(0o555 if p.is_dir() else 0o444)
-    env = {"KVCORE_RECORDINGS_DIR": str(folder), "HOME": str(home), "MPLCONFIGDIR": str(home), "TMPDIR": str(home / "tmp"),
-           **extra_env}
+    env = {
+        "KVCORE_RECORDINGS_DIR": str(folder),
+        "HOME": str(home),
+        "MPLCONFIGDIR": str(home),
+        "TMPDIR": str(home / "tmp"),
+        **extra_env,
+    }
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     try:
         with streamlit_server(env=env, prefix=prefix) as base:

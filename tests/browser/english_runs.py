@@ -22,14 +22,62 @@ FILE = re.compile(r"\b[\w.-]+\.(?:py|yaml|yml|json|gguf|csv|png|svg|toml|txt|saf
 # Proper nouns and code the Japanese pages keep as written (ja_style.md: names of code and APIs, model names,
 # units, quoted titles of English sources).
 EXTRA = (
-    "Apple Silicon", "Apple M", "Hugging Face", "Grouped-Query Attention", "Multi-Head Attention",
-    "Multi-Query Attention", "Multi-head Latent Attention", "Intel(R) Xeon(R) Processor", "Intel(R) Xeon(R) CPU",
-    "Streamlit Community Cloud", "Atomic Chat", "Google Research", "Apple newsroom", "Linux CPU", "Python",
-    "Browse files", "Drag and drop file here", "Drag and drop files here",  # Streamlit's own, not settable (README)
-    "mlx_lm", "mlx-lm", "llama.cpp", "mlx[cpu]", "KVCache", "QuantizedKVCache", "RotatingKVCache",
-    "TurboQuant", "PolarQuant", "QJL", "DeepSeek", "Llama", "Qwen", "Gemma", "Mistral", "Phi", "SmolLM",
-    "Instruct", "Chat", "Dense", "Core", "Ultra", "Max", "Pro", "GPU", "CPU", "NVIDIA", "GeForce", "RTX",
-    "Metal", "Accelerate", "OpenBLAS", "BLAS", "Ollama", "oMLX", "rapid-mlx", "ax-engine", "vllm-mlx",
+    "Apple Silicon",
+    "Apple M",
+    "Hugging Face",
+    "Grouped-Query Attention",
+    "Multi-Head Attention",
+    "Multi-Query Attention",
+    "Multi-head Latent Attention",
+    "Intel(R) Xeon(R) Processor",
+    "Intel(R) Xeon(R) CPU",
+    "Streamlit Community Cloud",
+    "Atomic Chat",
+    "Google Research",
+    "Apple newsroom",
+    "Linux CPU",
+    "Python",
+    "Browse files",
+    "Drag and drop file here",
+    "Drag and drop files here",  # Streamlit's own, not settable (README)
+    "mlx_lm",
+    "mlx-lm",
+    "llama.cpp",
+    "mlx[cpu]",
+    "KVCache",
+    "QuantizedKVCache",
+    "RotatingKVCache",
+    "TurboQuant",
+    "PolarQuant",
+    "QJL",
+    "DeepSeek",
+    "Llama",
+    "Qwen",
+    "Gemma",
+    "Mistral",
+    "Phi",
+    "SmolLM",
+    "Instruct",
+    "Chat",
+    "Dense",
+    "Core",
+    "Ultra",
+    "Max",
+    "Pro",
+    "GPU",
+    "CPU",
+    "NVIDIA",
+    "GeForce",
+    "RTX",
+    "Metal",
+    "Accelerate",
+    "OpenBLAS",
+    "BLAS",
+    "Ollama",
+    "oMLX",
+    "rapid-mlx",
+    "ax-engine",
+    "vllm-mlx",
 )
 
 
@@ -46,7 +94,11 @@ def proper_nouns() -> tuple[str, ...]:
     recs, _ = recordings.load_all([recordings.recordings_dir()])
     for rec in recs:
         model = rec.data.get("model", {})
-        for value in (model.get("name"), model.get("preset"), rec.data.get("hardware", {}).get("chip")):
+        for value in (
+            model.get("name"),
+            model.get("preset"),
+            rec.data.get("hardware", {}).get("chip"),
+        ):
             if value:
                 names.add(str(value))
                 names.add(str(value).split("/")[-1])
@@ -58,9 +110,13 @@ def strip_allowed(text: str) -> str:
     text = URL.sub(" ¦ ", text)
     text = FILE.sub(" ¦ ", text)
     text = re.sub(r"`[^`]*`", " ¦ ", text)
-    text = re.sub(r"「[\x00-\x7f]+」", " ¦ ", text)  # an English source's title, quoted as written (ja_style.md)
+    text = re.sub(
+        r"「[\x00-\x7f]+」", " ¦ ", text
+    )  # an English source's title, quoted as written (ja_style.md)
     for name in proper_nouns():
-        text = re.sub(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", " ¦ ", text, flags=re.IGNORECASE)
+        text = re.sub(
+            rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", " ¦ ", text, flags=re.IGNORECASE
+        )
     return text
 
 

@@ -33,11 +33,15 @@ def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready
     ready(page)
     alert = page.locator("[data-testid='stAlertContentError']")
     expect(alert).to_contain_text("Does not fit")
-    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text("16.00 GiB")
+    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
+        "16.00 GiB"
+    )
     _pick(page, ready, "K format", "mlx-q4")
     _pick(page, ready, "V format", "mlx-q4")
     expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("Fits")
-    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text("4.50 GiB")
+    expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
+        "4.50 GiB"
+    )
     assert page.locator("[data-testid='stException']").count() == 0
 
 
@@ -48,5 +52,7 @@ def test_a_shared_link_reproduces_the_view_from_a_cold_server(page, ready):
         assert page.locator("[data-testid='stException']").count() == 0
         expect(page.locator("h1").first).to_contain_text("計算機")
         kv = page.locator("[data-testid='stMetric']").first
-        expect(kv).to_contain_text("2.14 GiB")  # 61 layers x 576 latent values x 1 byte x 65,536 tokens
+        expect(kv).to_contain_text(
+            "2.14 GiB"
+        )  # 61 layers x 576 latent values x 1 byte x 65,536 tokens
         expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("載ります")

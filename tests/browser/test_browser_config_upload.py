@@ -12,7 +12,8 @@ from kvcore.geometry import load_preset
 
 def _upload(page, ready, name: str, data: bytes):
     page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[{"name": name, "mimeType": "application/json", "buffer": data}])
+        files=[{"name": name, "mimeType": "application/json", "buffer": data}]
+    )
     ready(page)
     page.wait_for_timeout(300)
     ready(page)

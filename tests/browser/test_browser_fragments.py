@@ -8,8 +8,10 @@ from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import expect
 
-CHARTS_JS = ("() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
-             "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; })")
+CHARTS_JS = (
+    "() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
+    "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; })"
+)
 
 
 def _query(page) -> dict[str, str]:
@@ -32,7 +34,9 @@ def test_a_slider_in_a_section_writes_the_url_and_a_reload_restores_it(server, p
     after = page.evaluate(CHARTS_JS)
     assert after[0] != before[0]  # the section's chart was redrawn
     assert after[1:] == before[1:]  # the measured section below it was not touched
-    page.get_by_text("work per step").click()  # a url_choice radio inside the section: its callback writes the URL
+    page.get_by_text(
+        "work per step"
+    ).click()  # a url_choice radio inside the section: its callback writes the URL
     ready(page)
     expect(page).to_have_url(re.compile(r"[?&]view=per_step(&|$)"))
     assert _query(page) == {"lang": "en", "prompt": "17", "view": "per_step"}

@@ -29,8 +29,11 @@ def test_legend_entries_are_whole(server, tab, width, lang, name):
     tab.set_viewport_size({"width": width, "height": 900})
     tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
     wait_ready(tab)
-    tab.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
-                                     .every(c => c.querySelector('svg.marks g.role-frame'))""", timeout=30_000)
+    tab.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                                     .every(c => c.querySelector('svg.marks g.role-frame'))""",
+        timeout=30_000,
+    )
     tab.wait_for_timeout(500)
     labels = tab.evaluate(LEGENDS_JS)
     assert labels, "no legend drawn"
@@ -47,7 +50,9 @@ SIDEBAR_PICKER_JS = """() => {
 
 
 @pytest.mark.parametrize("lang", ["ja", "en"])
-@pytest.mark.parametrize("src", ["published-article-a-m5-pro", "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit"])
+@pytest.mark.parametrize(
+    "src", ["published-article-a-m5-pro", "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit"]
+)
 def test_the_sidebar_picker_shows_the_whole_run_name(server, tab, lang, src):
     tab.set_viewport_size({"width": 1400, "height": 900})
     tab.goto(f"{server}/{PAGES['decode_slowdown']}?lang={lang}&src={src}")

@@ -13,7 +13,10 @@ from harness.server import PAGES, wait_ready
 from kvsite import i18n
 
 PHONE, DESKTOP = 390, 1400  # px: an iPhone 12-15's CSS width; a laptop's browser window
-MIN_PLOT = {PHONE: 200, DESKTOP: 400}  # px of plot a reader can read values from (1400: about half the main column)
+MIN_PLOT = {
+    PHONE: 200,
+    DESKTOP: 400,
+}  # px of plot a reader can read values from (1400: about half the main column)
 
 # Per chart: its plot cells' widths, the svg's right edge, and the chart's label, read from the drawn SVG.
 PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map((chart, i) => {
@@ -48,11 +51,18 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
     tab.set_viewport_size({"width": width, "height": 900})
     tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
     wait_ready(tab)
-    tab.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
-                                     .every(c => c.querySelector('svg.marks g.role-frame'))""", timeout=30_000)
-    assert tab.locator("[data-testid='stException']").count() == 0, tab.locator("[data-testid='stException']").first.inner_text()[:500]
+    tab.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                                     .every(c => c.querySelector('svg.marks g.role-frame'))""",
+        timeout=30_000,
+    )
+    assert tab.locator("[data-testid='stException']").count() == 0, tab.locator(
+        "[data-testid='stException']"
+    ).first.inner_text()[:500]
     charts, before = tab.evaluate(PLOTS_JS), None
-    for _ in range(10):  # Vega resizes to its container after drawing: read until two readings agree
+    for _ in range(
+        10
+    ):  # Vega resizes to its container after drawing: read until two readings agree
         if charts == before:
             break
         tab.wait_for_timeout(250)
@@ -64,9 +74,13 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
             problems.append(f"chart {c['i']} not drawn")
             continue
         if min(c["plots"]) < MIN_PLOT[width]:
-            problems.append(f"chart {c['i']} ({c['label']}): plot {c['plots']} px < {MIN_PLOT[width]} px")
+            problems.append(
+                f"chart {c['i']} ({c['label']}): plot {c['plots']} px < {MIN_PLOT[width]} px"
+            )
         if c["right"] > width:
-            problems.append(f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen")
+            problems.append(
+                f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen"
+            )
     assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
 
 

@@ -40,7 +40,9 @@ def test_language_switch_and_locale(server, page, ready, browser):
     ready(page)
     expect(page.locator("h1").first).to_contain_text("罠")
     assert "lang=ja" in page.url
-    page.locator("[data-testid='stSidebar']").get_by_text("3 · 線形に増えるメモリ").click()  # the language follows
+    page.locator("[data-testid='stSidebar']").get_by_text(
+        "3 · 線形に増えるメモリ"
+    ).click()  # the language follows
     ready(page)
     expect(page.locator("h1").first).to_contain_text("線形")
     ctx = browser.new_context(locale="ja-JP")  # default from the browser's locale
@@ -66,22 +68,33 @@ def test_csv_download_matches_the_chart(server, page, ready):
     _open(page, f"{server}/Nbytes_trap?lang=en&tokens=300", ready)
     chart = page.locator("[data-testid='stVegaLiteChart']").first
     legend = {t.text_content() for t in chart.locator("g.role-legend text").all()}
-    assert page.locator("[data-testid='stDownloadButton']").count() == 0  # sent only once the reader opens the expander
+    assert (
+        page.locator("[data-testid='stDownloadButton']").count() == 0
+    )  # sent only once the reader opens the expander
     page.get_by_text("Numbers behind the chart · CSV, PNG, SVG").first.click()
     ready(page)
     with page.expect_download() as info:
         page.locator("[data-testid='stDownloadButton']").filter(has_text="CSV").first.click()
     lines = open(info.value.path(), encoding="utf-8").read().splitlines()
     header = [line for line in lines if line.startswith("# ")]
-    assert header[0] == "# The .nbytes trap: allocated vs used KV cache memory, token by token (Llama-3.2-1B)"
-    assert any(line.startswith("# Source: ") for line in header)  # the CSV says where its numbers come from
-    rows = list(csv.DictReader(io.StringIO("\n".join(line for line in lines if not line.startswith("# ")))))
+    assert (
+        header[0]
+        == "# The .nbytes trap: allocated vs used KV cache memory, token by token (Llama-3.2-1B)"
+    )
+    assert any(
+        line.startswith("# Source: ") for line in header
+    )  # the CSV says where its numbers come from
+    rows = list(
+        csv.DictReader(io.StringIO("\n".join(line for line in lines if not line.startswith("# "))))
+    )
     series = {r["Series"] for r in rows}  # the CSV's columns carry the page's column titles
     assert series <= legend  # every series in the file is one the chart's legend shows
     engine = views.trap_curve(preset_geometry("llama-3.2-1b"), 300)
     sim = [r for r in rows if r["Source"].startswith("kvcore")]
     assert len(sim) == len(engine)
-    assert [float(r["MiB"]) for r in sim] == pytest.approx(list(engine["mib"]), rel=1e-3)  # 4 significant figures
+    assert [float(r["MiB"]) for r in sim] == pytest.approx(
+        list(engine["mib"]), rel=1e-3
+    )  # 4 significant figures
     assert max(int(r["Tokens"]) for r in rows) == 300
 
 
@@ -92,7 +105,9 @@ def test_whole_site_in_read_only_mode_on_an_unwritable_folder(readonly_server, p
         _open(page, f"{base}/{path}?lang=en", ready)
         assert page.locator("[data-testid='stException']").count() == 0, name
         expect(page.get_by_text("Read-only mode: nothing is saved")).to_be_visible()
-    _open(page, f"{base}/Nbytes_trap?lang=en&src=live&tokens=300", ready)  # the model-free probe still runs
+    _open(
+        page, f"{base}/Nbytes_trap?lang=en&src=live&tokens=300", ready
+    )  # the model-free probe still runs
     page.get_by_text("Run the trap on real mlx_lm caches").click()
     ready(page)
     expect(page.get_by_text("Measured on the real mlx_lm caches")).to_be_visible(timeout=30_000)

@@ -18,9 +18,15 @@ def test_the_legend_sits_below_the_plot_on_a_phone(server, browser, ready):
     chart.locator("svg g.role-legend").first.wait_for()
     legend = chart.locator("svg g.role-legend").first.bounding_box()
     x_axis = chart.locator("svg g.role-axis").first.bounding_box()  # the first axis Vega draws is x
-    assert legend["y"] >= x_axis["y"] + x_axis["height"] - 1, (legend, x_axis)  # below the plot, not beside it
+    assert legend["y"] >= x_axis["y"] + x_axis["height"] - 1, (
+        legend,
+        x_axis,
+    )  # below the plot, not beside it
     box = chart.bounding_box()
-    assert legend["x"] >= box["x"] and legend["x"] + legend["width"] <= min(390, box["x"] + box["width"]) + 1, (legend, box)
+    assert (
+        legend["x"] >= box["x"]
+        and legend["x"] + legend["width"] <= min(390, box["x"] + box["width"]) + 1
+    ), (legend, box)
     y_axis = chart.locator("svg g.role-axis").nth(1).bounding_box()
     assert y_axis["height"] >= 300, y_axis  # the long legend does not squeeze the plot
     labels = [t.text_content() for t in chart.locator("g.role-legend-label text").all()]

@@ -41,7 +41,9 @@ def _written_by(uid: int, home: Path) -> dict[str, int]:
     return out
 
 
-def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_written(hosted_server, page, ready, tmp_path):
+def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_written(
+    hosted_server, page, ready, tmp_path
+):
     base, folder, home = hosted_server
     data = measured_recording()
     data["provenance"]["machine"]["chip"] = "Apple M9 Browser Test"
@@ -50,17 +52,35 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     page.goto(f"{base}/Recordings?lang=en")
     ready(page)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[{"name": "my-mac.yaml", "mimeType": "application/x-yaml", "buffer": yaml.safe_dump(data).encode()}])
+        files=[
+            {
+                "name": "my-mac.yaml",
+                "mimeType": "application/x-yaml",
+                "buffer": yaml.safe_dump(data).encode(),
+            }
+        ]
+    )
     ready(page)
-    expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("Apple M9 Browser Test", timeout=30_000)
-    hostile = yaml.safe_dump(data).replace("method:\n", "method:\n  l0: &l0 [lol, lol]\n" + "".join(
-        f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)))  # a billion values expanded
+    expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text(
+        "Apple M9 Browser Test", timeout=30_000
+    )
+    hostile = yaml.safe_dump(data).replace(
+        "method:\n",
+        "method:\n  l0: &l0 [lol, lol]\n"
+        + "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)),
+    )  # a billion values expanded
     page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[{"name": "laughs.yaml", "mimeType": "application/x-yaml", "buffer": hostile.encode()}])
+        files=[
+            {"name": "laughs.yaml", "mimeType": "application/x-yaml", "buffer": hostile.encode()}
+        ]
+    )
     ready(page)
     expect(page.locator("[data-testid='stAlertContentError']")).to_have_text(
-        "laughs.yaml: line 5 uses a YAML alias (*l0); a recording never needs one", timeout=30_000)
-    page.locator("[data-testid='stSidebar']").get_by_text("4 · Decode slowdown").click()  # same session, another page
+        "laughs.yaml: line 5 uses a YAML alias (*l0); a recording never needs one", timeout=30_000
+    )
+    page.locator("[data-testid='stSidebar']").get_by_text(
+        "4 · Decode slowdown"
+    ).click()  # same session, another page
     ready(page)
     box = page.get_by_role("combobox", name="Data source", exact=True)
     box.click()
@@ -69,4 +89,6 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     expect(page.get_by_text("Apple M9 Browser Test").first).to_be_visible()
     assert page.locator("[data-testid='stException']").count() == 0
     assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
-    assert _written_by(SERVER_UID, home) == server_files  # no file created or changed by the server's user
+    assert (
+        _written_by(SERVER_UID, home) == server_files
+    )  # no file created or changed by the server's user

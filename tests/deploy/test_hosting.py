@@ -25,37 +25,84 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 def wheelhouse() -> Path:
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
-    folder = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kvsite-test-wheels" / digest
+    folder = (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "kvsite-test-wheels"
+        / digest
+    )
     if not (folder / ".complete").exists():
         shutil.rmtree(folder, ignore_errors=True)
-        subprocess.run([*PIP, "download", "-q", "-r", str(REQUIREMENTS), "-d", str(folder)], check=True, timeout=1200)
+        subprocess.run(
+            [*PIP, "download", "-q", "-r", str(REQUIREMENTS), "-d", str(folder)],
+            check=True,
+            timeout=1200,
+        )
         (folder / ".complete").touch()
     return folder
 
 
-def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_only(tmp_path, monkeypatch):
+def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_only(
+    tmp_path, monkeypatch
+):
     monkeypatch.delenv("KVCORE_READ_ONLY", raising=False)
-    home = tmp_path / "home"  # the host's Secrets: root-level values become environment variables at startup
+    home = (
+        tmp_path / "home"
+    )  # the host's Secrets: root-level values become environment variables at startup
     (home / ".streamlit").mkdir(parents=True)
     (home / ".streamlit" / "secrets.toml").write_text('KVCORE_READ_ONLY = "1"\n', encoding="utf-8")
     venv = tmp_path / "venv"
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    subprocess.run([*PIP, "--python", python, "install", "-q", "--no-compile", "--no-index", "--find-links", str(wheelhouse()),
-                    "-r", str(REQUIREMENTS)], check=True, timeout=1200)
-    here = subprocess.run([python, "-c", "import streamlit, sys; print(streamlit.__file__)"], capture_output=True, text=True, check=True)
-    assert here.stdout.startswith(str(venv)), here.stdout  # the fresh environment's own packages, not this one's
+    subprocess.run(
+        [
+            *PIP,
+            "--python",
+            python,
+            "install",
+            "-q",
+            "--no-compile",
+            "--no-index",
+            "--find-links",
+            str(wheelhouse()),
+            "-r",
+            str(REQUIREMENTS),
+        ],
+        check=True,
+        timeout=1200,
+    )
+    here = subprocess.run(
+        [python, "-c", "import streamlit, sys; print(streamlit.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert here.stdout.startswith(str(venv)), (
+        here.stdout
+    )  # the fresh environment's own packages, not this one's
     with streamlit_server(env={"HOME": str(home)}, python=python, timeout_s=120) as base:
-        with Reader(base) as reader:  # the health endpoint answered; now pages, as a browser opens them
+        with Reader(
+            base
+        ) as reader:  # the health endpoint answered; now pages, as a browser opens them
             reader.rerun("", "lang=ja")
             reader.rerun("Nbytes_trap", "lang=en&src=live&tokens=300")
-            shown = " ".join(e.markdown.body for e in reader.elements if e.WhichOneof("type") == "markdown")
-            assert "Read-only mode" in shown  # KVCORE_READ_ONLY=1 from the host's Secrets reached the site
+            shown = " ".join(
+                e.markdown.body for e in reader.elements if e.WhichOneof("type") == "markdown"
+            )
+            assert (
+                "Read-only mode" in shown
+            )  # KVCORE_READ_ONLY=1 from the host's Secrets reached the site
 
 
-MAC = {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64", "os_name": "posix",
-       "python_version": "3.11", "python_full_version": "3.11.7", "implementation_name": "cpython",
-       "platform_python_implementation": "CPython"}
+MAC = {
+    "sys_platform": "darwin",
+    "platform_system": "Darwin",
+    "platform_machine": "arm64",
+    "os_name": "posix",
+    "python_version": "3.11",
+    "python_full_version": "3.11.7",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def test_requirements_resolve_for_apple_silicon(tmp_path):
@@ -71,13 +118,37 @@ def test_requirements_resolve_for_apple_silicon(tmp_path):
             req = Requirement(text)
             if req.marker is None or req.marker.evaluate(MAC):
                 chosen.append(str(req).split(";")[0].strip())
-    assert "mlx==0.32.4" in chosen and "mlx[cpu]==0.32.4" not in chosen and "mlx-lm==0.32.2" in chosen
+    assert (
+        "mlx==0.32.4" in chosen and "mlx[cpu]==0.32.4" not in chosen and "mlx-lm==0.32.2" in chosen
+    )
     mac = tmp_path / "requirements-mac.txt"
     mac.write_text("\n".join(chosen) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
-    subprocess.run([*PIP, "install", "-q", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--platform", "macosx_14_0_arm64",
-                    "--python-version", "3.11", "--target", str(tmp_path / "t"), "--report", str(report), "-r", str(mac)],
-                   check=True, timeout=1200)
-    installs = {item["metadata"]["name"].lower(): item["download_info"]["url"] for item in json.loads(report.read_text())["install"]}
+    subprocess.run(
+        [
+            *PIP,
+            "install",
+            "-q",
+            "--dry-run",
+            "--ignore-installed",
+            "--only-binary=:all:",
+            "--platform",
+            "macosx_14_0_arm64",
+            "--python-version",
+            "3.11",
+            "--target",
+            str(tmp_path / "t"),
+            "--report",
+            str(report),
+            "-r",
+            str(mac),
+        ],
+        check=True,
+        timeout=1200,
+    )
+    installs = {
+        item["metadata"]["name"].lower(): item["download_info"]["url"]
+        for item in json.loads(report.read_text())["install"]
+    }
     assert {"streamlit", "altair", "mlx", "mlx-lm", "pandas", "pyyaml"} <= set(installs)
     assert "macosx" in installs["mlx"] and "arm64" in installs["mlx"]

@@ -16,11 +16,21 @@ from websockets.exceptions import ConnectionClosed
 from harness.reader import PageError, Reader
 from harness.server import NGINX, nginx_server, streamlit_server
 
-REPLICA_ENV = {"KVCORE_READ_ONLY": "1", "STREAMLIT_SERVER_COOKIE_SECRET": "one-secret-for-every-replica"}
+REPLICA_ENV = {
+    "KVCORE_READ_ONLY": "1",
+    "STREAMLIT_SERVER_COOKIE_SECRET": "one-secret-for-every-replica",
+}
 # what readers do: every page, with URL state a reader can share
-VISITS = [("", "lang=ja"), ("Mechanism", "lang=en&prompt=512&new=100"), ("Nbytes_trap", "lang=ja&tokens=300&fmt=mlx-q4"),
-          ("Linear_growth", "lang=en&model=llama-3.1-8b&ctx=131072"), ("Decode_slowdown", "lang=ja&chip=M4+Max+%2840-core+GPU%29"),
-          ("Savings", "lang=en&mem=64"), ("Calculator", "lang=ja&ctx=65536"), ("Recordings", "lang=en")]
+VISITS = [
+    ("", "lang=ja"),
+    ("Mechanism", "lang=en&prompt=512&new=100"),
+    ("Nbytes_trap", "lang=ja&tokens=300&fmt=mlx-q4"),
+    ("Linear_growth", "lang=en&model=llama-3.1-8b&ctx=131072"),
+    ("Decode_slowdown", "lang=ja&chip=M4+Max+%2840-core+GPU%29"),
+    ("Savings", "lang=en&mem=64"),
+    ("Calculator", "lang=ja&ctx=65536"),
+    ("Recordings", "lang=en"),
+]
 
 
 class Session(threading.Thread):
@@ -56,25 +66,39 @@ def test_two_replicas_behind_nginx_keep_every_reader_and_survive_one_stopping(tm
         with nginx_server(tmp_path, ports) as base:
             readers = [Session(base, i, visits=2 * len(VISITS)) for i in range(16)]
             first = [r.reader.replicas[0] for r in readers]
-            assert {r.reader.replicas[0] for r in readers} == {f"127.0.0.1:{p}" for p in ports}  # both used
+            assert {r.reader.replicas[0] for r in readers} == {
+                f"127.0.0.1:{p}" for p in ports
+            }  # both used
             for r in readers:  # the page request and its websocket: one replica
-                assert len(r.reader.replicas) == 2 and len(set(r.reader.replicas)) == 1, r.reader.replicas
+                assert len(r.reader.replicas) == 2 and len(set(r.reader.replicas)) == 1, (
+                    r.reader.replicas
+                )
             for r in readers:
                 r.start()
             while min(r.done for r in readers) < 3 and all(r.is_alive() for r in readers):
                 time.sleep(0.05)
             stopped = f"127.0.0.1:{ports[0]}"
-            os.kill(a.pid, signal.SIGTERM)  # mid-test: every reader is between its 3rd and last visit
+            os.kill(
+                a.pid, signal.SIGTERM
+            )  # mid-test: every reader is between its 3rd and last visit
             for r in readers:
                 r.join(120)
             assert [r.errors for r in readers] == [[]] * len(readers)
-            assert [r.done for r in readers] == [2 * len(VISITS)] * len(readers)  # every reader served
+            assert [r.done for r in readers] == [2 * len(VISITS)] * len(
+                readers
+            )  # every reader served
             moved = 0
             for r, was in zip(readers, first):
                 if was == stopped and r.reconnects:  # one reconnect, then the other replica
-                    assert r.reconnects == 1 and r.reader.replicas[2:] and set(r.reader.replicas[2:]) == {f"127.0.0.1:{ports[1]}"}
+                    assert (
+                        r.reconnects == 1
+                        and r.reader.replicas[2:]
+                        and set(r.reader.replicas[2:]) == {f"127.0.0.1:{ports[1]}"}
+                    )
                     moved += 1
-                elif was == stopped:  # on a loaded machine a reader may finish all its visits before the stop
+                elif (
+                    was == stopped
+                ):  # on a loaded machine a reader may finish all its visits before the stop
                     assert set(r.reader.replicas) == {was}
                 else:  # nothing happened to them: no reconnect, still on their replica
                     assert r.reconnects == 0 and set(r.reader.replicas) == {was}
