@@ -83,7 +83,8 @@ EXPECTED = {
         "msrc",
         "model",
         "rt",
-        "ctx",
+        "~ctx",  # bound to ?ctx= by kvsite.calc.context_inputs, not by Streamlit (?ctx=1 came back as 32,768)
+        "~ctx_log",
         "seq",
         "k",
         "v",
