@@ -47,6 +47,9 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     base, folder, home = hosted_server
     data = measured_recording()
     data["provenance"]["machine"]["chip"] = "Apple M9 Browser Test"
+    data["label"] = (
+        "Apple M9 Browser Test (uploaded)"  # the success message names the file by its own label
+    )
     before = sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
     server_files = _written_by(SERVER_UID, home)
     page.goto(f"{base}/Recordings?lang=en")
