@@ -631,8 +631,21 @@ def _cmd_quality(a) -> int:
     from .machine import backend
     from .live_quality import parse_format, run_quality
     from .live_record import model_info, quality_method
+    from .runtimes import DEFAULT, RUNTIMES, get_runtime
     from .textfile import read_text_file
 
+    runtime = get_runtime(a.runtime)
+    if runtime.reads_gguf:
+        return _cmd_quality_gguf(a)
+    if runtime is not RUNTIMES[DEFAULT]:
+        raise KvError(
+            f"quality runs a model under {DEFAULT} (the default) or llama.cpp (--model FILE.gguf), "
+            f"not {runtime.name}, which has no live runs."
+        )
+    if a.threads is not None or a.name:
+        raise KvError("--threads and --name belong to quality --runtime llama.cpp.")
+    a.kv_formats = a.kv_formats or _formats(MLX_QUALITY_FORMATS)
+    a.group_size = 64 if a.group_size is None else a.group_size
     if a.model != real_model.NAME:
         raise KvError(
             f"quality needs a trained model with its tokenizer; {a.model} would run with random weights here "
@@ -665,17 +678,7 @@ def _cmd_quality(a) -> int:
             f"model      {model.name} ({model.weights_note}); {backend()['backend']}; {result['tokens']:,} tokens "
             f"of {Path(a.text).name}, scored in chunks of {a.chunk}"
         )
-        _print_table(
-            result["formats"],
-            [
-                ("label", "kv format", "<28"),
-                ("perplexity", "perplexity", ".3f"),
-                ("kl_vs_baseline", "KL (nats)", ".5f"),
-                ("top1_agreement", "top-1 agree", ".4f"),
-                ("bytes_per_token", "B/token", ",.0f"),
-                ("first_divergence", "diverges at", "d"),
-            ],
-        )
+        _print_table(result["formats"], QUALITY_COLUMNS)
         for row in result["answers"]:
             print(f"answer     {row['label']}: {row['answer']!r}")
     sections = {
@@ -688,6 +691,72 @@ def _cmd_quality(a) -> int:
         model_info(model, None, result["baseline"]),
         {"quality": method, "backend": backend()},
     )
+    return 0
+
+
+QUALITY_COLUMNS = [
+    ("label", "kv format", "<28"),
+    ("perplexity", "perplexity", ".3f"),
+    ("kl_vs_baseline", "KL (nats)", ".5f"),
+    ("top1_agreement", "top-1 agree", ".4f"),
+    ("bytes_per_token", "B/token", ",.0f"),
+    ("first_divergence", "diverges at", "d"),
+]
+MLX_QUALITY_FORMATS = "fp16,mlx-q8,mlx-q4"
+
+
+def _cmd_quality_gguf(a) -> int:
+    """quality under the runtime that runs GGUF files (llama.cpp): its own cache types on the file."""
+    import json
+
+    from . import recordings
+    from .live_record import save_run
+    from .llamacpp_quality import DEFAULT_FORMATS, parse_formats, recording, run
+    from .textfile import read_text_file
+
+    if not a.model.lower().endswith(".gguf"):
+        raise KvError(
+            f"--runtime {a.runtime} scores a GGUF file: give --model FILE.gguf, not {a.model!r}.",
+            "gguf_runtime",
+            label=a.model,
+            runtime=a.runtime,
+        )
+    if a.group_size is not None or a.quantized_kv_start:
+        raise KvError(
+            "--group-size and --quantized-kv-start are mlx_lm's; llama.cpp's cache types fix their "
+            "own blocks (32 values) and quantize from the first token."
+        )
+    formats = parse_formats(a.kv_formats or list(DEFAULT_FORMATS))
+    text = read_text_file(a.text, MAX_TEXT_BYTES, a.text)
+    threads = a.threads or os.cpu_count() or 1
+    result = _run(
+        run, a.model, formats, text, a.tokens, a.chunk, a.prompt, a.answer_tokens, threads
+    )
+    data = recording(a.model, result, command_line(), Path(a.text).name, a.title, a.label)
+    if a.json:
+        print(json.dumps({k: data[k] for k in ("sections", "method", "provenance")}))
+    else:
+        print(
+            f"model      {Path(a.model).name} in llama.cpp ({data['provenance']['backend']}, "
+            f"{threads} threads, flash attention on); {result['tokens']:,} tokens of "
+            f"{Path(a.text).name} in chunks of {a.chunk}; baseline: its {result['baseline']} cache"
+        )
+        _print_table(result["formats"], QUALITY_COLUMNS)
+        for row in result["answers"]:
+            print(f"answer     {row['label']}: {row['answer']!r}")
+        print(
+            "check      calc --runtime llama.cpp prints the same cache lines: "
+            f"{data['method']['cross_checks'][0]['agree']}"
+        )
+    if not _wants_save(a):
+        return 0
+    if recordings.read_only():
+        print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
+        return 0
+    try:
+        print(f"saved {save_run(data, _out_folder(a), a.name)}")
+    except recordings.RecordingError as e:
+        raise KvError(str(e)) from None
     return 0
 
 
@@ -847,12 +916,11 @@ def add_live_commands(sub) -> None:
     p.add_argument(
         "--kv-formats",
         type=_formats,
-        default=_formats("fp16,mlx-q8,mlx-q4"),
-        help="comma-separated: fp32, fp16, bf16, mlx-q2 ... mlx-q8 (the unquantized baseline always runs)",
+        help=f"comma-separated: fp32, fp16, bf16, mlx-q2 ... mlx-q8 (default {MLX_QUALITY_FORMATS}; "
+        "the unquantized baseline always runs); llama.cpp: its cache types f32, f16, bf16, q8_0, "
+        "q4_0, q4_1, iq4_nl, q5_0, q5_1 (default f16,q8_0,q4_0; its f16 cache is the baseline)",
     )
-    p.add_argument(
-        "--group-size", type=int, default=64, help="mlx_lm's kv_group_size: 32, 64 or 128"
-    )
+    p.add_argument("--group-size", type=int, help="mlx_lm's kv_group_size: 32, 64 (default) or 128")
     p.add_argument(
         "--quantized-kv-start",
         type=_count("--quantized-kv-start", 0, MAX_LIVE_CONTEXT),
@@ -873,6 +941,22 @@ def add_live_commands(sub) -> None:
     p.add_argument("--answer-tokens", type=_count("--answer-tokens", 1, 1024), default=48)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object (formats, answers, provenance)"
+    )
+    p.add_argument(
+        "--runtime",
+        default="mlx_lm",
+        help="mlx_lm (default: the real model in mlx_lm), or llama.cpp: --model FILE.gguf in "
+        "llama-cpp-python with its own cache types (requirements-llamacpp.txt)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_count("--threads", 1, 256),
+        help="llama.cpp: threads (default: every core)",
+    )
+    p.add_argument(
+        "--name",
+        type=_stem,
+        help="llama.cpp: file name of the recording, without .yaml (default: date + title)",
     )
     p.set_defaults(run=_checked(_cmd_quality))
 
