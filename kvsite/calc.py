@@ -25,7 +25,8 @@ from . import i18n
 from .cache import section_cache
 from .tables import arrow, md_table
 from .chart import make_chart
-from .sections import formula_markdown, limit_rule
+from .growth_sections import formula_markdown
+from .sections import limit_rule
 
 CUSTOM = "custom"
 NUMBERS = (

@@ -19,13 +19,11 @@ from kvcore.recordings import Recording
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
 
 from . import i18n
-from .cache import section_cache
 from .chart import make_chart
-from .sections import cols
+from .sections import cached, cols
 from .sources import provenance, source_label
 from .tables import md_table
 
-cached = section_cache(max_entries=64)
 RUNTIME = DEFAULT_RUNTIME  # mlx_lm: one cache per sequence (the calculator has llama.cpp slots)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 BATCH_CONTEXTS = (1024, 8192, 32768)

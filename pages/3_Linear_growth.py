@@ -6,7 +6,7 @@ from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
-from kvsite import sections
+from kvsite import growth_sections, sections
 from kvsite.chart import show_chart
 from kvsite.frame import row, setup
 
@@ -50,7 +50,7 @@ def body(rec) -> None:
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
 
-    grow = sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
+    grow = growth_sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
     if (
         "error" in grow
     ):  # this model's cache cannot be stored in that format (mlx's groups of 64 on head_dim 96)
@@ -103,7 +103,7 @@ def body(rec) -> None:
     )
     show_chart(
         f,
-        sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"],
+        growth_sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"],
         "layers_chart",
         f"kv-per-layer-{model}",
         table=False,

@@ -1,0 +1,386 @@
+"""The savings chapter's sections: fewer KV heads, fewer bits per value, what fits, TurboQuant's claims, and what
+a smaller cache costs a real model (quality).
+
+Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp16", "q8_0").
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvcore import provenance as run_info, views
+from kvcore.formats import FORMATS
+from kvcore.geometry import load_preset, preset_geometry
+from kvcore.published import figures
+from kvcore.recordings import Recording
+from kvcore.units import fmt_num, fmt_pct
+
+from . import i18n
+from .tables import md_table
+from .chart import make_chart
+from .sections import cached, cols, limit_rule
+
+
+@cached
+def heads(model: str, ctx: int, lang: str) -> dict:
+    """The MHA / this model / MQA chart (an MLA model: its latent against the MHA it replaces) and one sentence on
+    this model's own query and KV heads."""
+    g = preset_geometry(model)
+    df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
+    df["variant"] = df["variant"].map(i18n.translator(lang, "savings.variant_"))
+    df["label"] = [
+        fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)")
+        for v, share in zip(df["gib"], df["vs_mha"])
+    ]
+    t = i18n.translator(lang)
+    mla = next((layer for layer in g.layers if layer.kind == "mla"), None)
+    kv = max((layer.kv_heads for layer in g.layers if layer.kind in ("full", "sliding")), default=0)
+    if mla is not None:
+        text = t(
+            "savings.heads_mla",
+            model=model,
+            latent=mla.k_dim,
+            rope=mla.v_dim,
+            share=fmt_pct(df["vs_mha"].min()),
+        )
+    elif kv and kv < g.num_attention_heads:
+        text = t(
+            "savings.heads_shared",
+            model=model,
+            q_heads=g.num_attention_heads,
+            kv_heads=kv,
+            ratio=g.num_attention_heads // kv,
+        )
+    else:
+        text = t("savings.heads_mha", model=model, q_heads=g.num_attention_heads)
+    titles = cols(lang, "variant", "gib", "kv_heads", "vs_mha")
+    table = df[["variant", "kv_heads", "gib", "vs_mha"]].rename(columns=titles)
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            df,
+            "variant",
+            "gib",
+            "variant",
+            t("savings.variant"),
+            "GiB",
+            extra_tooltip=("kv_heads", "vs_mha"),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "text": text,
+    }
+
+
+@cached
+def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
+    """KV GiB vs context per format (formats of equal cost share a line and say so) up to the model's limit, and
+    the formats table; `kept`: the formats this model's cache can be stored in, `left_out`: why the others cannot
+    (the engine's sentences), chart None when none can."""
+    g = preset_geometry(model)
+    top = max(ctx, 8192)
+    misfits = views.misfits(g, list(fmts))
+    kept = tuple(f for f in fmts if f not in misfits)
+    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    if not kept:
+        return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
+    curve = views.formats_curve(g, list(kept), top)
+    t = i18n.translator(lang)
+    titles = cols(lang, "context", "format", "gib")
+    return {
+        "kept": kept,
+        "left_out": left_out,
+        "chart": make_chart(
+            curve.rename(columns=titles),
+            "series_chart",
+            curve,
+            "context",
+            "gib",
+            "format",
+            t("common.context"),
+            "GiB",
+            log_x=True,
+            log_y=True,
+            titles=titles,
+            rules=limit_rule(g, top, lang),
+        ),
+        "table": md_table(
+            views.format_table(g, list(fmts)),
+            {
+                "format": (t("savings.format"), None),
+                "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
+                "vs_fp16": ("× fp16", "{:.3f}"),
+                "source": (t("savings.source"), None),
+            },
+            lang=lang,
+        ),
+    }
+
+
+@cached
+def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
+    """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
+    g = preset_geometry(model)
+    df = views.fits_table(g, weights, mem, list(fmts))
+    if df["max_context"].max() == 0:
+        return None
+    t = i18n.translator(lang)
+    df["label"] = [
+        t("savings.fits_capped", n=f"{n:,}", memory=f"{m:,}") if capped else f"{n:,}"
+        for n, m, capped in zip(df["max_context"], df["memory_max_context"], df["capped"])
+    ]
+    titles = cols(lang, "format", "max_context", "memory_max_context")
+    table = df[["format", "max_context", "memory_max_context"]].rename(columns=titles)
+    capped = bool(df["capped"].any())
+    note = (
+        t("savings.fits_model_limit", model=model, n=f"{g.max_position_embeddings:,}")
+        if capped
+        else ""
+    )
+    # at the model's limit every capped bar would be the same length: draw what memory holds, which differs by format
+    value, other = (
+        ("memory_max_context", "max_context") if capped else ("max_context", "memory_max_context")
+    )
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            df,
+            "format",
+            value,
+            "format",
+            t("savings.format"),
+            titles[value],
+            extra_tooltip=(other,),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "note": note,
+    }
+
+
+@cached
+def turbo(lang: str) -> dict:
+    claims = views.turbo3_claims()
+    item, fmt = figures()["turbo3_llama31_8b_131k"], FORMATS["turbo3"]
+    by = claims.set_index("claim")
+    values = {
+        "model": item["model"],
+        "context": item["context"],
+        "fp16_gib": by.loc["article_b", "gib"] * by.loc["article_b", "vs_fp16"],
+        "b_gib": by.loc["article_b", "gib"],
+        "b_bits": by.loc["article_b", "bits_per_value"],
+        "ratio": item["ratio_vs_f16"],
+        "block_values": fmt.block_values,
+        "block_bytes": fmt.block_bytes,
+        "block_bits": by.loc["block_layout", "bits_per_value"],
+        "block_gib": by.loc["block_layout", "gib"],
+        "header_bits": by.loc["header_comment", "bits_per_value"],
+    }
+    claims["claim"] = claims["claim"].map(i18n.translator(lang, "savings.claim_"))
+    t = i18n.translator(lang)
+    # the sources as numbered notes under the table: a column of long citations squeezed the first to a letter a
+    # line on a phone
+    refs = list(dict.fromkeys(claims["source"]))
+    claims["ref"] = claims["source"].map(lambda s: f"[{refs.index(s) + 1}]")
+    notes = "\n".join(f"{i}. {i18n.data_text(lang, s)}" for i, s in enumerate(refs, 1))
+    return {
+        "claims": md_table(
+            claims,
+            {
+                "claim": (t("savings.claim"), None),
+                "bits_per_value": (t("savings.bits"), "{:.3f}"),
+                "gib": ("GiB", "{:.3f}"),
+                "vs_fp16": ("fp16 ÷", "{:.2f}"),
+                "ref": (t("savings.source"), None),
+            },
+            lang=lang,
+        )
+        + "\n\n"
+        + notes,
+        "padding": md_table(
+            views.turbo_padding(),
+            {
+                "format": (t("savings.format"), None),
+                "head_dim_128": (t("savings.hd128"), "{:.3f}"),
+                "head_dim_64": (t("savings.hd64"), "{:.3f}"),
+            },
+        ),
+        "text": i18n.translate(lang, "savings.turbo_text", **values),
+    }
+
+
+@cached
+def benchmark(rec: Recording, lang: str) -> dict:
+    """The weight-precision table of a published benchmark, with its model and chip named."""
+    rows = views.section_frame([rec], "benchmark")
+    rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
+    t = i18n.translator(lang)
+    p = run_info.provenance(rec)
+    titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
+    table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
+    return {
+        "chart": make_chart(
+            table,
+            "bar_chart",
+            rows,
+            "name",
+            "tokens_per_s",
+            "name",
+            t("savings.weights_precision"),
+            t("common.tok_s"),
+            extra_tooltip=("peak_memory_gb",),
+            sort=list(rows["name"]),
+            titles=titles,
+            labels="label",
+            show_legend=False,
+        ),
+        "title": t("savings.bench_title", model=p["model"], chip=p["chip"], kv=p["kv_format"]),
+    }
+
+
+@cached
+def published_numbers() -> dict:
+    """The quoted trade-off figures of kvcore/published.yaml, by the names the prose uses."""
+    p = figures()
+    quality = {r["outcome"]: r["bits_per_channel"] for r in p["turboquant_quality"]["results"]}
+    return {
+        "lo": p["turbo3_speed"]["drop_pct_low"],
+        "hi": p["turbo3_speed"]["drop_pct_high"],
+        "speedup": p["turboquant_kernel"]["speedup_max"],
+        "kernel_bits": p["turboquant_kernel"]["bits"],
+        "q_same": quality["same"],
+        "q_lower": quality["slightly_lower"],
+    }
+
+
+@cached
+def quality(rec: Recording, lang: str) -> dict:
+    """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
+    figures as a table, the price against context, the published figures, and the answers per prompt."""
+    from kvcore import real_model
+    from kvcore.published import figures
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    df = views.quality_trade([rec])
+    df = df.assign(format=[format_label(r, lang) for r in df.to_dict("records")])
+    df = df.assign(
+        top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}"))
+    )
+    titles = cols(
+        lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"
+    )
+    shown = df[df["kl_vs_baseline"] > 0][
+        ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]
+    ]
+    chart = make_chart(
+        shown[
+            ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
+        ].rename(columns=titles),
+        "quality_trade",
+        shown,
+        "bytes_per_token",
+        "kl_vs_baseline",
+        "format",
+        "top1",
+        t("savings.quality_x"),
+        t("savings.quality_y"),
+        titles=titles,
+        tooltip=("top1_agreement", "perplexity"),
+    )
+    rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
+    table = md_table(
+        rows,
+        {
+            "format": (titles["format"], None),
+            "bytes_per_token": (titles["bytes_per_token"], "{:,.0f}"),
+            "perplexity": (titles["perplexity"], "{:.2f}"),
+            "kl": (titles["kl_vs_baseline"], None),
+            "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+        },
+        lang,
+    )
+    growth = views.quality_by_context(rec)
+    context_table = None
+    lengths = ""
+    if not growth.empty and growth["tokens"].nunique() > 1:
+        growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
+        growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
+        context_table = md_table(
+            growth,
+            {
+                "format": (titles["format"], None),
+                "tokens": (t("cols.tokens"), "{:,}"),
+                "perplexity": (titles["perplexity"], "{:.2f}"),
+                "kl": (titles["kl_vs_baseline"], None),
+                "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+            },
+            lang,
+        )
+        lengths = " / ".join(f"{n:,}" for n in sorted(growth["tokens"].unique()))
+    pub = pd.DataFrame(figures()["kv_quality"])
+    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
+    published = md_table(
+        pub,
+        {
+            "src": (t("savings.col_source"), "{}"),
+            "model": (t("savings.col_model"), None),
+            "kv": (t("savings.col_kv"), None),
+            "figure": (t("savings.col_figure"), "`{}`"),
+        },
+        lang,
+    )  # as stated
+    return {
+        "chart": chart,
+        "table": table,
+        "context_table": context_table,
+        "lengths": lengths,
+        "tokens": int(df["tokens"].max()),
+        "published": published,
+        "answers": views.quality_answers(rec),
+        "baseline": df["format"].iloc[0],
+        "install_note": None if real_model.available() else t("savings.quality_install"),
+    }
+
+
+def format_label(row: dict, lang: str) -> str:
+    """A scored cache's name in `lang`: the format, with its group size (and start) when quantized."""
+    import re
+
+    t = i18n.translator(lang)
+    group = row.get("group_size")
+    if (
+        group is None or group != group
+    ):  # an answers row names its group in its label only: "mlx-q4 (group 32)"
+        named = re.search(r"\(group (\d+)", str(row.get("label", "")))
+        if named is None:
+            return row["kv_format"]
+        group = int(named[1])
+    label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
+    start = row.get("quantized_kv_start") or 0
+    return (
+        label
+        if start != start or not start
+        else t("savings.quality_format_start", label=label, start=fmt_num(start))
+    )
+
+
+def answer_text(row: dict, lang: str) -> str:
+    """Where an answer parts from the baseline's, in words (or that it does not)."""
+    t = i18n.translator(lang)
+    if "first_divergence" not in row:
+        return t("savings.quality_same")
+    margin = fmt_num(row.get("margin", float("nan")))
+    if row["first_divergence"] == 0:
+        return t("savings.quality_parts_first", margin=margin)
+    return t(
+        "savings.quality_parts",
+        n=fmt_num(row["first_divergence"] + 1),
+        agreed=row.get("agreed_text", ""),
+        margin=margin,
+    )
