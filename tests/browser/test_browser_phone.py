@@ -110,6 +110,8 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
             problems.append(
                 f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen"
             )
+        if c["label"].startswith("X-axis for"):  # Vega's description of an axis drawn with no title
+            problems.append(f"chart {c['i']} ({c['label']}): its x axis has no title")
         if c["cut"]:
             problems.append(
                 f"chart {c['i']} ({c['label']}): cut at its edges (the chart spans x {c['box']}): "
