@@ -410,9 +410,11 @@ def measured_bars(
     colors: dict | None = None,
     titles: dict | None = None,
     tooltip: tuple[str, ...] = (),
+    x_title: str | None = None,
 ) -> alt.LayerChart:
     """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
-    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns.
+    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns; x_title names
+    what the columns are (the runs), under their names.
 
     df: one row per source and mode (the run's totals, not its running rows).
     """
@@ -420,7 +422,7 @@ def measured_bars(
     domain = list(dict.fromkeys(df[mode]))
     x = alt.X(
         f"{source}:N",
-        title=None,
+        title=x_title,
         sort=None,
         axis=alt.Axis(
             labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11
