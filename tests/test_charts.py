@@ -21,6 +21,7 @@ def _rows(layer: dict, datasets: dict) -> list[dict]:
 def test_decode_points_get_error_bars_from_their_spread_over_passes():
     from kvcore.live_decode import decode_sweep
     from kvcore.live_models import build_random
+    from kvcore.live_timing import SweepOptions
 
     tiny = {
         "model_type": "llama",
@@ -36,7 +37,7 @@ def test_decode_points_get_error_bars_from_their_spread_over_passes():
         "tie_word_embeddings": True,
     }
     rows = decode_sweep(
-        build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], warmup=0, steps=3, repeats=4
+        build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], options=SweepOptions(0, 3, 4)
     )
     older = {
         "context": 96,
