@@ -195,3 +195,20 @@ def test_the_bundled_llamacpp_quality_run_is_the_decode_runs_file():
     assert rows["f16"]["kl_vs_baseline"] < 1e-6
     assert rows["q4_0"]["kl_vs_baseline"] > rows["q8_0"]["kl_vs_baseline"] > 0
     assert rec.data["method"]["cross_checks"][0]["agree"] is True
+
+
+def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
+    """Both runtimes score the same positions: llama.cpp's own tokenizer and kvcore's (built from the same file's
+    metadata for mlx_lm) split the bundled text into the same tokens, every one of them."""
+    import mlx.core as mx
+
+    from kvcore.llamacpp_quality import _Model
+
+    text = real_model.SAMPLE_TEXT.read_text(encoding="utf-8")
+    model = _Model(str(smollm2()))
+    try:
+        theirs = model.tokenize(text)
+    finally:
+        model.close()
+    ours = real_model.build_tokenizer(mx.load(str(smollm2()), return_metadata=True)[1])
+    assert len(theirs) > 10_000 and theirs == ours.encode(text)
