@@ -170,3 +170,28 @@ def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
         if "color" in layer.get("encoding", {})
     ]
     assert legends and all(lg["orient"] == "bottom" for lg in legends)
+
+
+def test_a_choice_inside_a_bar_chart_is_a_bound_parameter_over_rows_the_chart_holds():
+    """Linear growth's per-layer chart: the spec holds every context's rows and a radio-bound parameter (a variable,
+    not a selection, so Streamlit's on_select does not rerun on it) that filters the bars to one context."""
+    from kvsite.growth_sections import growth_layers
+
+    contexts = (1024, 32768, 131072)
+    spec = growth_layers("llama-3.2-1b", contexts, 32768, "fp16", 1, "en")["chart"].spec
+    (param,) = [p for p in spec["params"] if p["name"] == "choice"]
+    assert param["value"] == 32768 and "select" not in param  # a variable parameter
+    assert param["bind"] == {
+        "input": "radio",
+        "options": list(contexts),
+        "labels": ["1,024", "32,768", "131,072"],
+        "name": "Context (tokens): ",
+    }
+    bars = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "bar")
+    assert bars["transform"] == [{"filter": "(datum['context'] === choice)"}]
+    table = growth_layers("llama-3.2-1b", contexts, 32768, "fp16", 1, "en")["chart"].data
+    assert sorted(set(table["Context (tokens)"])) == list(contexts)
+    per_ctx = table.groupby("Context (tokens)")[
+        "MiB"
+    ].sum()  # full attention: bytes follow the context
+    assert per_ctx[131072] == 4 * per_ctx[32768] == 128 * per_ctx[1024]
