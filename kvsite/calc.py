@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from kvcore import calculator, views
+from kvcore import calculator, savings_views
 from kvcore import gguf as kgguf
 from kvcore.errors import KvError
 from kvcore.formulas import KvSpec, formula_terms
@@ -299,7 +299,7 @@ def memory_chart(
             g, contexts, weights, seqs, KvSpec(k, v), formats, runtime_options(src, seqs)
         )
     )
-    curves = views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
+    curves = savings_views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
     line = pd.DataFrame(
         [
             {"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes}

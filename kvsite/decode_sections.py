@@ -237,12 +237,15 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         titles=titles,
     )
     summary = decode_model.slowdown_summary(frame)
+    # one column for the contexts compared: with a From and a To column the ratio was pushed off a phone's screen
+    spans = summary.assign(
+        tokens=[f"{a:,} → {b:,}" for a, b in zip(summary["context_first"], summary["context"])]
+    )
     table = md_table(
-        summary,
+        spans,
         {
             "run": (t("sb_run"), None),
-            "context_first": (t("sb_from"), "{:,}"),
-            "context": (t("sb_to"), "{:,}"),
+            "tokens": (t("sb_tokens"), None),
             "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
             "measured_slowdown": (t("sb_measured"), "{:.2f}×"),
             "ratio": (t("sb_ratio"), "{:.2f}"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import provenance as run_info, views
+from kvcore import provenance as run_info, savings_views, views
 from kvcore.formats import FORMATS
 from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
@@ -26,7 +26,9 @@ def heads(model: str, ctx: int, lang: str) -> dict:
     """The MHA / this model / MQA chart (an MLA model: its latent against the MHA it replaces) and one sentence on
     this model's own query and KV heads."""
     g = preset_geometry(model)
-    df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
+    df = savings_views.heads_compare(
+        g, ctx, mha_dims=savings_views.mla_mha_dims(load_preset(model)["config"])
+    )
     df["variant"] = df["variant"].map(i18n.translator(lang, "savings.variant_"))
     df["label"] = [
         fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)")
@@ -81,12 +83,12 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    misfits = views.misfits(g, list(fmts))
+    misfits = savings_views.misfits(g, list(fmts))
     kept = tuple(f for f in fmts if f not in misfits)
     left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
     if not kept:
         return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
-    curve = views.formats_curve(g, list(kept), top)
+    curve = savings_views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
     return {
@@ -106,25 +108,41 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
             titles=titles,
             rules=limit_rule(g, top, lang),
         ),
-        "table": md_table(
-            views.format_table(g, list(fmts)),
-            {
-                "format": (t("savings.format"), None),
-                "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
-                "vs_fp16": ("× fp16", "{:.3f}"),
-                "source": (t("savings.source"), None),
-            },
-            lang=lang,
-        ),
+        "table": _formats_table(savings_views.format_table(g, list(fmts)), lang),
     }
+
+
+def _formats_table(table, lang: str) -> str:
+    """The formats' numbers as a table, and where each layout comes from as a list under it (a column of layout
+    descriptions wrapped every row to three lines on a phone)."""
+    t = i18n.translator(lang)
+    numbers = md_table(
+        table,
+        {
+            "format": (t("savings.format"), None),
+            "bits_per_value": (t("savings.bits"), "{:.3f}"),
+            "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
+            "vs_fp16": ("× fp16", "{:.3f}"),
+        },
+        lang=lang,
+    )
+    sources = [
+        f"- `{fmt}`{t('recordings.colon')}{i18n.data_text(lang, str(source))}"
+        for fmt, source in zip(table["format"], table["source"])
+        if isinstance(source, str) and source
+    ]
+    return numbers + (
+        "\n\n" + f"{t('savings.source')}{t('recordings.colon').rstrip()}\n\n" + "\n".join(sources)
+        if sources
+        else ""
+    )
 
 
 @cached
 def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
     """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
     g = preset_geometry(model)
-    df = views.fits_table(g, weights, mem, list(fmts))
+    df = savings_views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:
         return None
     t = i18n.translator(lang)
@@ -165,7 +183,7 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
 
 @cached
 def turbo(lang: str) -> dict:
-    claims = views.turbo3_claims()
+    claims = savings_views.turbo3_claims()
     item, fmt = figures()["turbo3_llama31_8b_131k"], FORMATS["turbo3"]
     by = claims.set_index("claim")
     values = {
@@ -203,7 +221,7 @@ def turbo(lang: str) -> dict:
         + "\n\n"
         + notes,
         "padding": md_table(
-            views.turbo_padding(),
+            savings_views.turbo_padding(),
             {
                 "format": (t("savings.format"), None),
                 "head_dim_128": (t("savings.hd128"), "{:.3f}"),
@@ -262,14 +280,14 @@ def published_numbers() -> dict:
 def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
     figures as a table, the price against context, the published figures, and the answers per prompt. Other
-    runtimes' runs on the same model among `others` (views.quality_companions) join the chart and the table,
+    runtimes' runs on the same model among `others` (savings_views.quality_companions) join the chart and the table,
     each format named with its runtime, and a note compares them at the same bit width."""
     from kvcore import real_model
     from kvcore.published import figures
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)
-    df = views.quality_trade([rec, *views.quality_companions(rec, list(others))])
+    df = savings_views.quality_trade([rec, *savings_views.quality_companions(rec, list(others))])
     several = df["runtime"].nunique() > 1
     df = df.assign(
         format=[
@@ -320,7 +338,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         },
         lang,
     )
-    growth = views.quality_by_context(rec)
+    growth = savings_views.quality_by_context(rec)
     context_table = None
     lengths = ""
     if not growth.empty and growth["tokens"].nunique() > 1:
@@ -357,7 +375,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         "lengths": lengths,
         "tokens": int(df["tokens"].max()),
         "published": published,
-        "answers": views.quality_answers(rec),
+        "answers": savings_views.quality_answers(rec),
         "baseline": df["format"].iloc[0],
         "install_note": None if real_model.available() else t("savings.quality_install"),
         "runtimes_note": _runtimes_note(df, lang) if several else None,
