@@ -99,7 +99,7 @@ def test_the_llamacpp_run_picked_as_the_source_keeps_the_mlx_lm_run_beside_it(re
     assert not at.exception, [e.message for e in at.exception]
     quality = next(c for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
     assert set(quality["data"]["runtime"]) == {"llama.cpp", "mlx_lm"}
-    answers = views.quality_answers(bundled(LLAMACPP_REC))
+    answers = savings_views.quality_answers(bundled(LLAMACPP_REC))
     baseline = next(iter(answers.values()))[0]
     assert baseline["label"] == "f16 (baseline)"  # the baseline context's own answer, shown as such
     assert baseline["answer"] in [c.value for c in at.code]
