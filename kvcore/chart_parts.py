@@ -1,5 +1,6 @@
 """What every chart shares: the palette and colour scales, the legend under the plot, log scales
-and their round ticks, axes, tooltips and labelled rule lines. Pure functions, no Streamlit.
+and their round ticks, axes, tooltips, labelled rule lines and points, error bars, and a choice
+drawn inside the chart (Choice). Pure functions, no Streamlit.
 
 Example: log_ticks(119, 292) -> [100.0, 125.0, 150.0, 200.0, 250.0, 300.0].
 """
@@ -7,6 +8,7 @@ Example: log_ticks(119, 292) -> [100.0, 125.0, 150.0, 200.0, 250.0, 300.0].
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
@@ -153,3 +155,99 @@ def rule_marks(rules: pd.DataFrame | None, x: str, scale: alt.Scale) -> list:
             align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333"
         ).encode(text="label:N", y=alt.value(0)),
     ]
+
+
+def error_bars(
+    df: pd.DataFrame,
+    x: str,
+    error: tuple[str, str],
+    color: str,
+    x_enc,
+    y_scale,
+    enc_color,
+    opacity,
+    log_y: bool,
+    y_axis: alt.Axis,
+) -> alt.Chart:
+    """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
+    low, high = error
+    bars = (
+        df.dropna(subset=[low, high])
+        if {low, high} <= set(df)
+        else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
+    )
+    if log_y:
+        bars = positive_rows(bars, [low, high])
+    tip = tooltips(bars, [color, x, low, high])
+    return (
+        alt.Chart(bars)
+        .mark_rule(strokeWidth=1.6)
+        .encode(
+            x=x_enc,
+            y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis),
+            y2=alt.Y2(f"{high}:Q"),
+            color=enc_color,
+            opacity=opacity,
+            tooltip=tip,
+        )
+    )
+
+
+def with_points(
+    chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None
+) -> alt.LayerChart:
+    """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
+    reader's context), drawn over the lines and kept out of the legend.
+
+    Example: with_points(series_chart(df, "context", "tokens_per_s", ...), "context", "tokens_per_s",
+    pd.DataFrame([{"context": 32768, "tokens_per_s": 18.6, "label": "32,768: 18.6 tok/s"}])).
+    """
+    if marks is None or marks.empty:
+        return chart
+    base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
+    return alt.layer(
+        chart,
+        base.mark_point(
+            size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5
+        ).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
+        base.mark_text(
+            align="left",
+            baseline="bottom",
+            dx=7,
+            dy=-7,
+            fontSize=11,
+            fontWeight="bold",
+            color="#333333",
+        ).encode(text="label:N"),
+    )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Rows that hold several values of `field` (e.g. a per-layer table at five contexts), of which the chart shows
+    one: the reader picks it with radio buttons drawn inside the chart, bound to a Vega-Lite parameter, so the
+    chart repaints in the browser with no round trip to the server. `value` is shown first.
+
+    Example: Choice("context", (1024, 4096), 4096, "Context: ", ("1,024", "4,096"))
+    """
+
+    field: str
+    options: tuple
+    value: object
+    label: str
+    option_labels: tuple[str, ...] = ()
+    name: str = "choice"  # the parameter's name in the spec
+
+    def param(self) -> alt.Parameter:
+        return alt.param(
+            name=self.name,
+            value=self.value,
+            bind=alt.binding_radio(
+                options=list(self.options),
+                labels=list(self.option_labels or map(str, self.options)),
+                name=self.label,
+            ),
+        )
+
+    def test(self, param: alt.Parameter):
+        return alt.datum[self.field] == param

@@ -9,12 +9,13 @@ Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.Lay
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import altair as alt
 import pandas as pd
 
 from .chart_parts import (
+    Choice,
+    error_bars,
+    with_points,
     SELECTION,
     axis_for,
     axis_scale,
@@ -108,7 +109,7 @@ def series_chart(
         layers.append(layer if layers else layer.add_params(sel))
     if error:
         layers.append(
-            _error_bars(
+            error_bars(
                 frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis
             )
         )  # one y axis
@@ -165,73 +166,6 @@ def trap_chart(
             )
         )
     return alt.layer(*layers).properties(height=height)
-
-
-def _error_bars(
-    df: pd.DataFrame,
-    x: str,
-    error: tuple[str, str],
-    color: str,
-    x_enc,
-    y_scale,
-    enc_color,
-    opacity,
-    log_y: bool,
-    y_axis: alt.Axis,
-) -> alt.Chart:
-    """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
-    low, high = error
-    bars = (
-        df.dropna(subset=[low, high])
-        if {low, high} <= set(df)
-        else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
-    )
-    if log_y:
-        bars = positive_rows(bars, [low, high])
-    tip = tooltips(bars, [color, x, low, high])
-    return (
-        alt.Chart(bars)
-        .mark_rule(strokeWidth=1.6)
-        .encode(
-            x=x_enc,
-            y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis),
-            y2=alt.Y2(f"{high}:Q"),
-            color=enc_color,
-            opacity=opacity,
-            tooltip=tip,
-        )
-    )
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Rows that hold several values of `field` (e.g. a per-layer table at five contexts), of which the chart shows
-    one: the reader picks it with radio buttons drawn inside the chart, bound to a Vega-Lite parameter, so the
-    chart repaints in the browser with no round trip to the server. `value` is shown first.
-
-    Example: Choice("context", (1024, 4096), 4096, "Context: ", ("1,024", "4,096"))
-    """
-
-    field: str
-    options: tuple
-    value: object
-    label: str
-    option_labels: tuple[str, ...] = ()
-    name: str = "choice"  # the parameter's name in the spec
-
-    def param(self) -> alt.Parameter:
-        return alt.param(
-            name=self.name,
-            value=self.value,
-            bind=alt.binding_radio(
-                options=list(self.options),
-                labels=list(self.option_labels or map(str, self.options)),
-                name=self.label,
-            ),
-        )
-
-    def test(self, param: alt.Parameter):
-        return alt.datum[self.field] == param
 
 
 def bar_chart(
@@ -352,35 +286,6 @@ def measured_bars(
         .encode(**enc, text=f"{labels}:N")
     )
     return alt.layer(bars, text).properties(height=300)
-
-
-def with_points(
-    chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None
-) -> alt.LayerChart:
-    """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
-    reader's context), drawn over the lines and kept out of the legend.
-
-    Example: with_points(series_chart(df, "context", "tokens_per_s", ...), "context", "tokens_per_s",
-    pd.DataFrame([{"context": 32768, "tokens_per_s": 18.6, "label": "32,768: 18.6 tok/s"}])).
-    """
-    if marks is None or marks.empty:
-        return chart
-    base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
-    return alt.layer(
-        chart,
-        base.mark_point(
-            size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5
-        ).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
-        base.mark_text(
-            align="left",
-            baseline="bottom",
-            dx=7,
-            dy=-7,
-            fontSize=11,
-            fontWeight="bold",
-            color="#333333",
-        ).encode(text="label:N"),
-    )
 
 
 def marked_series_chart(

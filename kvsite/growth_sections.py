@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kvcore import savings_views, views
-from kvcore.charts import Choice
+from kvcore.chart_parts import Choice
 from kvcore.formulas import KvSpec, crossover_context, formula_terms
 from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
