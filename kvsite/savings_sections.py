@@ -1,5 +1,5 @@
-"""The savings chapter's sections: fewer KV heads, fewer bits per value, what fits, TurboQuant's claims, and what
-a smaller cache costs a real model (quality).
+"""The savings chapter's sections: fewer KV heads, fewer bits per value, what fits, TurboQuant's
+claims, and what a smaller cache costs a real model (quality).
 
 Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp16", "q8_0").
 """
