@@ -10,7 +10,8 @@ from kvcore.published import source
 from kvsite import savings_sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import LIVE, row, setup, text
+from kvsite.frame import LIVE, setup
+from kvsite.layout import row, text
 
 QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
 
