@@ -568,10 +568,12 @@ def quality_trade(
     titles: dict | None = None,
     tooltip: tuple[str, ...] = (),
     height: int = 340,
+    shape: str | None = None,
 ) -> alt.LayerChart:
     """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
-    point labelled (e.g. its top-1 agreement). The unquantized baseline (KL 0) cannot sit on a log axis: it is left
-    to the table. Example: quality_trade(views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
+    point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
+    unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table.
+    Example: quality_trade(views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
     df = _positive(df, [x, y])
     domain = list(dict.fromkeys(df[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
@@ -581,9 +583,12 @@ def quality_trade(
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     tip = _tooltip(df, [color, x, y, *tooltip], titles)
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
+    marks = {"color": enc_color}
+    if shape:
+        marks["shape"] = alt.Shape(f"{shape}:N", legend=legend())
     points = (
         base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
-        .encode(color=enc_color)
+        .encode(**marks)
         .add_params(sel)
     )
     text = base.mark_text(dy=-14, fontSize=11).encode(text=f"{labels}:N")

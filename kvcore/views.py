@@ -531,7 +531,8 @@ def key_numbers(rec: Recording | None) -> dict:
 
 def quality_trade(recs: list[Recording]) -> pd.DataFrame:
     """Each KV format of each run with a quality section, at the run's largest scored length: bytes per token
-    (measured from the cache), KL from the unquantized run, top-1 agreement, perplexity."""
+    (measured from the cache, or by llama.cpp's rules for its preallocated one), KL from the run's own baseline,
+    top-1 agreement, perplexity, and the runtime that ran it."""
     frames = []
     for r in recs:
         rows = r.rows("quality")
@@ -540,9 +541,44 @@ def quality_trade(recs: list[Recording]) -> pd.DataFrame:
         longest = max(row["tokens"] for row in rows)
         df = pd.DataFrame([row for row in rows if row["tokens"] == longest])
         frames.append(
-            df.assign(source=r.label, recording=r.id, format=df.get("label", df["kv_format"]))
+            df.assign(
+                source=r.label,
+                recording=r.id,
+                runtime=quality_runtime(r),
+                format=df.get("label", df["kv_format"]),
+            )
         )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def quality_runtime(rec: Recording) -> str:
+    """The runtime a quality run measured: its recording's runtime (mlx_lm's runs name none: the default)."""
+    from .runtimes import engine_runtime
+
+    return engine_runtime((rec.data.get("runtime") or {}).get("name", "")).name
+
+
+def quality_model(rec: Recording) -> str:
+    """The model a run scored, as the bundled preset it is (a GGUF run names the preset its geometry equals)."""
+    model = rec.data.get("model") or {}
+    return str(model.get("preset") or model.get("name", ""))
+
+
+def quality_companions(rec: Recording, recs: list[Recording]) -> list[Recording]:
+    """The other runtimes' quality runs on the same model as `rec` (one per runtime, the first found), to show
+    beside it: two runtimes' KV formats on one chart."""
+    seen = {quality_runtime(rec)}
+    out = []
+    for other in recs:
+        runtime = quality_runtime(other)
+        if (
+            other.has("quality")
+            and runtime not in seen
+            and quality_model(other) == quality_model(rec)
+        ):
+            seen.add(runtime)
+            out.append(other)
+    return out
 
 
 def quality_by_context(rec: Recording) -> pd.DataFrame:

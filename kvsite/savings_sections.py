@@ -259,29 +259,43 @@ def published_numbers() -> dict:
 
 
 @cached
-def quality(rec: Recording, lang: str) -> dict:
+def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
-    figures as a table, the price against context, the published figures, and the answers per prompt."""
+    figures as a table, the price against context, the published figures, and the answers per prompt. Other
+    runtimes' runs on the same model among `others` (views.quality_companions) join the chart and the table,
+    each format named with its runtime, and a note compares them at the same bit width."""
     from kvcore import real_model
     from kvcore.published import figures
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)
-    df = views.quality_trade([rec])
-    df = df.assign(format=[format_label(r, lang) for r in df.to_dict("records")])
+    df = views.quality_trade([rec, *views.quality_companions(rec, list(others))])
+    several = df["runtime"].nunique() > 1
+    df = df.assign(
+        format=[
+            t("savings.quality_runtime_format", runtime=r["runtime"], label=format_label(r, lang))
+            if several
+            else format_label(r, lang)
+            for r in df.to_dict("records")
+        ]
+    )
     df = df.assign(
         top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}"))
     )
     titles = cols(
-        lang, "format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"
+        lang,
+        "format",
+        "bytes_per_token",
+        "kl_vs_baseline",
+        "top1_agreement",
+        "perplexity",
+        "runtime",
     )
-    shown = df[df["kl_vs_baseline"] > 0][
-        ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity", "top1"]
-    ]
+    keep = ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
+    keep += ["runtime"] if several else []
+    shown = df[df["kl_vs_baseline"] > 0][[*keep, "top1"]]
     chart = make_chart(
-        shown[
-            ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
-        ].rename(columns=titles),
+        shown[keep].rename(columns=titles),
         "quality_trade",
         shown,
         "bytes_per_token",
@@ -292,6 +306,7 @@ def quality(rec: Recording, lang: str) -> dict:
         t("savings.quality_y"),
         titles=titles,
         tooltip=("top1_agreement", "perplexity"),
+        shape=titles["runtime"] if several else None,
     )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
     table = md_table(
@@ -345,7 +360,47 @@ def quality(rec: Recording, lang: str) -> dict:
         "answers": views.quality_answers(rec),
         "baseline": df["format"].iloc[0],
         "install_note": None if real_model.available() else t("savings.quality_install"),
+        "runtimes_note": _runtimes_note(df, lang) if several else None,
     }
+
+
+def _runtimes_note(df: pd.DataFrame, lang: str) -> str:
+    """Two runtimes' quantized caches at the same bit width, figure by figure, and why they differ."""
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    quantized = df[df["bits"].notna()] if "bits" in df else df.iloc[0:0]
+    pairs = []
+    for bits, rows in quantized.groupby("bits", sort=False):
+        if rows["runtime"].nunique() < 2:
+            continue
+        pairs.append(
+            t(
+                "savings.quality_runtimes_pair",
+                bits=int(bits),
+                rows=t("recordings.list_sep").join(
+                    t(
+                        "savings.quality_runtimes_row",
+                        fmt=r["format"],
+                        kl=fmt_small(r["kl_vs_baseline"]),
+                        top1=f"{r['top1_agreement']:.1%}",
+                    )
+                    for r in rows.to_dict("records")
+                ),
+            )
+        )
+    baselines = t("savings.quality_runtimes_baseline_sep").join(
+        t(
+            "savings.quality_runtimes_baseline",
+            runtime=runtime,
+            fmt=base["kv_format"],
+            ppl=f"{base['perplexity']:.2f}",
+        )
+        for runtime, rows in df.groupby("runtime", sort=False)
+        for base in [rows[rows["kl_vs_baseline"] == rows["kl_vs_baseline"].min()].iloc[0]]
+    )
+    pairs_text = t("savings.quality_runtimes_pair_sep").join(pairs)
+    return t("savings.quality_runtimes", baselines=baselines, pairs=pairs_text)
 
 
 def format_label(row: dict, lang: str) -> str:

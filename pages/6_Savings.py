@@ -146,10 +146,12 @@ qrec = f.pick_source("quality", default=QUALITY_RECORDING)
 if qrec is None or qrec == LIVE:
     st.info(f.t("savings.quality_none", install=f.t("savings.quality_install")))
 else:
-    q = savings_sections.quality(qrec, f.lang)
+    q = savings_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
     show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
     st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
+    if q["runtimes_note"]:
+        st.markdown(q["runtimes_note"])
     if q["install_note"]:
         st.caption(":material/info: " + q["install_note"])
     st.markdown(f.t("savings.quality_small"))

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kvcore import blas, real_model  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
 from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, mechanism_probe  # noqa: E402
 from kvcore.live_sweeps import prefill_sweep  # noqa: E402
-from kvcore.live_cli import BUNDLED_TEXT  # noqa: E402
+from kvcore.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # noqa: E402
 from kvcore.machine import backend  # noqa: E402
 from kvcore.live_models import load_real_model  # noqa: E402
 from kvcore.live_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402

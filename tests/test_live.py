@@ -31,7 +31,9 @@ TINY = {  # dims divisible by 64 so 4-bit group-64 quantization applies, as in t
 
 def test_import_kvcore_never_imports_mlx():
     code = (
-        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_models, kvcore.live_record;"
+        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_args, kvcore.live_run,"
+        " kvcore.cli_probe, kvcore.cli_decode, kvcore.cli_quality, kvcore.cli_record,"
+        " kvcore.live_models, kvcore.live_record;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

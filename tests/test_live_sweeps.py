@@ -208,7 +208,7 @@ def test_the_recording_names_the_blas_mlx_ran_on_and_the_command_the_environment
 
     code = (
         "import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
-        "from kvcore.live_cli import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
+        "from kvcore.live_run import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OPENBLAS_NUM_THREADS")}
     plain = subprocess.run(
