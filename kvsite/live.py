@@ -189,7 +189,7 @@ BATCHES = (1, 2, 4, 8, 16, 32)
 
 def weights_choice(f, c, key: str) -> str:
     """The weight formats a live model is built in (kvcore.live_models), the CLI's default first chosen."""
-    from kvcore.live_cli import DEFAULT_WEIGHTS_FORMAT
+    from kvcore.live_args import DEFAULT_WEIGHTS_FORMAT
     from kvcore.live_models import LIVE_WEIGHT_FORMATS
 
     index = LIVE_WEIGHT_FORMATS.index(DEFAULT_WEIGHTS_FORMAT)
