@@ -10,6 +10,7 @@ Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.Lay
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
@@ -335,6 +336,37 @@ def _error_bars(
     )
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Rows that hold several values of `field` (e.g. a per-layer table at five contexts), of which the chart shows
+    one: the reader picks it with radio buttons drawn inside the chart, bound to a Vega-Lite parameter, so the
+    chart repaints in the browser with no round trip to the server. `value` is shown first.
+
+    Example: Choice("context", (1024, 4096), 4096, "Context: ", ("1,024", "4,096"))
+    """
+
+    field: str
+    options: tuple
+    value: object
+    label: str
+    option_labels: tuple[str, ...] = ()
+    name: str = "choice"  # the parameter's name in the spec
+
+    def param(self) -> alt.Parameter:
+        return alt.param(
+            name=self.name,
+            value=self.value,
+            bind=alt.binding_radio(
+                options=list(self.options),
+                labels=list(self.option_labels or map(str, self.options)),
+                name=self.label,
+            ),
+        )
+
+    def test(self, param: alt.Parameter):
+        return alt.datum[self.field] == param
+
+
 def bar_chart(
     df: pd.DataFrame,
     category: str,
@@ -351,9 +383,11 @@ def bar_chart(
     titles: dict | None = None,
     labels: str | None = None,
     show_legend: bool = True,
+    choice: Choice | None = None,
 ) -> alt.LayerChart:
     """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
-    printed at the end of each bar (the number a reader came for, readable without hovering)."""
+    printed at the end of each bar (the number a reader came for, readable without hovering); `choice`: the
+    rows hold several values of one field and radio buttons inside the chart show one (no round trip)."""
     data = _positive(df, [value]) if log else df
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     domain = list(dict.fromkeys(data[color]))
@@ -367,9 +401,10 @@ def bar_chart(
             title=value_title,
             scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False),
         )
+    picked = choice.param() if choice else None
+    base = alt.Chart(data).transform_filter(choice.test(picked)) if choice else alt.Chart(data)
     bars = (
-        alt.Chart(data)
-        .mark_bar()
+        base.mark_bar()
         .encode(
             y=y,
             x=x,
@@ -383,12 +418,12 @@ def bar_chart(
                 data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles
             ),
         )
-        .add_params(sel)
+        .add_params(sel, *([picked] if choice else []))
     )
     layers = [bars]
     if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
         long = float(data[value].max()) * 0.5 if len(data) else 0
-        text = alt.Chart(data).encode(y=y, x=x, text=f"{labels}:N")
+        text = base.encode(y=y, x=x, text=f"{labels}:N")
         layers += [
             text.transform_filter(alt.datum[value] >= long).mark_text(
                 align="right", dx=-4, fontSize=11, color="white"
@@ -410,9 +445,11 @@ def measured_bars(
     colors: dict | None = None,
     titles: dict | None = None,
     tooltip: tuple[str, ...] = (),
+    x_title: str | None = None,
 ) -> alt.LayerChart:
     """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
-    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns.
+    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns; x_title names
+    what the columns are (the runs), under their names.
 
     df: one row per source and mode (the run's totals, not its running rows).
     """
@@ -420,7 +457,7 @@ def measured_bars(
     domain = list(dict.fromkeys(df[mode]))
     x = alt.X(
         f"{source}:N",
-        title=None,
+        title=x_title,
         sort=None,
         axis=alt.Axis(
             labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11

@@ -43,12 +43,14 @@ def _model_line(model, rest: str) -> str:
 def _cmd_decode(a) -> int:
     from .live_decode import decode_sweep, generate_step_check, real_prefill_check
     from .live_record import decode_method, model_info
+    from .live_timing import SweepOptions
     from .machine import backend
 
     model = load_model(a)
     kv_format = a.kv_format or model.dtype
     print(_model_line(model, f"KV {kv_format}"))
-    rows = with_bar(decode_sweep, model, a.contexts, kv_format, a.warmup, a.steps, a.repeats)
+    options = SweepOptions(a.warmup, a.steps, a.repeats)
+    rows = with_bar(decode_sweep, model, a.contexts, kv_format, options)
     base = rows[0]["ms_per_token"]
     for r in rows:
         r["slowdown"] = r["ms_per_token"] / base

@@ -15,15 +15,9 @@ from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
 from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
-from .live_decode import (
-    SWEEP_ORDER,
-    SWEEP_SPREAD,
-    decode_sweep,
-    generate_step_check,
-    mechanism_probe,
-    real_prefill_check,
-)
+from .live_decode import decode_sweep, generate_step_check, mechanism_probe, real_prefill_check
 from .live_models import LiveModel
+from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions
 from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
@@ -211,6 +205,7 @@ def record_suite(
 
     g = resolve_geometry(geometry)
     rows, method = {}, {}
+    timing = SweepOptions(warmup, steps, repeats)
     load_start = _load()
     if "trap" in sections:
         rows["trap"] = trap_probe(
@@ -246,7 +241,7 @@ def record_suite(
         }
     if "decode" in sections:
         rows["decode"] = decode_sweep(
-            model, contexts, kv_format, warmup, steps, repeats, phase("decode"), should_stop
+            model, contexts, kv_format, timing, phase("decode"), should_stop
         )
         method["decode"] = decode_method(warmup, steps, repeats, kv_format)
     if "mechanism" in sections:
@@ -266,7 +261,7 @@ def record_suite(
             model,
             prompts or [256, 1024, 4096],
             kv_format,
-            repeats,
+            SweepOptions(repeats=repeats),
             progress=phase("prefill"),
             should_stop=should_stop,
         )
@@ -277,9 +272,7 @@ def record_suite(
             batches or [1, 2, 4, 8],
             batch_contexts or [256, 1024, 4096],
             kv_format,
-            warmup,
-            steps,
-            repeats,
+            timing,
             progress=phase("batch"),
             should_stop=should_stop,
         )

@@ -280,14 +280,18 @@ NOT_STATED = ("unknown", "various")  # the source does not say which format, or 
 FORMAT_FIELDS = {"kv_format": "a KV cache format", "weights_format": "a weights format"}
 
 
-def model_format(model: dict, key: str, default: str) -> str | None:
-    """A recording's model.kv_format or model.weights_format as the engine names it (`default` when absent), or None
-    when the source does not say: "unknown", "various", or a description in words ("IQ2_XXS (llama.cpp GGUF)").
-    A one-word name the engine does not know (a misspelling: "fp61") is a KvError naming it, never a default.
+def model_format(model: dict, key: str) -> str | None:
+    """A recording's model.kv_format or model.weights_format as the engine names it, or None when the
+    source does not say: the field absent (never fp16 or bf16 in its place), "unknown", "various", or
+    a description in words ("IQ2_XXS (llama.cpp GGUF)"). A one-word name the engine does not know (a
+    misspelling: "fp61") is a KvError naming it, never a default.
 
-    Example: model_format({"kv_format": "f16"}, "kv_format", "fp16") -> "fp16".
+    Example: model_format({"kv_format": "f16"}, "kv_format") -> "fp16"; model_format({}, "kv_format")
+    -> None.
     """
-    value = model.get(key, default)
+    if key not in model:
+        return None
+    value = model[key]
     if not isinstance(value, str) or value in NOT_STATED or " " in value.strip():
         return None if isinstance(value, str) else _not_a_format(key, value)
     try:
@@ -319,7 +323,7 @@ def _formats(model: dict, label: str) -> None:
     for key in FORMAT_FIELDS:
         if key in model:
             try:
-                model_format(model, key, "")
+                model_format(model, key)
             except KvError as e:
                 fail(label, "rec_format", str(e), **e.params)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import hardware, time_views
+from kvcore import decode_model, hardware, time_views
 from kvcore.formulas import KvSpec
 from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
@@ -142,7 +142,8 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
         if rec.kind == "measured" and not time_views.chip_known(rec):
             caption = i18n.join(lang, caption, t("fit_this_run"))
     else:
-        caption = t("measured_caption_no_fit", why=t("why_no_model"))
+        why = "no_format" if decode_model.no_fit_reason(rec) == "no_format" else "no_model"
+        caption = t("measured_caption_no_fit", why=t(f"why_{why}"))
     titles = {
         **cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"),
         "series_name": i18n.translate(lang, "cols.series"),

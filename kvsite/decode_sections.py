@@ -36,7 +36,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
         return None
     t, names = i18n.translator(lang), source_names(runs, lang)
     no_fit = [
-        {"run": names[r.id], "why": no_fit_reason(r)}
+        {"run": names[r.id], "why": decode_model.no_fit_reason(r)}
         for r, a in zip(runs, runs_decode)
         if a is None and r.rows("decode")
     ]
@@ -92,13 +92,6 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
         "spread": bool(points["tokens_per_s_low"].notna().any()),
         "no_fit": no_fit,
     }
-
-
-def no_fit_reason(rec: Recording) -> str:
-    """Why a run has no bytes line: "hybrid" (linear-attention layers kvcore has no geometry for), "unusual" (a model
-    whose attention kvcore does not model) or "no_model" (the recording names no model configuration)."""
-    model = rec.data["model"]
-    return "hybrid" if model.get("hybrid") else "unusual" if model.get("unusual") else "no_model"
 
 
 def check_text(check: dict, fit: Fit, lang: str) -> str:
@@ -244,12 +237,15 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         titles=titles,
     )
     summary = decode_model.slowdown_summary(frame)
+    # one column for the contexts compared: with a From and a To column the ratio was pushed off a phone's screen
+    spans = summary.assign(
+        tokens=[f"{a:,} → {b:,}" for a, b in zip(summary["context_first"], summary["context"])]
+    )
     table = md_table(
-        summary,
+        spans,
         {
             "run": (t("sb_run"), None),
-            "context_first": (t("sb_from"), "{:,}"),
-            "context": (t("sb_to"), "{:,}"),
+            "tokens": (t("sb_tokens"), None),
             "predicted_slowdown": (t("sb_predicted"), "{:.2f}×"),
             "measured_slowdown": (t("sb_measured"), "{:.2f}×"),
             "ratio": (t("sb_ratio"), "{:.2f}"),

@@ -8,7 +8,10 @@ formula.
 from __future__ import annotations
 
 
+import pandas as pd
+
 from kvcore import views
+from kvcore.charts import Choice
 from kvcore.formulas import KvSpec, crossover_context, formula_terms
 from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
@@ -129,15 +132,25 @@ def growth(
 
 
 @cached
-def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
-    layers = views.per_layer(preset_geometry(model), ctx, KvSpec(kv, kv), seqs)
+def growth_layers(
+    model: str, contexts: tuple[int, ...], ctx: int, kv: str, seqs: int, lang: str
+) -> dict:
+    """Bytes per layer at each of `contexts`, one chart: radio buttons inside it pick the context (`ctx` first),
+    repainted in the browser with no round trip; its table and CSV hold every context."""
+    g, spec = preset_geometry(model), KvSpec(kv, kv)
+    layers = pd.concat(
+        [views.per_layer(g, n, spec, seqs).assign(context=n) for n in contexts], ignore_index=True
+    )
     layers["kind"] = layers["kind"].map(i18n.translator(lang, "growth.kind_"))
     t = i18n.translator(lang)
-    titles = cols(lang, "layer", "mib", "kind", "tokens_held")
+    titles = cols(lang, "context", "layer", "mib", "kind", "tokens_held")
     data = layers.assign(layer=layers["layer"].astype(str))
+    choice = Choice(
+        "context", contexts, ctx, t("growth.layers_pick"), tuple(f"{n:,}" for n in contexts)
+    )
     return {
         "chart": make_chart(
-            data[["layer", "kind", "tokens_held", "mib"]].rename(columns=titles),
+            data[["context", "layer", "kind", "tokens_held", "mib"]].rename(columns=titles),
             "bar_chart",
             data,
             "layer",
@@ -146,8 +159,9 @@ def growth_layers(model: str, ctx: int, kv: str, seqs: int, lang: str) -> dict:
             t("growth.layer"),
             "MiB",
             extra_tooltip=("tokens_held",),
-            sort=[str(i) for i in layers["layer"]],
+            sort=[str(i) for i in dict.fromkeys(layers["layer"])],
             height={"step": 11},
+            choice=choice,
             titles=titles,
         )
     }

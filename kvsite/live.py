@@ -102,6 +102,7 @@ def _run(job: Job) -> None:
 
 def _measure(job: Job) -> None:
     from kvcore import live, live_decode, live_models
+    from kvcore.live_timing import SweepOptions
 
     p = job.params
     try:
@@ -126,9 +127,7 @@ def _measure(job: Job) -> None:
             job.sections["decode"] = live_decode.decode_sweep(
                 model,
                 p["contexts"],
-                warmup=p["warmup"],
-                steps=p["steps"],
-                repeats=p["repeats"],
+                options=SweepOptions(p["warmup"], p["steps"], p["repeats"]),
                 progress=progress,
                 should_stop=stop,
                 on_rows=show,
@@ -146,7 +145,7 @@ def _measure(job: Job) -> None:
             job.sections["prefill"] = live_sweeps.prefill_sweep(
                 model,
                 p["prompts"],
-                repeats=1,
+                options=SweepOptions(repeats=1),
                 progress=part(0),
                 should_stop=stop,
                 on_rows=lambda rows: job.sections.__setitem__("prefill", rows),
@@ -155,9 +154,7 @@ def _measure(job: Job) -> None:
                 model,
                 p["batches"],
                 p["contexts"],
-                warmup=p["warmup"],
-                steps=p["steps"],
-                repeats=1,
+                options=SweepOptions(p["warmup"], p["steps"], repeats=1),
                 progress=part(n_pre + 1),
                 should_stop=stop,
                 on_rows=lambda rows: job.sections.__setitem__("batch", rows),

@@ -74,6 +74,7 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
             "label",
             titles=titles,
             tooltip=("source", "new_tokens"),
+            x_title=t("mechanism.x_run"),
         ),
         "new_tokens": int(totals["new_tokens"]),
         "speedup": float(totals["speedup"]),

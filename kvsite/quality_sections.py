@@ -66,7 +66,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         t("savings.quality_y"),
         titles=titles,
         tooltip=("top1_agreement", "perplexity"),
-        shape=titles["runtime"] if several else None,
+        shape="runtime" if several else None,
     )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
     table = md_table(

@@ -105,18 +105,34 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
             titles=titles,
             rules=limit_rule(g, top, lang),
         ),
-        "table": md_table(
-            views.format_table(g, list(fmts)),
-            {
-                "format": (t("savings.format"), None),
-                "bits_per_value": (t("savings.bits"), "{:.3f}"),
-                "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
-                "vs_fp16": ("× fp16", "{:.3f}"),
-                "source": (t("savings.source"), None),
-            },
-            lang=lang,
-        ),
+        "table": _formats_table(views.format_table(g, list(fmts)), lang),
     }
+
+
+def _formats_table(table, lang: str) -> str:
+    """The formats' numbers as a table, and where each layout comes from as a list under it (a column of layout
+    descriptions wrapped every row to three lines on a phone)."""
+    t = i18n.translator(lang)
+    numbers = md_table(
+        table,
+        {
+            "format": (t("savings.format"), None),
+            "bits_per_value": (t("savings.bits"), "{:.3f}"),
+            "bytes_per_token": (t("savings.bytes_token"), "{:,}"),
+            "vs_fp16": ("× fp16", "{:.3f}"),
+        },
+        lang=lang,
+    )
+    sources = [
+        f"- `{fmt}`{t('recordings.colon')}{i18n.data_text(lang, str(source))}"
+        for fmt, source in zip(table["format"], table["source"])
+        if isinstance(source, str) and source
+    ]
+    return numbers + (
+        "\n\n" + f"{t('savings.source')}{t('recordings.colon').rstrip()}\n\n" + "\n".join(sources)
+        if sources
+        else ""
+    )
 
 
 @cached

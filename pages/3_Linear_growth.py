@@ -12,6 +12,8 @@ from kvsite.chart import show_chart
 from kvsite.frame import setup
 from kvsite.layout import row
 
+LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each
+
 f = setup("linear_growth")
 f.intro()
 rec = f.pick_source("growth")
@@ -97,23 +99,19 @@ def body(rec) -> None:
     st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
     st.header(f.t("growth.layers_title"))
-    layer_ctx = st.select_slider(
-        f.t("common.context"),
-        [1024, 4096, 8192, 32768, 131072],
-        32768,
-        key="lctx",
-        format_func="{:,}".format,
-        bind="query-params",
-    )
+    contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
+    asked = st.query_params.get("lctx", "")
+    layer_ctx = int(asked) if asked.isdigit() and int(asked) in contexts else 32768
     show_chart(
         f,
-        growth_sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"],
+        growth_sections.growth_layers(model, contexts, layer_ctx, kv, seqs, f.lang)["chart"],
         "layers_chart",
         f"kv-per-layer-{model}",
         table=False,
         settings={**settings, f.t("common.context"): f"{layer_ctx:,}"},
         source=f.t("export.computed"),
     )
+    st.caption(f.t("growth.layers_pick_note", n=f"{layer_ctx:,}"))
     st.caption(f.t("growth.layers_note"))
 
 

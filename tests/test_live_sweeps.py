@@ -38,12 +38,13 @@ def tiny():
 
 def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
     from kvcore.live_sweeps import prefill_sweep
+    from kvcore.live_timing import SweepOptions
 
     seen, shown = [], []
     rows = prefill_sweep(
         tiny,
         [300, 16, 64],
-        repeats=2,
+        options=SweepOptions(repeats=2),
         progress=lambda d, t, s: seen.append((d, t)),
         on_rows=shown.append,
     )
@@ -105,8 +106,9 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
 
 def test_batch_sweep_rows_total_is_batch_times_per_sequence(tiny):
     from kvcore.live_sweeps import batch_sweep
+    from kvcore.live_timing import SweepOptions
 
-    rows = batch_sweep(tiny, [4, 1, 2], [64, 16], warmup=1, steps=3, repeats=2)
+    rows = batch_sweep(tiny, [4, 1, 2], [64, 16], options=SweepOptions(1, 3, 2))
     assert [(r["context"], r["batch"]) for r in rows] == [
         (16, 1),
         (16, 2),

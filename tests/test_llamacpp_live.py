@@ -160,21 +160,25 @@ def test_quality_scores_llamacpps_cache_types_through_kvcore_quality(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args, said",
+    "args, sentence",
     [
-        (["--kv-formats", "f16,q3_k"], "'q3_k'"),
-        (["--kv-formats", "mlx-q4"], "'mlx-q4'"),
-        (["--group-size", "32"], "--group-size"),
+        (
+            ["--kv-formats", "f16,q3_k"],
+            "Unknown KV format 'q3_k' for llama.cpp's quality; valid: f32, f16, bf16, q8_0, q4_0,",
+        ),
+        (["--kv-formats", "mlx-q4"], "Unknown KV format 'mlx-q4' for llama.cpp's quality;"),
+        (["--group-size", "32"], "--group-size and --quantized-kv-start are mlx_lm's;"),
+        (["--model", real_model.NAME], "--runtime llama.cpp scores a GGUF file: give --model FILE"),
     ],
 )
-def test_quality_under_llamacpp_refuses_what_it_does_not_run(args, said):
-    r = _quality("--model", str(smollm2()), "--no-save", *args)
-    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
+def test_quality_under_llamacpp_refuses_what_it_does_not_run(capsys, args, sentence):
+    """In one sentence, before anything is loaded (in-process: no model, no llama.cpp context)."""
+    from kvcore.cli import main
 
-
-def test_quality_under_llamacpp_wants_a_gguf_file():
-    r = _quality("--model", real_model.NAME)
-    assert r.returncode == 2 and "FILE.gguf" in r.stderr and "Traceback" not in r.stderr
+    argv = ["quality", "--runtime", "llama.cpp", "--model", str(smollm2()), *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: " + sentence) and "\n" not in err and "Traceback" not in err
 
 
 def test_the_bundled_llamacpp_quality_run_is_the_decode_runs_file():
@@ -191,3 +195,20 @@ def test_the_bundled_llamacpp_quality_run_is_the_decode_runs_file():
     assert rows["f16"]["kl_vs_baseline"] < 1e-6
     assert rows["q4_0"]["kl_vs_baseline"] > rows["q8_0"]["kl_vs_baseline"] > 0
     assert rec.data["method"]["cross_checks"][0]["agree"] is True
+
+
+def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
+    """Both runtimes score the same positions: llama.cpp's own tokenizer and kvcore's (built from the same file's
+    metadata for mlx_lm) split the bundled text into the same tokens, every one of them."""
+    import mlx.core as mx
+
+    from kvcore.llamacpp_quality import _Model
+
+    text = real_model.SAMPLE_TEXT.read_text(encoding="utf-8")
+    model = _Model(str(smollm2()))
+    try:
+        theirs = model.tokenize(text)
+    finally:
+        model.close()
+    ours = real_model.build_tokenizer(mx.load(str(smollm2()), return_metadata=True)[1])
+    assert len(theirs) > 10_000 and theirs == ours.encode(text)

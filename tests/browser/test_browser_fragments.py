@@ -138,3 +138,27 @@ def _pick(page, ready, label: str, option: str) -> None:
     page.keyboard.type(option)
     page.get_by_role("option").filter(has_text=option).first.click()
     ready(page)
+
+
+def test_a_choice_inside_a_chart_repaints_it_with_no_round_trip(server, page, ready):
+    """Linear growth's per-layer chart holds every context; its radio buttons (a Vega-Lite parameter bound inside
+    the chart) repaint it in the browser: the bars change and the browser asks the server for nothing."""
+    asked = _reruns(page)
+    page.goto(
+        f"{server}/Linear_growth?lang=en&lctx=4096"
+    )  # a link's context is where the chart opens
+    ready(page)
+    chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)
+    axis = chart.locator("g.role-axis[aria-label^='X-axis'] g.role-axis-label text")
+    expect(chart.locator("input[type='radio'][value='4096']")).to_be_checked()
+    before, top = chart.locator("svg").inner_html(), axis.last.text_content()
+    asked.clear()
+    chart.locator("input[type='radio'][value='131072']").check()
+    page.wait_for_function(
+        "([el, old]) => el.innerHTML !== old", arg=[chart.locator("svg").element_handle(), before]
+    )
+    assert float(axis.last.text_content().replace(",", "")) > 16 * float(top.replace(",", ""))
+    page.wait_for_timeout(500)  # a rerun, had one been asked for, would have been sent by now
+    assert asked == [], asked  # no rerun of anything: the chart repainted itself
+    assert "lctx=4096" in page.url  # the link is left as it was
+    assert page.locator("[data-testid='stException']").count() == 0

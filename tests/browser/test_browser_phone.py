@@ -19,7 +19,8 @@ MIN_PLOT = {
     DESKTOP: 400,
 }  # px of plot a reader can read values from (1400: about half the main column)
 
-# Per chart: its plot cells' widths, the svg's right edge, and the chart's label, read from the drawn SVG.
+# Per chart: its plot cells' widths, the svg's right edge, the chart's label, and any axis label or title drawn
+# past the chart's own box or the screen (cut: issue 19's last x label), read from the drawn SVG.
 PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map((chart, i) => {
   const svg = chart.querySelector('svg.marks');
   if (!svg) return {i, drawn: false};
@@ -32,8 +33,16 @@ PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart
     return bg ? Math.round(width(bg)) : 0;
   });
   const label = (svg.querySelector("g.role-axis[aria-label^='X-axis']") || svg).getAttribute('aria-label') || '';
-  return {i, drawn: true, plots, right: Math.round(svg.getBoundingClientRect().right), label: label.slice(0, 60)};
-})"""
+  const box = svg.getBoundingClientRect();
+  const cut = [...svg.querySelectorAll('g.role-axis-label text, g.role-axis-title text, g.role-title text')]
+      .map(t => [t.textContent, t.getBoundingClientRect()])
+      .filter(([_, r]) => r.width && (r.right > Math.min(box.right, innerWidth) + SLACK || r.left < box.left - SLACK))
+      .map(([text, r]) => `${text} (x ${Math.round(r.left)}-${Math.round(r.right)})`);
+  return {i, drawn: true, plots, right: Math.round(box.right), label: label.slice(0, 60), cut,
+          box: `${Math.round(box.left)}-${Math.round(box.right)}`};
+})""".replace(
+    "SLACK", "3"
+)  # px: a rotated title's box pokes a pixel or two out of a drawing that fits
 
 
 # Blocks of text whose content is wider than their box (scrollWidth > clientWidth) while the box shows no scroll
@@ -100,6 +109,13 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
         if c["right"] > width:
             problems.append(
                 f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen"
+            )
+        if c["label"].startswith("X-axis for"):  # Vega's description of an axis drawn with no title
+            problems.append(f"chart {c['i']} ({c['label']}): its x axis has no title")
+        if c["cut"]:
+            problems.append(
+                f"chart {c['i']} ({c['label']}): cut at its edges (the chart spans x {c['box']}): "
+                + "; ".join(c["cut"])
             )
     assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
 
