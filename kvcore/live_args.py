@@ -72,7 +72,7 @@ def count(label: str, low: int, high: int):
 
 
 def kv_format(text: str) -> str:
-    from .live_models import KV_FORMATS
+    from .live_memory import KV_FORMATS
 
     if text not in KV_FORMATS:
         raise argparse.ArgumentTypeError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import calculator, views
+from kvcore import calculator, savings_views
 from kvcore.formulas import KvSpec, formula_terms
 from kvcore.limits import MAX_CONTEXT
 from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime, runtime_of
@@ -134,7 +134,7 @@ def memory_chart(
             g, contexts, weights, seqs, KvSpec(k, v), formats, runtime_options(src, seqs)
         )
     )
-    curves = views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
+    curves = savings_views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
     line = pd.DataFrame(
         [
             {"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import views
+from kvcore import savings_views
 from kvcore.recordings import Recording
 from kvcore.units import fmt_num
 
@@ -22,14 +22,14 @@ from .sections import cached, cols
 def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
     figures as a table, the price against context, the published figures, and the answers per prompt. Other
-    runtimes' runs on the same model among `others` (views.quality_companions) join the chart and the table,
+    runtimes' runs on the same model among `others` (savings_views.quality_companions) join the chart and the table,
     each format named with its runtime, and a note compares them at the same bit width."""
     from kvcore import real_model
     from kvcore.published import figures
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)
-    df = views.quality_trade([rec, *views.quality_companions(rec, list(others))])
+    df = savings_views.quality_trade([rec, *savings_views.quality_companions(rec, list(others))])
     several = df["runtime"].nunique() > 1
     df = df.assign(
         format=[
@@ -80,7 +80,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         },
         lang,
     )
-    growth = views.quality_by_context(rec)
+    growth = savings_views.quality_by_context(rec)
     context_table = None
     lengths = ""
     if not growth.empty and growth["tokens"].nunique() > 1:
@@ -117,7 +117,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         "lengths": lengths,
         "tokens": int(df["tokens"].max()),
         "published": published,
-        "answers": views.quality_answers(rec),
+        "answers": savings_views.quality_answers(rec),
         "baseline": df["format"].iloc[0],
         "install_note": None if real_model.available() else t("savings.quality_install"),
         "runtimes_note": _runtimes_note(df, lang) if several else None,

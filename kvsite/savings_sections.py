@@ -7,7 +7,7 @@ Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp1
 from __future__ import annotations
 
 
-from kvcore import provenance as run_info, views
+from kvcore import provenance as run_info, savings_views, views
 from kvcore.formats import FORMATS
 from kvcore.geometry import load_preset, preset_geometry
 from kvcore.published import figures
@@ -25,7 +25,9 @@ def heads(model: str, ctx: int, lang: str) -> dict:
     """The MHA / this model / MQA chart (an MLA model: its latent against the MHA it replaces) and one sentence on
     this model's own query and KV heads."""
     g = preset_geometry(model)
-    df = views.heads_compare(g, ctx, mha_dims=views.mla_mha_dims(load_preset(model)["config"]))
+    df = savings_views.heads_compare(
+        g, ctx, mha_dims=savings_views.mla_mha_dims(load_preset(model)["config"])
+    )
     df["variant"] = df["variant"].map(i18n.translator(lang, "savings.variant_"))
     df["label"] = [
         fmt_num(v, unit="GiB") + ("" if share == 1 else f" ({fmt_num(share * 100)}%)")
@@ -80,12 +82,12 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     (the engine's sentences), chart None when none can."""
     g = preset_geometry(model)
     top = max(ctx, 8192)
-    misfits = views.misfits(g, list(fmts))
+    misfits = savings_views.misfits(g, list(fmts))
     kept = tuple(f for f in fmts if f not in misfits)
     left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
     if not kept:
         return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
-    curve = views.formats_curve(g, list(kept), top)
+    curve = savings_views.formats_curve(g, list(kept), top)
     t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
     return {
@@ -105,7 +107,7 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
             titles=titles,
             rules=limit_rule(g, top, lang),
         ),
-        "table": _formats_table(views.format_table(g, list(fmts)), lang),
+        "table": _formats_table(savings_views.format_table(g, list(fmts)), lang),
     }
 
 
@@ -139,7 +141,7 @@ def _formats_table(table, lang: str) -> str:
 def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
     """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
     g = preset_geometry(model)
-    df = views.fits_table(g, weights, mem, list(fmts))
+    df = savings_views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:
         return None
     t = i18n.translator(lang)
@@ -180,7 +182,7 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
 
 @cached
 def turbo(lang: str) -> dict:
-    claims = views.turbo3_claims()
+    claims = savings_views.turbo3_claims()
     item, fmt = figures()["turbo3_llama31_8b_131k"], FORMATS["turbo3"]
     by = claims.set_index("claim")
     values = {
@@ -218,7 +220,7 @@ def turbo(lang: str) -> dict:
         + "\n\n"
         + notes,
         "padding": md_table(
-            views.turbo_padding(),
+            savings_views.turbo_padding(),
             {
                 "format": (t("savings.format"), None),
                 "head_dim_128": (t("savings.hd128"), "{:.3f}"),
