@@ -120,6 +120,17 @@ def batch_sizes(text: str) -> list[int]:
     return values
 
 
+def require_gguf(a, does: str) -> None:
+    """Refuse, before anything runs, a --runtime that runs GGUF files given another --model."""
+    if not a.model.lower().endswith(".gguf"):
+        raise KvError(
+            f"--runtime {a.runtime} {does} a GGUF file: give --model FILE.gguf, not {a.model!r}.",
+            "gguf_runtime",
+            label=a.model,
+            runtime=a.runtime,
+        )
+
+
 def add_common(p, model_default: str, model_help: str, saves: bool = False) -> None:
     """--model, where the recording goes (record saves unless --no-save; the others only if asked),
     --title and --label."""
