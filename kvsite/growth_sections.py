@@ -1,6 +1,8 @@
-"""The linear growth chapter's sections: the formula with the reader's numbers, the curves, the layers.
+"""The linear growth chapter's sections: the formula with the reader's numbers, the curves, the
+layers.
 
-Example: growth("llama-3.2-1b", 32768, "bf16", "fp16", 1, "en", None)["formula"] -> the substituted formula.
+Example: growth("llama-3.2-1b", 32768, "bf16", "fp16", 1, "en", None)["formula"] -> the substituted
+formula.
 """
 
 from __future__ import annotations
