@@ -4,16 +4,17 @@ import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
 from kvsite.chapters import CHAPTERS
-from kvsite.frame import DEFAULT_SOURCE, row, setup, text
-from kvsite import sections
+from kvsite.frame import DEFAULT_SOURCE, setup
+from kvsite.layout import row, text
+from kvsite import home_sections, sections
 
 f = setup("home")
 f.intro()
 
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
-n = sections.key_numbers(rec)
+n = home_sections.key_numbers(rec)
 geo = sections.article_geometry()
-dec = sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
+dec = home_sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
 c = row(gap="large")  # a metric takes its label's width
 c.metric(
     f.t("home.m_per_token"),

@@ -51,10 +51,11 @@ from kvcore.live_decode import (
     generate_step_ms,
     paired_steps,
     prefill,
-    quartiles,
     synthetic_ms,
 )  # noqa: E402
-from kvcore.live_models import fill_caches, get_model, make_caches  # noqa: E402
+from kvcore.live_timing import SweepOptions, quartiles  # noqa: E402
+from kvcore.live_models import get_model  # noqa: E402
+from kvcore.live_memory import fill_caches, make_caches  # noqa: E402
 from kvcore.machine import backend, provenance  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
@@ -175,7 +176,7 @@ def sweep_cost(
     import mlx.core as mx
 
     t0 = time.perf_counter()
-    rows = decode_sweep(model, SWEEP, warmup=warmup, steps=steps, repeats=1)
+    rows = decode_sweep(model, SWEEP, options=SweepOptions(warmup, steps, repeats=1))
     synthetic_s = time.perf_counter() - t0
     timing_s = {r["context"]: (warmup + steps) * r["ms_per_token"] / 1000 for r in rows}
     measured = {c: s for c, s in known.items() if c in measured_prefill}

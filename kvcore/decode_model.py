@@ -170,14 +170,12 @@ def slowdown(
 
 
 def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
-    """A recording's model geometry, weights format and KV spec; None when it names no model config or its source does
-    not say which formats ran (kvcore.recordings.model_format: "unknown"). A misspelled format is a KvError naming it,
-    never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
+    """A recording's model geometry, weights format and KV spec; None when it names no model config or
+    does not state which formats ran (kvcore.recordings.model_format: absent, "unknown"; no_fit_reason
+    says which). A misspelled format is a KvError naming it, never fp16 or bf16 in its place (a fit on
+    other bytes would move its bandwidth)."""
     model = rec.data["model"]
-    kv, weights = (
-        model_format(model, "kv_format", "fp16"),
-        model_format(model, "weights_format", "bf16"),
-    )
+    kv, weights = model_format(model, "kv_format"), model_format(model, "weights_format")
     if kv is None or weights is None:
         return None
     try:
@@ -201,6 +199,25 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
         )
     except KvError:
         return None
+
+
+def no_fit_reason(rec) -> str | None:
+    """Why a run has no bytes line, or None when it has one: "hybrid" (linear-attention layers kvcore
+    has no geometry for), "unusual" (attention kvcore does not model), "no_model" (no model
+    configuration named) or "no_format" (its KV or weights format not stated, so no bytes to fit).
+
+    Example: a run with a preset and no kv_format -> "no_format".
+    """
+    model = rec.data["model"]
+    if model.get("hybrid"):
+        return "hybrid"
+    if model.get("unusual"):
+        return "unusual"
+    if not isinstance(model.get("config"), dict) and not model.get("preset"):
+        return "no_model"
+    if None in (model_format(model, "kv_format"), model_format(model, "weights_format")):
+        return "no_format"
+    return None if geometry_for(rec) is not None else "no_model"
 
 
 def chip_for(rec) -> Chip | None:

@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .geometry import preset_geometry
 from .errors import KvError
-from .live_cli import DEFAULT_MODEL, DEFAULT_WEIGHTS_FORMAT, default_max_context
+from .live_args import DEFAULT_MODEL, DEFAULT_WEIGHTS_FORMAT, default_max_context
 from .units import fmt_bytes
 
 # what each live command needs beyond mlx.core: (module, what it is for)
@@ -68,9 +68,10 @@ def _backend_works() -> str | None:
 
 def _default_decode_fits() -> str:
     """Whether the live commands' default run (their --model's random weights at their largest default context,
-    kvcore.live_cli's defaults) passes the memory guard."""
+    kvcore.live_args's defaults) passes the memory guard."""
     from .formulas import kv_bytes
-    from .live_models import guard, guess_weights_bytes, kv_spec
+    from .live_models import guess_weights_bytes
+    from .live_memory import guard, kv_spec
 
     geometry, context = preset_geometry(DEFAULT_MODEL), default_max_context()
     try:

@@ -13,7 +13,9 @@ from typing import Callable
 
 from .formulas import kv_bytes
 from .live import Progress, StopCheck, _Ticker
-from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
+from .live_models import LiveModel
+from .live_memory import fill_caches, guard, kv_spec, make_caches
+from .live_timing import SweepOptions, quartiles, timed_passes, timed_steps
 
 
 # ---------------------------------------------------------------- decode
@@ -36,15 +38,12 @@ def time_steps(
     import mlx.core as mx
 
     token = mx.array([[7]])
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
+
+    def step() -> None:
+        nonlocal token
         token = _step(model, caches, token)
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1000)
-        if ticker:
-            ticker.check()
-    return times
+
+    return timed_steps(step, warmup, steps, ticker)
 
 
 def paired_steps(
@@ -99,83 +98,37 @@ def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int
     )
 
 
-SWEEP_ORDER = (
-    "contexts visited in a fresh shuffled order each pass (seeded), a fresh cache every visit"
-)
-SWEEP_SPREAD = (
-    "min_ms/max_ms and q1_ms/q3_ms (interquartile range) of the per-pass medians listed in pass_ms"
-)
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    """(first quartile, median, third quartile) of `values`, the 'inclusive' method (numpy's default
-    linear interpolation between order statistics), so a single value gives (v, v, v).
-
-    Example: quartiles([1, 2, 3, 4, 5]) -> (2.0, 3.0, 4.0).
-    """
-    if len(values) == 1:
-        return (values[0],) * 3
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
-
-
-def pass_orders(contexts: list[int], passes: int, seed: int = 0) -> list[list[int]]:
-    """The order in which each pass visits `contexts`: a fresh random shuffle per pass (seeded, so a
-    run can be repeated), so that drift of a shared machine over the run lands on every context
-    alike instead of bending the curve the way a fixed short-to-long order would.
-
-    Example: pass_orders([256, 1024, 4096], 2) -> two permutations of the three contexts.
-    """
-    import random
-
-    rng = random.Random(seed)
-    orders = []
-    for _ in range(passes):
-        order = list(contexts)
-        rng.shuffle(order)
-        orders.append(order)
-    return orders
-
-
 def decode_sweep(
     model: LiveModel,
     contexts: list[int],
     kv_format: str | None = None,
-    warmup: int = 3,
-    steps: int = 16,
-    repeats: int = 3,
+    options: SweepOptions = SweepOptions(),
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
-    seed: int = 0,
     on_rows: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
     """ms/token vs context: each context's cache filled synthetically with T+1 random K/V rows
     (evaluated before timing, so the first step pays no reallocation), `warmup` untimed steps, the
     median of `steps` timed steps. `repeats` passes over the contexts, each pass in its own shuffled
-    order (pass_orders), a fresh cache every visit. Each row gives the median of its per-pass
-    medians (ms_per_token), their min, max and spread (max - min), their interquartile range
+    order (live_timing.timed_passes), a fresh cache every visit. Each row gives the median of its
+    per-pass medians (ms_per_token), their min, max and spread (max - min), their interquartile range
     (q1_ms, q3_ms) and the per-pass medians themselves (pass_ms, in pass order).
     on_rows(rows) is called after every visit with the rows so far (a live page shows them as they come).
     """
-    import mlx.core as mx
-
     kv_format = kv_format or model.dtype
     contexts = sorted(set(contexts))
-    _decode_guard(model, contexts[-1], kv_format, warmup + steps)
-    ticker = _Ticker(repeats * len(contexts), progress, should_stop)
-    medians: dict[int, list[float]] = {t: [] for t in contexts}
-    for r, order in enumerate(pass_orders(contexts, repeats, seed)):
-        for context in order:
-            caches = make_caches(model, kv_format)
-            fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format))
-            medians[context].append(
-                statistics.median(time_steps(model, caches, warmup, steps, ticker))
-            )
-            del caches
-            mx.clear_cache()
-            if on_rows:
-                on_rows(_decode_rows(medians, kv_format))
-            ticker.tick(f"decode: {context:,} tokens (pass {r + 1}/{repeats})")
+    o = options
+    _decode_guard(model, contexts[-1], kv_format, o.warmup + o.steps)
+    ticker = _Ticker(o.repeats * len(contexts), progress, should_stop)
+    medians = timed_passes(
+        contexts,
+        o,
+        ticker,
+        lambda context: _synthetic_ms(model, context, kv_format, o.warmup, o.steps, ticker),
+        lambda medians: _decode_rows(medians, kv_format),
+        lambda context: f"decode: {context:,} tokens",
+        on_rows,
+    )
     return _decode_rows(medians, kv_format)
 
 
@@ -215,9 +168,13 @@ def synthetic_ms(
     """Median ms/token after writing context + 1 rows of K/V into fresh caches (random, or `kv[i]` =
     (K, V) per layer, e.g. a real prefill's saved K/V); the guard is checked first; frees the cache.
     """
+    _decode_guard(model, context, kv_format, warmup + steps)
+    return _synthetic_ms(model, context, kv_format, warmup, steps, ticker, kv)
+
+
+def _synthetic_ms(model, context, kv_format, warmup, steps, ticker=None, kv=None) -> float:
     import mlx.core as mx
 
-    _decode_guard(model, context, kv_format, warmup + steps)
     caches = make_caches(model, kv_format)
     fill_caches(caches, model.geometry, context + 1, _fill_dtype(model, kv_format), kv=kv)
     ms = statistics.median(time_steps(model, caches, warmup, steps, ticker))

@@ -14,16 +14,12 @@ from . import recordings
 from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
-from .live_decode import (
-    SWEEP_ORDER,
-    SWEEP_SPREAD,
-    decode_sweep,
-    generate_step_check,
-    mechanism_probe,
-    real_prefill_check,
-)
+from .formulas import PREFILL_STEP
+from .live import ROTATING_MAX, Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_memory import GROUP_SIZE
+from .live_decode import decode_sweep, generate_step_check, mechanism_probe, real_prefill_check
 from .live_models import LiveModel
+from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions
 from .machine import backend, provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
@@ -106,6 +102,29 @@ def model_info(
 DECODE_FILL = (
     "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing"
 )
+
+
+def trap_method(tokens: int, kv_dtype: str, bits: int, layers: int) -> dict:
+    """How a trap probe was made (method.trap): the one text for `kvcore probe` and `kvcore record`."""
+    return {
+        "driver": "real mlx_lm cache classes fed random tensors of one layer",
+        "tokens": tokens,
+        "kv_dtype": kv_dtype,
+        "used_bytes": "from keys_and_values() arrays",
+        "rotating_max_size": ROTATING_MAX,
+        "quantized": f"group {GROUP_SIZE}, {bits} bits",
+        "layers": layers,
+    }
+
+
+def growth_method(kv_format: str) -> dict:
+    """How a growth sweep was made (method.growth): the one text for `kvcore kv` and `kvcore record`."""
+    return {
+        "fill": f"random K/V in generate_step's prefill chunks ({PREFILL_STEP})",
+        "kv_format": kv_format,
+        "active": "mx.get_active_memory() delta",
+        "peak": "mx.get_peak_memory() over the next token",
+    }
 
 
 def decode_method(warmup: int, steps: int, repeats: int, kv_format: str) -> dict:
@@ -211,6 +230,7 @@ def record_suite(
 
     g = resolve_geometry(geometry)
     rows, method = {}, {}
+    timing = SweepOptions(warmup, steps, repeats)
     load_start = _load()
     if "trap" in sections:
         rows["trap"] = trap_probe(
@@ -220,15 +240,7 @@ def record_suite(
             progress=phase("trap"),
             should_stop=should_stop,
         )
-        method["trap"] = {
-            "driver": "real mlx_lm cache classes fed random tensors of one layer",
-            "tokens": trap_tokens,
-            "kv_dtype": geometry_kv_format,
-            "used_bytes": "from keys_and_values() arrays",
-            "rotating_max_size": 512,
-            "quantized": "group 64, 8 bits",
-            "layers": g.count("full"),
-        }
+        method["trap"] = trap_method(trap_tokens, geometry_kv_format, 8, g.count("full"))
     if "growth" in sections:
         rows["growth"] = growth_probe(
             geometry,
@@ -238,15 +250,10 @@ def record_suite(
             progress=phase("growth"),
             should_stop=should_stop,
         )
-        method["growth"] = {
-            "fill": "random K/V in generate_step's prefill chunks (2048)",
-            "kv_format": geometry_kv_format,
-            "active": "mx.get_active_memory() delta",
-            "peak": "mx.get_peak_memory() over the next token",
-        }
+        method["growth"] = growth_method(geometry_kv_format)
     if "decode" in sections:
         rows["decode"] = decode_sweep(
-            model, contexts, kv_format, warmup, steps, repeats, phase("decode"), should_stop
+            model, contexts, kv_format, timing, phase("decode"), should_stop
         )
         method["decode"] = decode_method(warmup, steps, repeats, kv_format)
     if "mechanism" in sections:
@@ -266,7 +273,7 @@ def record_suite(
             model,
             prompts or [256, 1024, 4096],
             kv_format,
-            repeats,
+            SweepOptions(repeats=repeats),
             progress=phase("prefill"),
             should_stop=should_stop,
         )
@@ -277,9 +284,7 @@ def record_suite(
             batches or [1, 2, 4, 8],
             batch_contexts or [256, 1024, 4096],
             kv_format,
-            warmup,
-            steps,
-            repeats,
+            timing,
             progress=phase("batch"),
             should_stop=should_stop,
         )

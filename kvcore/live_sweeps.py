@@ -8,9 +8,9 @@
   KVCache becomes a BatchKVCache), and one decode step feeds B tokens [B, 1]: ms per step, total tok/s (B tokens a
   step) and per-sequence tok/s (one token a step).
 
-Both visit their points in a fresh shuffled order each pass (kvcore.live_decode.pass_orders) and give the median over
-passes with its spread, as kvcore.live_decode.decode_sweep does. mlx is imported inside the functions only.
-Example: prefill_sweep(get_model("cpu-demo", "random", "fp32"), [256, 1024, 4096], repeats=2)
+Both visit their points in a fresh shuffled order each pass and give the median over passes with its spread
+(kvcore.live_timing.timed_passes), as kvcore.live_decode.decode_sweep does. mlx is imported inside the functions only.
+Example: prefill_sweep(get_model("cpu-demo", "random", "fp32"), [256, 1024, 4096], SweepOptions(repeats=2))
          -> [{"prompt_tokens": 256, "prefill_s": ..., "tokens_per_s": ...}, ...]
 """
 
@@ -23,12 +23,17 @@ from typing import Callable
 from .errors import KvError
 from .formulas import PREFILL_STEP, kv_bytes
 from .live import Progress, StopCheck, _Ticker
-from .live_decode import SWEEP_ORDER, SWEEP_SPREAD, _fill_dtype, pass_orders, prefill, quartiles
-from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
+from .live_decode import _fill_dtype, prefill
+from .live_models import LiveModel
+from .live_memory import fill_caches, guard, kv_spec, make_caches
+from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions, quartiles, timed_passes
+from .live_timing import timed_steps
 
 PREFILL_CHUNK = (
     PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's one home for it (kvcore.formulas)
 )
+PREFILL_OPTIONS = SweepOptions(repeats=2)  # a prefill has no steps: one untimed warm-up prefill
+BATCH_OPTIONS = SweepOptions(warmup=2, steps=8, repeats=2)
 PREFILL_METHOD = {
     "fill": "real prefill: random token ids through the model into fresh caches",
     "chunk": f"{PREFILL_CHUNK} tokens per forward pass (mlx_lm generate's prefill_step_size), "
@@ -76,15 +81,15 @@ def prefill_sweep(
     model: LiveModel,
     prompts: list[int],
     kv_format: str | None = None,
-    repeats: int = 2,
+    options: SweepOptions = PREFILL_OPTIONS,
     chunk: int = PREFILL_CHUNK,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
-    seed: int = 0,
     on_rows: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
-    """Prompt processing against prompt length: per prompt the median seconds over `repeats` passes, prompt tok/s
-    (prompt / median seconds), the spread. on_rows(rows) after every visit (a live page shows them as they come)."""
+    """Prompt processing against prompt length: per prompt the median seconds over `options.repeats`
+    passes, prompt tok/s (prompt / median seconds), the spread. on_rows(rows) after every visit (a
+    live page shows them as they come)."""
     kv_format = kv_format or model.dtype
     prompts = sorted(set(prompts))
     guard(
@@ -93,16 +98,18 @@ def prefill_sweep(
         prompts[-1],
         model=model.name,
     )
-    ticker = _Ticker(repeats * len(prompts) + 1, progress, should_stop)
+    ticker = _Ticker(options.repeats * len(prompts) + 1, progress, should_stop)
     prefill_seconds(model, prompts[0], kv_format, chunk)  # first use: kernels and buffers, untimed
     ticker.tick(f"prefill: warm-up ({prompts[0]:,} tokens)")
-    times: dict[int, list[float]] = {p: [] for p in prompts}
-    for r, order in enumerate(pass_orders(prompts, repeats, seed)):
-        for prompt in order:
-            times[prompt].append(prefill_seconds(model, prompt, kv_format, chunk))
-            if on_rows:
-                on_rows(_prefill_rows(times, kv_format))
-            ticker.tick(f"prefill: {prompt:,} tokens (pass {r + 1}/{repeats})")
+    times = timed_passes(
+        prompts,
+        options,
+        ticker,
+        lambda prompt: prefill_seconds(model, prompt, kv_format, chunk),
+        lambda times: _prefill_rows(times, kv_format),
+        lambda prompt: f"prefill: {prompt:,} tokens",
+        on_rows,
+    )
     return _prefill_rows(times, kv_format)
 
 
@@ -169,7 +176,7 @@ def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> 
 
 
 def _seeded_kv(model: LiveModel, tokens: int, dtype: str, sequence: int) -> list:
-    from .live_models import random_kv
+    from .live_memory import random_kv
 
     return [
         random_kv(layer, tokens, dtype, seed=1000 * sequence + i)
@@ -185,21 +192,19 @@ def batch_step_ms(
     steps: int,
     ticker: _Ticker | None = None,
 ) -> list[float]:
-    """ms of each of `steps` timed decode steps of all `batch` sequences together, after `warmup` untimed ones."""
+    """ms of each of `steps` timed decode steps of all `batch` sequences together, after `warmup`
+    untimed ones."""
     import mlx.core as mx
 
     tokens = mx.full((batch, 1), 7, dtype=mx.int32)
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
+
+    def step() -> None:
+        nonlocal tokens
         logits = model.module(tokens, cache=caches)
         tokens = mx.argmax(logits[:, -1, :], axis=-1, keepdims=True)
         mx.eval(tokens)
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1000)
-        if ticker:
-            ticker.check()
-    return times
+
+    return timed_steps(step, warmup, steps, ticker)
 
 
 def batch_sweep(
@@ -207,41 +212,44 @@ def batch_sweep(
     batches: list[int],
     contexts: list[int],
     kv_format: str | None = None,
-    warmup: int = 2,
-    steps: int = 8,
-    repeats: int = 2,
+    options: SweepOptions = BATCH_OPTIONS,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
-    seed: int = 0,
     on_rows: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
-    """Decode of B sequences at once against B, at each context: per (B, context) the median over passes of the
-    median step, total tok/s (B per step) and per-sequence tok/s; the spread over passes."""
+    """Decode of B sequences at once against B, at each context: per (B, context) the median over
+    passes of the median step, total tok/s (B per step) and per-sequence tok/s; the spread over
+    passes."""
     kv_format = kv_format or model.dtype
+    o = options
     batches, contexts = sorted(set(batches)), sorted(set(contexts))
     per_token = kv_bytes(model.geometry, 1, kv_spec(kv_format, model.dtype))
     # the per-sequence caches and the merged one live together while merging: twice the batch's KV
     guard(
         model.weights_bytes(),
         2 * batches[-1] * per_token,
-        contexts[-1] + warmup + steps,
+        contexts[-1] + o.warmup + o.steps,
         model=model.name,
     )
     points = [(b, c) for c in contexts for b in batches]
-    ticker = _Ticker(repeats * len(points), progress, should_stop)
-    medians: dict[tuple[int, int], list[float]] = {p: [] for p in points}
-    for r, order in enumerate(pass_orders(list(range(len(points))), repeats, seed)):
-        for i in order:
-            b, c = points[i]
-            caches = batch_caches(model, b, c, kv_format)
-            medians[(b, c)].append(
-                statistics.median(batch_step_ms(model, caches, b, warmup, steps, ticker))
-            )
-            del caches
-            _quiet_clear()
-            if on_rows:
-                on_rows(_batch_rows(medians, kv_format))
-            ticker.tick(f"batch {b} at {c:,} tokens (pass {r + 1}/{repeats})")
+    ticker = _Ticker(o.repeats * len(points), progress, should_stop)
+
+    def visit(point: tuple[int, int]) -> float:
+        caches = batch_caches(model, *point, kv_format)
+        ms = statistics.median(batch_step_ms(model, caches, point[0], o.warmup, o.steps, ticker))
+        del caches
+        _quiet_clear()
+        return ms
+
+    medians = timed_passes(
+        points,
+        o,
+        ticker,
+        visit,
+        lambda medians: _batch_rows(medians, kv_format),
+        lambda point: f"batch {point[0]} at {point[1]:,} tokens",
+        on_rows,
+    )
     return _batch_rows(medians, kv_format)
 
 

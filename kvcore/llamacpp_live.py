@@ -32,6 +32,37 @@ def _version() -> str:
         return "not installed"
 
 
+def run_provenance(command: str, log: list[str]) -> dict:
+    """A llama.cpp run's provenance: the machine, llama.cpp's device (Metal when its log names it, else the CPU),
+    the versions that ran (mlx not used), and its BLAS as llama.cpp's system info reports it."""
+    prov = provenance(command)
+    metal = any(
+        "Metal" in line or "MTL" in line for line in log
+    )  # llama.cpp names its Metal device
+    prov["backend"], prov["device"] = (
+        ("llama.cpp (Metal)", "gpu") if metal else ("llama.cpp (CPU)", "cpu")
+    )
+    prov["blas"] = system_blas()[1]
+    prov["versions"] = {
+        **{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
+        "mlx": "not used",
+        "mlx_lm": "not used",  # the schema names them for every measured run
+        "llama_cpp_python": _version(),
+        "llama.cpp": LLAMA_CPP_COMMIT,
+    }
+    return prov
+
+
+def system_blas() -> tuple[str, str]:
+    """(llama.cpp's system info line, its BLAS in words): a BLAS backend is named in that line when it is built in."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode().strip(" |")
+    if "BLAS" in info:
+        return info, "llama.cpp's BLAS backend (named in its system info)"
+    return info, "none: llama.cpp's own CPU kernels (its system info names no BLAS backend)"
+
+
 class _Runner:
     """One model and one context, with the calls a sweep needs (clear, prefill, one decode step)."""
 
@@ -229,20 +260,7 @@ def record(
                 progress(len(contexts) + j + 1, total, f"prompt of {prompt:,}")
     finally:
         runner.close()
-    prov = provenance(command)
-    metal = any(
-        "Metal" in line or "MTL" in line for line in runner.log
-    )  # llama.cpp names its Metal device in the log
-    prov["backend"], prov["device"] = (
-        ("llama.cpp (Metal)", "gpu") if metal else ("llama.cpp (CPU)", "cpu")
-    )
-    prov["versions"] = {
-        **{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
-        "mlx": "not used",
-        "mlx_lm": "not used",  # the schema names them for every measured run
-        "llama_cpp_python": _version(),
-        "llama.cpp": LLAMA_CPP_COMMIT,
-    }
+    prov = run_provenance(command, runner.log)
     data = {
         "schema": recordings.SCHEMA_VERSION,
         "kind": "measured",

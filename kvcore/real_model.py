@@ -97,17 +97,23 @@ class Tokenizer:
 
     def chat_text(self, question: str) -> str:
         """The file's chat template rendered for one user turn, ready for the assistant's answer."""
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
-            self.chat_template
-        )
-        return template.render(
-            messages=[{"role": "user", "content": question}], add_generation_prompt=True
-        )
+        return render_chat(self.chat_template, question)
 
     def chat(self, question: str) -> list[int]:
         return self.encode(self.chat_text(question))
+
+
+def render_chat(chat_template: str, question: str) -> str:
+    """A GGUF's chat template (tokenizer.chat_template) rendered in a sandboxed jinja2 for one user turn, ready for
+    the assistant's answer (the mlx_lm runs and the llama.cpp runs render it the same way)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
+        chat_template
+    )
+    return template.render(
+        messages=[{"role": "user", "content": question}], add_generation_prompt=True
+    )
 
 
 def build_tokenizer(meta: dict) -> Tokenizer:

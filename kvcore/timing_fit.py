@@ -155,54 +155,29 @@ def _table_points(run: dict, models: dict) -> list[Point]:
         ubatch=run.get("ubatch"),
     )
     spec = KvSpec("fp16", "fp16")
-    out = []
-    for kind in ("pp", "tg"):
-        for row in run.get(kind, []):
-            g = _geometry(run["model"], run["runtime"], models)
-            tokens = row["prompt"] if kind == "pp" else row["context"]
-            out.append(
-                Point(
-                    **base,
-                    kind=kind,
-                    model=run["model"],
-                    weights_format=run["weights_format"],
-                    tokens=tokens,
-                    depth=row.get("depth", 0),
-                    measured=float(row["tokens_per_s"]),
-                    geometry=g,
-                    spec=spec,
-                )
-            )
-    for row in run.get("tg_by_format", []):
-        g = _geometry(run["model"], run["runtime"], models)
-        out.append(
-            Point(
-                **base,
-                kind="tg",
-                model=run["model"],
-                weights_format=row["weights_format"],
-                tokens=row["context"],
-                depth=0,
-                measured=float(row["tokens_per_s"]),
-                geometry=g,
-                spec=spec,
-            )
+    return [
+        Point(
+            **base,
+            kind=kind,
+            model=model,
+            weights_format=weights,
+            tokens=row["prompt"] if kind == "pp" else row["context"],
+            depth=row.get("depth", 0),
+            measured=float(row["tokens_per_s"]),
+            geometry=_geometry(model, run["runtime"], models),
+            spec=spec,
         )
-    for row in run.get("tg_by_model", []):
-        g = _geometry(row["model"], run["runtime"], models)
-        out.append(
-            Point(
-                **base,
-                kind="tg",
-                model=row["model"],
-                weights_format=run["weights_format"],
-                tokens=row["context"],
-                depth=0,
-                measured=float(row["tokens_per_s"]),
-                geometry=g,
-                spec=spec,
-            )
-        )
+        for kind, row, model, weights in _table_rows(run)
+    ]
+
+
+def _table_rows(run: dict) -> list[tuple[str, dict, str, str]]:
+    """(kind, row, model, weights format) of every figure a table run states: its pp and tg rows,
+    and tg rows of other weights formats (tg_by_format) or other models (tg_by_model)."""
+    m, w = "model", "weights_format"  # a run states each either once or per row, never by default
+    out = [(kind, row, run[m], run[w]) for kind in ("pp", "tg") for row in run.get(kind, [])]
+    out += [("tg", row, run[m], row[w]) for row in run.get("tg_by_format", [])]
+    out += [("tg", row, row[m], run[w]) for row in run.get("tg_by_model", [])]
     return out
 
 
@@ -334,3 +309,71 @@ def summary(pts: list[Point], cal: Calibration | None = None) -> dict:
                 "worst_ratio": worst,
             }
     return out
+
+
+KIND = {"pp": "prompt", "tg": "decode"}
+TABLE_COLUMNS = (
+    "run",
+    "chip",
+    "runtime",
+    "model",
+    "format",
+    "kind",
+    "tokens",
+    "measured",
+    "predicted",
+    "error",
+    "bound",
+    "grade",
+    "source",
+)  # the README's held-out table, as benchmarks/timing_heldout.py prints it
+
+
+def table_rows(cal: Calibration, split: str) -> list[dict]:
+    """One row of TABLE_COLUMNS per point of `split` (FIT: its residuals; HELD_OUT: the check) that
+    the model predicts, in words; error = predicted / measured - 1.
+
+    Example: table_rows(calibration(), HELD_OUT)[0]["error"] -> "+12%".
+    """
+    out = []
+    for p in cal.fit_points if split == FIT else cal.held_out:
+        eff = cal.efficiency_for(p.chip, p.runtime)
+        pred = p.predicted(eff)
+        if pred is None:
+            continue
+        where = f"{p.tokens:,}" + (f" after {p.depth:,}" if p.depth else "")
+        out.append(
+            {
+                "run": p.run,
+                "chip": p.chip.chip,
+                "runtime": p.runtime,
+                "model": p.model,
+                "format": p.weights_format,
+                "kind": KIND[p.kind],
+                "tokens": where,
+                "measured": f"{p.measured:,.1f}",
+                "predicted": f"{pred:,.1f}",
+                "error": f"{pred / p.measured - 1:+.0%}",
+                "bound": p.step(eff).bound,
+                "grade": p.grade,
+                "source": p.url,
+            }
+        )
+    return out
+
+
+def markdown_row(row: dict) -> str:
+    """A table_rows row as the README's markdown line."""
+    return "| " + " | ".join(str(row[c]) for c in TABLE_COLUMNS) + " |"
+
+
+def shares_text(cal: Calibration) -> str:
+    """The fitted shares in one line (the README quotes it)."""
+    bw = ", ".join(
+        f"{family} on {'an Ultra' if dies == 2 else 'one die'} {share:.1%}"
+        for (family, dies), share in cal.bandwidth.items()
+    )
+    return (
+        f"compute share {cal.compute:.1%} of peak FP16; bandwidth share {bw}; "
+        f"fixed time per decode step {cal.overhead_s * 1e3:.1f} ms; {cal.source}"
+    )

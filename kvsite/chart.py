@@ -73,6 +73,9 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
         **config.get("legend", {}),
         "layout": {"bottom": {"direction": "vertical", "anchor": "start"}},
     }
+    # a quantitative x axis's last label near the plot's right end (a tick inside a padded domain) was drawn half
+    # past it and cut: a label within 24 px of either end is aligned to end at its tick, inside the plot
+    config["axisXQuantitative"] = {"labelFlush": 24, **config.get("axisXQuantitative", {})}
     spec["datasets"] = {
         name: dataframe_util.convert_anything_to_arrow_bytes(rows)
         for name, rows in spec.get("datasets", {}).items()

@@ -4,6 +4,8 @@ consecutive headings and paragraphs as one markdown element.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 
@@ -17,3 +19,12 @@ def text(*blocks: str) -> None:
     """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
     (~0.1 ms a rerun), and adjacent markdown looks the same either way."""
     st.markdown("\n\n".join(b for b in blocks if b))
+
+
+_CSS = (Path(__file__).with_name("site.css")).read_text(encoding="utf-8")
+
+
+def style() -> None:
+    """The site's layout rules (kvsite/site.css: tables that fit a phone's column), once per page run: a
+    style-only st.html goes to Streamlit's event container and takes no room on the page."""
+    st.html(f"<style>{_CSS}</style>")

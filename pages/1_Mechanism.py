@@ -3,9 +3,10 @@
 import streamlit as st
 
 from kvcore.units import fmt_ratio
-from kvsite import sections
+from kvsite import mechanism_sections
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import row
 
 f = setup("mechanism")
 f.intro()
@@ -35,7 +36,7 @@ def work_section() -> None:
             == "per_step"
         )
 
-    work = sections.mechanism_work(prompt, new, per_step, f.lang)
+    work = mechanism_sections.mechanism_work(prompt, new, per_step, f.lang)
     event = show_chart(
         f,
         work["chart"],
@@ -59,14 +60,14 @@ work_section()
 st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")
 if rec is not None:
-    measured = sections.mechanism_measured(f.with_section("mechanism"), rec.id, f.lang)
+    measured = mechanism_sections.mechanism_measured(f.with_section("mechanism"), rec.id, f.lang)
     st.metric(
         f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"])
     )
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
     st.caption(f.t("mechanism.measured_note"))
     published = next((r for r in f.recs if r.id == "published-article-b-t4-mechanism"), None)
-    real = sections.mechanism_text(rec, published, f.lang)
+    real = mechanism_sections.mechanism_text(rec, published, f.lang)
     if real is not None:
         st.subheader(f.t("mechanism.text_title"))
         st.code(real["prompt"] + " ▸ " + real["generated"], language="text", wrap_lines=True)

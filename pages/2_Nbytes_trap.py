@@ -2,10 +2,12 @@
 
 import streamlit as st
 
+from kvcore.formats import mlx_cache_formats
 from kvcore.views import ARTICLE_MODEL
-from kvsite import i18n, live, sections
+from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (
     (1, 256),
@@ -34,20 +36,22 @@ def trap_section(rec) -> None:
         format="localized",
         bind="query-params",
     )
+    fmts = mlx_cache_formats()  # the formats an mlx_lm cache class holds
     fmt = c.selectbox(
         f.t("trap.format"),
-        ["fp16", "mlx-q8", "mlx-q4"],
+        fmts,
+        index=fmts.index("fp16"),
         key="fmt",
         bind="query-params",
         help=f.t("trap.format_help"),
     )
 
     if rec == LIVE:
-        trap = sections.trap_chart(
+        trap = trap_sections.trap_chart(
             tokens, fmt, f.lang, live.trap_panel(f, tokens, fmt), sections.source_names([], f.lang)
         )
     else:  # the chosen recording's points, where it measured this cache class and format
-        trap = sections.trap_recorded(tokens, fmt, f.lang, [rec] if rec is not None else [])
+        trap = trap_sections.trap_recorded(tokens, fmt, f.lang, [rec] if rec is not None else [])
     event = show_chart(
         f,
         trap["chart"],
@@ -70,14 +74,14 @@ def trap_section(rec) -> None:
             delta_color="inverse",
         )
     note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
-    article = sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
+    article = trap_sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
     if fmt == "fp16" and article:  # Article A measured the fp16 cache only
         note.append(f.t("trap.article_note", **article))
     st.caption(i18n.join(f.lang, *note))
 
     text(
         "## " + f.t("trap.chunk_title"),
-        f.t("trap.chunk_lead", **sections.chunk_examples(CHUNK_EXAMPLES)),
+        f.t("trap.chunk_lead", **trap_sections.chunk_examples(CHUNK_EXAMPLES)),
     )
     custom = st.text_input(
         f.t("trap.custom"),
@@ -86,7 +90,7 @@ def trap_section(rec) -> None:
         bind="query-params",
         help=f.t("trap.custom_help"),
     )
-    table, error = sections.chunking(
+    table, error = trap_sections.chunking(
         fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang
     )
     if error:

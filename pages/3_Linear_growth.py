@@ -4,11 +4,15 @@ import streamlit as st
 
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
+from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime
 from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
-from kvsite import sections
+from kvsite import growth_sections, sections
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup
+from kvsite.frame import setup
+from kvsite.layout import row
+
+LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each
 
 f = setup("linear_growth")
 f.intro()
@@ -42,15 +46,17 @@ def body(rec) -> None:
         key="w",
         bind="query-params",
     )
+    kvs = get_runtime(DEFAULT_RUNTIME).kv_formats  # the chapter's runtime (mlx_lm) stores these
     kv = c.selectbox(
         f.t("common.kv_format"),
-        ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"],
+        kvs,
+        index=kvs.index("fp16"),
         key="kv",
         bind="query-params",
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
 
-    grow = sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
+    grow = growth_sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
     if (
         "error" in grow
     ):  # this model's cache cannot be stored in that format (mlx's groups of 64 on head_dim 96)
@@ -93,23 +99,19 @@ def body(rec) -> None:
     st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
     st.header(f.t("growth.layers_title"))
-    layer_ctx = st.select_slider(
-        f.t("common.context"),
-        [1024, 4096, 8192, 32768, 131072],
-        32768,
-        key="lctx",
-        format_func="{:,}".format,
-        bind="query-params",
-    )
+    contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
+    asked = st.query_params.get("lctx", "")
+    layer_ctx = int(asked) if asked.isdigit() and int(asked) in contexts else 32768
     show_chart(
         f,
-        sections.growth_layers(model, layer_ctx, kv, seqs, f.lang)["chart"],
+        growth_sections.growth_layers(model, contexts, layer_ctx, kv, seqs, f.lang)["chart"],
         "layers_chart",
         f"kv-per-layer-{model}",
         table=False,
         settings={**settings, f.t("common.context"): f"{layer_ctx:,}"},
         source=f.t("export.computed"),
     )
+    st.caption(f.t("growth.layers_pick_note", n=f"{layer_ctx:,}"))
     st.caption(f.t("growth.layers_note"))
 
 

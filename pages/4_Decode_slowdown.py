@@ -8,10 +8,11 @@ from kvcore.geometry import preset_names
 from kvcore.provenance import provenance
 from kvcore.views import ARTICLE_MODEL
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
-from kvsite import live, sections
+from kvsite import decode_sections, live
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.layout import row
 
 f = setup("decode_slowdown")
 f.intro()
@@ -24,7 +25,7 @@ if rec == LIVE:
 
 # the chosen run, with Article A's two points beside it as the reference (every run is on the chart at the end)
 runs = [rec] + [r for r in f.recs if r.id == DEFAULT_SOURCE and r.id != getattr(rec, "id", None)]
-dec = sections.decode(runs, f.lang, f.recs)
+dec = decode_sections.decode(runs, f.lang, f.recs)
 if dec is None:
     st.info(f.t("decode.no_model"))
     st.stop()
@@ -46,7 +47,7 @@ if (fit := dec["fit"]) is not None:
         m.metric(f.t("decode.predicted"), fmt_ratio(w["predicted_slowdown"]))
         m.metric(f.t("decode.measured"), fmt_ratio(w["measured_slowdown"]))
         m.metric(f.t("decode.implied"), f"{fmt_num(w['gbps_a'])} → {fmt_num(w['gbps_b'])} GB/s")
-        st.markdown(sections.check_text(w, fit, f.lang))
+        st.markdown(decode_sections.check_text(w, fit, f.lang))
     chip = dec["chip"]
     fitted = (
         f.t(
@@ -60,7 +61,7 @@ if (fit := dec["fit"]) is not None:
         else f.t("decode.fit_no_chip", bw=fmt_num(fit.bandwidth_gbps))
     )
     show = st.info if fit.memory_bound else st.warning
-    show(fitted + "\n\n" + sections.verdict_text(fit, f.lang))
+    show(fitted + "\n\n" + decode_sections.verdict_text(fit, f.lang))
 
 st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
@@ -88,7 +89,7 @@ def what_if_section() -> None:
         bind="query-params",
     )
     article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
-    default_eff = sections.default_efficiency(article)
+    default_eff = decode_sections.default_efficiency(article)
     eff = c.slider(
         f.t("decode.efficiency"),
         0.1,
@@ -104,7 +105,7 @@ def what_if_section() -> None:
             chip=provenance(article)["chip"] if article else "—",
         ),
     )
-    what = sections.what_if(chip_name, model, weights, eff, f.lang)
+    what = decode_sections.what_if(chip_name, model, weights, eff, f.lang)
     if what["chart"] is None:
         st.warning(what["text"])
     else:
@@ -130,7 +131,7 @@ what_if_section()
 
 st.header(f.t("decode.sb_title"))
 st.markdown(f.t("decode.sb_lead"))
-if (sb := sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
+if (sb := decode_sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
     show_chart(
         f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes", source=", ".join(sb["runs"])
     )

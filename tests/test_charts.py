@@ -21,6 +21,7 @@ def _rows(layer: dict, datasets: dict) -> list[dict]:
 def test_decode_points_get_error_bars_from_their_spread_over_passes():
     from kvcore.live_decode import decode_sweep
     from kvcore.live_models import build_random
+    from kvcore.live_timing import SweepOptions
 
     tiny = {
         "model_type": "llama",
@@ -36,7 +37,7 @@ def test_decode_points_get_error_bars_from_their_spread_over_passes():
         "tie_word_embeddings": True,
     }
     rows = decode_sweep(
-        build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], warmup=0, steps=3, repeats=4
+        build_random("tiny", tiny, "fp32", dtype="fp32"), [16, 48], options=SweepOptions(0, 3, 4)
     )
     older = {
         "context": 96,
@@ -99,7 +100,7 @@ def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
     "lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)]
 )
 def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
-    from kvcore.charts import MIN_LOG_TICKS, log_ticks
+    from kvcore.chart_parts import MIN_LOG_TICKS, log_ticks
 
     ticks = log_ticks(lo, hi)
     assert (
@@ -113,7 +114,8 @@ def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
 
 
 def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
-    from kvcore.charts import log_ticks, series_chart
+    from kvcore.chart_parts import log_ticks
+    from kvcore.charts import series_chart
 
     df = pd.DataFrame(
         {"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]}
@@ -168,3 +170,28 @@ def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
         if "color" in layer.get("encoding", {})
     ]
     assert legends and all(lg["orient"] == "bottom" for lg in legends)
+
+
+def test_a_choice_inside_a_bar_chart_is_a_bound_parameter_over_rows_the_chart_holds():
+    """Linear growth's per-layer chart: the spec holds every context's rows and a radio-bound parameter (a variable,
+    not a selection, so Streamlit's on_select does not rerun on it) that filters the bars to one context."""
+    from kvsite.growth_sections import growth_layers
+
+    contexts = (1024, 32768, 131072)
+    spec = growth_layers("llama-3.2-1b", contexts, 32768, "fp16", 1, "en")["chart"].spec
+    (param,) = [p for p in spec["params"] if p["name"] == "choice"]
+    assert param["value"] == 32768 and "select" not in param  # a variable parameter
+    assert param["bind"] == {
+        "input": "radio",
+        "options": list(contexts),
+        "labels": ["1,024", "32,768", "131,072"],
+        "name": "Context (tokens): ",
+    }
+    bars = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "bar")
+    assert bars["transform"] == [{"filter": "(datum['context'] === choice)"}]
+    table = growth_layers("llama-3.2-1b", contexts, 32768, "fp16", 1, "en")["chart"].data
+    assert sorted(set(table["Context (tokens)"])) == list(contexts)
+    per_ctx = table.groupby("Context (tokens)")[
+        "MiB"
+    ].sum()  # full attention: bytes follow the context
+    assert per_ctx[131072] == 4 * per_ctx[32768] == 128 * per_ctx[1024]

@@ -193,3 +193,29 @@ def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not
         )
         with pytest.raises(KvError, match=f"'{wrong}' is not a"):
             geometry_for(bad)
+
+
+@pytest.mark.parametrize(
+    "stated",
+    [{}, {"kv_format": "fp16"}, {"weights_format": "mlx-q4"}],
+    ids=["neither", "kv only", "weights only"],
+)
+def test_a_recording_that_omits_a_format_is_not_fitted_as_fp16_or_bf16_and_says_so(
+    tmp_path, stated
+):
+    from kvcore.decode_model import analyse, fit_run, geometry_for, no_fit_reason
+
+    rec = _fit_recording(tmp_path, **stated)  # valid: the source does not state the other format
+    assert geometry_for(rec) is None and fit_run(rec) is None and analyse(rec) is None
+    assert no_fit_reason(rec) == "no_format"
+    both = _fit_recording(tmp_path, kv_format="fp16", weights_format="mlx-q4")
+    assert fit_run(both) is not None and no_fit_reason(both) is None
+
+
+def test_every_bundled_decode_run_is_fitted_or_says_why():
+    from kvcore import recordings
+    from kvcore.decode_model import analyse, no_fit_reason
+
+    recs = recordings.load_all([recordings.BUNDLED_DIR])[0]
+    for rec in (r for r in recs if r.rows("decode")):
+        assert (analyse(rec) is None) == (no_fit_reason(rec) is not None), rec.id

@@ -10,7 +10,7 @@ from markdown_it import MarkdownIt
 
 from kvcore.decode_model import fit_bandwidth
 from kvsite import i18n
-from kvsite.sections import verdict_text
+from kvsite.decode_sections import verdict_text
 
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 

@@ -31,14 +31,16 @@ TINY = {  # dims divisible by 64 so 4-bit group-64 quantization applies, as in t
 
 def test_import_kvcore_never_imports_mlx():
     code = (
-        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_models, kvcore.live_record;"
+        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_args, kvcore.live_run,"
+        " kvcore.cli_probe, kvcore.cli_decode, kvcore.cli_quality, kvcore.cli_record,"
+        " kvcore.live_models, kvcore.live_record;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_memory_guard_names_the_largest_context_that_fits():
-    from kvcore.live_models import guard
+    from kvcore.live_memory import guard
 
     assert guard(1_000, 100, 1024, available=10**9) > 0
     with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
@@ -167,7 +169,7 @@ def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_mod
     import mlx.core as mx
 
     from kvcore.live_decode import prefill
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
 
     real = make_caches(tiny_model, "fp32")
     prefill(tiny_model, real, 300, chunk=128)
@@ -182,14 +184,13 @@ def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_mod
 @mlx
 def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats(tiny_model):
     from kvcore.live_decode import decode_sweep
+    from kvcore.live_timing import SweepOptions
 
     seen = []
     rows = decode_sweep(
         tiny_model,
         [300, 16, 64],
-        warmup=1,
-        steps=3,
-        repeats=2,
+        options=SweepOptions(warmup=1, steps=3, repeats=2),
         progress=lambda d, t, s: seen.append((d, t)),
     )
     assert [r["context"] for r in rows] == [16, 64, 300]
@@ -206,7 +207,7 @@ def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats
 
 
 def test_passes_visit_every_context_once_each_in_a_shuffled_order():
-    from kvcore.live_decode import pass_orders
+    from kvcore.live_timing import pass_orders
 
     contexts = [256, 512, 1024, 2048, 4096, 8192]
     orders = pass_orders(contexts, 5, seed=3)
@@ -221,7 +222,7 @@ def test_passes_visit_every_context_once_each_in_a_shuffled_order():
 def test_quartiles_match_numpys_default_percentiles():
     import numpy as np
 
-    from kvcore.live_decode import quartiles
+    from kvcore.live_timing import quartiles
 
     for values in ([5.0], [3.0, 1.0], [1, 2, 3, 4, 5], [9.5, 1.25, 7, 3, 3, 40, 2.5]):
         q1, q2, q3 = quartiles(values)
@@ -232,17 +233,15 @@ def test_quartiles_match_numpys_default_percentiles():
 def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(
     tiny_model,
 ):
-    from kvcore.live_decode import decode_sweep, pass_orders
+    from kvcore.live_decode import decode_sweep
+    from kvcore.live_timing import SweepOptions, pass_orders
 
     texts, partial = [], []
     contexts = [16, 32, 48, 64]
     rows = decode_sweep(
         tiny_model,
         contexts,
-        warmup=0,
-        steps=1,
-        repeats=3,
-        seed=1,
+        options=SweepOptions(warmup=0, steps=1, repeats=3, seed=1),
         progress=lambda d, t, text: texts.append(text),
         on_rows=lambda r: partial.append(r),
     )
@@ -261,8 +260,9 @@ def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as
 def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
     from kvcore.live_decode import decode_sweep
     from kvcore.live_record import build_recording
+    from kvcore.live_timing import SweepOptions
 
-    rows = decode_sweep(tiny_model, [16, 40], warmup=0, steps=2, repeats=3)
+    rows = decode_sweep(tiny_model, [16, 40], options=SweepOptions(warmup=0, steps=2, repeats=3))
     data = build_recording(
         {"decode": rows},
         {"name": "tiny", "source": "random weights"},
@@ -282,7 +282,7 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
 @mlx
 def test_paired_steps_time_both_caches_step_by_step(tiny_model):
     from kvcore.live_decode import paired_steps
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
 
     a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
     fill_caches(a, tiny_model.geometry, 40, "fp32")
@@ -295,13 +295,10 @@ def test_paired_steps_time_both_caches_step_by_step(tiny_model):
 @mlx
 def test_quantized_kv_decodes(tiny_model):
     from kvcore.live_decode import decode_sweep
+    from kvcore.live_timing import SweepOptions
 
-    assert (
-        decode_sweep(tiny_model, [100], kv_format="mlx-q4", warmup=0, steps=2, repeats=1)[0][
-            "kv_format"
-        ]
-        == "mlx-q4"
-    )
+    once = SweepOptions(warmup=0, steps=2, repeats=1)
+    assert decode_sweep(tiny_model, [100], "mlx-q4", once)[0]["kv_format"] == "mlx-q4"
     assert {r["cache"] for r in cache_geometry(tiny_model, "mlx-q8")} == {"QuantizedKVCache"}
 
 
@@ -496,7 +493,7 @@ def cache_geometry(model, kv_format: str | None = None) -> list[dict]:
     """The caches mlx_lm makes for this model, after one real token: class, kv_heads, head_dim, dtype per layer."""
     import mlx.core as mx
 
-    from kvcore.live_models import make_caches
+    from kvcore.live_memory import make_caches
 
     caches = make_caches(model, kv_format or model.dtype)
     logits = model.module(mx.array([[1]]), cache=caches)

@@ -38,12 +38,13 @@ def tiny():
 
 def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
     from kvcore.live_sweeps import prefill_sweep
+    from kvcore.live_timing import SweepOptions
 
     seen, shown = [], []
     rows = prefill_sweep(
         tiny,
         [300, 16, 64],
-        repeats=2,
+        options=SweepOptions(repeats=2),
         progress=lambda d, t, s: seen.append((d, t)),
         on_rows=shown.append,
     )
@@ -62,7 +63,7 @@ def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
 def test_prefill_fills_the_cache_to_the_prompt(tiny):
     """What the sweep times is a real prefill: afterwards every layer's cache holds the prompt's rows."""
     from kvcore.live_decode import prefill
-    from kvcore.live_models import make_caches
+    from kvcore.live_memory import make_caches
 
     caches = make_caches(tiny, "fp32")
     prefill(tiny, caches, 300, chunk=128)
@@ -91,7 +92,7 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
     of the same cache decoded on its own."""
     import mlx.core as mx
 
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
     from kvcore.live_sweeps import _seeded_kv, batch_caches
 
     merged = batch_caches(tiny, 3, 40, "fp32")
@@ -105,8 +106,9 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
 
 def test_batch_sweep_rows_total_is_batch_times_per_sequence(tiny):
     from kvcore.live_sweeps import batch_sweep
+    from kvcore.live_timing import SweepOptions
 
-    rows = batch_sweep(tiny, [4, 1, 2], [64, 16], warmup=1, steps=3, repeats=2)
+    rows = batch_sweep(tiny, [4, 1, 2], [64, 16], options=SweepOptions(1, 3, 2))
     assert [(r["context"], r["batch"]) for r in rows] == [
         (16, 1),
         (16, 2),
@@ -208,7 +210,7 @@ def test_the_recording_names_the_blas_mlx_ran_on_and_the_command_the_environment
 
     code = (
         "import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
-        "from kvcore.live_cli import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
+        "from kvcore.live_run import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OPENBLAS_NUM_THREADS")}
     plain = subprocess.run(

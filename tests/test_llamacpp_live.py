@@ -101,3 +101,116 @@ def test_record_under_llamacpp_wants_a_gguf_file(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and "FILE.gguf" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- quality: llama.cpp's own cache types
+
+QUALITY_REC = "measured-linux-cpu-llamacpp-smollm2-135m-quality"
+
+
+def _quality(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvcore", "quality", "--runtime", "llama.cpp", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_quality_scores_llamacpps_cache_types_through_kvcore_quality(tmp_path):
+    r = _quality(
+        "--model",
+        str(smollm2()),
+        "--kv-formats",
+        "f16,q8_0,q4_0",
+        "--tokens",
+        "32",
+        "--chunk",
+        "16",
+        "--threads",
+        "1",
+        "--answer-tokens",
+        "6",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "q",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "32 tokens of pride-and-prejudice-1-6.txt in chunks of 16" in r.stdout
+    assert "flash attention on" in r.stdout and "KL (nats)" in r.stdout
+    rec = recordings.load(tmp_path / "q.yaml")  # validates
+    rows = {row["kv_format"]: row for row in rec.rows("quality")}
+    assert list(rows) == ["f16", "q8_0", "q4_0"] and all(
+        row["tokens"] == 32 for row in rows.values()
+    )
+    # f16 is a second context of the baseline's own cache type: the same numbers, nothing moved
+    assert rows["f16"]["kl_vs_baseline"] < 1e-6 and rows["f16"]["top1_agreement"] == 1.0
+    assert rows["q4_0"]["kl_vs_baseline"] >= rows["q8_0"]["kl_vs_baseline"] > 0
+    # bytes per token: 30 layers x 3 KV heads x 64 x (K + V), in ggml's blocks of 32 (f16 2 B, q8_0 34 B, q4_0 18 B)
+    assert [row["bytes_per_token"] for row in rows.values()] == [23040, 12240, 6480]
+    method = rec.data["method"]
+    assert method["quality"]["flash_attn"] == "on" and method["cross_checks"][0]["agree"] is True
+    assert len(method["allocation_lines"]) == 3 and "K (q4_0)" in method["allocation_lines"][2]
+    prov = rec.data["provenance"]
+    assert prov["backend"] == "llama.cpp (CPU)" and prov["blas"].startswith("none")
+    assert prov["versions"]["llama.cpp"] == "0c1e570" and "--runtime llama.cpp" in prov["command"]
+    answers = rec.rows("answers")  # the baseline's answer first, then every format's
+    assert [a["kv_format"] for a in answers] == ["f16", "f16", "q8_0", "q4_0"]
+    assert answers[0]["label"] == "f16 (baseline)" and "first_divergence" not in answers[1]
+
+
+@pytest.mark.parametrize(
+    "args, sentence",
+    [
+        (
+            ["--kv-formats", "f16,q3_k"],
+            "Unknown KV format 'q3_k' for llama.cpp's quality; valid: f32, f16, bf16, q8_0, q4_0,",
+        ),
+        (["--kv-formats", "mlx-q4"], "Unknown KV format 'mlx-q4' for llama.cpp's quality;"),
+        (["--group-size", "32"], "--group-size and --quantized-kv-start are mlx_lm's;"),
+        (["--model", real_model.NAME], "--runtime llama.cpp scores a GGUF file: give --model FILE"),
+    ],
+)
+def test_quality_under_llamacpp_refuses_what_it_does_not_run(capsys, args, sentence):
+    """In one sentence, before anything is loaded (in-process: no model, no llama.cpp context)."""
+    from kvcore.cli import main
+
+    argv = ["quality", "--runtime", "llama.cpp", "--model", str(smollm2()), *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: " + sentence) and "\n" not in err and "Traceback" not in err
+
+
+def test_the_bundled_llamacpp_quality_run_is_the_decode_runs_file():
+    rec = recordings.load(recordings.BUNDLED_DIR / f"{QUALITY_REC}.yaml")
+    decode = recordings.load(
+        recordings.BUNDLED_DIR / "measured-linux-cpu-llamacpp-smollm2-135m-q4_1.yaml"
+    )
+    gguf = real_model.GGUF_FILE.split("/")[-1]
+    assert (
+        gguf in rec.data["provenance"]["command"] and gguf in decode.data["provenance"]["command"]
+    )
+    assert rec.data["model"]["preset"] == real_model.NAME
+    rows = {row["kv_format"]: row for row in rec.rows("quality")}
+    assert rows["f16"]["kl_vs_baseline"] < 1e-6
+    assert rows["q4_0"]["kl_vs_baseline"] > rows["q8_0"]["kl_vs_baseline"] > 0
+    assert rec.data["method"]["cross_checks"][0]["agree"] is True
+
+
+def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
+    """Both runtimes score the same positions: llama.cpp's own tokenizer and kvcore's (built from the same file's
+    metadata for mlx_lm) split the bundled text into the same tokens, every one of them."""
+    import mlx.core as mx
+
+    from kvcore.llamacpp_quality import _Model
+
+    text = real_model.SAMPLE_TEXT.read_text(encoding="utf-8")
+    model = _Model(str(smollm2()))
+    try:
+        theirs = model.tokenize(text)
+    finally:
+        model.close()
+    ours = real_model.build_tokenizer(mx.load(str(smollm2()), return_metadata=True)[1])
+    assert len(theirs) > 10_000 and theirs == ours.encode(text)

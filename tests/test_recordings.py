@@ -310,10 +310,11 @@ def test_bundled_recordings_validate(path):
     assert rec.bundled
     if rec.kind == "measured":
         # the command as typed (after the environment variables that chose the BLAS and its threads, if any): kvcore's
-        # record command, or a recording script in this repository
+        # record command, its quality command, or a recording script in this repository
         command = rec.data["provenance"]["command"]
         script = re.fullmatch(r"python (scripts/\S+\.py)( .*)?", command)
-        assert re.fullmatch(r"([A-Z_]+=\S+ )*python -m kvcore record .*", command, re.S) or (
+        kvcore = r"([A-Z_]+=\S+ )*python -m kvcore (record|quality) .*"
+        assert re.fullmatch(kvcore, command, re.S) or (
             script and (recordings.BUNDLED_DIR.parent / script[1]).is_file()
         )
         if rec.data["provenance"]["backend"] == "mlx cpu":

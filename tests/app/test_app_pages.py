@@ -25,6 +25,7 @@ from app_helpers import (
 from kvcore.formats import FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
+from kvcore.runtimes import RUNTIMES
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -32,8 +33,9 @@ NAMES = {
     *preset_names(),
     *FORMATS,
     *WEIGHT_FORMATS,
+    *RUNTIMES,
     "tok/s",
-}  # model ids, format names and units keep their spelling
+}  # model ids, format names, runtimes' names and units keep their spelling
 
 
 def test_a_bad_update_pattern_is_refused_in_the_pages_language(rec_dir):
@@ -442,6 +444,10 @@ RERUN_MAY_CALL = {
     },
     "provenance": {"provenance", "source_class", "<genexpr>"},
     "calculator": {"runtime_formats"},  # a table lookup
+    "formats": {
+        "mlx_cache_formats",
+        "<genexpr>",
+    },  # the formats a cache class holds: a table lookup
     "runtimes": {
         "get_runtime",
         "kv_formats",

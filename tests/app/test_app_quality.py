@@ -7,15 +7,16 @@ from __future__ import annotations
 import pytest
 
 from app_helpers import charts, page, texts
-from kvcore import recordings, views
+from kvcore import recordings, savings_views, views
 from kvcore.units import fmt_small
 
 REC = "measured-linux-cpu-smollm2-135m"
+LLAMACPP_REC = "measured-linux-cpu-llamacpp-smollm2-135m-quality"
 SAVINGS = "pages/6_Savings.py"
 
 
-def bundled():
-    return recordings.load(recordings.BUNDLED_DIR / f"{REC}.yaml")
+def bundled(rec: str = REC):
+    return recordings.load(recordings.BUNDLED_DIR / f"{rec}.yaml")
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -28,11 +29,13 @@ def test_savings_shows_bytes_per_token_against_quality_from_the_recording(rec_di
         if "kl_vs_baseline" in c["data"].to_json()
         or any("KL" in str(col) for col in c["data"].columns)
     )
-    trade = views.quality_trade([bundled()])
+    trade = savings_views.quality_trade(
+        [bundled(), bundled(LLAMACPP_REC)]
+    )  # two runtimes, one model
     quantized = trade[trade["kl_vs_baseline"] > 0]
     assert len(quality["data"]) == len(
         quantized
-    )  # every quantized format is a point; the baseline sits in the table
+    )  # every format that moved is a point; each run's baseline sits in the table
     shown = texts(at)
     for row in trade.itertuples():
         assert fmt_small(row.kl_vs_baseline) in shown and f"{row.top1_agreement:.1%}" in shown
@@ -45,11 +48,11 @@ def test_savings_shows_bytes_per_token_against_quality_from_the_recording(rec_di
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_same_question_is_answered_through_two_caches_side_by_side(rec_dir, lang):
-    answers = views.quality_answers(bundled())
+    answers = savings_views.quality_answers(bundled())
     prompt = next(iter(answers))
     rows = answers[prompt]
     for row in rows[1:]:
-        from kvsite.sections import format_label
+        from kvsite.quality_sections import format_label
 
         at = page(SAVINGS, lang, qprompt=prompt, qfmt=format_label(row, lang))
         assert not at.exception, [e.message for e in at.exception]
@@ -69,3 +72,34 @@ def test_the_mechanism_on_real_text_shows_the_text_and_both_times(rec_dir, lang)
     real = views.mechanism_text(bundled())
     assert any(real["generated"] in c.value and real["prompt"] in c.value for c in at.code)
     assert "5.21×" in texts(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_llamacpps_cache_types_sit_beside_mlx_lms_on_the_same_model(rec_dir, lang):
+    """The llama.cpp quality run of the same GGUF joins the chart and the table, each format named with its
+    runtime, and a note sets the two runtimes' figures at the same bit width side by side."""
+    at = page(SAVINGS, lang)
+    assert not at.exception, [e.message for e in at.exception]
+    quality = next(c for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    names = set(quality["data"]["format"])
+    assert any(n.startswith("llama.cpp · q4_0") for n in names)
+    assert any(n.startswith("mlx_lm · mlx-q4") for n in names)
+    shown = texts(at)
+    rows = {r["kv_format"]: r for r in bundled(LLAMACPP_REC).rows("quality")}
+    for fmt in ("q8_0", "q4_0"):
+        assert fmt_small(rows[fmt]["kl_vs_baseline"]) in shown
+        assert f"{rows[fmt]['top1_agreement']:.1%}" in shown
+    assert "ggml-cpu/ops.cpp" in shown and "0c1e570" in shown  # why the runtimes differ, cited
+    assert ("8-bit:" in shown) if lang == "en" else ("8 ビットでは" in shown)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_llamacpp_run_picked_as_the_source_keeps_the_mlx_lm_run_beside_it(rec_dir, lang):
+    at = page(SAVINGS, lang, src=LLAMACPP_REC)
+    assert not at.exception, [e.message for e in at.exception]
+    quality = next(c for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    assert set(quality["data"]["runtime"]) == {"llama.cpp", "mlx_lm"}
+    answers = savings_views.quality_answers(bundled(LLAMACPP_REC))
+    baseline = next(iter(answers.values()))[0]
+    assert baseline["label"] == "f16 (baseline)"  # the baseline context's own answer, shown as such
+    assert baseline["answer"] in [c.value for c in at.code]

@@ -6,7 +6,7 @@ import pytest
 
 from app_helpers import page, texts
 from kvcore.decode_model import Fit
-from kvsite import sections
+from kvsite import decode_sections
 
 CPU = "measured-linux-cpu-demo-mlx-cpu"
 SAME_BANDWIDTH = {
@@ -62,7 +62,9 @@ def _fit(code: str, bw: float = 210.8, peak: float | None = 307.0, overhead: flo
     ],
 )
 def test_every_verdict_has_its_sentence(lang, code, expected):
-    text = sections.verdict_text(_fit(code, bw=400.0 if code == "above_peak" else 210.8), lang)
+    text = decode_sections.verdict_text(
+        _fit(code, bw=400.0 if code == "above_peak" else 210.8), lang
+    )
     assert expected[lang] in text
     assert ("69%" in text) == (
         code == "memory_bound"
@@ -70,8 +72,8 @@ def test_every_verdict_has_its_sentence(lang, code, expected):
 
 
 def test_a_fixed_time_per_token_is_said_when_the_fit_has_one():
-    assert "0.25 ms" in sections.verdict_text(_fit("memory_bound", overhead=0.00025), "en")
-    assert "ms" not in sections.verdict_text(_fit("memory_bound"), "en")
+    assert "0.25 ms" in decode_sections.verdict_text(_fit("memory_bound", overhead=0.00025), "en")
+    assert "ms" not in decode_sections.verdict_text(_fit("memory_bound"), "en")
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

@@ -75,7 +75,14 @@ EXPECTED = {
     None: set(),
     "pages/1_Mechanism.py": {"prompt", "new", "view", "src"},
     "pages/2_Nbytes_trap.py": {"src", "tokens", "fmt", "updates"},
-    "pages/3_Linear_growth.py": {"src", "model", "ctx", "w", "kv", "seqs", "lctx"},
+    "pages/3_Linear_growth.py": {
+        "src",
+        "model",
+        "ctx",
+        "w",
+        "kv",
+        "seqs",
+    },  # lctx: inside the chart
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
     "pages/5_Prefill_and_decode.py": {"src", "chip", "model", "w", "prompt", "answer", "seq"},
     "pages/6_Savings.py": {"model", "ctx", "fmts", "mem", "w"},

@@ -64,3 +64,101 @@ def test_a_change_above_a_section_reaches_it_and_the_sections_own_state_stays(se
     assert fits_chart.inner_html() != before  # the fits section drew the new model
     expect(page.get_by_role("slider", name="Memory (GiB)")).to_have_value("37")
     assert page.locator("[data-testid='stException']").count() == 0
+
+
+def _reruns(page) -> list[str]:
+    """The fragment id of every rerun the page asks for from now on ('' for a rerun of the whole page), read
+    from the BackMsg protobufs the browser sends on its websocket."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    asked: list[str] = []
+
+    def on_socket(ws):
+        def sent(payload):
+            if isinstance(payload, (bytes, bytearray)):
+                msg = BackMsg()
+                msg.ParseFromString(bytes(payload))
+                if msg.WhichOneof("type") == "rerun_script":
+                    asked.append(msg.rerun_script.fragment_id)
+
+        ws.on("framesent", sent)
+
+    page.on("websocket", on_socket)
+    return asked
+
+
+def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page, ready):
+    """The calculator's widgets rerun its fragment, not the frame; its lazy tables and the decode what-if's chip
+    rerun their own fragments inside it; every input still writes the URL and a reload restores it."""
+    asked = _reruns(page)  # before the page opens its websocket
+    page.goto(f"{server}/Calculator?lang=en&chip=custom&gib=24")
+    ready(page)
+    kv = page.locator("[data-testid='stMetric']").filter(has_text="KV cache").first
+    expect(kv).to_contain_text("4.00 GiB")  # Llama-3.1-8B at 32,768 tokens, fp16
+    asked.clear()
+    _step(page, ready, "Context (log scale)")
+    expect(page).to_have_url(re.compile(r"[?&]ctx=65536(&|$)"))
+    expect(kv).to_contain_text("8.00 GiB")  # the outputs below the slider followed it
+    assert len(asked) == 1 and asked[0], asked  # a fragment's rerun, not the page's
+    body = asked[0]
+    _pick(page, ready, "K format", "mlx-q4")
+    expect(page).to_have_url(re.compile(r"[?&]k=mlx-q4(&|$)"))
+    expect(kv).to_contain_text("5.12 GiB")
+    assert asked[1:] == [body], asked  # the same fragment
+    page.get_by_text(
+        "Per layer: kind, tokens held, bytes"
+    ).click()  # a lazy table: its own fragment inside the calculator's
+    ready(page)
+    expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1)
+    assert asked[2] and asked[2] != body, asked
+    _pick(
+        page, ready, "Chip for the speed estimate", "M3 Max"
+    )  # the what-if's own chip (custom memory)
+    expect(page).to_have_url(re.compile(r"[?&]schip=M3(\+|%20)Max"))
+    assert asked[3] and asked[3] not in (body, asked[2]), asked
+    schip = _query(page)["schip"]
+    assert schip.startswith("M3 Max") and _query(page) == {  # gib=24 is the default, left out
+        "lang": "en",
+        "chip": "custom",
+        "ctx": "65536",
+        "k": "mlx-q4",
+        "schip": schip,
+    }
+    page.reload()
+    ready(page)
+    expect(page.get_by_role("spinbutton", name="Context, exact (tokens)")).to_have_value("65536")
+    expect(kv).to_contain_text("5.12 GiB")  # K in mlx-q4 (4.5 bits a value) and V in fp16 at 65,536
+    expect(page.locator("[data-testid='stMetric']").filter(has_text=schip)).to_have_count(1)
+    assert page.locator("[data-testid='stException']").count() == 0
+
+
+def _pick(page, ready, label: str, option: str) -> None:
+    box = page.get_by_role("combobox", name=label, exact=True)
+    box.click()
+    page.keyboard.type(option)
+    page.get_by_role("option").filter(has_text=option).first.click()
+    ready(page)
+
+
+def test_a_choice_inside_a_chart_repaints_it_with_no_round_trip(server, page, ready):
+    """Linear growth's per-layer chart holds every context; its radio buttons (a Vega-Lite parameter bound inside
+    the chart) repaint it in the browser: the bars change and the browser asks the server for nothing."""
+    asked = _reruns(page)
+    page.goto(
+        f"{server}/Linear_growth?lang=en&lctx=4096"
+    )  # a link's context is where the chart opens
+    ready(page)
+    chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)
+    axis = chart.locator("g.role-axis[aria-label^='X-axis'] g.role-axis-label text")
+    expect(chart.locator("input[type='radio'][value='4096']")).to_be_checked()
+    before, top = chart.locator("svg").inner_html(), axis.last.text_content()
+    asked.clear()
+    chart.locator("input[type='radio'][value='131072']").check()
+    page.wait_for_function(
+        "([el, old]) => el.innerHTML !== old", arg=[chart.locator("svg").element_handle(), before]
+    )
+    assert float(axis.last.text_content().replace(",", "")) > 16 * float(top.replace(",", ""))
+    page.wait_for_timeout(500)  # a rerun, had one been asked for, would have been sent by now
+    assert asked == [], asked  # no rerun of anything: the chart repainted itself
+    assert "lctx=4096" in page.url  # the link is left as it was
+    assert page.locator("[data-testid='stException']").count() == 0

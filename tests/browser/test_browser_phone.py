@@ -1,4 +1,5 @@
-"""Every page, both languages, on a phone (390 px) and a desktop (1400 px): each chart keeps room to plot.
+"""Every page, both languages, on a phone (390 px) and a desktop (1400 px): each chart keeps room to plot, and no
+table, paragraph or code block is cut at the right edge.
 
 The plot area is what Vega draws the data into: the background of the chart's root group (Vega sizes it to the
 view's width; with `autosize: fit` a legend on the right takes its width from it), or, for a concatenated or
@@ -18,7 +19,8 @@ MIN_PLOT = {
     DESKTOP: 400,
 }  # px of plot a reader can read values from (1400: about half the main column)
 
-# Per chart: its plot cells' widths, the svg's right edge, and the chart's label, read from the drawn SVG.
+# Per chart: its plot cells' widths, the svg's right edge, the chart's label, and any axis label or title drawn
+# past the chart's own box or the screen (cut: issue 19's last x label), read from the drawn SVG.
 PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map((chart, i) => {
   const svg = chart.querySelector('svg.marks');
   if (!svg) return {i, drawn: false};
@@ -31,8 +33,35 @@ PLOTS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart
     return bg ? Math.round(width(bg)) : 0;
   });
   const label = (svg.querySelector("g.role-axis[aria-label^='X-axis']") || svg).getAttribute('aria-label') || '';
-  return {i, drawn: true, plots, right: Math.round(svg.getBoundingClientRect().right), label: label.slice(0, 60)};
-})"""
+  const box = svg.getBoundingClientRect();
+  const cut = [...svg.querySelectorAll('g.role-axis-label text, g.role-axis-title text, g.role-title text')]
+      .map(t => [t.textContent, t.getBoundingClientRect()])
+      .filter(([_, r]) => r.width && (r.right > Math.min(box.right, innerWidth) + SLACK || r.left < box.left - SLACK))
+      .map(([text, r]) => `${text} (x ${Math.round(r.left)}-${Math.round(r.right)})`);
+  return {i, drawn: true, plots, right: Math.round(box.right), label: label.slice(0, 60), cut,
+          box: `${Math.round(box.left)}-${Math.round(box.right)}`};
+})""".replace(
+    "SLACK", "3"
+)  # px: a rotated title's box pokes a pixel or two out of a drawing that fits
+
+
+# Blocks of text whose content is wider than their box (scrollWidth > clientWidth) while the box shows no scroll
+# affordance (overflow-x visible: the content spills past the column and the screen cuts it; hidden or clip: it is
+# cut at the box). A box that scrolls (overflow-x auto or scroll, as a code block does) is fine. Hidden boxes (the
+# folded sidebar, a closed expander) have no width and are skipped.
+CUT_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const sel = "[data-testid='stMarkdownContainer'], [data-testid='stMarkdownContainer'] table, "
+            + "[data-testid='stCaptionContainer'], [data-testid='stTable'], [data-testid='stCode'] pre, "
+            + "[data-testid='stAlertContentInfo'], [data-testid='stMetric']";
+  return [...main.querySelectorAll(sel)].filter(el => el.clientWidth > 0).map(el => {
+    const ox = getComputedStyle(el).overflowX;
+    const cut = el.scrollWidth > el.clientWidth + 1 && !(ox === 'auto' || ox === 'scroll');
+    return cut ? {what: el.tagName.toLowerCase() + ' ' + (el.getAttribute('data-testid') || ''),
+                  content: el.scrollWidth, box: el.clientWidth,
+                  text: el.innerText.replace(/\\s+/g, ' ').slice(0, 70)} : null;
+  }).filter(Boolean);
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +110,32 @@ def test_every_chart_keeps_room_to_plot(server, tab, width, lang, name):
             problems.append(
                 f"chart {c['i']} ({c['label']}): drawn to x = {c['right']} px, past the {width} px screen"
             )
+        if c["label"].startswith("X-axis for"):  # Vega's description of an axis drawn with no title
+            problems.append(f"chart {c['i']} ({c['label']}): its x axis has no title")
+        if c["cut"]:
+            problems.append(
+                f"chart {c['i']} ({c['label']}): cut at its edges (the chart spans x {c['box']}): "
+                + "; ".join(c["cut"])
+            )
     assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_no_table_or_text_is_cut_on_a_phone(server, tab, lang, name):
+    """Issue 19: at 390 px the decode runs' table lost its last column, Savings' published-quality table its code
+    spans, the trap's update-pattern table its right-hand columns. Every expander is opened first (its tables are
+    sent only while open)."""
+    tab.set_viewport_size({"width": PHONE, "height": 900})
+    tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
+    wait_ready(tab)
+    for summary in tab.locator("[data-testid='stMain'] [data-testid='stExpander'] summary").all():
+        summary.click()
+        wait_ready(tab)
+    cut = tab.evaluate(CUT_JS)
+    assert not cut, f"{name}?lang={lang} at {PHONE} px, cut at the right edge:\n" + "\n".join(
+        f"{c['what']}: {c['content']} px of content in {c['box']} px: {c['text']}" for c in cut
+    )
 
 
 def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):

@@ -1,0 +1,70 @@
+"""The recordings page's sections: every run in one table, one run's sections, chosen runs compared.
+
+Example: recording_sections(rec, "en")[0][0] -> the recording's first section name ("trap").
+"""
+
+from __future__ import annotations
+
+
+from kvcore import provenance as run_info, views
+from kvcore.recordings import Recording
+
+from . import i18n
+from .tables import arrow
+from .chart import make_chart
+from .recording_text import group_name, translated_table
+from .sections import cached, cols, source_colors, source_names
+
+
+@cached
+def recordings_table(recs: list[Recording], local_ids: tuple[str, ...], lang: str) -> object:
+    """Every recording, one row each, with headers, kinds, places and section names in `lang`."""
+    df = run_info.recordings_table(recs, set(local_ids))
+    if df.empty:
+        return arrow(df)
+    t = i18n.translator(lang)
+    sep = t("recordings.list_sep")
+    df = df.assign(
+        kind=df["kind"].map(lambda k: t(f"recordings.kind_{k}")),
+        where=df["where"].map(lambda w: t(f"recordings.where_{w}")),
+        date=df["date"].str[:10],
+        label=df["recording"].map(source_names(recs, lang, local_ids)),
+        sections=[sep.join(group_name(lang, s) for s in r.data["sections"]) for r in recs],
+    )
+    return arrow(translated_table(df, lang, "recordings.col_"))
+
+
+@cached
+def recording_sections(rec: Recording, lang: str) -> list[tuple]:
+    """(section, its name in `lang`, rows as recorded, Arrow table with headers in `lang`) per section of one recording."""
+    out = []
+    for section in rec.data["sections"]:
+        rows = views.section_frame([rec], section).drop(columns=["source", "recording"])
+        out.append((section, group_name(lang, section), rows, arrow(translated_table(rows, lang))))
+    return out
+
+
+@cached
+def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict:
+    """Decode speed vs context of the chosen runs, each in its site-wide colour."""
+    names = source_names(recs, lang)
+    rows = views.section_frame(recs, "decode")
+    rows = rows.assign(source=rows["recording"].map(names))
+    titles = cols(lang, "context", "tokens_per_s", "source")
+    return {
+        "chart": make_chart(
+            rows[["source", "context", "tokens_per_s"]].rename(columns=titles),
+            "series_chart",
+            None,
+            "context",
+            "tokens_per_s",
+            "source",
+            i18n.translate(lang, "common.context"),
+            i18n.translate(lang, "common.tok_s"),
+            points=rows,
+            log_x=True,
+            log_y=True,
+            colors=source_colors(all_recs, lang),
+            titles=titles,
+        )
+    }

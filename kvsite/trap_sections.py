@@ -1,0 +1,109 @@
+"""The .nbytes trap chapter's sections: allocated vs used vs theory token by token, and the update
+patterns.
+
+Example: trap_chart(300, "fp16", "en", None, {})["at"][(257, "allocated")] -> 16.0 (MiB).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvcore import allocsim, views
+from kvcore.errors import KvError
+from kvcore.geometry import preset_geometry
+from kvcore.recordings import Recording
+
+from . import i18n
+from .tables import md_table
+from .chart import make_chart
+from .sections import cached, cols, source_names
+
+
+@cached
+def article_trap(rec: Recording | None) -> dict | None:
+    """Article A's own trap figures at the block edge (allocated and used MiB), from its recording's rows."""
+    rows = {r["tokens"]: r for r in rec.rows("trap")} if rec is not None else {}
+    a, b = rows.get(allocsim.STEP), rows.get(allocsim.STEP + 1)
+    if a is None or b is None:
+        return None
+    return {
+        "alloc_a": a["allocated_mib"],
+        "alloc_b": b["allocated_mib"],
+        "used_a": a["used_mib"],
+        "used_b": b["used_mib"],
+    }
+
+
+@cached
+def chunk_examples(patterns: tuple[tuple[int, ...], ...]) -> dict:
+    """{p1: '1 + 256', c1: 257, ...}: the capacity mlx_lm's allocator ends at for each update pattern (allocsim)."""
+    out = {"step": allocsim.STEP}
+    for i, updates in enumerate(patterns, 1):
+        out[f"p{i}"] = " + ".join(str(n) for n in updates)
+        out[f"c{i}"] = allocsim.simulate("KVCache", list(updates)).capacity
+    return out
+
+
+TRAP_SERIES = ("allocated", "used", "theory")
+
+
+def trap_chart(
+    tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, names: dict[str, str]
+) -> dict:
+    """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers.
+
+    points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
+    t = i18n.translator(lang)
+    g = preset_geometry(views.ARTICLE_MODEL)
+    series = {s: t(f"trap.{s}") for s in TRAP_SERIES}
+    curve = views.trap_curve(g, tokens, fmt)
+    curve = curve.assign(series=curve["series"].map(series), source=t("trap.simulated"))
+    pts = None
+    if points is not None and not points.empty:
+        pts = points.assign(
+            series=points["series"].map(series), source=points["recording"].map(names)
+        )[["tokens", "series", "mib", "source"]]
+    titles = cols(lang, "tokens", "series", "mib", "source")
+    table = (curve if pts is None else pd.concat([curve, pts], ignore_index=True)).rename(
+        columns=titles
+    )
+    return {
+        "chart": make_chart(
+            table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles
+        ),
+        "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt),
+    }
+
+
+@cached
+def trap_recorded(tokens: int, fmt: str, lang: str, recs: list[Recording]) -> dict:
+    """trap_chart with the points of every recording that measured KVCache token by token in `fmt`."""
+    points = views.trap_measured(recs, fmt)
+    return trap_chart(
+        tokens, fmt, lang, points[points["tokens"] <= tokens], source_names(recs, lang)
+    )
+
+
+@cached
+def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tuple:
+    """(markdown table, error text or None): the reader's pattern added unless it is one of ours or invalid."""
+    g = preset_geometry(views.ARTICLE_MODEL)
+    error = None
+    try:
+        rows = views.chunking_table(
+            g, [*patterns, custom] if custom not in patterns else list(patterns), fmt
+        )
+    except KvError as e:
+        rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_text(lang, e)
+    t = i18n.translator(lang, "trap.col_")
+    return md_table(
+        rows,
+        {
+            "updates": (t("updates"), "`{}`"),
+            "tokens": (t("tokens"), "{:,}"),
+            "capacity": (t("capacity"), "{:,}"),
+            "allocated_mib": (t("alloc"), "{:.3f}"),
+            "used_mib": (t("used"), "{:.3f}"),
+            "slack_pct": (t("slack"), "{:.1f}%"),
+        },
+    ), error
