@@ -4,7 +4,8 @@ import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
 from kvsite.chapters import CHAPTERS
-from kvsite.frame import DEFAULT_SOURCE, row, setup, text
+from kvsite.frame import DEFAULT_SOURCE, setup
+from kvsite.layout import row, text
 from kvsite import home_sections, sections
 
 f = setup("home")

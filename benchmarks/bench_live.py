@@ -54,7 +54,8 @@ from kvcore.live_decode import (
     synthetic_ms,
 )  # noqa: E402
 from kvcore.live_timing import SweepOptions, quartiles  # noqa: E402
-from kvcore.live_models import fill_caches, get_model, make_caches  # noqa: E402
+from kvcore.live_models import get_model  # noqa: E402
+from kvcore.live_memory import fill_caches, make_caches  # noqa: E402
 from kvcore.machine import backend, provenance  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]

@@ -9,154 +9,22 @@ Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.Lay
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import altair as alt
 import pandas as pd
 
-SELECTION = "pick"  # the legend selection's name, as Streamlit reports it
-PALETTE = [
-    "#4c78a8",
-    "#e45756",
-    "#54a24b",
-    "#f58518",
-    "#b279a2",
-    "#72b7b2",
-    "#9d755d",
-    "#eeca3b",
-    "#bab0ac",
-    "#ff9da6",
-    "#17becf",
-    "#1f3a93",
-    "#8c564b",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#7f7f7f",
-    "#bcbd22",
-    "#aec7e8",
-    "#ffbb78",
-]
-LABEL_LIMIT = 250  # px: a legend starts right of the y axis (~70 px in on a phone); run names are made to fit (Recording.short_name)
-MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
-
-
-def legend(title: str = "", **kwargs) -> alt.Legend:
-    """A legend under the plot, one entry per line (labels of any length stay readable on a phone)."""
-    return alt.Legend(
-        title=title or None, orient="bottom", direction="vertical", labelLimit=LABEL_LIMIT, **kwargs
-    )
-
-
-def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
-    """Colours for `domain`: from `colors` (a source's colour site-wide) where given, else the palette in order."""
-    colors = colors or {}
-    free = iter(c for c in PALETTE if c not in colors.values())
-    return alt.Scale(domain=domain, range=[colors.get(v) or next(free, "#888888") for v in domain])
-
-
-def _scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
-    if not log:
-        return alt.Scale(zero=False)
-    if values is not None and len(values) and (values > 0).any():
-        ticks = log_ticks(float(values[values > 0].min()), float(values.max()))
-        return alt.Scale(
-            type="log", domain=[ticks[0], ticks[-1]], nice=False
-        )  # from the tick below to the tick above
-    return alt.Scale(type="log")
-
-
-LADDERS = (
-    (1, 2, 5),
-    (1, 2, 3, 5),
-    (1, 2, 3, 4, 5, 6, 7, 8, 9),
-    (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9),
+from .chart_parts import (
+    Choice,
+    error_bars,
+    with_points,
+    SELECTION,
+    axis_for,
+    axis_scale,
+    color_scale,
+    legend,
+    positive_rows,
+    rule_marks,
+    tooltips,
 )
-MIN_LOG_TICKS = 4  # fewer and a curve can sit between two labels a decade apart (issue 17: only 6-10 labelled, a curve at 17)
-
-
-def log_ticks(lo: float, hi: float) -> list[float]:
-    """Round ticks for a log axis around [lo, hi]: the first at or below lo, the last at or above hi (every point
-    lies inside the labelled range), from the coarsest ladder (1-2-5 per decade, then 1-2-3-5, every integer,
-    quarter steps) that gives at least MIN_LOG_TICKS.
-
-    Example: log_ticks(119, 292) -> [100.0, 125.0, 150.0, 200.0, 250.0, 300.0] (Article A's 292 tok/s below the top
-    label); log_ticks(6.2, 17) -> [6.0, 7.0, 8.0, 9.0, 10.0, 20.0]; log_ticks(0.03, 1.2) -> [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0].
-    """
-    if lo <= 0 or hi <= 0:
-        return []
-    lo, hi = min(lo, hi), max(lo, hi)
-    for mantissas in LADDERS:
-        k = math.floor(math.log10(lo)) - 1
-        ladder = []
-        while not ladder or ladder[-1] < hi * 1.000001:
-            ladder += [m * 10**k for m in mantissas]
-            k += 1
-        below = max(t for t in ladder if t <= lo * 1.000001)
-        above = min(t for t in ladder if t >= hi * 0.999999)
-        ticks = [t for t in ladder if below <= t <= above]
-        if len(ticks) >= MIN_LOG_TICKS:
-            break
-    while (
-        len(ticks) < MIN_LOG_TICKS
-    ):  # one value (or a sliver): its finest neighbours on both sides
-        i, j = ladder.index(ticks[0]), ladder.index(ticks[-1])
-        wider = ladder[max(i - 1, 0) : j + 2]
-        if len(wider) == len(ticks):
-            break
-        ticks = wider
-    return [float(f"{t:.6g}") for t in ticks]
-
-
-def _axis(log: bool, values: pd.Series, title: str) -> alt.Axis:
-    if log and len(values) and (values > 0).any():
-        return alt.Axis(
-            title=title,
-            values=log_ticks(float(values[values > 0].min()), float(values.max())),
-            format="~g",
-        )
-    return alt.Axis(title=title)
-
-
-def _positive(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    """Log axes: drop zeros and negatives (one zero collapses a log axis)."""
-    keep = pd.Series(True, index=df.index)
-    for c in cols:
-        keep &= df[c] > 0
-    return df[keep]
-
-
-def _tooltip(df: pd.DataFrame, fields: list[str], titles: dict | None = None) -> list[alt.Tooltip]:
-    """Tooltips for `fields` present in df: integers with separators, other numbers to 3 significant figures."""
-    out = []
-    for f in fields:
-        if f not in df:
-            continue
-        title = (titles or {}).get(f)
-        if not pd.api.types.is_numeric_dtype(df[f]):
-            out.append(alt.Tooltip(f, type="nominal", title=title))
-            continue
-        integer = bool((df[f].dropna() % 1 == 0).all())
-        out.append(
-            alt.Tooltip(f, type="quantitative", format=",d" if integer else ",.3~r", title=title)
-        )
-    return out
-
-
-def _rules(rules: pd.DataFrame | None, x: str, scale: alt.Scale) -> list:
-    """Vertical marks with a label (a model's context limit, the reader's context): columns `x` and `label`."""
-    if rules is None or rules.empty:
-        return []
-    base = alt.Chart(rules).encode(x=alt.X(f"{x}:Q", scale=scale))
-    return [
-        base.mark_rule(color="#555555", strokeDash=[2, 3], strokeWidth=1.5).encode(
-            tooltip=[alt.Tooltip("label:N", title=None)]
-        ),
-        base.mark_text(
-            align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333"
-        ).encode(text="label:N", y=alt.value(0)),
-    ]
 
 
 def series_chart(
@@ -190,7 +58,7 @@ def series_chart(
     """
     frames = [d for d in (df, points) if d is not None and not d.empty]
     if log_x or log_y:
-        frames = [_positive(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
+        frames = [positive_rows(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
     both = pd.concat(frames, ignore_index=True)
     xs = (
         both[x]
@@ -202,20 +70,20 @@ def series_chart(
     enc_color = alt.Color(
         f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors)
     )
-    x_scale = _scale(log_x, xs)
-    x_enc = alt.X(f"{x}:Q", axis=_axis(log_x, xs, x_title), scale=x_scale)
+    x_scale = axis_scale(log_x, xs)
+    x_enc = alt.X(f"{x}:Q", axis=axis_for(log_x, xs, x_title), scale=x_scale)
     y_values = pd.concat(
         [both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True
     )
-    y_scale = _scale(log_y, y_values)
-    y_axis = _axis(log_y, y_values, y_title)
+    y_scale = axis_scale(log_y, y_values)
+    y_axis = axis_for(log_y, y_values, y_title)
     y_enc = alt.Y(f"{y}:Q", axis=y_axis, scale=y_scale)
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
     layers = []
     line_df = frames[0] if df is not None and not df.empty else None
     if line_df is not None:
-        tip = _tooltip(line_df, [color, x, y, "source"], titles)
+        tip = tooltips(line_df, [color, x, y, "source"], titles)
         line = alt.Chart(line_df).mark_line(
             interpolate="step-after" if step else "linear", strokeWidth=2.2
         )
@@ -229,7 +97,7 @@ def series_chart(
         layers.append(line.encode(**enc).add_params(sel))
     if points is not None and not points.empty:
         pts = frames[-1]
-        tip = _tooltip(pts, [color, x, y, "source"], titles)
+        tip = tooltips(pts, [color, x, y, "source"], titles)
         mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
         same = "source" not in pts or set(pts["source"]) <= set(
             pts[color]
@@ -241,11 +109,11 @@ def series_chart(
         layers.append(layer if layers else layer.add_params(sel))
     if error:
         layers.append(
-            _error_bars(
+            error_bars(
                 frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis
             )
         )  # one y axis
-    layers += _rules(rules, x, x_scale)
+    layers += rule_marks(rules, x, x_scale)
     return alt.layer(*layers).properties(height=height)
 
 
@@ -269,7 +137,7 @@ def trap_chart(
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False))
     y = alt.Y("mib:Q", title=y_title)
-    tip = _tooltip(curve, ["series", "tokens", "mib"], titles)
+    tip = tooltips(curve, ["series", "tokens", "mib"], titles)
 
     def part(name: str, **mark):
         return (
@@ -294,77 +162,10 @@ def trap_chart(
                 color=color,
                 opacity=opacity,
                 shape=shape,
-                tooltip=_tooltip(points, ["series", "tokens", "mib", "source"], titles),
+                tooltip=tooltips(points, ["series", "tokens", "mib", "source"], titles),
             )
         )
     return alt.layer(*layers).properties(height=height)
-
-
-def _error_bars(
-    df: pd.DataFrame,
-    x: str,
-    error: tuple[str, str],
-    color: str,
-    x_enc,
-    y_scale,
-    enc_color,
-    opacity,
-    log_y: bool,
-    y_axis: alt.Axis,
-) -> alt.Chart:
-    """Vertical bars from error[0] to error[1] at each x (rows lacking either are left out)."""
-    low, high = error
-    bars = (
-        df.dropna(subset=[low, high])
-        if {low, high} <= set(df)
-        else df.iloc[0:0].assign(**{low: 0.0, high: 0.0})
-    )
-    if log_y:
-        bars = _positive(bars, [low, high])
-    tip = _tooltip(bars, [color, x, low, high])
-    return (
-        alt.Chart(bars)
-        .mark_rule(strokeWidth=1.6)
-        .encode(
-            x=x_enc,
-            y=alt.Y(f"{low}:Q", scale=y_scale, axis=y_axis),
-            y2=alt.Y2(f"{high}:Q"),
-            color=enc_color,
-            opacity=opacity,
-            tooltip=tip,
-        )
-    )
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Rows that hold several values of `field` (e.g. a per-layer table at five contexts), of which the chart shows
-    one: the reader picks it with radio buttons drawn inside the chart, bound to a Vega-Lite parameter, so the
-    chart repaints in the browser with no round trip to the server. `value` is shown first.
-
-    Example: Choice("context", (1024, 4096), 4096, "Context: ", ("1,024", "4,096"))
-    """
-
-    field: str
-    options: tuple
-    value: object
-    label: str
-    option_labels: tuple[str, ...] = ()
-    name: str = "choice"  # the parameter's name in the spec
-
-    def param(self) -> alt.Parameter:
-        return alt.param(
-            name=self.name,
-            value=self.value,
-            bind=alt.binding_radio(
-                options=list(self.options),
-                labels=list(self.option_labels or map(str, self.options)),
-                name=self.label,
-            ),
-        )
-
-    def test(self, param: alt.Parameter):
-        return alt.datum[self.field] == param
 
 
 def bar_chart(
@@ -388,7 +189,7 @@ def bar_chart(
     """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
     printed at the end of each bar (the number a reader came for, readable without hovering); `choice`: the
     rows hold several values of one field and radio buttons inside the chart show one (no round trip)."""
-    data = _positive(df, [value]) if log else df
+    data = positive_rows(df, [value]) if log else df
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     domain = list(dict.fromkeys(data[color]))
     y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
@@ -414,7 +215,7 @@ def bar_chart(
                 scale=color_scale(domain, colors),
             ),
             opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-            tooltip=_tooltip(
+            tooltip=tooltips(
                 data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles
             ),
         )
@@ -475,7 +276,7 @@ def measured_bars(
                 f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain
             ),
             opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-            tooltip=_tooltip(df, [source, mode, value, *tooltip], titles),
+            tooltip=tooltips(df, [source, mode, value, *tooltip], titles),
         )
         .add_params(sel)
     )
@@ -485,35 +286,6 @@ def measured_bars(
         .encode(**enc, text=f"{labels}:N")
     )
     return alt.layer(bars, text).properties(height=300)
-
-
-def with_points(
-    chart: alt.TopLevelMixin, x: str, y: str, marks: pd.DataFrame | None = None
-) -> alt.LayerChart:
-    """`chart` with labelled points on its own scales (marks: columns `x`, `y` and `label`, e.g. the value at the
-    reader's context), drawn over the lines and kept out of the legend.
-
-    Example: with_points(series_chart(df, "context", "tokens_per_s", ...), "context", "tokens_per_s",
-    pd.DataFrame([{"context": 32768, "tokens_per_s": 18.6, "label": "32,768: 18.6 tok/s"}])).
-    """
-    if marks is None or marks.empty:
-        return chart
-    base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
-    return alt.layer(
-        chart,
-        base.mark_point(
-            size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5
-        ).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
-        base.mark_text(
-            align="left",
-            baseline="bottom",
-            dx=7,
-            dy=-7,
-            fontSize=11,
-            fontWeight="bold",
-            color="#333333",
-        ).encode(text="label:N"),
-    )
 
 
 def marked_series_chart(
@@ -565,7 +337,7 @@ def slowdown_scatter(
     x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
     y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.12))
-    tip = _tooltip(df, [color, *tooltip, x, y], titles)
+    tip = tooltips(df, [color, *tooltip, x, y], titles)
     identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
     line_id = (
         alt.Chart(identity)
@@ -610,15 +382,15 @@ def quality_trade(
     """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
     point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
     unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table.
-    Example: quality_trade(views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
-    df = _positive(df, [x, y])
+    Example: quality_trade(savings_views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
+    df = positive_rows(df, [x, y])
     domain = list(dict.fromkeys(df[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
-    x_enc = alt.X(f"{x}:Q", axis=_axis(True, df[x], x_title), scale=_scale(True, df[x]))
-    y_enc = alt.Y(f"{y}:Q", axis=_axis(True, df[y], y_title), scale=_scale(True, df[y]))
+    x_enc = alt.X(f"{x}:Q", axis=axis_for(True, df[x], x_title), scale=axis_scale(True, df[x]))
+    y_enc = alt.Y(f"{y}:Q", axis=axis_for(True, df[y], y_title), scale=axis_scale(True, df[y]))
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
-    tip = _tooltip(df, [color, x, y, *tooltip], titles)
+    tip = tooltips(df, [color, x, y, *tooltip], titles)
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
     marks = {"color": enc_color}
     if shape:

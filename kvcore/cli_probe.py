@@ -35,7 +35,7 @@ SHOWN_STEPS = (1, 255, 256, 257, 512, 513, 1024, 1025)  # token-by-token rows pr
 
 def _cmd_probe(a) -> int:
     from .live import cache_classes, resolve_geometry, trap_probe
-    from .live_record import model_info
+    from .live_record import model_info, trap_method
 
     geometry = resolve_geometry(a.model)
     layer = next((l for l in geometry.layers if l.kind == "full"), None)
@@ -57,13 +57,7 @@ def _cmd_probe(a) -> int:
     rows = with_bar(trap_probe, geometry, dtype=a.kv_format, tokens=a.tokens, kv_bits=a.kv_bits)
     shown = [r for r in rows if r["pattern"] != "token by token" or r["tokens"] in SHOWN_STEPS]
     print()
-    method = {
-        "driver": "real mlx_lm cache classes fed random tensors of one layer",
-        "tokens": a.tokens,
-        "kv_dtype": a.kv_format,
-        "quantized_bits": a.kv_bits,
-        "used_bytes": "from keys_and_values()",
-    }
+    method = trap_method(a.tokens, a.kv_format, a.kv_bits, geometry.count("full"))
     model = model_info(None, geometry, a.kv_format)
     show_and_save(a, "trap", rows, PROBE_COLUMNS, model, method, shown=shown)
     return 0
@@ -71,18 +65,13 @@ def _cmd_probe(a) -> int:
 
 def _cmd_kv(a) -> int:
     from .live import growth_probe, resolve_geometry
-    from .live_record import model_info
+    from .live_record import growth_method, model_info
 
     geometry = resolve_geometry(a.model)
     rows = with_bar(
         growth_probe, geometry, a.contexts, kv_format=a.kv_format, dtype=a.activation_dtype
     )
-    method = {
-        "fill": "random K/V in generate_step's prefill chunks (2048)",
-        "kv_format": a.kv_format,
-        "active": "mx.get_active_memory() delta",
-        "peak": "mx.get_peak_memory() over the next token",
-    }
+    method = growth_method(a.kv_format)
     show_and_save(a, "growth", rows, KV_COLUMNS, model_info(None, geometry, a.kv_format), method)
     return 0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import KvError
-from .live_args import MAX_LIVE_CONTEXT, add_common, count, formats, stem
+from .live_args import MAX_LIVE_CONTEXT, add_common, count, formats, require_gguf, stem
 from .live_run import checked, command_line, print_table, provenance, save, save_sections, with_bar
 from .real_model import SAMPLE_TEXT as BUNDLED_TEXT  # the bundled public-domain text
 
@@ -102,13 +102,7 @@ def _cmd_quality_gguf(a) -> int:
     from .llamacpp_quality import DEFAULT_FORMATS, parse_formats, recording, run
     from .textfile import read_text_file
 
-    if not a.model.lower().endswith(".gguf"):
-        raise KvError(
-            f"--runtime {a.runtime} scores a GGUF file: give --model FILE.gguf, not {a.model!r}.",
-            "gguf_runtime",
-            label=a.model,
-            runtime=a.runtime,
-        )
+    require_gguf(a, "scores")
     if a.group_size is not None or a.quantized_kv_start:
         raise KvError(
             "--group-size and --quantized-kv-start are mlx_lm's; llama.cpp's cache types fix their "

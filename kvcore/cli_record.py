@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 
-from .errors import KvError
 from .live_args import DEFAULT_BATCH_CONTEXTS, DEFAULT_BATCHES, DEFAULT_CONTEXTS
 from .live_args import DEFAULT_KV_CONTEXTS, DEFAULT_MODEL, DEFAULT_PROMPTS, MAX_BATCH
 from .live_args import MAX_LIVE_CONTEXT, MODEL_HELP, add_common, add_model_args, batch_sizes
-from .live_args import contexts, count, kv_format, sections, stem
+from .live_args import contexts, count, kv_format, require_gguf, sections, stem
 from .live_run import checked, command_line, load_model, print_table, save, with_bar
 
 RECORD_TABLES = {  # what `record` prints of each section it measured: (key, header, format)
@@ -57,13 +56,7 @@ def _cmd_record_gguf(a) -> int:
     processing on the file."""
     from .llamacpp_live import record
 
-    if not a.model.lower().endswith(".gguf"):
-        raise KvError(
-            f"--runtime {a.runtime} records a GGUF file: give --model FILE.gguf, not {a.model!r}.",
-            "gguf_runtime",
-            label=a.model,
-            runtime=a.runtime,
-        )
+    require_gguf(a, "records")
     data = with_bar(
         record,
         a.model,

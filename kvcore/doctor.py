@@ -70,7 +70,8 @@ def _default_decode_fits() -> str:
     """Whether the live commands' default run (their --model's random weights at their largest default context,
     kvcore.live_args's defaults) passes the memory guard."""
     from .formulas import kv_bytes
-    from .live_models import guard, guess_weights_bytes, kv_spec
+    from .live_models import guess_weights_bytes
+    from .live_memory import guard, kv_spec
 
     geometry, context = preset_geometry(DEFAULT_MODEL), default_max_context()
     try:

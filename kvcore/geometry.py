@@ -24,7 +24,8 @@ from .config import Cfg, flatten
 from .errors import KvError
 from .families import FAMILIES, Family, family_for
 from .params import Params, check_layouts, count_params, layer_ffn
-from .runtimes import DEFAULT as DEFAULT_RUNTIME, Runtime, get_runtime, gguf_runtime
+from .runtime import Runtime
+from .runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 

@@ -16,7 +16,8 @@ from .errors import KvError
 from .formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
 from .geometry import Geometry, parse_config
 from .units import MIB
-from .live_models import guard, kv_spec, random_kv, resolve_config, used_bytes
+from .live_models import resolve_config
+from .live_memory import guard, kv_spec, random_kv, used_bytes
 
 Progress = Callable[[int, int, str], None]
 StopCheck = Callable[[], bool]

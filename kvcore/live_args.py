@@ -72,7 +72,7 @@ def count(label: str, low: int, high: int):
 
 
 def kv_format(text: str) -> str:
-    from .live_models import KV_FORMATS
+    from .live_memory import KV_FORMATS
 
     if text not in KV_FORMATS:
         raise argparse.ArgumentTypeError(
@@ -118,6 +118,17 @@ def batch_sizes(text: str) -> list[int]:
             f"every batch size must be a whole number from 1 to {MAX_BATCH}, not {text!r}"
         )
     return values
+
+
+def require_gguf(a, does: str) -> None:
+    """Refuse, before anything runs, a --runtime that runs GGUF files given another --model."""
+    if not a.model.lower().endswith(".gguf"):
+        raise KvError(
+            f"--runtime {a.runtime} {does} a GGUF file: give --model FILE.gguf, not {a.model!r}.",
+            "gguf_runtime",
+            label=a.model,
+            runtime=a.runtime,
+        )
 
 
 def add_common(p, model_default: str, model_help: str, saves: bool = False) -> None:

@@ -13,7 +13,8 @@ from typing import Callable
 
 from .formulas import kv_bytes
 from .live import Progress, StopCheck, _Ticker
-from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
+from .live_models import LiveModel
+from .live_memory import fill_caches, guard, kv_spec, make_caches
 from .live_timing import SweepOptions, quartiles, timed_passes, timed_steps
 
 

@@ -99,7 +99,7 @@ def _stored_as(store: str, compute: str):
     """A KVCache that stores K/V in `store` and returns them in `compute` (a real fp16 cache on the fp32 CPU backend)."""
     from mlx_lm.models.cache import KVCache
 
-    from .live_models import mx_dtype
+    from .live_memory import mx_dtype
 
     class StoredKVCache(KVCache):
         def update_and_fetch(self, keys, values):
@@ -128,7 +128,7 @@ def _maybe_quantize(caches: list, option: KvOption) -> None:
 
 def cache_bytes_per_token(caches: list, tokens: int) -> float:
     """Bytes the caches hold per token, measured from the arrays they return (all layers, K and V, scales included)."""
-    from .live_models import used_bytes
+    from .live_memory import used_bytes
 
     return sum(used_bytes(c) for c in caches) / max(1, tokens)
 

@@ -14,7 +14,9 @@ from . import recordings
 from .errors import KvError
 from .recordings import is_apple_silicon
 from .geometry import Geometry
-from .live import Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .formulas import PREFILL_STEP
+from .live import ROTATING_MAX, Interrupted, Progress, StopCheck, growth_probe, trap_probe
+from .live_memory import GROUP_SIZE
 from .live_decode import decode_sweep, generate_step_check, mechanism_probe, real_prefill_check
 from .live_models import LiveModel
 from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions
@@ -100,6 +102,29 @@ def model_info(
 DECODE_FILL = (
     "synthetic: random K/V for T+1 tokens written into each layer's cache, evaluated before timing"
 )
+
+
+def trap_method(tokens: int, kv_dtype: str, bits: int, layers: int) -> dict:
+    """How a trap probe was made (method.trap): the one text for `kvcore probe` and `kvcore record`."""
+    return {
+        "driver": "real mlx_lm cache classes fed random tensors of one layer",
+        "tokens": tokens,
+        "kv_dtype": kv_dtype,
+        "used_bytes": "from keys_and_values() arrays",
+        "rotating_max_size": ROTATING_MAX,
+        "quantized": f"group {GROUP_SIZE}, {bits} bits",
+        "layers": layers,
+    }
+
+
+def growth_method(kv_format: str) -> dict:
+    """How a growth sweep was made (method.growth): the one text for `kvcore kv` and `kvcore record`."""
+    return {
+        "fill": f"random K/V in generate_step's prefill chunks ({PREFILL_STEP})",
+        "kv_format": kv_format,
+        "active": "mx.get_active_memory() delta",
+        "peak": "mx.get_peak_memory() over the next token",
+    }
 
 
 def decode_method(warmup: int, steps: int, repeats: int, kv_format: str) -> dict:
@@ -215,15 +240,7 @@ def record_suite(
             progress=phase("trap"),
             should_stop=should_stop,
         )
-        method["trap"] = {
-            "driver": "real mlx_lm cache classes fed random tensors of one layer",
-            "tokens": trap_tokens,
-            "kv_dtype": geometry_kv_format,
-            "used_bytes": "from keys_and_values() arrays",
-            "rotating_max_size": 512,
-            "quantized": "group 64, 8 bits",
-            "layers": g.count("full"),
-        }
+        method["trap"] = trap_method(trap_tokens, geometry_kv_format, 8, g.count("full"))
     if "growth" in sections:
         rows["growth"] = growth_probe(
             geometry,
@@ -233,12 +250,7 @@ def record_suite(
             progress=phase("growth"),
             should_stop=should_stop,
         )
-        method["growth"] = {
-            "fill": "random K/V in generate_step's prefill chunks (2048)",
-            "kv_format": geometry_kv_format,
-            "active": "mx.get_active_memory() delta",
-            "peak": "mx.get_peak_memory() over the next token",
-        }
+        method["growth"] = growth_method(geometry_kv_format)
     if "decode" in sections:
         rows["decode"] = decode_sweep(
             model, contexts, kv_format, timing, phase("decode"), should_stop

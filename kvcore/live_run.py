@@ -81,14 +81,8 @@ def load_model(a):
     """The model the command names; random weights are built only after the memory guard passes."""
     from .formulas import kv_bytes
     from .geometry import parse_config
-    from .live_models import (
-        get_model,
-        guard,
-        guess_weights_bytes,
-        is_loadable,
-        kv_spec,
-        resolve_config,
-    )
+    from .live_models import get_model, guess_weights_bytes, is_loadable, resolve_config
+    from .live_memory import guard, kv_spec
 
     weights = None if a.weights in (None, "") else a.weights
     if not (weights and weights != "random") and not (weights is None and is_loadable(a.model)):

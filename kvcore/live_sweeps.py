@@ -24,7 +24,8 @@ from .errors import KvError
 from .formulas import PREFILL_STEP, kv_bytes
 from .live import Progress, StopCheck, _Ticker
 from .live_decode import _fill_dtype, prefill
-from .live_models import LiveModel, fill_caches, guard, kv_spec, make_caches
+from .live_models import LiveModel
+from .live_memory import fill_caches, guard, kv_spec, make_caches
 from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions, quartiles, timed_passes
 from .live_timing import timed_steps
 
@@ -175,7 +176,7 @@ def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> 
 
 
 def _seeded_kv(model: LiveModel, tokens: int, dtype: str, sequence: int) -> list:
-    from .live_models import random_kv
+    from .live_memory import random_kv
 
     return [
         random_kv(layer, tokens, dtype, seed=1000 * sequence + i)

@@ -9,7 +9,7 @@ the baseline's too: llama.cpp refuses a quantized V cache without it ("quantized
 so the formats differ by their cache alone. Greedy answers to a chat prompt (the file's own template) show
 where the text first changes. llama_cpp is imported inside functions only.
 
-Example: run(path, "f16,q8_0,q4_0".split(","), tokens=256)["formats"][-1]["kl_vs_baseline"] -> 0.0x
+Example: run(path, ["f16", "q8_0", "q4_0"], text, 256)["formats"][-1]["kl_vs_baseline"] -> 0.1 (nats)
 """
 
 from __future__ import annotations
@@ -220,23 +220,19 @@ def greedy(model: _Model, ctx: _Context, prompt: list[int], max_tokens: int) -> 
 def answers(
     model: _Model, contexts: dict[str, _Context], question: str, max_tokens: int, ticker
 ) -> list[dict]:
-    """The same chat prompt answered greedily through each format's cache; where each answer first parts from the
-    baseline's, and by how much the baseline preferred its own token there (margin, nats)."""
+    """The same chat prompt answered greedily through the baseline's cache (the first row, labelled as the baseline)
+    and each format's; where each answer first parts from the baseline's, and by how much the baseline preferred its
+    own token there (margin, nats)."""
     prompt = model.chat(question)
     base = greedy(model, contexts[BASELINE], prompt, max_tokens)
-    rows = []
+    rows = [_answer(model, BASELINE, f"{BASELINE} (baseline)", question, base)]
+    ticker.tick("answer: baseline")
     for name, ctx in contexts.items():
         if name == BASELINE:
             continue
         ids = greedy(model, ctx, prompt, max_tokens)
+        row = _answer(model, ctx.kv_format, ctx.kv_format, question, ids)
         split = first_divergence(base, ids)
-        row = {
-            "kv_format": ctx.kv_format,
-            "label": ctx.kv_format,
-            "prompt": question,
-            "answer": model.decode_text(ids),
-            "tokens": len(ids),
-        }
         if split is not None:
             row.update(first_divergence=split, agreed_text=model.decode_text(ids[:split]))
             if split < len(base) and split < len(ids):
@@ -247,6 +243,16 @@ def answers(
         rows.append(row)
         ticker.tick(f"answer: {ctx.kv_format}")
     return rows
+
+
+def _answer(model: _Model, kv_format: str, label: str, question: str, ids: list[int]) -> dict:
+    return {
+        "kv_format": kv_format,
+        "label": label,
+        "prompt": question,
+        "answer": model.decode_text(ids),
+        "tokens": len(ids),
+    }
 
 
 def run(
@@ -282,7 +288,7 @@ def run(
             contexts[name] = _Context(model, name.split(":")[-1], n_ctx, n_batch, threads)
         chunks = -(-tokens // chunk)
         ticker = _Ticker(
-            (1 + len(formats)) * chunks + (len(formats) if prompt else 0), progress, should_stop
+            (1 + len(formats)) * (chunks + (1 if prompt else 0)), progress, should_stop
         )
         sums = score(contexts, ids, chunk, ticker)
         predicted = {f: ours(path, f, n_ctx, n_batch) for f in formats}
@@ -291,7 +297,7 @@ def run(
             for f in formats
         ]
         greedy_rows = answers(model, contexts, prompt, answer_tokens, ticker) if prompt else []
-        for row, answer in zip(rows if greedy_rows else [], greedy_rows):
+        for row, answer in zip(rows, greedy_rows[1:]):  # the same formats, in order
             if "first_divergence" in answer:
                 row["first_divergence"] = answer["first_divergence"]
         return {

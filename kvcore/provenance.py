@@ -65,7 +65,7 @@ def source_colors(recs: list[Recording]) -> dict[str, str]:
 
     Example: source_colors(all recordings)["published-article-a-m5-pro"] -> '#4c78a8' wherever it is drawn.
     """
-    from .charts import PALETTE
+    from .chart_parts import PALETTE
 
     return {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(sorted({r.id for r in recs}))}
 

@@ -1,5 +1,5 @@
 """Recordings as files: one YAML file per run (measured by kvcore, or transcribed from a publication), what the
-schema allows is kvcore.recording_schema.
+schema allows is kvcore.recording_schema (checked by kvcore.recording_check).
 
 Load with a bounded YAML reader (read_yaml: no aliases, at most MAX_NODES values, MAX_DEPTH levels, MAX_SCALAR
 characters a value, checked on the parser's events before any data is built) and validate; a broken file gives one
@@ -19,17 +19,15 @@ from pathlib import Path
 import yaml
 
 from .errors import KvError
+from .recording_check import fail, model_format, validate  # noqa: F401 - callers ask kvcore.recordings
 from .recording_schema import (  # noqa: F401 - the schema's names, as callers ask kvcore.recordings for them
     GRADES,
     ROW_FIELDS,
     SCHEMA_VERSION,
     SECTIONS,
     RecordingError,
-    fail,
     known_fields,
-    model_format,
     schema_rows,
-    validate,
 )
 from .textfile import read_file_bytes
 

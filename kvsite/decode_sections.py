@@ -1,5 +1,5 @@
-"""The decode slowdown chapter's sections: measured runs against their bytes per token, the fit in words, the
-what-if on another chip, every run's slowdown against the bytes model's.
+"""The decode slowdown chapter's sections: measured runs against their bytes per token, the fit in
+words, the what-if on another chip, every run's slowdown against the bytes model's.
 
 Example: decode(runs, "en", runs)["fit"] -> the first run's kvcore.decode_model.Fit.
 """

@@ -19,7 +19,7 @@ from . import i18n, recording_text, uploads
 from . import chapters
 from .chapters import HOME, by_slug
 from .chart import Export
-from .layout import row, style, text  # noqa: F401 - pages import them from here too
+from .layout import style, text
 from .sources import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,8 @@
-"""The linear growth chapter's sections: the formula with the reader's numbers, the curves, the layers.
+"""The linear growth chapter's sections: the formula with the reader's numbers, the curves, the
+layers.
 
-Example: growth("llama-3.2-1b", 32768, "bf16", "fp16", 1, "en", None)["formula"] -> the substituted formula.
+Example: growth("llama-3.2-1b", 32768, "bf16", "fp16", 1, "en", None)["formula"] -> the substituted
+formula.
 """
 
 from __future__ import annotations
@@ -8,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import views
-from kvcore.charts import Choice
+from kvcore import savings_views, views
+from kvcore.chart_parts import Choice
 from kvcore.formulas import KvSpec, crossover_context, formula_terms
 from kvcore.geometry import preset_geometry
 from kvcore.recordings import Recording
@@ -81,8 +83,8 @@ def growth(
     """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
     {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
-    if kv in views.misfits(g, [kv]):
-        return {"error": i18n.error_text(lang, views.misfits(g, [kv])[kv])}
+    if kv in savings_views.misfits(g, [kv]):
+        return {"error": i18n.error_text(lang, savings_views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if (

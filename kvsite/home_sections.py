@@ -1,6 +1,6 @@
 """The home page's sections: its key numbers and decode labels, from Article A's recording.
 
-Example: home_decode(rec, key_numbers(rec))["a"] -> "4K" (the worked check's first context).
+Example: home_decode(rec, key_numbers(rec))["a"] -> "1K" (the worked check's first context).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ def models() -> tuple[str, ...]:
     return MODELS[:1] + ((real_model.NAME,) if real_model.available() else ()) + MODELS[1:]
 
 
-WEIGHT_FORMATS = ("mlx-q4", "mlx-q8", "bf16", "fp32")
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 MACHINE = (
     threading.Lock()
@@ -185,6 +184,15 @@ PROMPTS = (128, 256, 512, 1024, 2048, 4096, 8192)
 BATCHES = (1, 2, 4, 8, 16, 32)
 
 
+def weights_choice(f, c, key: str) -> str:
+    """The weight formats a live model is built in (kvcore.live_models), the CLI's default first chosen."""
+    from kvcore.live_args import DEFAULT_WEIGHTS_FORMAT
+    from kvcore.live_models import LIVE_WEIGHT_FORMATS
+
+    index = LIVE_WEIGHT_FORMATS.index(DEFAULT_WEIGHTS_FORMAT)
+    return c.selectbox(f.t("live.weights"), LIVE_WEIGHT_FORMATS, index=index, key=key)
+
+
 def controls(f, kind: str) -> dict:
     if kind == "throughput":
         return throughput_controls(f)
@@ -192,7 +200,7 @@ def controls(f, kind: str) -> dict:
     model = c.selectbox(
         f.t("live.model"), models(), key=f"live_model_{kind}", help=f.t("live.model_help")
     )
-    weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key=f"live_w_{kind}")
+    weights = weights_choice(f, c, f"live_w_{kind}")
     contexts = c.multiselect(
         f.t("live.contexts"), CONTEXTS, default=[256, 1024, 4096], key=f"live_ctx_{kind}"
     )
@@ -213,7 +221,7 @@ def throughput_controls(f) -> dict:
     model = c.selectbox(
         f.t("live.model"), MODELS, key="live_model_throughput", help=f.t("live.model_help")
     )
-    weights = c.selectbox(f.t("live.weights"), WEIGHT_FORMATS, key="live_w_throughput")
+    weights = weights_choice(f, c, "live_w_throughput")
     prompts = c.multiselect(
         f.t("live.prompts"), PROMPTS, default=[128, 512, 2048], key="live_prompts"
     )
@@ -355,14 +363,14 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:
-            cls = (FORMATS[fmt].mlx_cache,)  # the mlx_lm cache class that holds this format
-            bits = 8 if fmt == "fp16" else FORMATS[fmt].bits
+            held = FORMATS[fmt]  # the mlx_lm cache class that holds it: KVCache in its own dtype
+            plain = held.kind == "plain"
             rows = live.trap_probe(
                 ARTICLE_MODEL,
-                dtype="fp16",
+                dtype=fmt if plain else "fp16",
                 tokens=tokens,
-                cache_classes=cls,
-                kv_bits=bits,
+                cache_classes=(held.mlx_cache,),
+                kv_bits=8 if plain else held.bits,
                 progress=lambda d, t, text: bar.progress(
                     min(1.0, d / t), text=progress_text(f, d, t, text)
                 ),

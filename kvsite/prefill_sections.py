@@ -1,6 +1,7 @@
-"""The prefill-and-decode chapter's sections, one cached function each (kvsite.sections' conventions): widget
-values, language and recordings in; chart, numbers and text out. The numbers come from kvcore.time_views
-(kvcore.timing underneath) with the efficiencies kvcore.timing_fit fitted on published runs.
+"""The prefill-and-decode chapter's sections for one reader, one cached function each
+(kvsite.sections' conventions): widget values, language and recordings in; chart, numbers and text
+out. The numbers come from kvcore.time_views (kvcore.timing underneath) with the efficiencies
+kvcore.timing_fit fitted on published runs. Many readers at once (batching): kvsite.batch_sections.
 
 Example: roofline("M4 Max (40-core GPU)", "llama-3.2-1b", "mlx-q4", 2048, 512, 8, "en")["chart"]
 """
@@ -11,7 +12,7 @@ import math
 
 import pandas as pd
 
-from kvcore import decode_model, hardware, time_views, timing, timing_fit
+from kvcore import hardware, time_views, timing, timing_fit
 from kvcore.formulas import KvSpec
 from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME
 from kvcore.geometry import preset_geometry
@@ -25,8 +26,6 @@ from .sources import provenance, source_label
 from .tables import md_table
 
 RUNTIME = DEFAULT_RUNTIME  # mlx_lm: one cache per sequence (the calculator has llama.cpp slots)
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
-BATCH_CONTEXTS = (1024, 8192, 32768)
 
 
 def _k(tokens: int) -> str:
@@ -72,9 +71,6 @@ def _chip_values(chip: hardware.Chip, lang: str) -> dict:
         else t("prefill.no_compute_source"),
         "ridge": fmt_num(chip.ridge_flops_per_byte) if chip.ridge_flops_per_byte else "—",
     }
-
-
-# ---------------------------------------------------------------- (a) roofline
 
 
 @cached
@@ -144,9 +140,6 @@ def roofline(
         "text": text,
         "title": t("roof_title", chip=chip.chip),
     }
-
-
-# ---------------------------------------------------------------- (b) your prompt
 
 
 @cached
@@ -225,161 +218,9 @@ def your_prompt(
     }
 
 
-# ---------------------------------------------------------------- (c) batching
-
-
-@cached
-def batch_model(chip_name: str, model: str, weights: str, lang: str) -> dict:
-    """Total and per-sequence tok/s against the batch at three contexts, and where KV reads overtake the weights."""
-    t = i18n.translator(lang, "prefill.")
-    chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
-    contexts = [
-        c for c in BATCH_CONTEXTS if not g.max_position_embeddings or c <= g.max_position_embeddings
-    ] or [1024]
-    curve = time_views.batch_curve(
-        g, weights, KvSpec(), chip, efficiency(chip_name), contexts, list(BATCHES)
-    )
-    largest = max(chip.memory_gb, default=0) * 1e9  # GB as the vendor states them
-    cut = bool(largest) and bool((curve["memory_bytes"] > largest).any())
-    if largest:  # a batch whose weights and KV exceed the chip's largest memory is not drawn
-        curve = curve[curve["memory_bytes"] <= largest]
-    if curve.empty:
-        return {
-            "chart": None,
-            "caption": t("batch_none", chip=chip.chip, gb=fmt_num(largest / 1e9)),
-        }
-    long = pd.concat(
-        [
-            curve.assign(
-                series=curve["context"].map(lambda c: t("s_total", context=_k(c))),
-                tok_s=curve["tokens_per_s_total"],
-            ),
-            curve.assign(
-                series=curve["context"].map(lambda c: t("s_per_seq", context=_k(c))),
-                tok_s=curve["tokens_per_s"],
-            ),
-        ],
-        ignore_index=True,
-    )
-    marks, words = [], []
-    for c in contexts:
-        b = time_views.kv_overtakes_weights(g, weights, KvSpec(), c)
-        if b >= 1:
-            marks.append(
-                {"batch": b, "label": t("crossing_mark", context=_k(c))}
-            )  # the caption gives the numbers
-            words.append(t("crossing", context=_k(c), b=fmt_num(b)))
-        else:
-            words.append(t("crossing_none", context=_k(c)))
-    marks = [m for m in marks if m["batch"] <= BATCHES[-1]]
-    titles = {**cols(lang, "series", "batch"), "tok_s": t("batch_y")}
-    table = long[["series", "batch", "tok_s", "bound"]].rename(columns=titles)
-    dashed = [t("s_per_seq", context=_k(c)) for c in contexts]
-    chart = make_chart(
-        table,
-        "series_chart",
-        long[["series", "batch", "tok_s"]],
-        "batch",
-        "tok_s",
-        "series",
-        t("batch_x"),
-        t("batch_y"),
-        log_x=True,
-        log_y=True,
-        dashed=dashed,
-        rules=pd.DataFrame(marks) if marks else None,
-        titles=titles,
-        height=380,
-    )
-    caption = t(
-        "batch_model_caption",
-        model=model,
-        weights=weights,
-        chip=chip.chip,
-        contexts=", ".join(_k(c) for c in contexts),
-        crossings=i18n.translate(lang, "recordings.list_sep").join(words),
-    )
-    if cut:
-        caption = i18n.join(
-            lang, caption, t("batch_cut", chip=chip.chip, gb=fmt_num(largest / 1e9))
-        )
-    return {"chart": chart, "caption": caption}
-
-
-def _residual_text(residuals: list[float]) -> str:
+def residual_text(residuals: list[float]) -> str:
+    """A fit's median absolute residual as a percentage ("—" without residuals)."""
     return fmt_pct(sorted(abs(r) for r in residuals)[len(residuals) // 2]) if residuals else "—"
-
-
-@cached
-def batch_measured(rec: Recording, lang: str) -> dict | None:
-    """A run's batch points, with the roofline fitted to them when kvcore knows its model."""
-    t = i18n.translator(lang, "prefill.")
-    pts = time_views.batch_points(rec)
-    if pts.empty:
-        return None
-    name = source_label(rec, lang)
-    fitted = time_views.batch_fit(rec)
-    many = pts["series"].nunique() > 1 or (pts["series"] != "").all()
-    label = (
-        (lambda r: t("s_series_measured", series=r["series"], context=_k(r["context"])))
-        if many
-        else (lambda r: t("s_context", context=_k(r["context"])))
-    )  # a context's points and fitted line share a colour
-    pts = pts.assign(series_name=pts.apply(label, axis=1))
-    lines = None
-    if fitted is not None:
-        curve = fitted["curve"]
-        lines = curve.assign(
-            series_name=curve["context"].map(lambda c: t("s_context", context=_k(c)))
-        )
-        fit = fitted["fit"]
-        undetermined = t("fit_undetermined")
-        caption = t(
-            "measured_caption",
-            source=name,
-            compute=fmt_num(fit["compute_flops"] / 1e9, unit="GFLOP/s")
-            if fit["compute_flops"]
-            else undetermined,
-            bandwidth=fmt_num(fit["bandwidth_bytes"] / 1e9, unit="GB/s")
-            if fit["bandwidth_bytes"]
-            else undetermined,
-            residual=_residual_text(fit["residuals"]),
-        )
-        if rec.kind == "measured" and not time_views.chip_known(rec):
-            caption = i18n.join(lang, caption, t("fit_this_run"))
-    else:
-        why = "no_format" if decode_model.no_fit_reason(rec) == "no_format" else "no_model"
-        caption = t("measured_caption_no_fit", why=t(f"why_{why}"))
-    titles = {
-        **cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"),
-        "series_name": i18n.translate(lang, "cols.series"),
-    }
-    table = pts.rename(columns={"tokens_per_s": "tokens_per_s_seq"})[
-        ["series_name", "context", "batch", "tokens_per_s_total", "tokens_per_s_seq"]
-    ].rename(columns=titles)
-    chart = make_chart(
-        table,
-        "series_chart",
-        lines,
-        "batch",
-        "tokens_per_s_total",
-        "series_name",
-        t("batch_x"),
-        t("batch_y"),
-        points=pts[["series_name", "batch", "tokens_per_s_total", "context"]],
-        log_x=True,
-        log_y=True,
-        titles={
-            "series_name": titles["series_name"],
-            "batch": titles["batch"],
-            "tokens_per_s_total": titles["tokens_per_s_total"],
-        },
-        height=360,
-    )
-    return {"chart": chart, "caption": caption, "title": t("measured_title", source=name)}
-
-
-# ---------------------------------------------------------------- prompt processing
 
 
 @cached
@@ -415,7 +256,7 @@ def prefill_measured(rec: Recording, lang: str) -> dict | None:
         source=source_label(rec, lang),
         prompt=_k(int(longest["prompt_tokens"])),
         share=fmt_pct(longest["attention_share"]),
-        residual=_residual_text(fitted["fit"]["residuals"]),
+        residual=residual_text(fitted["fit"]["residuals"]),
     )
     return {"chart": chart, "caption": caption}
 

@@ -1,10 +1,11 @@
-"""What every chapter's sections share. A chapter's sections are in kvsite/<chapter>_sections.py, one cached
-function each: cheap keys in (widget values, language, recordings), everything the section shows out (chart with
-Arrow data, tables, numbers), so a rerun only re-sends it.
+"""What every chapter's sections share. A chapter's sections are in kvsite/<chapter>_sections.py,
+one cached function each: cheap keys in (widget values, language, recordings), everything the
+section shows out (chart with Arrow data, tables, numbers), so a rerun only re-sends it.
 
-Results are shared between reruns and sessions (kvsite.cache.section_cache, a cheaper st.cache_resource: no
-copy per rerun): treat them as read-only. Recordings key by content, once per recording object.
-Here: that cache (`cached`), column titles, run names and colours, Article A's geometry, the model-limit mark.
+Results are shared between reruns and sessions (kvsite.cache.section_cache, a cheaper
+st.cache_resource: no copy per rerun): treat them as read-only. Recordings key by content, once per
+recording object. Here: that cache (`cached`), column titles, run names and colours, Article A's
+geometry, the model-limit mark.
 Example: cols("en", "context") -> {"context": "Context (tokens)"}.
 """
 

@@ -1,6 +1,7 @@
-"""The .nbytes trap chapter's sections: allocated vs used vs theory token by token, and the update patterns.
+"""The .nbytes trap chapter's sections: allocated vs used vs theory token by token, and the update
+patterns.
 
-Example: trap_chart(300, "fp16", "en", None, {})["at"] -> the figures at 256 and 257 tokens (allocsim.STEP).
+Example: trap_chart(300, "fp16", "en", None, {})["at"][(257, "allocated")] -> 16.0 (MiB).
 """
 
 from __future__ import annotations

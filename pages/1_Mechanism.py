@@ -5,7 +5,8 @@ import streamlit as st
 from kvcore.units import fmt_ratio
 from kvsite import mechanism_sections
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import row
 
 f = setup("mechanism")
 f.intro()

@@ -2,10 +2,12 @@
 
 import streamlit as st
 
+from kvcore.formats import mlx_cache_formats
 from kvcore.views import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (
     (1, 256),
@@ -34,9 +36,11 @@ def trap_section(rec) -> None:
         format="localized",
         bind="query-params",
     )
+    fmts = mlx_cache_formats()  # the formats an mlx_lm cache class holds
     fmt = c.selectbox(
         f.t("trap.format"),
-        ["fp16", "mlx-q8", "mlx-q4"],
+        fmts,
+        index=fmts.index("fp16"),
         key="fmt",
         bind="query-params",
         help=f.t("trap.format_help"),

@@ -4,11 +4,13 @@ import streamlit as st
 
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
+from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime
 from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import growth_sections, sections
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup
+from kvsite.frame import setup
+from kvsite.layout import row
 
 LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each
 
@@ -44,9 +46,11 @@ def body(rec) -> None:
         key="w",
         bind="query-params",
     )
+    kvs = get_runtime(DEFAULT_RUNTIME).kv_formats  # the chapter's runtime (mlx_lm) stores these
     kv = c.selectbox(
         f.t("common.kv_format"),
-        ["fp16", "bf16", "fp8", "mlx-q8", "mlx-q4"],
+        kvs,
+        index=kvs.index("fp16"),
         key="kv",
         bind="query-params",
     )

@@ -11,7 +11,8 @@ from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.layout import row
 
 f = setup("decode_slowdown")
 f.intro()

@@ -7,9 +7,10 @@ from kvcore import hardware
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.views import ARTICLE_MODEL
-from kvsite import live, prefill_sections as ps
+from kvsite import batch_sections, live, prefill_sections as ps
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, row, setup, text
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.layout import row, text
 
 DEFAULT_RUN = (
     "measured-linux-cpu-openblas-prefill-batch"  # the bundled Linux CPU run of both sweeps
@@ -76,11 +77,11 @@ st.markdown(ans["bounds"])
 st.caption(ans["assumptions"])
 
 text("## " + f.t("prefill.batch_title"), f.t("prefill.batch_lead"))
-bm = ps.batch_model(chip, model, weights, f.lang)
+bm = batch_sections.batch_model(chip, model, weights, f.lang)
 if bm["chart"] is not None:
     show_chart(f, bm["chart"], "batch_model_chart", f"kv-batch-model-{model}")
 st.caption(bm["caption"])
-if rec is not None and (measured := ps.batch_measured(rec, f.lang)) is not None:
+if rec is not None and (measured := batch_sections.batch_measured(rec, f.lang)) is not None:
     st.subheader(measured["title"])
     show_chart(f, measured["chart"], "batch_measured_chart", f"kv-batch-{rec.id}")
     st.caption(measured["caption"])

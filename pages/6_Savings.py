@@ -7,10 +7,11 @@ from kvcore.formats import COMPARED, FORMATS
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
 from kvcore.published import source
-from kvsite import savings_sections
+from kvsite import quality_sections, savings_sections
 from kvsite.i18n import data_text
 from kvsite.chart import show_chart
-from kvsite.frame import LIVE, row, setup, text
+from kvsite.frame import LIVE, setup
+from kvsite.layout import row, text
 
 QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
 
@@ -145,7 +146,7 @@ qrec = f.pick_source("quality", default=QUALITY_RECORDING)
 if qrec is None or qrec == LIVE:
     st.info(f.t("savings.quality_none", install=f.t("savings.quality_install")))
 else:
-    q = savings_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
+    q = quality_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
     show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
     st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
@@ -180,7 +181,7 @@ else:
             bind="query-params",
         )
         rows = q["answers"][prompt]
-        labels = [savings_sections.format_label(r, f.lang) for r in rows[1:]]
+        labels = [quality_sections.format_label(r, f.lang) for r in rows[1:]]
         pick = c.selectbox(
             f.t("savings.quality_answers_pick"),
             labels,
@@ -194,7 +195,7 @@ else:
         left.code(rows[0]["answer"], language="text", wrap_lines=True)
         right.markdown(f"**{pick}**")
         right.code(chosen["answer"], language="text", wrap_lines=True)
-        st.caption(savings_sections.answer_text(chosen, f.lang))
+        st.caption(quality_sections.answer_text(chosen, f.lang))
     st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

@@ -7,15 +7,16 @@ from kvcore.errors import KvError
 from kvcore.hardware import efficiency_range
 from kvcore.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.config import MAX_CONFIG_BYTES
-from kvcore.limits import MAX_CONTEXT
 from kvcore.geometry import preset_names
 from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.units import fmt_bytes
 from kvsite import calc as calc_site
+from kvsite import calc_sections
 from kvsite import i18n
-from kvsite.calc import CUSTOM, LOG_STEPS, available_memory, chip_names
+from kvsite.calc import CUSTOM, available_memory, chip_names
 from kvsite.chart import show_chart
-from kvsite.frame import row, setup, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import row
 
 f = setup("calculator")
 f.intro()
@@ -182,7 +183,7 @@ def calculator() -> None:
         st.info(f.t("calc.gguf_prompt" if src == "gguf" else "calc.paste_prompt"))
         return
     try:
-        out = calc_site.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
+        out = calc_sections.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
     except KvError as e:
         message = i18n.error_text(
             f.lang, e
@@ -267,12 +268,12 @@ def calculator() -> None:
         st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
     else:
         st.code(
-            calc_site.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
+            calc_sections.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
             language=None,
             wrap_lines=True,
         )
     st.markdown(
-        calc_site.numbers_table(
+        calc_sections.numbers_table(
             src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
         )
     )
@@ -293,7 +294,7 @@ def calculator() -> None:
     st.subheader(f.t("calc.chart_title"))
     show_chart(
         f,
-        calc_site.memory_chart(
+        calc_sections.memory_chart(
             src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang
         ),
         "calc_chart",
@@ -315,7 +316,7 @@ def lazy_tables(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes) -> None:
     )  # lazy: the table is sent only while open
     if layers.open:
         layers.dataframe(
-            calc_site.layers_table(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, f.lang),
+            calc_sections.layers_table(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, f.lang),
             hide_index=True,
             width="stretch",
         )
@@ -325,7 +326,7 @@ def lazy_tables(src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes) -> None:
     )  # lazy: computed while open
     if cmp.open:
         cmp.markdown(f.t("calc.cmp_lead", n=f"{ctx:,}", seqs=seqs))
-        cmp.markdown(calc_site.runtimes_compared(src_key, ctx, seqs, f.lang))
+        cmp.markdown(calc_sections.runtimes_compared(src_key, ctx, seqs, f.lang))
 
 
 @st.fragment
@@ -341,13 +342,13 @@ def decode_what_if(
         if chip != CUSTOM
         else url_choice(st.selectbox, f.t("calc.speed_chip"), chip_names()[1:], "M4 Pro", "schip")
     )
-    eff = calc_site.efficiency(f.recs)
+    eff = calc_sections.efficiency(f.recs)
     low, high, _ = efficiency_range()  # the published range the assumed share sits in
     st.caption(
         f.t(
             "calc.eff_fitted",
             share=f"{eff.share:.0%}",
-            source=calc_site.efficiency_sources(f.recs, f.lang),
+            source=calc_sections.efficiency_sources(f.recs, f.lang),
         )
         if eff.source != "assumption"
         else f.t(
@@ -357,7 +358,7 @@ def decode_what_if(
             high=round(high * 100),
         )
     )
-    dec = calc_site.decode_chart(
+    dec = calc_sections.decode_chart(
         src_key, ctx, seqs, k_fmt, v_fmt, w_fmt, mem_bytes, speed_chip, eff.share, f.lang
     )
     if dec["here"] is not None and seqs == 1:

@@ -8,7 +8,8 @@ from kvsite import live, recordings_sections, uploads
 from kvsite.sources import yaml_bytes
 from kvsite.tables import csv_bytes
 from kvsite.chart import show_chart
-from kvsite.frame import setup, text, url_choice
+from kvsite.frame import setup, url_choice
+from kvsite.layout import text
 
 f = setup("recordings")
 f.intro()

@@ -159,7 +159,7 @@ def test_memory_curves_are_the_forward_calculation_per_format():
 
 
 def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
-    from kvcore.views import fits_table
+    from kvcore.savings_views import fits_table
 
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30

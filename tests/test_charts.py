@@ -100,7 +100,7 @@ def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
     "lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)]
 )
 def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
-    from kvcore.charts import MIN_LOG_TICKS, log_ticks
+    from kvcore.chart_parts import MIN_LOG_TICKS, log_ticks
 
     ticks = log_ticks(lo, hi)
     assert (
@@ -114,7 +114,8 @@ def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
 
 
 def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
-    from kvcore.charts import log_ticks, series_chart
+    from kvcore.chart_parts import log_ticks
+    from kvcore.charts import series_chart
 
     df = pd.DataFrame(
         {"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]}

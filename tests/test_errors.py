@@ -7,7 +7,7 @@ import pytest
 from kvcore import allocsim
 from kvcore.errors import CODES, KvError
 from kvcore.formats import FORMATS
-from kvcore.live_models import guard
+from kvcore.live_memory import guard
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

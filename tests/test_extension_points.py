@@ -1,5 +1,6 @@
-"""Where a new cache format, model family or runtime goes: one entry, and it reaches the engine, the calculator and the
-CLI; a wrong one is refused with a sentence (the README's "Where things go"; the Calculator page's choices are held by
+"""Where a new cache format, model family or runtime goes: one entry, and it reaches the engine, the calculator,
+the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs' weights); a wrong one is
+refused with a sentence (the README's "Where things go"; the Calculator page's choices are held by
 tests/app/test_app_calculator.py, a chapter's and a language's registry by tests/app/test_chapters.py).
 
 Every entry here is monkeypatched into its registry for one test: nothing is written into the repository."""
@@ -8,14 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from kvcore import cli, families, formats, geometry, runtimes
+from kvcore import cli, families, formats, geometry, live_models, runtimes
 from kvcore.calculator import calculate, formats_that_fit, runtime_formats
 from kvcore.errors import KvError
 from kvcore.formats import CacheFormat
 from kvcore.formulas import KvSpec, kv_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def calc_json(capsys, *args) -> dict:
@@ -104,6 +109,54 @@ def test_a_block_format_whose_block_does_not_divide_the_row_is_refused_not_padde
 def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
     with pytest.raises(KvError, match="'ggml'.*known kinds: plain, mlx, block"):
         CacheFormat("q6_old", "ggml", 6, 32, 26)
+
+
+# ---------------------------------------------------------------- the chapters' format choices
+
+
+def chapter(path: str, **params) -> AppTest:
+    """A chapter's page as a reader opens it, in English, with `params` in its URL."""
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    for key, value in {"lang": "en", **params}.items():
+        at.query_params[key] = value
+    at.switch_page(path)
+    return at.run()
+
+
+@pytest.fixture
+def throwaway_mlx_format(monkeypatch):
+    """A 6-bit format an mlx_lm cache class holds (QuantizedKVCache(bits=6)), in the one table of formats."""
+    fmt = CacheFormat(
+        "mlx-q6", "mlx", 6, source="a throw-away format", mlx_cache="QuantizedKVCache"
+    )
+    monkeypatch.setitem(formats.FORMATS, fmt.name, fmt)
+    return fmt
+
+
+def test_a_format_reaches_the_chapters_that_offer_formats_of_its_purpose(
+    throwaway_format, throwaway_mlx_format
+):
+    """Linear growth offers what its runtime (mlx_lm) stores; the .nbytes trap what an mlx_lm cache class holds:
+    the block format is not offered there, the mlx one is, and each is drawn when chosen."""
+    growth = chapter("pages/3_Linear_growth.py", kv="q6_test")
+    assert {"q6_test", "mlx-q6"} <= set(growth.selectbox(key="kv").options)
+    assert not growth.exception and growth.selectbox(key="kv").value == "q6_test"
+    assert "q6_test" in growth.code[0].value  # the formula names it
+    trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q6")
+    options = trap.selectbox(key="fmt").options
+    assert "mlx-q6" in options and "q6_test" not in options
+    assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q6"
+
+
+def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
+    """The live runs offer the weight formats a live model is built in (kvcore.live_models), the CLI's default
+    chosen."""
+    monkeypatch.setattr(
+        live_models, "LIVE_WEIGHT_FORMATS", (*live_models.LIVE_WEIGHT_FORMATS, "mlx-q6")
+    )
+    at = chapter("pages/4_Decode_slowdown.py", src="live")
+    weights = at.selectbox(key="live_w_decode")
+    assert not at.exception and "mlx-q6" in weights.options and weights.value == "mlx-q4"
 
 
 # ---------------------------------------------------------------- families

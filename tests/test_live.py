@@ -40,7 +40,7 @@ def test_import_kvcore_never_imports_mlx():
 
 
 def test_memory_guard_names_the_largest_context_that_fits():
-    from kvcore.live_models import guard
+    from kvcore.live_memory import guard
 
     assert guard(1_000, 100, 1024, available=10**9) > 0
     with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
@@ -169,7 +169,7 @@ def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_mod
     import mlx.core as mx
 
     from kvcore.live_decode import prefill
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
 
     real = make_caches(tiny_model, "fp32")
     prefill(tiny_model, real, 300, chunk=128)
@@ -282,7 +282,7 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
 @mlx
 def test_paired_steps_time_both_caches_step_by_step(tiny_model):
     from kvcore.live_decode import paired_steps
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
 
     a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
     fill_caches(a, tiny_model.geometry, 40, "fp32")
@@ -493,7 +493,7 @@ def cache_geometry(model, kv_format: str | None = None) -> list[dict]:
     """The caches mlx_lm makes for this model, after one real token: class, kv_heads, head_dim, dtype per layer."""
     import mlx.core as mx
 
-    from kvcore.live_models import make_caches
+    from kvcore.live_memory import make_caches
 
     caches = make_caches(model, kv_format or model.dtype)
     logits = model.module(mx.array([[1]]), cache=caches)

@@ -63,7 +63,7 @@ def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
 def test_prefill_fills_the_cache_to_the_prompt(tiny):
     """What the sweep times is a real prefill: afterwards every layer's cache holds the prompt's rows."""
     from kvcore.live_decode import prefill
-    from kvcore.live_models import make_caches
+    from kvcore.live_memory import make_caches
 
     caches = make_caches(tiny, "fp32")
     prefill(tiny, caches, 300, chunk=128)
@@ -92,7 +92,7 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
     of the same cache decoded on its own."""
     import mlx.core as mx
 
-    from kvcore.live_models import fill_caches, make_caches
+    from kvcore.live_memory import fill_caches, make_caches
     from kvcore.live_sweeps import _seeded_kv, batch_caches
 
     merged = batch_caches(tiny, 3, 40, "fp32")

@@ -156,7 +156,9 @@ def test_quality_scores_llamacpps_cache_types_through_kvcore_quality(tmp_path):
     prov = rec.data["provenance"]
     assert prov["backend"] == "llama.cpp (CPU)" and prov["blas"].startswith("none")
     assert prov["versions"]["llama.cpp"] == "0c1e570" and "--runtime llama.cpp" in prov["command"]
-    assert [a["kv_format"] for a in rec.rows("answers")] == ["f16", "q8_0", "q4_0"]
+    answers = rec.rows("answers")  # the baseline's answer first, then every format's
+    assert [a["kv_format"] for a in answers] == ["f16", "f16", "q8_0", "q4_0"]
+    assert answers[0]["label"] == "f16 (baseline)" and "first_divergence" not in answers[1]
 
 
 @pytest.mark.parametrize(

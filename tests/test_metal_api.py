@@ -18,7 +18,7 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from kvcore import doctor, live_models, live_record, machine  # noqa: E402
+from kvcore import doctor, live_memory, live_models, live_record, machine  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.units import fmt_bytes  # noqa: E402
 
@@ -99,8 +99,8 @@ def test_metal_memory_is_the_recommended_working_set(metal):
 def test_the_guard_on_metal_uses_the_working_set(metal):
     metal.info["max_recommended_working_set_size"] = 4 * GIB
     with pytest.raises(KvError) as e:
-        live_models.guard(2 * GIB, 131072, 131072, model="llama-3.1-8b")
-    assert e.value.params["budget"] == fmt_bytes(int(4 * GIB * live_models.GUARD_FRACTION))
+        live_memory.guard(2 * GIB, 131072, 131072, model="llama-3.1-8b")
+    assert e.value.params["budget"] == fmt_bytes(int(4 * GIB * live_memory.GUARD_FRACTION))
 
 
 def test_the_chip_is_metals_device_name(metal, monkeypatch):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import allocsim, calculator, hardware, provenance, views
-from kvcore.charts import MAX_ROWS
+from kvcore import allocsim, calculator, hardware, provenance, savings_views, views
+from kvcore.chart_parts import MAX_ROWS
 from kvcore.formulas import KvSpec, formula_terms, kv_bytes
 from kvcore.geometry import load_preset, preset_names, preset_geometry
 from kvcore.recordings import load
@@ -88,7 +88,7 @@ def test_what_if_stops_at_the_models_own_limit():
 
 
 def test_formats_of_equal_cost_share_one_line_and_one_name():
-    names = views.format_groups(
+    names = savings_views.format_groups(
         preset_geometry("llama-3.1-8b"),
         ["fp16", "fp8", "mlx-q8", "q8_0", "mlx-q4", "q4_0", "turbo3"],
     )
@@ -96,29 +96,29 @@ def test_formats_of_equal_cost_share_one_line_and_one_name():
         names["mlx-q8"] == names["q8_0"] == "mlx-q8 = q8_0"
         and names["mlx-q4"] == names["q4_0"] == "mlx-q4 = q4_0"
     )
-    curve = views.formats_curve(preset_geometry("llama-3.1-8b"), list(names), 131072)
+    curve = savings_views.formats_curve(preset_geometry("llama-3.1-8b"), list(names), 131072)
     assert sorted(curve["format"].unique()) == sorted(set(names.values()))  # 5 lines, each visible
 
 
 def test_what_fits_stops_at_the_models_limit_and_says_what_memory_alone_allows():
     g = preset_geometry("llama-3.1-8b")
-    df = views.fits_table(g, "mlx-q4", 36, ["fp16", "turbo3"]).set_index("format")
+    df = savings_views.fits_table(g, "mlx-q4", 36, ["fp16", "turbo3"]).set_index("format")
     assert (df["max_context"] == 131072).all() and df["capped"].all()
     assert df.loc["turbo3", "memory_max_context"] > 1_000_000  # what the chart once drew, unmarked
-    small = views.fits_table(g, "mlx-q4", 8, ["fp16"]).set_index("format")
+    small = savings_views.fits_table(g, "mlx-q4", 8, ["fp16"]).set_index("format")
     assert not small.loc["fp16", "capped"] and small.loc["fp16", "max_context"] < 131072
 
 
 def test_an_mla_model_is_compared_with_the_multi_head_attention_it_replaces():
     g = preset_geometry("deepseek-v3")
-    dims = views.mla_mha_dims(load_preset("deepseek-v3")["config"])
+    dims = savings_views.mla_mha_dims(load_preset("deepseek-v3")["config"])
     assert dims == (128 + 64, 128)
-    df = views.heads_compare(g, 32768, mha_dims=dims).set_index("variant")
+    df = savings_views.heads_compare(g, 32768, mha_dims=dims).set_index("variant")
     assert list(df.index) == ["mha", "mla"]
     assert df.loc["mla", "vs_mha"] == pytest.approx(
         (512 + 64) / (128 * (192 + 128))
     )  # one latent vs 128 heads' K and V
-    assert views.mla_mha_dims(load_preset("llama-3.1-8b")["config"]) is None
+    assert savings_views.mla_mha_dims(load_preset("llama-3.1-8b")["config"]) is None
 
 
 @pytest.mark.parametrize("model", preset_names())

@@ -15,7 +15,7 @@ from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.geometry import load_preset, parse_config, preset_geometry
 from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
-from kvsite.calc import NUMBERS
+from kvsite.calc_sections import NUMBERS
 
 CALC = "pages/7_Calculator.py"
 

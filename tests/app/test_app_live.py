@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from app_helpers import charts, page, texts
+from kvcore.formats import mlx_cache_formats
 from kvcore.geometry import preset_geometry
 from kvcore import charts as kcharts
 from kvcore import views
@@ -46,6 +47,20 @@ def test_trap_probe_runs_live_in_the_page(rec_dir):
         8.0,
         16.0,
     )  # the real mlx_lm KVCache, 16 layers of Llama-3.2-1B
+
+
+@pytest.mark.parametrize("fmt", mlx_cache_formats())
+def test_the_live_trap_measures_each_offered_format_in_its_own_cache(rec_dir, fmt):
+    """Every format the page offers (those an mlx_lm cache class holds) is measured in its own cache class and
+    dtype: the real .nbytes at 256 and 257 tokens are the simulation's (fp32 twice fp16's)."""
+    at = page("pages/2_Nbytes_trap.py", "en", src="live", tokens=300, fmt=fmt)
+    at.button(key="live_trap_run").click().run()
+    assert not at.exception and not at.error
+    data = charts(at)[0]["data"]
+    live = data[data["source"] == "Live, on the server running this site"]
+    alloc = live[live["series"] == "allocated (.nbytes)"].set_index("tokens")["mib"]
+    want = views.trap_at(preset_geometry(views.ARTICLE_MODEL), (256, 257), fmt)
+    assert (alloc[256], alloc[257]) == (want[(256, "allocated")], want[(257, "allocated")])
 
 
 def test_sweep_runs_shows_results_and_saves_into_the_local_folder(rec_dir):

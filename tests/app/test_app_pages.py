@@ -444,6 +444,10 @@ RERUN_MAY_CALL = {
     },
     "provenance": {"provenance", "source_class", "<genexpr>"},
     "calculator": {"runtime_formats"},  # a table lookup
+    "formats": {
+        "mlx_cache_formats",
+        "<genexpr>",
+    },  # the formats a cache class holds: a table lookup
     "runtimes": {
         "get_runtime",
         "kv_formats",

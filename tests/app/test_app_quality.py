@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app_helpers import charts, page, texts
-from kvcore import recordings, views
+from kvcore import recordings, savings_views, views
 from kvcore.units import fmt_small
 
 REC = "measured-linux-cpu-smollm2-135m"
@@ -29,7 +29,9 @@ def test_savings_shows_bytes_per_token_against_quality_from_the_recording(rec_di
         if "kl_vs_baseline" in c["data"].to_json()
         or any("KL" in str(col) for col in c["data"].columns)
     )
-    trade = views.quality_trade([bundled(), bundled(LLAMACPP_REC)])  # two runtimes, one model
+    trade = savings_views.quality_trade(
+        [bundled(), bundled(LLAMACPP_REC)]
+    )  # two runtimes, one model
     quantized = trade[trade["kl_vs_baseline"] > 0]
     assert len(quality["data"]) == len(
         quantized
@@ -46,11 +48,11 @@ def test_savings_shows_bytes_per_token_against_quality_from_the_recording(rec_di
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_same_question_is_answered_through_two_caches_side_by_side(rec_dir, lang):
-    answers = views.quality_answers(bundled())
+    answers = savings_views.quality_answers(bundled())
     prompt = next(iter(answers))
     rows = answers[prompt]
     for row in rows[1:]:
-        from kvsite.savings_sections import format_label
+        from kvsite.quality_sections import format_label
 
         at = page(SAVINGS, lang, qprompt=prompt, qfmt=format_label(row, lang))
         assert not at.exception, [e.message for e in at.exception]
@@ -89,3 +91,15 @@ def test_llamacpps_cache_types_sit_beside_mlx_lms_on_the_same_model(rec_dir, lan
         assert f"{rows[fmt]['top1_agreement']:.1%}" in shown
     assert "ggml-cpu/ops.cpp" in shown and "0c1e570" in shown  # why the runtimes differ, cited
     assert ("8-bit:" in shown) if lang == "en" else ("8 ビットでは" in shown)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_llamacpp_run_picked_as_the_source_keeps_the_mlx_lm_run_beside_it(rec_dir, lang):
+    at = page(SAVINGS, lang, src=LLAMACPP_REC)
+    assert not at.exception, [e.message for e in at.exception]
+    quality = next(c for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    assert set(quality["data"]["runtime"]) == {"llama.cpp", "mlx_lm"}
+    answers = savings_views.quality_answers(bundled(LLAMACPP_REC))
+    baseline = next(iter(answers.values()))[0]
+    assert baseline["label"] == "f16 (baseline)"  # the baseline context's own answer, shown as such
+    assert baseline["answer"] in [c.value for c in at.code]

@@ -1,0 +1,294 @@
+"""The calculator's sections, one cached function each (kvsite.sections' conventions; the
+arithmetic is kvcore.calculator's): its numbers and verdict, the levers, the memory and decode
+charts, the runtimes compared, the formula. Keys are cheap: the model source (kvsite.calc), the
+runtime, and the widget values.
+
+Example: numbers((None, "llama-3.2-1b", "mlx_lm"), 32768, 1, "fp16", "fp16", "bf16", 2**34)
+-> {"result": calc --json's numbers, "verdict": ..., "layers": ...}
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvcore import calculator, savings_views
+from kvcore.formulas import KvSpec, formula_terms
+from kvcore.limits import MAX_CONTEXT
+from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime, runtime_of
+from kvcore.units import GIB, fmt_bytes
+
+from . import i18n
+from .cache import section_cache
+from .tables import arrow, md_table
+from .chart import make_chart
+from .growth_sections import formula_markdown
+from .calc import config_geometry, runtime_options
+from .sections import cached, limit_rule
+
+
+NUMBERS = (
+    "kv_bytes",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
+    "kv_prefill_peak_bytes",
+    "weights_bytes",
+    "weights_bytes_active",
+)
+
+
+@cached
+def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
+    """calc --json's numbers, the verdict, and (when it does not fit) the three levers."""
+    g, spec, opts = config_geometry(*src), KvSpec(k, v), runtime_options(src, seqs)
+    result = calculator.calculate(g, ctx, seqs, spec, w, opts)
+    need = result["weights_bytes"] + result["kv_bytes"]
+    out = {
+        "result": result,
+        "need": need,
+        "verdict": calculator.verdict(need, mem_bytes),
+        "layers": pd.DataFrame(result["per_layer"]),
+    }
+    if out["verdict"].status != "fits":
+        weights = result["weights_bytes"]
+        out["levers"] = (
+            calculator.max_context(g, spec, seqs, weights, mem_bytes, opts),
+            calculator.max_sequences(g, spec, ctx, weights, mem_bytes, opts),
+            calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec, opts),
+        )
+    return out
+
+
+@cached
+def numbers_table(
+    src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str
+) -> str:
+    """numbers()' byte counts as a markdown table in `lang`: each quantity's name, its size in readable units and
+    its exact bytes."""
+    result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
+    t = i18n.translator(lang)
+    windowed = (
+        result["kv_bytes_per_token_at_context"] != result["kv_bytes_per_token"]
+    )  # sliding windows stop growing
+    rows = []
+    for q in NUMBERS:
+        if (
+            q == "kv_bytes_per_token" and windowed
+        ):  # what one token adds only until the windows are full; and the average
+            rows.append(
+                {
+                    "quantity": t("calc.q_kv_bytes_per_token_window"),
+                    "size": fmt_bytes(result[q]),
+                    "bytes": result[q],
+                }
+            )
+            avg = result["kv_bytes_per_token_average"]
+            rows.append(
+                {
+                    "quantity": t("calc.q_kv_bytes_per_token_average", n=f"{ctx:,}"),
+                    "size": fmt_bytes(avg),
+                    "bytes": round(avg),
+                }
+            )
+            continue
+        rows.append(
+            {"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]}
+        )
+    rows = pd.DataFrame(rows)
+    return md_table(
+        rows,
+        {
+            "quantity": (t("calc.col_quantity"), None),
+            "size": (t("calc.col_size"), None),
+            "bytes": (t("calc.col_bytes"), "{:,}"),
+        },
+    )
+
+
+@cached
+def layers_table(
+    src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str
+):
+    """numbers()' per-layer rows with the layer kinds in `lang`, as the Arrow table st.dataframe sends."""
+    layers = numbers(src, ctx, seqs, k, v, w, mem_bytes)["layers"]
+    return arrow(
+        layers.assign(
+            kind=layers["kind"].map(lambda kind: i18n.translate(lang, f"growth.kind_{kind}"))
+        )
+    )
+
+
+def chart_contexts(ctx: int) -> list[int]:
+    return calculator.log_contexts(1024, min(MAX_CONTEXT, max(1_048_576, 8 * ctx)))
+
+
+@cached
+def memory_chart(
+    src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str
+):
+    """Weights + KV vs context for several formats (the reader's first), the available memory as a dashed line."""
+    g, t = config_geometry(*src), i18n.translator(lang)
+    contexts = chart_contexts(ctx)
+    formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
+    curves = pd.DataFrame(
+        calculator.memory_curves(
+            g, contexts, weights, seqs, KvSpec(k, v), formats, runtime_options(src, seqs)
+        )
+    )
+    curves = savings_views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
+    line = pd.DataFrame(
+        [
+            {"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes}
+            for c in (contexts[0], contexts[-1])
+        ]
+    )
+    data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
+    return make_chart(
+        data,
+        "series_chart",
+        data,
+        "context",
+        "gib",
+        "format",
+        t("common.context"),
+        "GiB",
+        log_x=True,
+        log_y=True,
+        dashed=t("calc.available_line"),
+        rules=limit_rule(g, contexts[-1], lang),
+    )
+
+
+@cached
+def decode_chart(
+    src: tuple,
+    ctx: int,
+    seqs: int,
+    k: str,
+    v: str,
+    w: str,
+    mem_bytes: int,
+    chip: str,
+    share: float,
+    lang: str,
+) -> dict:
+    """Predicted tok/s vs context on `chip` at `share` of its peak, marked at the reader's context ("here").
+
+    When weights + KV do not fit at `ctx`, nothing is predicted there (here None) and the curve stops at the
+    longest context that fits (`fits_to`; 0: not even one token, no chart).
+    """
+    g, t = config_geometry(*src), i18n.translator(lang)
+    out = numbers(src, ctx, seqs, k, v, w, mem_bytes)
+    fits = out["verdict"].status != "no"
+    fits_to = ctx if fits else out["levers"][0]
+    if fits_to < 1:
+        return {"chart": None, "here": None, "fits_to": 0}
+    contexts = (
+        chart_contexts(ctx)
+        if fits
+        else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
+    )
+    llama = runtime_options(src, seqs)
+    rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
+    at = (
+        calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0]
+        if fits
+        else None
+    )
+    here = at["tokens_per_s"] if at else None
+    each = t(f"calc.decode_each_{runtime_of(g).sequence_noun}")  # slot (llama.cpp) or sequence
+    dec = pd.DataFrame(rows).assign(series=t("calc.predicted") + (f" ({each})" if seqs > 1 else ""))
+    if seqs > 1:  # the total of all sequences is a second line, named as such
+        total = pd.DataFrame(rows).assign(
+            tokens_per_s=lambda d: d["tokens_per_s_total"],
+            series=t("calc.predicted") + f" ({t('calc.decode_all', n=seqs)})",
+        )
+        dec = pd.concat([dec, total], ignore_index=True)
+    marks = (
+        pd.DataFrame(
+            [{"context": ctx, "tokens_per_s": here, "label": f"{ctx:,}: {here:,.1f} tok/s"}]
+        )
+        if here is not None
+        else None
+    )
+    return {
+        "chart": make_chart(
+            dec,
+            "marked_series_chart",
+            dec,
+            "context",
+            "tokens_per_s",
+            "series",
+            t("common.context"),
+            t("common.tok_s"),
+            log_x=True,
+            rules=limit_rule(g, contexts[-1], lang),
+            marks=marks,
+        ),
+        "here": here,
+        "here_total": at["tokens_per_s_total"] if at else None,
+        "each": each,
+        "fits_to": fits_to,
+    }
+
+
+@section_cache(max_entries=8)
+def efficiency(recs: list) -> calculator.Efficiency:
+    """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
+    return calculator.efficiency(recs)
+
+
+@section_cache(max_entries=8)
+def efficiency_sources(recs: list, lang: str) -> str:
+    """The recordings calculator.efficiency fitted, named as the site names them everywhere (not their English titles)."""
+    from .sources import source_label
+
+    return i18n.translate(lang, "recordings.list_sep").join(
+        source_label(r, lang) for r in recs if calculator.efficiency([r]).source != "assumption"
+    )
+
+
+@cached
+def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
+    """The same model, context and sequences under each runtime's rules (fp16 K and V, llama.cpp with the page's
+    options or its defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
+    t = i18n.translator(lang)
+    rows = []
+    for runtime in (
+        [gguf_runtime()] if isinstance(src[0], tuple) else RUNTIMES.values()
+    ):  # a GGUF: its reader's rules only
+        here = (*src[:2], runtime.name, src[3] if runtime is get_runtime(src[2]) else ())
+        g = config_geometry(src[0], src[1], runtime.name)
+        r = calculator.calculate(
+            g, ctx, seqs, KvSpec("fp16", "fp16"), "bf16", runtime_options(here, seqs)
+        )
+        why = [t(f"calc.note_{code}", window=window) for code, window in g.note_codes]
+        if runtime.preallocates:
+            cells = ", ".join(
+                t("calc.cmp_cells", name=c["name"], cells=f"{c['cells']:,}", streams=c["streams"])
+                for c in r["caches"]
+            )
+            why.insert(0, t("calc.cmp_llamacpp", cells=cells))
+        rows.append(
+            {
+                "runtime": runtime.name,
+                "kv": fmt_bytes(r["kv_bytes"], decimal=False),
+                "bytes": r["kv_bytes"],
+                "why": i18n.join(lang, *why) or "—",
+            }
+        )
+    return md_table(
+        pd.DataFrame(rows),
+        {
+            "runtime": (t("calc.runtime"), "`{}`"),
+            "kv": (t("calc.cmp_kv"), None),
+            "bytes": (t("calc.col_bytes"), "{:,}"),
+            "why": (t("calc.cmp_why"), None),
+        },
+    )
+
+
+@cached
+def formula(src: tuple, ctx: int, seqs: int, k: str, v: str, lang: str) -> str:
+    """The KV formula with this model's numbers, written out in `lang` (mlx_lm and reference rules)."""
+    g, spec = config_geometry(*src), KvSpec(k, v)
+    return formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang)

@@ -1,0 +1,201 @@
+"""The savings chapter's quality sections: what a smaller cache costs a real model (kvcore.real_model's
+scores per KV format: KL and top-1 agreement against the baseline, the answers where they part).
+
+Example: format_label({"kv_format": "mlx-q4", "group_size": 32}, "en") -> "mlx-q4 (group 32)"
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvcore import savings_views
+from kvcore.recordings import Recording
+from kvcore.units import fmt_num
+
+from . import i18n
+from .tables import md_table
+from .chart import make_chart
+from .sections import cached, cols
+
+
+@cached
+def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
+    """A real model's quality per KV format: the bytes-per-token vs KL chart (top-1 agreement on each point), the
+    figures as a table, the price against context, the published figures, and the answers per prompt. Other
+    runtimes' runs on the same model among `others` (savings_views.quality_companions) join the chart and the table,
+    each format named with its runtime, and a note compares them at the same bit width."""
+    from kvcore import real_model
+    from kvcore.published import figures
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    df = savings_views.quality_trade([rec, *savings_views.quality_companions(rec, list(others))])
+    several = df["runtime"].nunique() > 1
+    df = df.assign(
+        format=[
+            t("savings.quality_runtime_format", runtime=r["runtime"], label=format_label(r, lang))
+            if several
+            else format_label(r, lang)
+            for r in df.to_dict("records")
+        ]
+    )
+    df = df.assign(
+        top1=df["top1_agreement"].map(lambda v: t("savings.quality_point", pct=f"{v:.1%}"))
+    )
+    titles = cols(
+        lang,
+        "format",
+        "bytes_per_token",
+        "kl_vs_baseline",
+        "top1_agreement",
+        "perplexity",
+        "runtime",
+    )
+    keep = ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
+    keep += ["runtime"] if several else []
+    shown = df[df["kl_vs_baseline"] > 0][[*keep, "top1"]]
+    chart = make_chart(
+        shown[keep].rename(columns=titles),
+        "quality_trade",
+        shown,
+        "bytes_per_token",
+        "kl_vs_baseline",
+        "format",
+        "top1",
+        t("savings.quality_x"),
+        t("savings.quality_y"),
+        titles=titles,
+        tooltip=("top1_agreement", "perplexity"),
+        shape="runtime" if several else None,
+    )
+    rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
+    table = md_table(
+        rows,
+        {
+            "format": (titles["format"], None),
+            "bytes_per_token": (titles["bytes_per_token"], "{:,.0f}"),
+            "perplexity": (titles["perplexity"], "{:.2f}"),
+            "kl": (titles["kl_vs_baseline"], None),
+            "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+        },
+        lang,
+    )
+    growth = savings_views.quality_by_context(rec)
+    context_table = None
+    lengths = ""
+    if not growth.empty and growth["tokens"].nunique() > 1:
+        growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
+        growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
+        context_table = md_table(
+            growth,
+            {
+                "format": (titles["format"], None),
+                "tokens": (t("cols.tokens"), "{:,}"),
+                "perplexity": (titles["perplexity"], "{:.2f}"),
+                "kl": (titles["kl_vs_baseline"], None),
+                "top1_agreement": (titles["top1_agreement"], "{:.1%}"),
+            },
+            lang,
+        )
+        lengths = " / ".join(f"{n:,}" for n in sorted(growth["tokens"].unique()))
+    pub = pd.DataFrame(figures()["kv_quality"])
+    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
+    published = md_table(
+        pub,
+        {
+            "src": (t("savings.col_source"), "{}"),
+            "model": (t("savings.col_model"), None),
+            "kv": (t("savings.col_kv"), None),
+            "figure": (t("savings.col_figure"), "`{}`"),
+        },
+        lang,
+    )  # as stated
+    return {
+        "chart": chart,
+        "table": table,
+        "context_table": context_table,
+        "lengths": lengths,
+        "tokens": int(df["tokens"].max()),
+        "published": published,
+        "answers": savings_views.quality_answers(rec),
+        "baseline": df["format"].iloc[0],
+        "install_note": None if real_model.available() else t("savings.quality_install"),
+        "runtimes_note": _runtimes_note(df, lang) if several else None,
+    }
+
+
+def _runtimes_note(df: pd.DataFrame, lang: str) -> str:
+    """Two runtimes' quantized caches at the same bit width, figure by figure, and why they differ."""
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    quantized = df[df["bits"].notna()] if "bits" in df else df.iloc[0:0]
+    pairs = []
+    for bits, rows in quantized.groupby("bits", sort=False):
+        if rows["runtime"].nunique() < 2:
+            continue
+        pairs.append(
+            t(
+                "savings.quality_runtimes_pair",
+                bits=int(bits),
+                rows=t("recordings.list_sep").join(
+                    t(
+                        "savings.quality_runtimes_row",
+                        fmt=r["format"],
+                        kl=fmt_small(r["kl_vs_baseline"]),
+                        top1=f"{r['top1_agreement']:.1%}",
+                    )
+                    for r in rows.to_dict("records")
+                ),
+            )
+        )
+    baselines = t("savings.quality_runtimes_baseline_sep").join(
+        t(
+            "savings.quality_runtimes_baseline",
+            runtime=runtime,
+            fmt=base["kv_format"],
+            ppl=f"{base['perplexity']:.2f}",
+        )
+        for runtime, rows in df.groupby("runtime", sort=False)
+        for base in [rows[rows["kl_vs_baseline"] == rows["kl_vs_baseline"].min()].iloc[0]]
+    )
+    pairs_text = t("savings.quality_runtimes_pair_sep").join(pairs)
+    return t("savings.quality_runtimes", baselines=baselines, pairs=pairs_text)
+
+
+def format_label(row: dict, lang: str) -> str:
+    """A scored cache's name in `lang`: the format, with its group size (and start) when quantized."""
+    import re
+
+    t = i18n.translator(lang)
+    group = row.get("group_size")
+    if (
+        group is None or group != group
+    ):  # an answers row names its group in its label only: "mlx-q4 (group 32)"
+        named = re.search(r"\(group (\d+)", str(row.get("label", "")))
+        if named is None:
+            return row["kv_format"]
+        group = int(named[1])
+    label = t("savings.quality_format", fmt=row["kv_format"], group=int(group))
+    start = row.get("quantized_kv_start") or 0
+    return (
+        label
+        if start != start or not start
+        else t("savings.quality_format_start", label=label, start=fmt_num(start))
+    )
+
+
+def answer_text(row: dict, lang: str) -> str:
+    """Where an answer parts from the baseline's, in words (or that it does not)."""
+    t = i18n.translator(lang)
+    if "first_divergence" not in row:
+        return t("savings.quality_same")
+    margin = fmt_num(row.get("margin", float("nan")))
+    if row["first_divergence"] == 0:
+        return t("savings.quality_parts_first", margin=margin)
+    return t(
+        "savings.quality_parts",
+        n=fmt_num(row["first_divergence"] + 1),
+        agreed=row.get("agreed_text", ""),
+        margin=margin,
+    )
