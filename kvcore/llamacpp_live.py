@@ -7,7 +7,8 @@ Decode at context T is measured as llama-bench's `-d` does: the cache is cleared
 prefilled in `-b` batches (a real prefill), then `repeats` passes of `steps` single-token decodes are timed after
 `warmup` untimed ones; the row's context is the first timed step's position + 1 (the cells it attends), its
 ms/token the median of the passes' medians. Prompt processing times a prefill of P tokens from an empty cache,
-`repeats` times (tokens/s = P / median). llama_cpp is imported here only, lazily.
+`repeats` times (tokens/s = P / median). The model and its context open in kvcore/llamacpp_session.py (as
+`quality --runtime llama.cpp`'s do; llama_cpp is imported there, lazily).
 """
 
 from __future__ import annotations
@@ -15,111 +16,44 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
-from . import recordings
+from . import gguf, recordings
 from .errors import KvError
-from .machine import provenance
-
-LLAMA_CPP_COMMIT = "0c1e570"  # vendored by llama-cpp-python 0.3.36 (its vendor/llama.cpp)
-
-
-def _version() -> str:
-    try:
-        return version("llama_cpp_python")
-    except PackageNotFoundError:
-        return "not installed"
-
-
-def run_provenance(command: str, log: list[str]) -> dict:
-    """A llama.cpp run's provenance: the machine, llama.cpp's device (Metal when its log names it, else the CPU),
-    the versions that ran (mlx not used), and its BLAS as llama.cpp's system info reports it."""
-    prov = provenance(command)
-    metal = any(
-        "Metal" in line or "MTL" in line for line in log
-    )  # llama.cpp names its Metal device
-    prov["backend"], prov["device"] = (
-        ("llama.cpp (Metal)", "gpu") if metal else ("llama.cpp (CPU)", "cpu")
-    )
-    prov["blas"] = system_blas()[1]
-    prov["versions"] = {
-        **{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
-        "mlx": "not used",
-        "mlx_lm": "not used",  # the schema names them for every measured run
-        "llama_cpp_python": _version(),
-        "llama.cpp": LLAMA_CPP_COMMIT,
-    }
-    return prov
-
-
-def system_blas() -> tuple[str, str]:
-    """(llama.cpp's system info line, its BLAS in words): a BLAS backend is named in that line when it is built in."""
-    import llama_cpp
-
-    info = llama_cpp.llama_print_system_info().decode().strip(" |")
-    if "BLAS" in info:
-        return info, "llama.cpp's BLAS backend (named in its system info)"
-    return info, "none: llama.cpp's own CPU kernels (its system info names no BLAS backend)"
+from .llamacpp_session import (
+    LLAMA_CPP_COMMIT,
+    Context,
+    Model,
+    model_block,
+    predicted,
+    run_provenance,
+    runtime_block,
+)
 
 
 class _Runner:
     """One model and one context, with the calls a sweep needs (clear, prefill, one decode step)."""
 
-    def __init__(self, path: str, n_ctx: int, n_batch: int, threads: int, type_k: str, type_v: str):
-        import llama_cpp
-
-        from . import llamacpp_probe as probe
-
-        probe._install_log()
-        probe._log.clear()
-        self.lc = llama_cpp
-        mp = llama_cpp.llama_model_default_params()
-        mp.n_gpu_layers = 999  # Metal on a Mac; the CPU build ignores it
-        self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
-        if not self.model:
-            raise KvError(
-                f"llama.cpp could not load {Path(path).name}: {probe._error_line()}",
-                "model_load",
-                name=Path(path).name,
-                detail=probe._error_line(),
+    def __init__(self, path: str, n_ctx: int, n_batch: int, threads: int, kv_format: str):
+        self.model = Model(path)
+        try:
+            self.context = Context(
+                self.model, kv_format, n_ctx=n_ctx, n_batch=n_batch, threads=threads
             )
-        cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, min(512, n_batch), 1
-        cp.type_k, cp.type_v = probe.ggml_type(type_k), probe.ggml_type(type_v)
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.swa_full = False  # llama-server's and llama-cli's default (the C default is true)
-        self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
-        if not self.ctx:
-            llama_cpp.llama_model_free(self.model)
-            raise KvError(
-                f"llama.cpp could not create a context for {Path(path).name}: {probe._error_line()}",
-                "model_load",
-                name=Path(path).name,
-                detail=probe._error_line(),
-            )
-        self.log = list(probe._log)
-        self.n_batch = n_batch
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model))
+        except KvError:
+            self.model.close()
+            raise
+        self.lc, self.n_batch, self.n_vocab = self.model.lc, n_batch, self.model.n_vocab
+        self.log = self.model.log + self.context.log
         self.rng = random.Random(0)
 
     def close(self) -> None:
-        self.lc.llama_free(self.ctx)
-        self.lc.llama_model_free(self.model)
-
-    def clear(self) -> None:
-        self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
+        self.context.close()
+        self.model.close()
 
     def _decode(self, tokens: list[int]) -> None:
         arr = (self.lc.llama_token * len(tokens))(*tokens)
-        if self.lc.llama_decode(self.ctx, self.lc.llama_batch_get_one(arr, len(tokens))) != 0:
-            raise KvError(
-                "llama.cpp's llama_decode failed (the context is full?).",
-                "model_load",
-                name="llama_decode",
-                detail="llama_decode returned an error",
-            )
-        self.lc.llama_synchronize(self.ctx)
+        self.context.decode(self.lc.llama_batch_get_one(arr, len(tokens)))
+        self.lc.llama_synchronize(self.context.ctx)
 
     def prefill(self, n: int) -> float:
         """Seconds to prefill n random tokens in -b batches."""
@@ -134,26 +68,6 @@ class _Runner:
         start = time.perf_counter()
         self._decode([self.rng.randrange(self.n_vocab)])
         return (time.perf_counter() - start) * 1000
-
-
-def _preset_of(geometry) -> dict:
-    """{"preset": name, "preset_note": ...} for the bundled preset whose llama.cpp layers, heads and vocabulary are the
-    file's (so the decode fit has the model's geometry), or {} when none is."""
-    from .geometry import preset_geometry, preset_names
-
-    for name in preset_names():
-        p = preset_geometry(name, geometry.runtime)
-        if (p.layers, p.hidden_size, p.num_attention_heads, p.vocab_size) == (
-            geometry.layers,
-            geometry.hidden_size,
-            geometry.num_attention_heads,
-            geometry.vocab_size,
-        ):
-            return {
-                "preset": name,
-                "preset_note": f"the bundled preset whose layers, heads and vocabulary equal the file's",
-            }
-    return {}
 
 
 def record(
@@ -174,9 +88,6 @@ def record(
 ) -> dict:
     """A measured recording of llama.cpp running the GGUF at `path`: decode rows per context, prefill rows per
     prompt length, and in `method` the allocation lines llama.cpp logged with kvcore's own lines for the same file."""
-    from . import calculator, gguf, llamacpp
-    from .formulas import KvSpec
-
     geometry = gguf.geometry(path)
     limit = geometry.max_position_embeddings or max(contexts)
     if max(contexts) + warmup + steps * repeats > limit or max(prompts, default=0) > limit:
@@ -190,25 +101,13 @@ def record(
         )
     n_ctx = max([*contexts, *prompts]) + warmup + steps * repeats
     total = len(contexts) + len(prompts)
-    runner = _Runner(path, n_ctx, n_batch, threads, kv_format, kv_format)
+    runner = _Runner(path, n_ctx, n_batch, threads, kv_format)
     try:
-        ours = calculator.calculate(
-            geometry,
-            n_ctx,
-            1,
-            KvSpec(kv_format, kv_format),
-            "gguf-file",
-            llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch)),
-        )["log_lines"]
-        theirs = [
-            line
-            for line in runner.log
-            if line.startswith("llama_kv_cache: size =")
-            or line.startswith("llama_memory_recurrent: size =")
-        ]
+        ours = predicted(geometry, kv_format, n_ctx, n_batch)["lines"]
+        theirs = runner.context.cache_lines
         decode, prefill = [], []
         for i, context in enumerate(sorted(contexts)):
-            runner.clear()
+            runner.context.clear()
             runner.prefill(context - 1)
             for _ in range(warmup):
                 runner.step_ms()
@@ -241,7 +140,7 @@ def record(
         for j, prompt in enumerate(sorted(prompts)):
             times = []
             for _ in range(repeats):
-                runner.clear()
+                runner.context.clear()
                 times.append(runner.prefill(prompt))
             s = statistics.median(times)
             prefill.append(
@@ -266,23 +165,9 @@ def record(
         "kind": "measured",
         "title": title or f"llama.cpp run: decode and prompt processing — {geometry.name}",
         "label": label or f"llama.cpp {LLAMA_CPP_COMMIT}, {geometry.name}, {prov['machine']['os']}",
-        "runtime": {
-            "name": "llama.cpp",
-            "version": f"llama-cpp-python {_version()} (llama.cpp {LLAMA_CPP_COMMIT})",
-        },
+        "runtime": runtime_block(),
         "provenance": prov,
-        "model": {
-            "name": geometry.name,
-            "source": "GGUF file",
-            "weights_format": "gguf-file",
-            "kv_format": kv_format,
-            "weights_bytes": geometry.file_weights.bytes,
-            "weights_bytes_active": geometry.file_weights.active_bytes,
-            **_preset_of(geometry),
-            "weights_types": ", ".join(
-                f"{t} {n} tensors" for t, n, _, _ in geometry.file_weights.by_type
-            ),
-        },
+        "model": model_block(geometry, kv_format),
         "method": {
             "decode": "llama-bench -d style: cache cleared, a real prefill of depth random tokens in -b batches, "
             f"{warmup} untimed steps, {repeats} passes of {steps} timed single-token decodes; ms/token = "

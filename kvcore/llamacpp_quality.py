@@ -7,23 +7,32 @@ every context (a batch asking for every position's logits), and each chunk's log
 (`chunk_sums` / `add` / `finish`), the arithmetic the mlx_lm runs use. Flash attention is on in every context,
 the baseline's too: llama.cpp refuses a quantized V cache without it ("quantized V cache requires flash_attn"),
 so the formats differ by their cache alone. Greedy answers to a chat prompt (the file's own template) show
-where the text first changes. llama_cpp is imported inside functions only.
+where the text first changes. The model and its contexts open in kvcore/llamacpp_session.py (as `record
+--runtime llama.cpp`'s do); llama_cpp is imported inside functions only.
 
 Example: run(path, ["f16", "q8_0", "q4_0"], text, 256)["formats"][-1]["kl_vs_baseline"] -> 0.1 (nats)
 """
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-
+from . import gguf, recordings
 from .errors import KvError
 from .live import Progress, StopCheck, _Ticker
+from .llamacpp_session import (
+    LLAMA_CPP_COMMIT,
+    Context,
+    Model,
+    model_block,
+    predicted,
+    run_provenance,
+    runtime_block,
+    system_blas,
+    weights_types,
+)
 from .quality import add, chunk_sums, finish, first_divergence, log_softmax
 
 BASELINE = "f16"  # llama.cpp's default cache type (-ctk/-ctv f16): the baseline every format is compared with
 DEFAULT_FORMATS = ("f16", "q8_0", "q4_0")
-FLASH_ATTN_ON = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED
 FLASH_ATTN_NOTE = (
     "flash attention on in every context, the baseline's too (llama.cpp refuses a quantized V cache "
     "without it: 'quantized V cache requires flash_attn')"
@@ -53,98 +62,22 @@ def parse_formats(names: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-class _Model:
-    """The GGUF loaded once in llama.cpp, with its vocabulary and chat template."""
+class _Context(Context):
+    """A context fed a batch at a time (flash attention on), asking for every position's logits or the last."""
 
-    def __init__(self, path: str):
-        import llama_cpp
-
-        from . import llamacpp_probe as probe
-
-        probe._install_log()
-        probe._log.clear()
-        self.lc, self.path = llama_cpp, Path(path)
-        mp = llama_cpp.llama_model_default_params()
-        mp.n_gpu_layers = 999  # Metal on a Mac; the CPU build ignores it
-        self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
-        if not self.model:
-            raise KvError(
-                f"llama.cpp could not load {self.path.name}: {probe._error_line()}",
-                "model_load",
-                name=self.path.name,
-                detail=probe._error_line(),
-            )
-        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
-        self.log = list(probe._log)
-
-    def close(self) -> None:
-        self.lc.llama_model_free(self.model)
-
-    def tokenize(self, text: str, special: bool = False) -> list[int]:
-        """llama.cpp's own tokenization of `text` (no BOS added; control tokens parsed only when `special`)."""
-        data = text.encode("utf-8")
-        size = len(data) + 16
-        buf = (self.lc.llama_token * size)()
-        n = self.lc.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
-        return list(buf[:n])
-
-    def decode_text(self, ids: list[int]) -> str:
-        arr = (self.lc.llama_token * max(1, len(ids)))(*ids)
-        size = 16 * len(ids) + 16
-        out = ctypes.create_string_buffer(size)
-        n = self.lc.llama_detokenize(self.vocab, arr, len(ids), out, size, True, False)
-        return out.raw[: max(0, n)].decode("utf-8", "replace")
-
-    def is_end(self, token: int) -> bool:
-        return bool(self.lc.llama_vocab_is_eog(self.vocab, token))
-
-    def chat(self, question: str) -> list[int]:
-        """The file's chat template (tokenizer.chat_template) for one user turn, tokenized with its control tokens."""
-        from .real_model import render_chat
-
-        template = self.lc.llama_model_chat_template(self.model, None)
-        if not template:
-            raise KvError(
-                f"{self.path.name} has no chat template; give --prompt '' to score the text only."
-            )
-        return self.tokenize(render_chat(template.decode("utf-8"), question), special=True)
-
-
-class _Context:
-    """One llama.cpp context whose cache stores K and V as `kv_format`, fed a batch at a time."""
-
-    def __init__(self, model: _Model, kv_format: str, n_ctx: int, n_batch: int, threads: int):
-        from . import llamacpp_probe as probe
-
-        lc = self.lc = model.lc
-        probe._log.clear()
-        cp = lc.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, min(512, n_batch), 1
-        cp.type_k = cp.type_v = probe.ggml_type(kv_format)
-        cp.flash_attn_type = FLASH_ATTN_ON
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.swa_full = False  # llama-server's and llama-cli's default (the C default is true)
-        self.ctx = lc.llama_init_from_model(model.model, cp)
-        if not self.ctx:
-            raise KvError(
-                f"llama.cpp could not create a {kv_format} context for {model.path.name}: "
-                f"{probe._error_line()}",
-                "model_load",
-                name=model.path.name,
-                detail=probe._error_line(),
-            )
-        self.kv_format, self.n_vocab, self.n_batch = kv_format, model.n_vocab, n_batch
-        self.cache_lines = [line for line in probe._log if line.startswith(probe.CACHE_LINES)]
-        self.batch = lc.llama_batch_init(n_batch, 0, 1)
+    def __init__(self, model: Model, kv_format: str, n_ctx: int, n_batch: int, threads: int):
+        super().__init__(
+            model, kv_format, n_ctx=n_ctx, n_batch=n_batch, threads=threads, flash_attn="on"
+        )
+        self.batch = self.lc.llama_batch_init(n_batch, 0, 1)
         self.pos = 0
 
     def close(self) -> None:
         self.lc.llama_batch_free(self.batch)
-        self.lc.llama_free(self.ctx)
+        super().close()
 
     def clear(self) -> None:
-        self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
+        super().clear()
         self.pos = 0
 
     def feed(self, tokens: list[int], every: bool = True):
@@ -170,13 +103,7 @@ class _Context:
             b.token[i], b.pos[i], b.n_seq_id[i] = token, self.pos + i, 1
             b.seq_id[i][0] = 0
             b.logits[i] = 1 if every or (last and i == len(tokens) - 1) else 0
-        if self.lc.llama_decode(self.ctx, b) != 0:
-            raise KvError(
-                "llama.cpp's llama_decode failed (the context is full?).",
-                "model_load",
-                name="llama_decode",
-                detail="llama_decode returned an error",
-            )
+        self.decode(b)
         self.pos += len(tokens)
         rows = len(tokens) if every else int(last)
         if not rows:
@@ -203,7 +130,7 @@ def score(contexts: dict[str, _Context], ids: list[int], chunk: int, ticker: _Ti
     return sums
 
 
-def greedy(model: _Model, ctx: _Context, prompt: list[int], max_tokens: int) -> list[int]:
+def greedy(model: Model, ctx: _Context, prompt: list[int], max_tokens: int) -> list[int]:
     """Greedy tokens after `prompt` through `ctx`'s cache (cleared first)."""
     ctx.clear()
     logits = ctx.feed(prompt, every=False)
@@ -218,7 +145,7 @@ def greedy(model: _Model, ctx: _Context, prompt: list[int], max_tokens: int) -> 
 
 
 def answers(
-    model: _Model, contexts: dict[str, _Context], question: str, max_tokens: int, ticker
+    model: Model, contexts: dict[str, _Context], question: str, max_tokens: int, ticker
 ) -> list[dict]:
     """The same chat prompt answered greedily through the baseline's cache (the first row, labelled as the baseline)
     and each format's; where each answer first parts from the baseline's, and by how much the baseline preferred its
@@ -245,7 +172,7 @@ def answers(
     return rows
 
 
-def _answer(model: _Model, kv_format: str, label: str, question: str, ids: list[int]) -> dict:
+def _answer(model: Model, kv_format: str, label: str, question: str, ids: list[int]) -> dict:
     return {
         "kv_format": kv_format,
         "label": label,
@@ -270,7 +197,7 @@ def run(
     """Scores (and answers) for every format of llama.cpp's cache on the GGUF at `path`:
     {"formats": [...], "answers": [...], "baseline": "f16", "tokens": N, "chunk": C, "llama_cpp": {...}}."""
     formats = parse_formats(formats)
-    model = _Model(path)
+    model = Model(path)
     contexts: dict[str, _Context] = {}
     try:
         ids = model.tokenize(text)
@@ -291,9 +218,10 @@ def run(
             (1 + len(formats)) * (chunks + (1 if prompt else 0)), progress, should_stop
         )
         sums = score(contexts, ids, chunk, ticker)
-        predicted = {f: ours(path, f, n_ctx, n_batch) for f in formats}
+        geometry = gguf.geometry(path)
+        ours = {f: predicted(geometry, f, n_ctx, n_batch) for f in formats}
         rows = [
-            _row(contexts[f"run:{f}"], sums[f"run:{f}"], predicted[f]["bytes_per_token"])
+            _row(contexts[f"run:{f}"], sums[f"run:{f}"], ours[f]["bytes_per_token"])
             for f in formats
         ]
         greedy_rows = answers(model, contexts, prompt, answer_tokens, ticker) if prompt else []
@@ -318,7 +246,7 @@ def run(
                     if name != BASELINE
                 },
                 "cross_check": all(
-                    contexts[f"run:{f}"].cache_lines == predicted[f]["lines"] for f in formats
+                    contexts[f"run:{f}"].cache_lines == ours[f]["lines"] for f in formats
                 ),
                 "log": model.log,
             },
@@ -340,22 +268,6 @@ def _row(ctx: _Context, sums: dict, per_token: int) -> dict:
     return {**row, **finish(sums), "bytes_per_token": per_token}
 
 
-def ours(path: str, kv_format: str, n_ctx: int, n_batch: int) -> dict:
-    """kvcore's llama.cpp rules for this file and context: the cache lines and bytes per token it predicts."""
-    from . import calculator, gguf, llamacpp
-    from .formulas import KvSpec
-
-    result = calculator.calculate(
-        gguf.geometry(path),
-        n_ctx,
-        1,
-        KvSpec(kv_format, kv_format),
-        "gguf-file",
-        llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch)),
-    )
-    return {"lines": result["log_lines"], "bytes_per_token": result["kv_bytes_per_token"]}
-
-
 def recording(
     path: str,
     result: dict,
@@ -366,9 +278,6 @@ def recording(
 ) -> dict:
     """The run as a measured recording (sections quality and answers), with llama.cpp's provenance, its
     allocation lines per format against kvcore's, and the method in words."""
-    from . import gguf, recordings
-    from .llamacpp_live import LLAMA_CPP_COMMIT, _preset_of, _version, run_provenance, system_blas
-
     geometry = gguf.geometry(path)
     run = result["llama_cpp"]
     prov = run_provenance(command, run["log"])
@@ -391,7 +300,7 @@ def recording(
             "float32, one chunk per llama_decode call",
             "metrics": "perplexity of the run; mean KL(baseline || run) in nats; share of positions with "
             "the baseline's top-1 token (kvcore.quality, the mlx_lm runs' arithmetic)",
-            "weights": f"the GGUF's own tensors ({_types(geometry)}) in llama.cpp's kernels",
+            "weights": f"the GGUF's own tensors ({weights_types(geometry)}) in llama.cpp's kernels",
             "n_ctx": run["n_ctx"],
             "n_batch": run["n_batch"],
             "n_ubatch": run["n_ubatch"],
@@ -424,25 +333,10 @@ def recording(
         "title": title or f"llama.cpp's KV cache types: quality — {geometry.name}",
         "label": label
         or f"llama.cpp {LLAMA_CPP_COMMIT} quality, {geometry.name}, {prov['machine']['os']}",
-        "runtime": {
-            "name": "llama.cpp",
-            "version": f"llama-cpp-python {_version()} (llama.cpp {LLAMA_CPP_COMMIT})",
-        },
+        "runtime": runtime_block(),
         "provenance": prov,
-        "model": {
-            "name": geometry.name,
-            "source": "GGUF file",
-            "weights_format": "gguf-file",
-            "kv_format": BASELINE,
-            "weights_bytes": geometry.file_weights.bytes,
-            **_preset_of(geometry),
-            "weights_types": _types(geometry),
-        },
+        "model": model_block(geometry, BASELINE),
         "method": method,
         "sections": sections,
     }
     return recordings.validate(data)
-
-
-def _types(geometry) -> str:
-    return ", ".join(f"{t} {n} tensors" for t, n, _, _ in geometry.file_weights.by_type)

@@ -204,10 +204,10 @@ def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
     metadata for mlx_lm) split the bundled text into the same tokens, every one of them."""
     import mlx.core as mx
 
-    from kvcore.llamacpp_quality import _Model
+    from kvcore.llamacpp_session import Model
 
     text = real_model.SAMPLE_TEXT.read_text(encoding="utf-8")
-    model = _Model(str(smollm2()))
+    model = Model(str(smollm2()))
     try:
         theirs = model.tokenize(text)
     finally:
