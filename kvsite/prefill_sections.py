@@ -51,6 +51,13 @@ def efficiency_words(chip: str, lang: str) -> str:
     return words if own else words + t("eff_fallback")
 
 
+def _quoted(source: str, lang: str) -> str:
+    """A hardware source as the table states it (a code span), or its rendering in `lang` (kvsite/i18n/data.*.yaml:
+    a Japanese page showed the English estimate's wording)."""
+    words = i18n.data_text(lang, source)
+    return words if words != source else f"`{source}`"
+
+
 def _chip_values(chip: hardware.Chip, lang: str) -> dict:
     t = i18n.translator(lang)
     # the hardware table's sources quoted as they stand (a vendor page number such as "Apple support 121553")
@@ -59,7 +66,7 @@ def _chip_values(chip: hardware.Chip, lang: str) -> dict:
         "bw": fmt_num(chip.bandwidth_gbps),
         "bw_source": f"`{chip.source}`",
         "tflops": fmt_num(chip.fp16_tflops) if chip.fp16_tflops else "—",
-        "compute_source": f"`{chip.compute_source}`"
+        "compute_source": _quoted(chip.compute_source, lang)
         if chip.compute_source
         else t("prefill.no_compute_source"),
         "ridge": fmt_num(chip.ridge_flops_per_byte) if chip.ridge_flops_per_byte else "—",
@@ -190,7 +197,11 @@ def your_prompt(
         decode_last=bound(a["decode_bound_last"]),
         end=fmt_num(a["end_context"]),
     )
-    note = None if chip.peak_flops else t("no_compute", chip=chip.chip, source=chip.compute_source)
+    note = (
+        None
+        if chip.peak_flops
+        else t("no_compute", chip=chip.chip, source=i18n.data_text(lang, chip.compute_source))
+    )
     largest = max(chip.memory_gb, default=0)
     too_big = (
         t("too_big", chip=chip.chip, gb=fmt_num(largest))
