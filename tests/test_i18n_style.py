@@ -242,6 +242,27 @@ def test_japanese_labels_write_a_full_width_colon():
     assert "): " in source_label(recs[0], "en")  # the English keeps its own colon
 
 
+def test_every_method_field_of_every_bundled_recording_has_words_in_every_language():
+    """The Recordings page's card (kvsite.recording_text.provenance_card) says each method field in
+    words (`recordings.m_<field>`), not as its bare name (`total_seconds`: 1374.2), for every bundled
+    run and every language: a run recording a new method field without words fails here."""
+    from kvcore import recordings
+    from kvsite.recording_text import provenance_card
+
+    recs, _ = recordings.load_all([recordings.BUNDLED_DIR])
+    assert len(recs) > 10
+    bare = re.compile(r"`([a-z_0-9]+)`: ")
+    missing = sorted(
+        {
+            (lang, rec.id, name)
+            for rec in recs
+            for lang in i18n.LANGS
+            for name in bare.findall(provenance_card(rec, lang))
+        }
+    )
+    assert not missing, missing
+
+
 def test_run_names_are_made_short_not_cut():
     """A legend or the sidebar shows Recording.short_name whole: every bundled one fits without an ellipsis."""
     from kvcore import recordings
