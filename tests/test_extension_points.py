@@ -149,6 +149,24 @@ def test_a_format_reaches_the_chapters_that_offer_formats_of_its_purpose(
     assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q6"
 
 
+def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option(
+    throwaway_mlx_format,
+):
+    """The live probes read the formats an mlx_lm cache class holds when asked (a copy taken at import
+    time never saw a format added later): the spec a live cache is sized by, `--kv-format`; an
+    unknown one is refused in one sentence naming the valid ones, the new one among them."""
+    import argparse
+
+    from kvcore import live_args, live_memory
+
+    assert live_memory.kv_spec("mlx-q6", "fp16") == KvSpec("mlx-q6", "mlx-q6", 64, "fp16")
+    assert live_args.kv_format("mlx-q6") == "mlx-q6"
+    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q6"):
+        live_memory.kv_spec("mlx-q7", "fp16")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q6.*, not 'q6_test'"):
+        live_args.kv_format("q6_test")  # a block format no mlx_lm cache class holds
+
+
 def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
     """The live runs offer the weight formats a live model is built in (kvcore.live_models), the CLI's default
     chosen."""
