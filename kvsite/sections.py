@@ -100,17 +100,22 @@ def memory_curves(
 
 
 def speed_curves(
-    table: pd.DataFrame, data: pd.DataFrame, lang: str, builder: str = "series_chart", **extra
+    table: pd.DataFrame,
+    data: pd.DataFrame | None,
+    lang: str,
+    builder: str = "series_chart",
+    series: str = "series",
+    **extra,
 ) -> Chart:
-    """Tokens per second against the context (log x), a line per series: the decode runs, the
-    what-if's prediction, the calculator's decode chart."""
+    """Tokens per second against the context (log x), a line per `series`: the decode runs, the
+    what-if's prediction, the calculator's decode chart, the Recordings page's decode rows."""
     return make_chart(
         table,
         builder,
         data,
         "context",
         "tokens_per_s",
-        "series",
+        series,
         i18n.translate(lang, "common.context"),
         i18n.translate(lang, "common.tok_s"),
         log_x=True,
