@@ -9,7 +9,8 @@ browser renders anything. Reports, each as the median of paired ratios over inte
   the slider's st.fragment only), server CPU per step against a one-line page's rerun, and a full rerun beside it;
 - soak: >= 10,000 reruns by N sessions kept open on the app server, resident memory sampled every ~1,000;
 - live: the same load with and without one live decode sweep running in another session of the same server
-  (started by its button, as a reader would), readers' p95 with / without;
+  (started by its button, as a reader would), readers' p95 with / without; on a server of its own that is not
+  read-only (the read-only demo offers no live decode, issue 19), with the same readers' visits;
 - one reader's round trip (a page's rerun), direct and through deploy/nginx-kvsite.conf, app page and one-line
   page, each on a server as Streamlit starts it and on one with Nagle's algorithm off (deploy/nodelay: Streamlit
   1.67 binds its socket with proto 0, so asyncio leaves TCP_NODELAY off on every connection it accepts).
@@ -19,6 +20,7 @@ not the server. A third, the one-line page on Streamlit's default (postScriptGC 
 run), is a reference row. Per rerun: the server's CPU time (/proc, every thread) and the bytes it sent.
 
     .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000] [--steps 20]
+        [--parts load,interactions,trip,soak,live]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from harness.server import ROOT, nginx_server, streamlit_server  # noqa: E402
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
 APP_ENV = {"KVCORE_READ_ONLY": "1"}
 NODELAY = {"PYTHONPATH": str(ROOT / "deploy" / "nodelay")}
+PARTS = ("load", "interactions", "trip", "soak", "live")
 SAME_RUNNER = (
     "--runner.postScriptGC=false",
 )  # the project's setting, for the one-line page's server too
@@ -223,7 +226,15 @@ def main() -> int:
     ap.add_argument(
         "--steps", type=int, default=20, help="slider steps per page and round (interactions)"
     )
+    ap.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"the parts to run, comma-separated, among {','.join(PARTS)} (default: all)",
+    )
     a = ap.parse_args()
+    parts = a.parts.split(",")
+    if unknown := [p for p in parts if p not in PARTS]:
+        ap.error(f"unknown part {', '.join(unknown)}: choose among {', '.join(PARTS)}")
     out = []
 
     def say(line: str = "") -> None:
@@ -233,183 +244,216 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         Path(tmp, "one").mkdir()
         Path(tmp, "one", "streamlit_app.py").write_text(ONE_LINE, encoding="utf-8")
-        app = stack.enter_context(streamlit_server(env=APP_ENV))
-        one = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one"), args=SAME_RUNNER))
-        one_default = stack.enter_context(
-            streamlit_server(app_dir=Path(tmp, "one"))
-        )  # Streamlit's postScriptGC on
-        servers = {
-            "app": (app, APP_VISITS),
-            "one-line page": (one, ONE_VISITS),
-            "one-line, GC on": (one_default, ONE_VISITS),
-        }
-        with Reader(app) as r:  # warm-up: imports, caches, every visit once
-            for page, query in APP_VISITS:
-                r.rerun(page, query)
-        for base in (one, one_default):
-            with Reader(base) as r:
-                r.rerun("", "lang=en")
-        say(
-            f"resident memory after warm-up: app {rss_mib(app.pid):.0f} MiB, one-line page {rss_mib(one.pid):.0f} MiB"
-        )
-
-        # ---- load: interleaved rounds, the order alternating
-        res = {name: [] for name in servers}
-        for k in range(a.rounds):
-            for name in list(servers) if k % 2 == 0 else list(servers)[::-1]:  # alternating order
-                base, visits = servers[name]
-                res[name].append(Load(base, base.pid, visits, a.readers, a.reruns, seed=k).run())
-        app_r, one_r = res["app"], res["one-line page"]
-        say(f"\nload: {a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds")
-        for name, rs in res.items():
-            say(
-                f"  {name:<14} {statistics.median(x['throughput'] for x in rs):6.1f} reruns/s, p50 {statistics.median(x['p50'] for x in rs):6.1f} ms, "
-                f"p95 {statistics.median(x['p95'] for x in rs):6.1f} ms, errors {sum(len(x['errors']) for x in rs)}, "
-                f"{statistics.median(x['mib_per_reader'] for x in rs):.2f} MiB per reader, "
-                f"server CPU {statistics.median(x['cpu_ms'] for x in rs):.1f} ms and {statistics.median(x['kib'] for x in rs):.1f} KiB sent per rerun"
-            )
-        say(
-            f"  throughput app / one-line: {spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, one_r)])}"
-        )
-        say(
-            f"  p50 app / one-line:        {spread([x['p50'] / y['p50'] for x, y in zip(app_r, one_r)])}"
-        )
-        say(
-            f"  p95 app / one-line:        {spread([x['p95'] / y['p95'] for x, y in zip(app_r, one_r)])}"
-        )
-        gc_on = res["one-line, GC on"]
-        say(
-            f"  against the one-line page on Streamlit's default (postScriptGC on): throughput "
-            f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 {spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}"
-        )
-        for name, rs in res.items():
-            for e in sorted({e for x in rs for e in x["errors"]})[:5]:
-                say(f"  error ({name}): {e}")
-
-        # ---- one reader's interactions: server CPU per slider step against a one-line page's rerun, interleaved
-        steps = {name: [] for name, _ in SLIDERS}
-        full = {name: [] for name, _ in SLIDERS}
-        ones = []
-        for k in range(a.rounds):
-            for page, key in SLIDERS:
-                ones.append(interaction_cpu(one, one.pid, "", None, a.steps)[0])
-                step_ms, full_ms = interaction_cpu(app, app.pid, page, key, a.steps)
-                steps[page].append(step_ms / ones[-1])
-                full[page].append(full_ms / ones[-1])
-        say(
-            f"\none reader's slider steps ({a.steps} per page and round, {a.rounds} interleaved rounds): server CPU per step "
-            f"against a one-line page's rerun ({statistics.median(ones):.1f} ms, median of paired ratios, range)"
-        )
-        for page, key in SLIDERS:
-            say(
-                f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}"
-            )
-
-        # ---- one reader's round trip: direct and through nginx, app page and one-line page, Nagle on and off
-        variants = {
-            ("app", "Nagle on"): app,
-            ("one-line page", "Nagle on"): one,
-            ("app", "Nagle off"): stack.enter_context(streamlit_server(env={**APP_ENV, **NODELAY})),
-            ("one-line page", "Nagle off"): stack.enter_context(
-                streamlit_server(env=NODELAY, app_dir=Path(tmp, "one"), args=SAME_RUNNER)
-            ),
-        }
-        proxied = {
-            key: stack.enter_context(
-                nginx_server(
-                    Path(stack.enter_context(tempfile.TemporaryDirectory())),
-                    [int(base.rsplit(":", 1)[1])],
-                )
-            )
-            for key, base in variants.items()
-        }
-        trips = {(*key, via): [] for key in variants for via in ("direct", "nginx")}
-        for _ in range(3):
-            for key, base in variants.items():
-                page = "Nbytes_trap" if key[0] == "app" else ""
-                trips[(*key, "direct")].append(round_trip(base, page, a.trip_runs // 3))
-                trips[(*key, "nginx")].append(round_trip(proxied[key], page, a.trip_runs // 3))
-        say(
-            "\none reader's rerun round trip (median ms; app: the .nbytes trap page; 3 interleaved rounds)"
-        )
-        for (name, nagle, via), v in trips.items():
-            say(f"  {name:<14} {nagle:<9} {via:<6} {statistics.median(v):6.1f} ms")
-        for nagle in ("Nagle on", "Nagle off"):
-            for via in ("direct", "nginx"):
-                say(
-                    f"  app / one-line, {nagle}, {via}: "
-                    f"{spread([x / y for x, y in zip(trips['app', nagle, via], trips['one-line page', nagle, via])])}"
-                )
-        say(
-            f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}"
-        )
-
-        # ---- soak: >= a.soak reruns by the same N open sessions on the app server, memory sampled every ~1,000
-        # (the same sessions throughout: a closed session's state is kept for server.disconnectedSessionTTL, 120 s)
-        soakers = [Reader(app, timeout_s=120) for _ in range(a.readers)]
-        per = max(1, 1000 // a.readers)
-        samples, done, soak_errors = [(0, rss_mib(app.pid))], 0, 0
-        t0 = time.perf_counter()
-        while done < a.soak:
-            r = Load(app, app.pid, APP_VISITS, a.readers, per, seed=done, keep=soakers).run()
-            done += a.readers * per
-            soak_errors += len(r["errors"])
-            samples.append((done, rss_mib(app.pid)))
-        for r in soakers:
-            r.close()
-        say(
-            f"\nsoak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; "
-            "resident MiB every ~1,000: " + ", ".join(f"{m:.0f}" for _, m in samples)
-        )
-        half = samples[len(samples) // 2 :]
-        slope = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
-        say(f"  second half: {slope:+.2f} MiB per 1,000 reruns")
-
-        # ---- the same load with one live decode sweep running in another session, interleaved
-        live = {"without": [], "with": []}
-        for k in range(2):
-            for mode in ("without", "with") if k % 2 == 0 else ("with", "without"):
-                sweeper = None
-                if mode == "with":
-                    sweeper = Reader(app, timeout_s=120)
-                    sweeper.rerun("Decode_slowdown", "lang=en&src=live")
-                    sweeper.rerun(
-                        "Decode_slowdown",
-                        "lang=en&src=live",
-                        trigger=sweeper.button_id("live_run_decode"),
-                    )
-                    time.sleep(1.0)  # the sweep's model is built and decoding
-                t0 = time.perf_counter()
-                live[mode].append(
-                    Load(app, app.pid, APP_VISITS, a.readers, a.reruns, seed=10 + k).run()
-                )
-                if sweeper:
-                    sweeper.rerun("Decode_slowdown", "lang=en&src=live")
-                    state = (
-                        "still running"
-                        if any(e.WhichOneof("type") == "progress" for e in sweeper.elements)
-                        else "finished"
-                    )
-                    say(
-                        f"  (round {k + 1}: the sweep was {state} when the readers' {time.perf_counter() - t0:.0f} s of load ended)"
-                    )
-                    sweeper.rerun(
-                        "Decode_slowdown",
-                        "lang=en&src=live",
-                        trigger=sweeper.button_id("live_stop_decode"),
-                    )
-                    sweeper.close()
-                    time.sleep(2.0)
-        w, wo = live["with"], live["without"]
-        say(
-            f"\nlive: {a.readers} readers × {a.reruns} reruns with / without one live decode sweep (cpu-demo, defaults)"
-        )
-        say(
-            f"  p95 with / without: {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])}; "
-            f"throughput with / without: {spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])}; "
-            f"errors {sum(len(x['errors']) for x in w + wo)}"
-        )
+        if set(parts) - {"live"}:  # the read-only app server and the one-line pages' servers
+            app, one, one_default = warm_servers(tmp, stack, say)
+        if "load" in parts:
+            servers = {
+                "app": (app, APP_VISITS),
+                "one-line page": (one, ONE_VISITS),
+                "one-line, GC on": (one_default, ONE_VISITS),
+            }
+            load_part(a, servers, say)
+        if "interactions" in parts:
+            interactions_part(a, app, one, say)
+        if "trip" in parts:
+            trip_part(a, app, one, tmp, stack, say)
+        if "soak" in parts:
+            soak_part(a, app, say)
+        if "live" in parts:
+            # on a server of its own that is not read-only: the hosted demo offers no live decode
+            live = stack.enter_context(streamlit_server(env={"KVCORE_READ_ONLY": ""}))
+            with Reader(live) as r:  # warm-up, as the app's
+                for page, query in APP_VISITS:
+                    r.rerun(page, query)
+            live_part(a, live, say)
     return 0
+
+
+def warm_servers(tmp: str, stack: ExitStack, say) -> tuple:
+    """The app as the hosted demo (read-only) and the one-line page, with the project's settings and with
+    Streamlit's default, each warmed up."""
+    app = stack.enter_context(streamlit_server(env=APP_ENV))
+    one = stack.enter_context(streamlit_server(app_dir=Path(tmp, "one"), args=SAME_RUNNER))
+    one_default = stack.enter_context(
+        streamlit_server(app_dir=Path(tmp, "one"))
+    )  # Streamlit's postScriptGC on
+    with Reader(app) as r:  # warm-up: imports, caches, every visit once
+        for page, query in APP_VISITS:
+            r.rerun(page, query)
+    for base in (one, one_default):
+        with Reader(base) as r:
+            r.rerun("", "lang=en")
+    say(
+        f"resident memory after warm-up: app {rss_mib(app.pid):.0f} MiB, one-line page {rss_mib(one.pid):.0f} MiB"
+    )
+    return app, one, one_default
+
+
+def load_part(a, servers: dict, say) -> None:
+    # ---- load: interleaved rounds, the order alternating
+    res = {name: [] for name in servers}
+    for k in range(a.rounds):
+        for name in list(servers) if k % 2 == 0 else list(servers)[::-1]:  # alternating order
+            base, visits = servers[name]
+            res[name].append(Load(base, base.pid, visits, a.readers, a.reruns, seed=k).run())
+    app_r, one_r = res["app"], res["one-line page"]
+    say(f"\nload: {a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds")
+    for name, rs in res.items():
+        say(
+            f"  {name:<14} {statistics.median(x['throughput'] for x in rs):6.1f} reruns/s, p50 {statistics.median(x['p50'] for x in rs):6.1f} ms, "
+            f"p95 {statistics.median(x['p95'] for x in rs):6.1f} ms, errors {sum(len(x['errors']) for x in rs)}, "
+            f"{statistics.median(x['mib_per_reader'] for x in rs):.2f} MiB per reader, "
+            f"server CPU {statistics.median(x['cpu_ms'] for x in rs):.1f} ms and {statistics.median(x['kib'] for x in rs):.1f} KiB sent per rerun"
+        )
+    say(
+        f"  throughput app / one-line: {spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, one_r)])}"
+    )
+    say(
+        f"  p50 app / one-line:        {spread([x['p50'] / y['p50'] for x, y in zip(app_r, one_r)])}"
+    )
+    say(
+        f"  p95 app / one-line:        {spread([x['p95'] / y['p95'] for x, y in zip(app_r, one_r)])}"
+    )
+    gc_on = res["one-line, GC on"]
+    say(
+        f"  against the one-line page on Streamlit's default (postScriptGC on): throughput "
+        f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 {spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}"
+    )
+    for name, rs in res.items():
+        for e in sorted({e for x in rs for e in x["errors"]})[:5]:
+            say(f"  error ({name}): {e}")
+
+
+def interactions_part(a, app, one, say) -> None:
+    # ---- one reader's interactions: server CPU per slider step against a one-line page's rerun, interleaved
+    steps = {name: [] for name, _ in SLIDERS}
+    full = {name: [] for name, _ in SLIDERS}
+    ones = []
+    for k in range(a.rounds):
+        for page, key in SLIDERS:
+            ones.append(interaction_cpu(one, one.pid, "", None, a.steps)[0])
+            step_ms, full_ms = interaction_cpu(app, app.pid, page, key, a.steps)
+            steps[page].append(step_ms / ones[-1])
+            full[page].append(full_ms / ones[-1])
+    say(
+        f"\none reader's slider steps ({a.steps} per page and round, {a.rounds} interleaved rounds): server CPU per step "
+        f"against a one-line page's rerun ({statistics.median(ones):.1f} ms, median of paired ratios, range)"
+    )
+    for page, key in SLIDERS:
+        say(
+            f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}"
+        )
+
+
+def trip_part(a, app, one, tmp: str, stack: ExitStack, say) -> None:
+    # ---- one reader's round trip: direct and through nginx, app page and one-line page, Nagle on and off
+    variants = {
+        ("app", "Nagle on"): app,
+        ("one-line page", "Nagle on"): one,
+        ("app", "Nagle off"): stack.enter_context(streamlit_server(env={**APP_ENV, **NODELAY})),
+        ("one-line page", "Nagle off"): stack.enter_context(
+            streamlit_server(env=NODELAY, app_dir=Path(tmp, "one"), args=SAME_RUNNER)
+        ),
+    }
+    proxied = {
+        key: stack.enter_context(
+            nginx_server(
+                Path(stack.enter_context(tempfile.TemporaryDirectory())),
+                [int(base.rsplit(":", 1)[1])],
+            )
+        )
+        for key, base in variants.items()
+    }
+    trips = {(*key, via): [] for key in variants for via in ("direct", "nginx")}
+    for _ in range(3):
+        for key, base in variants.items():
+            page = "Nbytes_trap" if key[0] == "app" else ""
+            trips[(*key, "direct")].append(round_trip(base, page, a.trip_runs // 3))
+            trips[(*key, "nginx")].append(round_trip(proxied[key], page, a.trip_runs // 3))
+    say(
+        "\none reader's rerun round trip (median ms; app: the .nbytes trap page; 3 interleaved rounds)"
+    )
+    for (name, nagle, via), v in trips.items():
+        say(f"  {name:<14} {nagle:<9} {via:<6} {statistics.median(v):6.1f} ms")
+    for nagle in ("Nagle on", "Nagle off"):
+        for via in ("direct", "nginx"):
+            say(
+                f"  app / one-line, {nagle}, {via}: "
+                f"{spread([x / y for x, y in zip(trips['app', nagle, via], trips['one-line page', nagle, via])])}"
+            )
+    say(
+        f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}"
+    )
+
+
+def soak_part(a, app, say) -> None:
+    # ---- soak: >= a.soak reruns by the same N open sessions on the app server, memory sampled every ~1,000
+    # (the same sessions throughout: a closed session's state is kept for server.disconnectedSessionTTL, 120 s)
+    soakers = [Reader(app, timeout_s=120) for _ in range(a.readers)]
+    per = max(1, 1000 // a.readers)
+    samples, done, soak_errors = [(0, rss_mib(app.pid))], 0, 0
+    t0 = time.perf_counter()
+    while done < a.soak:
+        r = Load(app, app.pid, APP_VISITS, a.readers, per, seed=done, keep=soakers).run()
+        done += a.readers * per
+        soak_errors += len(r["errors"])
+        samples.append((done, rss_mib(app.pid)))
+    for r in soakers:
+        r.close()
+    say(
+        f"\nsoak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, errors {soak_errors}; "
+        "resident MiB every ~1,000: " + ", ".join(f"{m:.0f}" for _, m in samples)
+    )
+    half = samples[len(samples) // 2 :]
+    slope = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
+    say(f"  second half: {slope:+.2f} MiB per 1,000 reruns")
+
+
+def live_part(a, app, say) -> None:
+    # ---- the same load with one live decode sweep running in another session, interleaved
+    live = {"without": [], "with": []}
+    for k in range(2):
+        for mode in ("without", "with") if k % 2 == 0 else ("with", "without"):
+            sweeper = None
+            if mode == "with":
+                sweeper = Reader(app, timeout_s=120)
+                sweeper.rerun("Decode_slowdown", "lang=en&src=live")
+                sweeper.rerun(
+                    "Decode_slowdown",
+                    "lang=en&src=live",
+                    trigger=sweeper.button_id("live_run_decode"),
+                )
+                time.sleep(1.0)  # the sweep's model is built and decoding
+            t0 = time.perf_counter()
+            live[mode].append(
+                Load(app, app.pid, APP_VISITS, a.readers, a.reruns, seed=10 + k).run()
+            )
+            if sweeper:
+                sweeper.rerun("Decode_slowdown", "lang=en&src=live")
+                state = (
+                    "still running"
+                    if any(e.WhichOneof("type") == "progress" for e in sweeper.elements)
+                    else "finished"
+                )
+                say(
+                    f"  (round {k + 1}: the sweep was {state} when the readers' {time.perf_counter() - t0:.0f} s of load ended)"
+                )
+                sweeper.rerun(
+                    "Decode_slowdown",
+                    "lang=en&src=live",
+                    trigger=sweeper.button_id("live_stop_decode"),
+                )
+                sweeper.close()
+                time.sleep(2.0)
+    w, wo = live["with"], live["without"]
+    say(
+        f"\nlive: {a.readers} readers × {a.reruns} reruns with / without one live decode sweep (cpu-demo, defaults)"
+    )
+    say(
+        f"  p95 with / without: {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])}; "
+        f"throughput with / without: {spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])}; "
+        f"errors {sum(len(x['errors']) for x in w + wo)}"
+    )
 
 
 if __name__ == "__main__":

@@ -18,13 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from .decode_model import bytes_per_generated_token, chip_for, fit_run, predict_tokens_per_s
+from .decode_model import chip_for, fit_run
 from .errors import KvError
 from .formats import COMPARED
 from .formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from .geometry import Geometry
-from .hardware import Chip, get_chip, gpu_memory_limit_gb
-from .limits import MAX_CONTEXT
+from .hardware import Chip, gpu_memory_limit_gb
 from .runtimes import get_runtime, runtime_of
 from .units import GIB
 

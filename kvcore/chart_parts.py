@@ -251,3 +251,53 @@ class Choice:
 
     def test(self, param: alt.Parameter):
         return alt.datum[self.field] == param
+
+
+NARROW_PX = 600  # a chart narrower than this (a phone) places its point labels by label_places
+# where label_places may put a point's label: (name, dx, dy, align), tried in this order
+LABEL_PLACES = (
+    ("above", 0, -14, "center"),
+    ("right", 10, 0, "left"),
+    ("below", 0, 16, "center"),
+    ("left", -10, 0, "right"),
+)
+
+
+def label_places(
+    xs: list[float],
+    ys: list[float],
+    texts: list[str],
+    width_px: float = 260,
+    height_px: float = 340,
+    char_px: float = 5.5,
+) -> list[str | None]:
+    """Where each point's label goes on a log-log plot `width_px` × `height_px` (a 390 px phone's plot, by default),
+    so that no label covers another label or a point's marker: the first of LABEL_PLACES that is free, else None
+    (the label is left to the tooltip). The axes span log_ticks of the values, as axis_scale draws them; a label is
+    ~`char_px` per character and 12 px high, a marker 14 px across.
+    Example: label_places([1, 1.01], [1, 1.01], ["a", "b"]) -> ["below", "above"] (two points 1 % apart)."""
+
+    def scaled(values, length, flip):
+        ticks = log_ticks(min(values), max(values))
+        lo, hi = math.log(ticks[0]), math.log(ticks[-1])
+        out = [(math.log(v) - lo) / ((hi - lo) or 1) * length for v in values]
+        return [length - v for v in out] if flip else out
+
+    px, py = scaled(xs, width_px, False), scaled(ys, height_px, True)
+    taken = [(x - 7, y - 7, x + 7, y + 7) for x, y in zip(px, py)]  # every marker
+    out: list[str | None] = []
+    for x, y, text in zip(px, py, texts):
+        w, h = len(text) * char_px, 12
+        for name, dx, dy, align in LABEL_PLACES:
+            left = x + dx - {"center": w / 2, "left": 0, "right": w}[align]
+            box = (left, y + dy - h / 2, left + w, y + dy + h / 2)
+            inside = box[0] >= -8 and box[2] <= width_px + 8 and box[1] >= -16
+            if inside and not any(
+                box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken
+            ):
+                taken.append(box)
+                out.append(name)
+                break
+        else:
+            out.append(None)
+    return out

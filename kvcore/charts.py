@@ -13,7 +13,10 @@ import altair as alt
 import pandas as pd
 
 from .chart_parts import (
+    LABEL_PLACES,
+    NARROW_PX,
     Choice,
+    label_places,
     error_bars,
     with_points,
     SELECTION,
@@ -381,9 +384,12 @@ def quality_trade(
 ) -> alt.LayerChart:
     """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
     point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
-    unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table.
+    unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table. Labels sit above their points;
+    on a chart narrower than NARROW_PX (a phone) each goes where chart_parts.label_places finds room (above, right,
+    below, left), or only in the tooltip when nowhere is free, so no two overlap.
     Example: quality_trade(savings_views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
     df = positive_rows(df, [x, y])
+    df = df.assign(label_place=label_places(list(df[x]), list(df[y]), [str(v) for v in df[labels]]))
     domain = list(dict.fromkeys(df[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
@@ -400,5 +406,24 @@ def quality_trade(
         .encode(**marks)
         .add_params(sel)
     )
-    text = base.mark_text(dy=-14, fontSize=11).encode(text=f"{labels}:N")
-    return alt.layer(points, text).properties(height=height)
+    texts = [
+        base.mark_text(dy=-14, fontSize=11).encode(
+            text=f"{labels}:N", opacity=shown_when(f"width >= {NARROW_PX}")
+        )
+    ]
+    for place, dx, dy, align in LABEL_PLACES:  # a phone's: where label_places found room
+        texts.append(
+            base.transform_filter(f"datum.label_place == '{place}'")
+            .mark_text(dx=dx, dy=dy, align=align, fontSize=11)
+            .encode(text=f"{labels}:N", opacity=shown_when(f"width < {NARROW_PX}"))
+        )
+    return alt.layer(points, *texts).properties(height=height)
+
+
+def shown_when(test: str) -> dict:
+    """A text layer's opacity: hidden unless `test` (a Vega expression, e.g. on the chart's width) holds, then as
+    the legend selection has it (the points' opacity)."""
+    return {
+        "condition": [{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
+        "value": 0.15,
+    }

@@ -72,11 +72,12 @@ def count(label: str, low: int, high: int):
 
 
 def kv_format(text: str) -> str:
-    from .live_memory import KV_FORMATS
+    from .formats import mlx_cache_formats
 
-    if text not in KV_FORMATS:
+    known = mlx_cache_formats()  # read when asked: a format added to kvcore.formats counts
+    if text not in known:
         raise argparse.ArgumentTypeError(
-            f"--kv-format must be one of {', '.join(KV_FORMATS)}, not {text!r}"
+            f"--kv-format must be one of {', '.join(known)}, not {text!r}"
         )
     return text
 

@@ -193,8 +193,6 @@ def real_prefill_check(
     should_stop: StopCheck | None = None,
 ) -> dict:
     """Cross-check at one context: ms/token after a synthetic fill vs after a real prefill."""
-    import mlx.core as mx
-
     kv_format = kv_format or model.dtype
     ticker = _Ticker(2, progress, should_stop)
     synthetic = synthetic_ms(model, context, kv_format, warmup, steps, ticker)

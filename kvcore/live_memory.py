@@ -19,9 +19,6 @@ from .geometry import Geometry
 if TYPE_CHECKING:
     from .live_models import LiveModel
 
-KV_FORMATS = (
-    mlx_cache_formats()
-)  # the formats an mlx_lm cache class holds (kvcore.formats: one list)
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
 
@@ -82,8 +79,11 @@ def guard(
 
 
 def kv_spec(kv_format: str, activation_dtype: str) -> KvSpec:
-    if kv_format not in KV_FORMATS:
-        raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(KV_FORMATS)}.")
+    """The spec of a live cache in `kv_format`: one of the formats an mlx_lm cache class holds, read
+    from kvcore.formats when asked (a format added there at run time counts), or one sentence."""
+    known = mlx_cache_formats()
+    if kv_format not in known:
+        raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(known)}.")
     return KvSpec(kv_format, kv_format, GROUP_SIZE, activation_dtype)
 
 

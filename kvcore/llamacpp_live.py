@@ -19,15 +19,8 @@ import time
 
 from . import gguf, recordings
 from .errors import KvError
-from .llamacpp_session import (
-    LLAMA_CPP_COMMIT,
-    Context,
-    Model,
-    model_block,
-    predicted,
-    run_provenance,
-    runtime_block,
-)
+from .llamacpp_session import LLAMA_CPP_COMMIT, Context, Model, model_block, predicted
+from .llamacpp_session import run_provenance, runtime_block
 
 
 class _Runner:

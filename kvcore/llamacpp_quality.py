@@ -18,17 +18,8 @@ from __future__ import annotations
 from . import gguf, recordings
 from .errors import KvError
 from .live import Progress, StopCheck, _Ticker
-from .llamacpp_session import (
-    LLAMA_CPP_COMMIT,
-    Context,
-    Model,
-    model_block,
-    predicted,
-    run_provenance,
-    runtime_block,
-    system_blas,
-    weights_types,
-)
+from .llamacpp_session import LLAMA_CPP_COMMIT, Context, Model, model_block, predicted
+from .llamacpp_session import run_provenance, runtime_block, system_blas, weights_types
 from .quality import add, chunk_sums, finish, first_divergence, log_softmax
 
 BASELINE = "f16"  # llama.cpp's default cache type (-ctk/-ctv f16): the baseline every format is compared with

@@ -25,10 +25,9 @@ import yaml
 
 from . import decode_model, recordings, timing
 from .formulas import KvSpec
-from .geometry import Geometry, parse_config, preset_geometry
+from .geometry import Geometry, parse_config
 from .runtimes import engine_runtime
 from .hardware import Chip, get_chip
-from . import llamacpp
 
 TABLE = Path(__file__).parent / "timing_runs.yaml"
 ONE = timing.Efficiency(1.0, 1.0, "peak")

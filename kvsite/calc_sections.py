@@ -20,10 +20,9 @@ from kvcore.units import GIB, fmt_bytes
 from . import i18n
 from .cache import section_cache
 from .tables import arrow, md_table
-from .chart import make_chart
 from .growth_sections import formula_markdown
 from .calc import config_geometry, runtime_options
-from .sections import cached, limit_rule
+from .sections import cached, limit_rule, memory_curves, speed_curves
 
 
 NUMBERS = (
@@ -142,20 +141,7 @@ def memory_chart(
         ]
     )
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
-    return make_chart(
-        data,
-        "series_chart",
-        data,
-        "context",
-        "gib",
-        "format",
-        t("common.context"),
-        "GiB",
-        log_x=True,
-        log_y=True,
-        dashed=t("calc.available_line"),
-        rules=limit_rule(g, contexts[-1], lang),
-    )
+    return memory_curves(data, data, g, contexts[-1], lang, dashed=t("calc.available_line"))
 
 
 @cached
@@ -211,16 +197,11 @@ def decode_chart(
         else None
     )
     return {
-        "chart": make_chart(
+        "chart": speed_curves(
             dec,
+            dec,
+            lang,
             "marked_series_chart",
-            dec,
-            "context",
-            "tokens_per_s",
-            "series",
-            t("common.context"),
-            t("common.tok_s"),
-            log_x=True,
             rules=limit_rule(g, contexts[-1], lang),
             marks=marks,
         ),

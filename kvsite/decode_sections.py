@@ -18,7 +18,7 @@ from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
 from . import i18n
 from .tables import md_table
 from .chart import make_chart
-from .sections import cached, cols, source_colors, source_names
+from .sections import cached, cols, source_colors, source_names, speed_curves
 
 
 @cached
@@ -34,7 +34,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     ]
     if not pts:
         return None
-    t, names = i18n.translator(lang), source_names(runs, lang)
+    names = source_names(runs, lang)
     no_fit = [
         {"run": names[r.id], "why": decode_model.no_fit_reason(r)}
         for r, a in zip(runs, runs_decode)
@@ -65,17 +65,11 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
     table = points[["series", "context", "tokens_per_s", "bytes_per_token", "implied_gbps"]].rename(
         columns=titles
     )
-    chart = make_chart(
+    chart = speed_curves(
         table,
-        "series_chart",
         lines,
-        "context",
-        "tokens_per_s",
-        "series",
-        t("common.context"),
-        t("common.tok_s"),
+        lang,
         points=points,
-        log_x=True,
         log_y=True,
         dashed=unfit,
         colors=source_colors(all_recs, lang),
@@ -180,19 +174,7 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     pred["series"] = pred["series"].map(i18n.translator(lang, "decode."))
     titles = cols(lang, "context", "series", "tokens_per_s", "bytes_per_token")
     return {
-        "chart": make_chart(
-            pred.rename(columns=titles),
-            "series_chart",
-            pred,
-            "context",
-            "tokens_per_s",
-            "series",
-            t("common.context"),
-            t("common.tok_s"),
-            log_x=True,
-            log_y=True,
-            titles=titles,
-        ),
+        "chart": speed_curves(pred.rename(columns=titles), pred, lang, log_y=True, titles=titles),
         "text": i18n.join(lang, *notes),
         "caveat": caveat,
     }

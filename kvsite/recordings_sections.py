@@ -11,9 +11,8 @@ from kvcore.recordings import Recording
 
 from . import i18n
 from .tables import arrow
-from .chart import make_chart
 from .recording_text import group_name, translated_table
-from .sections import cached, cols, source_colors, source_names
+from .sections import cached, cols, source_colors, source_names, speed_curves
 
 
 @cached
@@ -52,17 +51,12 @@ def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict
     rows = rows.assign(source=rows["recording"].map(names))
     titles = cols(lang, "context", "tokens_per_s", "source")
     return {
-        "chart": make_chart(
+        "chart": speed_curves(
             rows[["source", "context", "tokens_per_s"]].rename(columns=titles),
-            "series_chart",
             None,
-            "context",
-            "tokens_per_s",
-            "source",
-            i18n.translate(lang, "common.context"),
-            i18n.translate(lang, "common.tok_s"),
+            lang,
+            series="source",
             points=rows,
-            log_x=True,
             log_y=True,
             colors=source_colors(all_recs, lang),
             titles=titles,

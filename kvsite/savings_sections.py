@@ -17,7 +17,7 @@ from kvcore.units import fmt_num, fmt_pct
 from . import i18n
 from .tables import md_table
 from .chart import make_chart
-from .sections import cached, cols, limit_rule
+from .sections import cached, cols, memory_curves
 
 
 @cached
@@ -88,25 +88,11 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     if not kept:
         return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
     curve = savings_views.formats_curve(g, list(kept), top)
-    t = i18n.translator(lang)
     titles = cols(lang, "context", "format", "gib")
     return {
         "kept": kept,
         "left_out": left_out,
-        "chart": make_chart(
-            curve.rename(columns=titles),
-            "series_chart",
-            curve,
-            "context",
-            "gib",
-            "format",
-            t("common.context"),
-            "GiB",
-            log_x=True,
-            log_y=True,
-            titles=titles,
-            rules=limit_rule(g, top, lang),
-        ),
+        "chart": memory_curves(curve.rename(columns=titles), curve, g, top, lang, titles=titles),
         "table": _formats_table(savings_views.format_table(g, list(fmts)), lang),
     }
 

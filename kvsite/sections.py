@@ -5,7 +5,8 @@ section shows out (chart with Arrow data, tables, numbers), so a rerun only re-s
 Results are shared between reruns and sessions (kvsite.cache.section_cache, a cheaper
 st.cache_resource: no copy per rerun): treat them as read-only. Recordings key by content, once per
 recording object. Here: that cache (`cached`), column titles, run names and colours, Article A's
-geometry, the model-limit mark.
+geometry, the model-limit mark, and the two curves several chapters draw against the context
+(memory per format, tokens per second).
 Example: cols("en", "context") -> {"context": "Context (tokens)"}.
 """
 
@@ -20,6 +21,7 @@ from kvcore.recordings import Recording
 
 from . import i18n
 from .cache import section_cache
+from .chart import Chart, make_chart
 
 cached = section_cache(max_entries=64)
 
@@ -73,4 +75,49 @@ def limit_rule(g, shown_max: int, lang: str) -> pd.DataFrame | None:
         return None
     return pd.DataFrame(
         [{"context": limit, "label": i18n.translate(lang, "common.model_limit", n=f"{limit:,}")}]
+    )
+
+
+def memory_curves(
+    table: pd.DataFrame, data: pd.DataFrame, g, top: int, lang: str, **extra
+) -> Chart:
+    """GiB against the context (log-log), a line per format, marked at the model's limit when `top`
+    passes it: the calculator's memory chart and Savings' formats chart."""
+    return make_chart(
+        table,
+        "series_chart",
+        data,
+        "context",
+        "gib",
+        "format",
+        i18n.translate(lang, "common.context"),
+        "GiB",
+        log_x=True,
+        log_y=True,
+        rules=limit_rule(g, top, lang),
+        **extra,
+    )
+
+
+def speed_curves(
+    table: pd.DataFrame,
+    data: pd.DataFrame | None,
+    lang: str,
+    builder: str = "series_chart",
+    series: str = "series",
+    **extra,
+) -> Chart:
+    """Tokens per second against the context (log x), a line per `series`: the decode runs, the
+    what-if's prediction, the calculator's decode chart, the Recordings page's decode rows."""
+    return make_chart(
+        table,
+        builder,
+        data,
+        "context",
+        "tokens_per_s",
+        series,
+        i18n.translate(lang, "common.context"),
+        i18n.translate(lang, "common.tok_s"),
+        log_x=True,
+        **extra,
     )

@@ -72,14 +72,15 @@ def source_label(rec: Recording, lang: str, where: str = "", short: bool = False
         )  # "local" or "uploaded"
         return f"{i18n.translate(lang, 'source.short_' + p['class'])}{short_name(rec)}{mark}"
     kind = i18n.translate(lang, "source." + p["class"])
+    colon = i18n.translate(lang, "recordings.colon")  # 「公表値：」 in Japanese
     if where == "uploaded":  # a reader's own file: the name it gives itself
-        return f"{kind}{i18n.translate(lang, 'source.uploaded')}: {rec.label}"
+        return f"{kind}{i18n.translate(lang, 'source.uploaded')}{colon}{rec.label}"
     where = i18n.translate(lang, f"source.{where}") if where else ""  # "local" or "uploaded"
     if (
         "short_label" in rec.data
     ):  # the file's own short name: two runs of one model and chip stay apart
-        return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {rec.data['short_label']}"
-    return f"{i18n.translate(lang, 'source.' + p['class'])}{where}: {p['chip'] or '?'} — {p['model'].split('/')[-1]}"
+        return f"{kind}{where}{colon}{rec.data['short_label']}"
+    return f"{kind}{where}{colon}{p['chip'] or '?'} — {p['model'].split('/')[-1]}"
 
 
 def live_status() -> tuple[bool, str]:

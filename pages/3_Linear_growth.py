@@ -2,9 +2,9 @@
 
 import streamlit as st
 
+from kvcore.formats import mlx_cache_formats
 from kvcore.formulas import WEIGHT_FORMATS
 from kvcore.geometry import preset_names
-from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime
 from kvcore.units import fmt_num, gib
 from kvcore.views import ARTICLE_MODEL
 from kvsite import growth_sections, sections
@@ -46,7 +46,9 @@ def body(rec) -> None:
         key="w",
         bind="query-params",
     )
-    kvs = get_runtime(DEFAULT_RUNTIME).kv_formats  # the chapter's runtime (mlx_lm) stores these
+    kvs = (
+        mlx_cache_formats()
+    )  # the chapter's cache is mlx_lm's: what its KVCache / QuantizedKVCache hold
     kv = c.selectbox(
         f.t("common.kv_format"),
         kvs,

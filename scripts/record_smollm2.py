@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvcore import blas, real_model  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
+from kvcore import blas  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
 from kvcore.live_decode import decode_sweep, mechanism_probe  # noqa: E402
 from kvcore.live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions  # noqa: E402
 from kvcore.live_sweeps import prefill_sweep  # noqa: E402

@@ -195,3 +195,37 @@ def test_a_choice_inside_a_bar_chart_is_a_bound_parameter_over_rows_the_chart_ho
         "MiB"
     ].sum()  # full attention: bytes follow the context
     assert per_ctx[131072] == 4 * per_ctx[32768] == 128 * per_ctx[1024]
+
+
+def test_the_quality_charts_point_labels_do_not_overlap_on_a_phone():
+    """Savings' quality chart at 390 px: the bundled run's seven labels (three formats crowd the top left) each get
+    a free place, none covering another; wider charts keep
+    every label above its point; too crowded: left to the tooltip."""
+    from kvcore import recordings, savings_views
+    from kvcore.chart_parts import LABEL_PLACES, NARROW_PX, label_places
+
+    recs, _ = recordings.load_all([recordings.BUNDLED_DIR])
+    rec = next(r for r in recs if r.id == "measured-linux-cpu-smollm2-135m")
+    df = savings_views.quality_trade([rec, *savings_views.quality_companions(rec, recs)])
+    df = df[df["kl_vs_baseline"] > 0].assign(
+        top1=lambda d: d["top1_agreement"].map("top-1 {:.1%}".format)
+    )
+    assert len(df) == 7
+    places = label_places(list(df["bytes_per_token"]), list(df["kl_vs_baseline"]), list(df["top1"]))
+    assert None not in places and set(places) - {"above"}, places  # all placed, not all above
+    crowded = label_places([1.0] * 6 + [2.0], [1.0] * 6 + [2.0], ["top-1 50.0%"] * 7)
+    assert None in crowded and crowded[-1] == "left", crowded  # the corner: only its left is free
+    spec = charts.quality_trade(
+        df, "bytes_per_token", "kl_vs_baseline", "format", "top1", "B", "KL"
+    ).to_dict()
+    tests = [
+        (
+            layer.get("transform", [{}])[0].get("filter"),
+            layer["encoding"]["opacity"]["condition"][0]["test"],
+        )
+        for layer in spec["layer"][1:]
+    ]
+    assert tests[0] == (None, f"!(width >= {NARROW_PX})") and spec["layer"][1]["mark"]["dy"] == -14
+    assert tests[1:] == [
+        (f"datum.label_place == '{p}'", f"!(width < {NARROW_PX})") for p, *_ in LABEL_PLACES
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvcore.formulas import kv_bytes
-from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.geometry import load_preset, preset_geometry
 
 ROOT = Path(__file__).resolve().parents[1]
 

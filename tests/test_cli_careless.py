@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvcore import recordings
 from kvcore.geometry import load_preset

@@ -12,7 +12,7 @@ from kvcore.decode_model import (
 )
 from kvcore.errors import KvError
 from kvcore.formulas import kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.geometry import preset_geometry
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb
 
 LLAMA_1B = preset_geometry("llama-3.2-1b")

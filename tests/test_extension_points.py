@@ -136,16 +136,35 @@ def throwaway_mlx_format(monkeypatch):
 def test_a_format_reaches_the_chapters_that_offer_formats_of_its_purpose(
     throwaway_format, throwaway_mlx_format
 ):
-    """Linear growth offers what its runtime (mlx_lm) stores; the .nbytes trap what an mlx_lm cache class holds:
-    the block format is not offered there, the mlx one is, and each is drawn when chosen."""
-    growth = chapter("pages/3_Linear_growth.py", kv="q6_test")
-    assert {"q6_test", "mlx-q6"} <= set(growth.selectbox(key="kv").options)
-    assert not growth.exception and growth.selectbox(key="kv").value == "q6_test"
-    assert "q6_test" in growth.code[0].value  # the formula names it
+    """Linear growth and the .nbytes trap offer what an mlx_lm cache class holds (both chapters grow mlx_lm's
+    cache): the block format is offered on neither, the mlx one on both, and it is drawn when chosen."""
+    growth = chapter("pages/3_Linear_growth.py", kv="mlx-q6")
+    options = growth.selectbox(key="kv").options
+    assert "mlx-q6" in options and "q6_test" not in options
+    assert not growth.exception and growth.selectbox(key="kv").value == "mlx-q6"
+    assert "mlx-q6" in growth.code[0].value  # the formula names it
     trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q6")
     options = trap.selectbox(key="fmt").options
     assert "mlx-q6" in options and "q6_test" not in options
     assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q6"
+
+
+def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option(
+    throwaway_mlx_format,
+):
+    """The live probes read the formats an mlx_lm cache class holds when asked (a copy taken at import
+    time never saw a format added later): the spec a live cache is sized by, `--kv-format`; an
+    unknown one is refused in one sentence naming the valid ones, the new one among them."""
+    import argparse
+
+    from kvcore import live_args, live_memory
+
+    assert live_memory.kv_spec("mlx-q6", "fp16") == KvSpec("mlx-q6", "mlx-q6", 64, "fp16")
+    assert live_args.kv_format("mlx-q6") == "mlx-q6"
+    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q6"):
+        live_memory.kv_spec("mlx-q7", "fp16")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q6.*, not 'q6_test'"):
+        live_args.kv_format("q6_test")  # a block format no mlx_lm cache class holds
 
 
 def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):

@@ -7,7 +7,6 @@ llama.cpp's converter writes; the config.json route and the GGUF route must size
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader

@@ -210,6 +210,59 @@ def test_every_bundled_citation_note_and_method_word_has_its_japanese():
     assert not spaced, spaced
 
 
+# a half-width colon next to Japanese text (「公表値: …」); the style sheet writes 「公表値：」. Not a URL's, a
+# time's or a Streamlit icon's (":material/lock:"), whose neighbours are Latin.
+JA_CHAR = r"[\u3040-\u30ff\u3400-\u9fff\uff01-\uff60）」』、。]"
+HALF_COLON = re.compile(rf"{JA_CHAR}[ \t]*:(?!//)|(?<![a-z/]):[ \t]*(?={JA_CHAR})")
+
+
+def half_colons(text: str) -> list[str]:
+    return [text[max(0, m.start() - 8) : m.end() + 8] for m in HALF_COLON.finditer(text)]
+
+
+def test_japanese_labels_write_a_full_width_colon():
+    """In the YAML texts and in what code builds from them: every bundled source's name as the pickers, badges,
+    legends and the calculator's efficiency caption show it."""
+    from kvcore import recordings
+    from kvsite.calc_sections import efficiency_sources
+    from kvsite.sources import source_label
+
+    assert half_colons("公表値: M5 Pro") and half_colons("値です: {x}") and half_colons("{x}: 日本")
+    assert not half_colons(":material/lock: Read-only") and not half_colons(
+        "https://x.jp 12:40 公表値：X"
+    )
+    texts = {**ja_texts(), **{f"data: {k}": v for k, v in i18n.data_texts("ja").items()}}
+    recs, _ = recordings.load_all([recordings.recordings_dir()])
+    for rec in recs:
+        for where in ("", "local", "uploaded"):
+            texts[f"source_label({rec.id}, {where!r})"] = source_label(rec, "ja", where)
+    texts["calc.efficiency_sources"] = efficiency_sources(recs, "ja")
+    bad = {k: hits for k, v in texts.items() if (hits := half_colons(v))}
+    assert not bad, bad
+    assert "): " in source_label(recs[0], "en")  # the English keeps its own colon
+
+
+def test_every_method_field_of_every_bundled_recording_has_words_in_every_language():
+    """The Recordings page's card (kvsite.recording_text.provenance_card) says each method field in
+    words (`recordings.m_<field>`), not as its bare name (`total_seconds`: 1374.2), for every bundled
+    run and every language: a run recording a new method field without words fails here."""
+    from kvcore import recordings
+    from kvsite.recording_text import provenance_card
+
+    recs, _ = recordings.load_all([recordings.BUNDLED_DIR])
+    assert len(recs) > 10
+    bare = re.compile(r"`([a-z_0-9]+)`: ")
+    missing = sorted(
+        {
+            (lang, rec.id, name)
+            for rec in recs
+            for lang in i18n.LANGS
+            for name in bare.findall(provenance_card(rec, lang))
+        }
+    )
+    assert not missing, missing
+
+
 def test_run_names_are_made_short_not_cut():
     """A legend or the sidebar shows Recording.short_name whole: every bundled one fits without an ellipsis."""
     from kvcore import recordings

@@ -20,6 +20,7 @@ from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
 from kvcore.families import FAMILIES
 from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.limits import MAX_CONTEXT
 from kvcore.runtimes import RUNTIMES
 from kvsite import i18n
 
@@ -431,7 +432,7 @@ def test_llama_cpp_largest_context_fits_and_one_more_token_does_not(name):
     weights, available = 1 << 30, 12 << 30
     t = calculator.max_context(g, spec, 2, weights, available)
     need = lambda c: weights + calculator.kv_need(g, c, spec, 2)  # noqa: E731
-    assert 0 < t < calculator.MAX_CONTEXT
+    assert 0 < t < MAX_CONTEXT
     assert calculator.verdict(need(t), available).status == "fits"
     assert calculator.verdict(need(t + 1), available).status != "fits"
 

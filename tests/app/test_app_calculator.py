@@ -12,7 +12,7 @@ import pytest
 from app_helpers import ROOT, charts, page, texts
 from kvcore import calculator as calc
 from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.geometry import load_preset, preset_geometry
 from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
@@ -132,7 +132,7 @@ def test_page_numbers_equal_the_cli(rec_dir, model, ctx, seq, k, v, w):
 def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
     at = page(CALC, model=model, ctx=ctx, chip="custom", gib=gib)
     assert not at.exception and at.error  # it does not fit
-    g, spec, available = geometry(model), KvSpec(), int(gib * GIB)
+    g, available = geometry(model), int(gib * GIB)
     weights = weights_bytes(g, "mlx-q4")
 
     def fits(t, s, fmt="fp16"):
