@@ -182,11 +182,12 @@ def decode_chart(
     )
     here = at["tokens_per_s"] if at else None
     each = t(f"calc.decode_each_{runtime_of(g).sequence_noun}")  # slot (llama.cpp) or sequence
-    dec = pd.DataFrame(rows).assign(series=t("calc.predicted") + (f" ({each})" if seqs > 1 else ""))
+    one = t("calc.predicted") if seqs == 1 else t("calc.predicted_as", what=each)
+    dec = pd.DataFrame(rows).assign(series=one)
     if seqs > 1:  # the total of all sequences is a second line, named as such
         total = pd.DataFrame(rows).assign(
             tokens_per_s=lambda d: d["tokens_per_s_total"],
-            series=t("calc.predicted") + f" ({t('calc.decode_all', n=seqs)})",
+            series=t("calc.predicted_as", what=t("calc.decode_all", n=seqs)),
         )
         dec = pd.concat([dec, total], ignore_index=True)
     marks = (

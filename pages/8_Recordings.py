@@ -72,7 +72,7 @@ if ids:
         decode_ids,
         decode_ids,
         key="cmp",
-        format_func=lambda i: f.label(by_id[i]),
+        format_func=lambda i: f.short_label(by_id[i]),  # a chip is ~200 px wide: the short name
     )
     if chosen:
         show_chart(

@@ -22,12 +22,33 @@ def tab(browser):
     context.close()
 
 
-@pytest.mark.parametrize("name", ["decode_slowdown", "recordings", "nbytes_trap", "mechanism"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mechanism",
+        "nbytes_trap",
+        "linear_growth",
+        "decode_slowdown",
+        "prefill_decode",
+        "savings",
+        "calculator",
+        "recordings",
+    ],
+)
 @pytest.mark.parametrize("lang", ["ja", "en"])
 @pytest.mark.parametrize("width", [390, 1400])
 def test_legend_entries_are_whole(server, tab, width, lang, name):
+    legends_are_whole(server, tab, width, f"{PAGES[name]}?lang={lang}")
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_calculators_decode_legend_for_several_sequences_is_whole(server, tab, lang):
+    legends_are_whole(server, tab, 390, f"{PAGES['calculator']}?lang={lang}&seq=4")
+
+
+def legends_are_whole(server, tab, width: int, path: str) -> None:
     tab.set_viewport_size({"width": width, "height": 900})
-    tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
+    tab.goto(f"{server}/{path}")
     wait_ready(tab)
     tab.wait_for_function(
         """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
