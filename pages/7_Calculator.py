@@ -115,19 +115,15 @@ def calculator() -> None:
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
     kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
-    k_fmt = c[3].selectbox(
-        f.t("calc.k_format"),
-        kv_formats,
-        index=kv_formats.index("fp16"),
-        key="k",
-        bind="query-params",
-    )
-    v_fmt = c[4].selectbox(
-        f.t("calc.v_format"),
-        kv_formats,
-        index=kv_formats.index("fp16"),
-        key="v",
-        bind="query-params",
+    k_fmt, v_fmt = (
+        col.selectbox(
+            f.t(f"calc.{key}_format"),
+            kv_formats,
+            index=kv_formats.index("fp16"),
+            key=key,
+            bind="query-params",
+        )
+        for col, key in ((c[3], "k"), (c[4], "v"))
     )
     if (
         src == "gguf"
