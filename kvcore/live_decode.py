@@ -15,7 +15,7 @@ from .formulas import kv_bytes
 from .live import Progress, StopCheck, _Ticker
 from .live_models import LiveModel
 from .live_memory import fill_caches, guard, kv_spec, make_caches
-from .live_timing import SweepOptions, quartiles, timed_passes, timed_steps
+from .live_timing import SweepOptions, pass_spread, timed_passes, timed_steps
 
 
 # ---------------------------------------------------------------- decode
@@ -137,19 +137,13 @@ def _decode_rows(medians: dict[int, list[float]], kv_format: str) -> list[dict]:
     for context, ms_list in medians.items():
         if not ms_list:
             continue
-        q1, ms, q3 = quartiles(ms_list)
+        ms, spread = pass_spread(ms_list)
         rows.append(
             {
                 "context": context,
                 "ms_per_token": ms,
                 "tokens_per_s": 1000 / ms,
-                "min_ms": min(ms_list),
-                "max_ms": max(ms_list),
-                "spread_ms": max(ms_list) - min(ms_list),
-                "q1_ms": q1,
-                "q3_ms": q3,
-                "pass_ms": list(ms_list),
-                "repeats": len(ms_list),
+                **spread,
                 "kv_format": kv_format,
             }
         )

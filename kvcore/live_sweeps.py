@@ -26,7 +26,14 @@ from .live import Progress, StopCheck, _Ticker
 from .live_decode import _fill_dtype, prefill
 from .live_models import LiveModel
 from .live_memory import fill_caches, guard, kv_spec, make_caches
-from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions, quartiles, timed_passes
+from .live_timing import (
+    SWEEP_ORDER,
+    SWEEP_SPREAD,
+    SweepOptions,
+    pass_spread,
+    quartiles,
+    timed_passes,
+)
 from .live_timing import timed_steps
 
 PREFILL_CHUNK = (
@@ -257,7 +264,7 @@ def _batch_rows(medians: dict[tuple[int, int], list[float]], kv_format: str) -> 
     rows = []
     for (b, c), ms_list in sorted(medians.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if ms_list:
-            q1, ms, q3 = quartiles(ms_list)
+            ms, spread = pass_spread(ms_list)
             rows.append(
                 {
                     "batch": b,
@@ -265,13 +272,7 @@ def _batch_rows(medians: dict[tuple[int, int], list[float]], kv_format: str) -> 
                     "ms_per_step": ms,
                     "tokens_per_s_total": b * 1000 / ms,
                     "tokens_per_s": 1000 / ms,
-                    "min_ms": min(ms_list),
-                    "max_ms": max(ms_list),
-                    "spread_ms": max(ms_list) - min(ms_list),
-                    "q1_ms": q1,
-                    "q3_ms": q3,
-                    "pass_ms": list(ms_list),
-                    "repeats": len(ms_list),
+                    **spread,
                 }
             )
     return rows

@@ -45,6 +45,25 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
+def pass_spread(ms_list: list[float]) -> tuple[float, dict]:
+    """(median, the spread fields a timed point records) of one point's pass medians: min, max, their
+    difference, the quartiles, the passes themselves and their count.
+
+    Example: pass_spread([2.0, 1.0, 3.0])[0] -> 2.0.
+    """
+    q1, ms, q3 = quartiles(ms_list)
+    low, high = min(ms_list), max(ms_list)
+    return ms, {
+        "min_ms": low,
+        "max_ms": high,
+        "spread_ms": high - low,
+        "q1_ms": q1,
+        "q3_ms": q3,
+        "pass_ms": list(ms_list),
+        "repeats": len(ms_list),
+    }
+
+
 def pass_orders(contexts: list, passes: int, seed: int = 0) -> list[list]:
     """The order in which each pass visits `contexts`: a fresh random shuffle per pass (seeded, so a
     run can be repeated), so that drift of a shared machine over the run lands on every context
