@@ -13,6 +13,7 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from kvcore.formats import FORMATS
+from kvcore.live_models import BUILTIN_CONFIGS
 from kvsite.chapters import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,19 +26,7 @@ CPU_DEMO = (
 
 def measured_recording() -> dict:
     """A small measured CPU run in the schema, as kvcore.live_record.build_recording would write it (values are test data)."""
-    config = {
-        "model_type": "llama",
-        "hidden_size": 512,
-        "num_hidden_layers": 8,
-        "intermediate_size": 1024,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "vocab_size": 8192,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": True,
-    }
+    config = dict(BUILTIN_CONFIGS["cpu-demo"])  # the CPU demonstration model a measured run names
     return {
         "schema": 1,
         "kind": "measured",
