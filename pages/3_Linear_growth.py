@@ -3,12 +3,10 @@
 import streamlit as st
 
 from kvcore.formats import mlx_cache_formats
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
 from kvcore.units import fmt_num, gib
-from kvcore.views import ARTICLE_MODEL
 from kvsite import growth_sections, sections
 from kvsite.chart import show_chart
+from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import setup
 from kvsite.layout import row
 
@@ -24,13 +22,7 @@ def body(rec) -> None:
     """The page's widgets and what they drive: a change reruns this, not the frame (every section here depends on
     the model, format and sequences chosen at its top)."""
     c = row()
-    model = c.selectbox(
-        f.t("common.model"),
-        preset_names(),
-        index=preset_names().index(ARTICLE_MODEL),
-        key="model",
-        bind="query-params",
-    )
+    model = model_choice(c, f)
     ctx = c.select_slider(
         f.t("growth.max_context"),
         [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
@@ -39,13 +31,7 @@ def body(rec) -> None:
         format_func="{:,}".format,
         bind="query-params",
     )
-    weights = c.selectbox(
-        f.t("common.weights"),
-        WEIGHT_FORMATS,
-        index=WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
-    )
+    weights = weights_choice(c, f)
     kvs = (
         mlx_cache_formats()
     )  # the chapter's cache is mlx_lm's: what its KVCache / QuantizedKVCache hold

@@ -3,15 +3,13 @@
 import streamlit as st
 
 from kvcore import hardware
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
 from kvcore.provenance import provenance
-from kvcore.views import ARTICLE_MODEL
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
-from kvsite.i18n import data_text
 from kvsite.chart import show_chart
+from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.i18n import data_text
 from kvsite.layout import row
 
 f = setup("decode_slowdown")
@@ -74,20 +72,8 @@ def what_if_section() -> None:
     chip_name = c.selectbox(
         f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params"
     )
-    model = c.selectbox(
-        f.t("common.model"),
-        preset_names(),
-        index=preset_names().index(ARTICLE_MODEL),
-        key="model",
-        bind="query-params",
-    )
-    weights = c.selectbox(
-        f.t("common.weights"),
-        WEIGHT_FORMATS,
-        index=WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
-    )
+    model = model_choice(c, f)
+    weights = weights_choice(c, f)
     article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
     default_eff = decode_sections.default_efficiency(article)
     eff = c.slider(

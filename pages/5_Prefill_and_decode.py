@@ -4,11 +4,10 @@ to first token and decode speed, batching; the time model (kvcore.timing) over m
 import streamlit as st
 
 from kvcore import hardware
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
-from kvcore.views import ARTICLE_MODEL
-from kvsite import batch_sections, live, prefill_sections as ps
+from kvsite import batch_sections, live
+from kvsite import prefill_sections as ps
 from kvsite.chart import show_chart
+from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 from kvsite.layout import row, text
 
@@ -25,21 +24,12 @@ if rec == LIVE:
     rec = job.recording() if job is not None else None
 
 chips = [c.chip for c in hardware.chips()]
-models = preset_names()
 c = row()
 chip = c.selectbox(
     f.t("decode.chip"), chips, index=chips.index(DEFAULT_CHIP), key="chip", bind="query-params"
 )
-model = c.selectbox(
-    f.t("common.model"), models, index=models.index(ARTICLE_MODEL), key="model", bind="query-params"
-)
-weights = c.selectbox(
-    f.t("common.weights"),
-    WEIGHT_FORMATS,
-    index=WEIGHT_FORMATS.index("mlx-q4"),
-    key="w",
-    bind="query-params",
-)
+model = model_choice(c, f)
+weights = weights_choice(c, f)
 c = row()
 prompt = c.number_input(
     f.t("prefill.prompt"), 1, 1_048_576, 2048, 256, key="prompt", bind="query-params"

@@ -4,13 +4,12 @@ import streamlit as st
 
 from kvcore.calculator import FIT_SHARE
 from kvcore.formats import COMPARED, FORMATS
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
 from kvcore.published import source
 from kvsite import quality_sections, savings_sections
-from kvsite.i18n import data_text
 from kvsite.chart import show_chart
+from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import LIVE, setup
+from kvsite.i18n import data_text
 from kvsite.layout import row, text
 
 QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
@@ -18,10 +17,7 @@ QUALITY_RECORDING = "measured-linux-cpu-smollm2-135m"
 f = setup("savings")
 f.intro()
 c = row()
-names = preset_names()
-model = c.selectbox(
-    f.t("common.model"), names, index=names.index("llama-3.1-8b"), key="model", bind="query-params"
-)
+model = model_choice(c, f, "llama-3.1-8b")
 ctx = c.select_slider(
     f.t("common.context"),
     [4096, 8192, 32768, 65536, 131072, 262144],
@@ -75,13 +71,7 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
     above (a change there reruns the page, and this section with them)."""
     c = row()
     mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
-    weights = c.selectbox(
-        f.t("common.weights"),
-        WEIGHT_FORMATS,
-        index=WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
-    )
+    weights = weights_choice(c, f)
     fits = savings_sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
     if fits is None and kept:
         st.error(f.t("savings.no_fit", mem=mem))

@@ -1,0 +1,27 @@
+"""The choices several chapters offer in the same words, made once: a bundled model and a weights format,
+each bound to the URL under the same key on every page (?model=, ?w=)."""
+
+from __future__ import annotations
+
+from kvcore.formulas import WEIGHT_FORMATS
+from kvcore.geometry import preset_names
+from kvcore.views import ARTICLE_MODEL
+
+
+def model_choice(where, f, default: str = ARTICLE_MODEL) -> str:
+    """A bundled preset, `default` first shown (Article A's Llama-3.2-1B unless the chapter says)."""
+    names = preset_names()
+    return where.selectbox(
+        f.t("common.model"), names, index=names.index(default), key="model", bind="query-params"
+    )
+
+
+def weights_choice(where, f) -> str:
+    """A weights format, mlx-q4 first shown (what Article A's model ships as)."""
+    return where.selectbox(
+        f.t("common.weights"),
+        WEIGHT_FORMATS,
+        index=WEIGHT_FORMATS.index("mlx-q4"),
+        key="w",
+        bind="query-params",
+    )
