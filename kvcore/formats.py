@@ -221,7 +221,7 @@ def ggml_name(name: str) -> str:
 def get_format(name: str) -> CacheFormat:
     """The format called `name` (or a llama.cpp alias such as f16), or a KvError listing the valid names."""
     try:
-        return FORMATS[aliases().get(name, name)]
+        return FORMATS[name] if name in FORMATS else FORMATS[aliases().get(name, name)]
     except (KeyError, TypeError):
         raise KvError(
             f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}."

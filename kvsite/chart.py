@@ -62,7 +62,11 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     """Altair chart -> Vega-Lite dict with each dataset as the Arrow IPC bytes st.vega_lite_chart would send."""
     from streamlit import dataframe_util
 
-    spec = chart.to_dict()
+    # Altair's check against the Vega-Lite schema takes ~0.1 s a chart (a Calculator chart here), most of what a new
+    # state's chart costs: without it the Calculator's state sweeps took 0.75-0.80 of their time (two paired
+    # rounds). The tests check every spec the pages send instead, the edits below included
+    # (tests/app/app_helpers.py: vega_lite_problems, in every state sweep run)
+    spec = chart.to_dict(validate=False)
     # Streamlit's default autosize ("fit") fits the height too, so a legend under the plot would squeeze it on a
     # phone; fit-x fits the width and lets the legend add height.
     spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import re
 from pathlib import Path
 
+import altair as alt
+import jsonschema
 import pandas as pd
 import pyarrow.ipc
 import yaml
+from altair.utils.schemapi import validate_jsonschema
 from streamlit.testing.v1 import AppTest
 
 from kvcore.formats import FORMATS
@@ -96,6 +100,51 @@ def charts(at: AppTest) -> list[dict]:
             }
         )
     return out
+
+
+# Altair's bundled Vega-Lite schema (the version it writes). kvsite.chart.to_spec builds specs without Altair's check
+# (~0.1 s a chart); the tests check what the pages send instead.
+VEGA_LITE = alt.vegalite.v6.schema.core.load_schema()
+# A Vega config kvsite.chart.to_spec sets, which Vega-Lite hands to Vega as it is: its schema lists only an
+# expression there (Vega's legend layout: https://vega.github.io/vega/docs/config/#legends-properties)
+PASSED_TO_VEGA = (("config", "legend", "layout"),)
+_SHAPES_CHECKED: set[frozenset] = set()
+
+
+ENUM_LIKE = re.compile(r"[a-z]+(-[a-z]+)*")  # "line", "quantitative", "step-after": Vega-Lite's enumerations
+
+
+def _shape(node, path=()) -> set:
+    """The spec's structure: every key path (list positions as *) with its value's type, and the value itself
+    where it reads as one of Vega-Lite's enumerations (titles, labels and numbers vary with the state)."""
+    if isinstance(node, dict):
+        return {(path, "dict")}.union(*(_shape(v, (*path, k)) for k, v in node.items()))
+    if isinstance(node, list):
+        return {(path, "list")}.union(*(_shape(v, (*path, "*")) for v in node))
+    if isinstance(node, str) and ENUM_LIKE.fullmatch(node):
+        return {(path, node)}
+    return {(path, type(node).__name__)}
+
+
+def vega_lite_problems(spec: dict) -> list[str]:
+    """What the Vega-Lite schema refuses in a chart's spec as sent, once per structure (key paths and value types):
+    a sweep's thousands of states send a few dozen structures."""
+    shape = frozenset(_shape(spec))
+    if shape in _SHAPES_CHECKED:
+        return []
+    checked = copy.deepcopy(spec)
+    for *parents, key in PASSED_TO_VEGA:
+        node = checked
+        for p in parents:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(key, None)
+    try:
+        validate_jsonschema(checked, VEGA_LITE)
+    except jsonschema.ValidationError as e:
+        return [f"not Vega-Lite at {'/'.join(map(str, e.absolute_path)) or 'top'}: {e.message[:160]}"]
+    _SHAPES_CHECKED.add(shape)
+    return []
 
 
 def texts(at: AppTest) -> str:
