@@ -7,13 +7,15 @@ view's width; with `autosize: fit` a legend on the right takes its width from it
 faceted chart, each cell's background. On a phone a right-hand legend can squeeze it to nothing (issue 9).
 Legends: no entry ends in "…" (Vega's cut at labelLimit) and none runs past its chart's right edge (cut
 mid-character by the page). Run names are made short where they are made (Recording.short_name), not cut by the
-renderer.
+renderer. A Japanese page at 1400 px, every expander opened, has no run of five or more English words anywhere a
+reader looks (page text, chart SVG text, the uploader's own words), proper nouns aside (english_runs.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from english_runs import PAGE_TEXT_JS, english_runs
 from harness.server import PAGES, wait_ready
 from kvsite import i18n
 
@@ -87,7 +89,7 @@ def tab(browser):
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 @pytest.mark.parametrize("width", [PHONE, DESKTOP])
 def test_every_page_reads_whole(server, tab, width, lang, name):
-    """One load per page, language and width, three readings of it (each a load of its own cost ~3 s)."""
+    """One load per page, language and width, read three or four ways (a load of its own for each cost ~3 s)."""
     load_drawn(tab, f"{server}/{PAGES[name]}?lang={lang}", width)
     charts = settled(tab, PLOTS_JS)
     problems = chart_problems(charts, width)
@@ -96,6 +98,8 @@ def test_every_page_reads_whole(server, tab, width, lang, name):
         problems += legend_problems(tab)
     if width == PHONE:
         problems += cut_text(tab)
+    if width == DESKTOP and lang == "ja":
+        problems += english_on_a_japanese_page(tab)
     assert not problems, f"{name}?lang={lang} at {width} px:\n" + "\n".join(problems)
 
 
@@ -213,3 +217,19 @@ def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):
     last = tab.locator("[data-testid='stMarkdownContainer']").last
     bottom = tab.evaluate("el => el.getBoundingClientRect().bottom", last.element_handle())
     assert height > 3600 and bottom <= height, (height, bottom)
+
+
+def english_on_a_japanese_page(tab) -> list[str]:
+    """Every expander opened (tables and downloads are inside), then no English sentence in what a reader sees."""
+    for summary in tab.locator("[data-testid='stExpander'] summary").all():
+        summary.click()
+        wait_ready(tab)
+    tab.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                                     .every(c => c.querySelector('svg.marks g.role-frame'))""",
+        timeout=30_000,
+    )
+    text = tab.evaluate(PAGE_TEXT_JS)
+    return ["a missing i18n key (⟨…⟩)"] * ("⟨" in text) + [
+        f"English on a Japanese page: {run}" for run in english_runs(text)
+    ]
