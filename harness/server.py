@@ -3,14 +3,16 @@ wait for a page the way Streamlit's own browser tests do."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kvsite.chapters import all_pages
@@ -51,6 +53,37 @@ def streamlit_server(
 ):
     """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`);
     stops it (and only it) afterwards."""
+    with _started(env, timeout_s, prefix, app_dir, python, args) as (base, ready):
+        ready()
+        yield base
+
+
+@contextmanager
+def streamlit_servers(count: int, **kwargs):
+    """`count` fresh servers (streamlit_server's arguments), started together so their start-ups overlap; yields
+    their base URLs, each server not yet asked for anything but its health."""
+    with ExitStack() as stack:
+        started = [stack.enter_context(_started(**kwargs)) for _ in range(count)]
+        for _, ready in started:
+            ready()
+        try:
+            yield [base for base, _ in started]
+        finally:  # all asked to stop first, so their shutdowns overlap too
+            for base, _ in started:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(base.pid, signal.SIGTERM)
+
+
+@contextmanager
+def _started(
+    env: dict | None = None,
+    timeout_s: float = 60,
+    prefix: list[str] | None = None,
+    app_dir: Path = ROOT,
+    python: str = sys.executable,
+    args: tuple[str, ...] = (),
+):
+    """A server process started: yields (base URL, a function that waits until it answers its health check)."""
     port = free_port()
     cmd = [
         *(prefix or []),
@@ -77,14 +110,13 @@ def streamlit_server(
     base = Server(f"http://127.0.0.1:{port}")
     base.pid = proc.pid
     try:
-        _wait_healthy(
+        yield base, lambda: _wait_healthy(
             base,
             proc,
             timeout_s,
             lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout",
             "streamlit",
         )
-        yield base
     finally:
         proc.terminate()
         try:

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from kvcore.geometry import preset_geometry
 from harness.server import PAGES as PATHS
-from harness.server import streamlit_server
+from harness.server import streamlit_servers
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
@@ -22,15 +22,21 @@ def _open(page, url, ready):
     page.wait_for_timeout(300)
 
 
+@pytest.fixture(scope="module")
+def cold_servers():
+    """A fresh server per page, started together (their start-ups overlap): each one's first request is a deep link."""
+    with streamlit_servers(len(PATHS)) as bases:
+        yield dict(zip(PATHS, bases))
+
+
 @pytest.mark.parametrize("name", list(PATHS))
-def test_cold_deep_link_renders_the_page_with_the_shared_frame(page, ready, name):
-    with streamlit_server() as base:  # a fresh server: this deep link is its first request
-        _open(page, f"{base}/{PATHS[name]}", ready)
-        assert page.locator("[data-testid='stException']").count() == 0
-        sidebar = page.locator("[data-testid='stSidebar']")
-        expect(sidebar.get_by_text("Home", exact=True)).to_be_visible()  # our frame's navigation
-        expect(sidebar.get_by_text("日本語")).to_be_visible()  # the language switch
-        assert page.locator("h1").first.inner_text().strip()
+def test_cold_deep_link_renders_the_page_with_the_shared_frame(cold_servers, page, ready, name):
+    _open(page, f"{cold_servers[name]}/{PATHS[name]}", ready)  # the fresh server's first request
+    assert page.locator("[data-testid='stException']").count() == 0
+    sidebar = page.locator("[data-testid='stSidebar']")
+    expect(sidebar.get_by_text("Home", exact=True)).to_be_visible()  # our frame's navigation
+    expect(sidebar.get_by_text("日本語")).to_be_visible()  # the language switch
+    assert page.locator("h1").first.inner_text().strip()
 
 
 def test_language_switch_and_locale(server, page, ready, browser):
