@@ -109,14 +109,12 @@ def _started(
     )
     base = Server(f"http://127.0.0.1:{port}")
     base.pid = proc.pid
+
+    def why() -> str:
+        return proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
+
     try:
-        yield base, lambda: _wait_healthy(
-            base,
-            proc,
-            timeout_s,
-            lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout",
-            "streamlit",
-        )
+        yield base, lambda: _wait_healthy(base, proc, timeout_s, why, "streamlit")
     finally:
         proc.terminate()
         try:

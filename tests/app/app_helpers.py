@@ -111,7 +111,8 @@ PASSED_TO_VEGA = (("config", "legend", "layout"),)
 _SHAPES_CHECKED: set[frozenset] = set()
 
 
-ENUM_LIKE = re.compile(r"[a-z]+(-[a-z]+)*")  # "line", "quantitative", "step-after": Vega-Lite's enumerations
+# "line", "quantitative", "step-after": Vega-Lite's enumerations
+ENUM_LIKE = re.compile(r"[a-z]+(-[a-z]+)*")
 
 
 def _shape(node, path=()) -> set:
@@ -142,7 +143,9 @@ def vega_lite_problems(spec: dict) -> list[str]:
     try:
         validate_jsonschema(checked, VEGA_LITE)
     except jsonschema.ValidationError as e:
-        return [f"not Vega-Lite at {'/'.join(map(str, e.absolute_path)) or 'top'}: {e.message[:160]}"]
+        return [
+            f"not Vega-Lite at {'/'.join(map(str, e.absolute_path)) or 'top'}: {e.message[:160]}"
+        ]
     _SHAPES_CHECKED.add(shape)
     return []
 

@@ -660,8 +660,14 @@ def test_random_states_from_the_url(rec_dir, path, data):
 def test_the_schema_check_refuses_a_spec_vega_lite_does_not_know():
     """The check the sweep gives every chart: a mark Vega-Lite has no such type for is refused with its place; the
     legend layout kvsite.chart sets for Vega is not."""
-    spec = {"mark": "line", "encoding": {"x": {"field": "a", "type": "quantitative"}}, "data": {"name": "d"}}
-    spec["config"] = {"legend": {"layout": {"bottom": {"direction": "vertical", "anchor": "start"}}}}
+    spec = {
+        "mark": "line",
+        "encoding": {"x": {"field": "a", "type": "quantitative"}},
+        "data": {"name": "d"},
+    }
+    spec["config"] = {
+        "legend": {"layout": {"bottom": {"direction": "vertical", "anchor": "start"}}}
+    }
     assert vega_lite_problems(spec) == []
     wrong = vega_lite_problems({**spec, "encoding": {"x": {"field": "a", "type": "bogus"}}})
     assert len(wrong) == 1 and "encoding/x/type" in wrong[0], wrong

@@ -76,6 +76,7 @@ LEGENDS_JS = """() => [...document.querySelectorAll("[data-testid='stVegaLiteCha
     text: t.textContent, over: Math.round(t.getBoundingClientRect().right - right)}));
 })"""
 
+
 @pytest.fixture(scope="module")
 def tab(browser):
     """One browser tab for the whole file (a new context per page would cost a second each)."""
@@ -184,7 +185,9 @@ def legend_problems(tab) -> list[str]:
         return ["no legend drawn"]
     cut = [label["text"] for label in labels if label["text"].endswith("…")]
     over = [(label["text"], label["over"]) for label in labels if label["over"] > 0]
-    return [f"legend entries cut: {cut}"] * bool(cut) + [f"legend entries past the chart: {over}"] * bool(over)
+    return [f"legend entries cut: {cut}"] * bool(cut) + [
+        f"legend entries past the chart: {over}"
+    ] * bool(over)
 
 
 def cut_text(tab) -> list[str]:
