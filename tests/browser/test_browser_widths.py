@@ -194,9 +194,7 @@ def cut_text(tab) -> list[str]:
     """Issue 19: at 390 px the decode runs' table lost its last column, Savings' published-quality table its code
     spans, the trap's update-pattern table its right-hand columns. Every expander is opened first (its tables are
     sent only while open)."""
-    for summary in tab.locator("[data-testid='stMain'] [data-testid='stExpander'] summary").all():
-        summary.click()
-        wait_ready(tab)
+    open_every_expander(tab, "[data-testid='stMain']")
     return [
         f"cut at the right edge: {c['what']}: {c['content']} px of content in {c['box']} px: {c['text']}"
         for c in tab.evaluate(CUT_JS)
@@ -224,9 +222,7 @@ def test_screenshot_script_makes_the_viewport_hold_the_whole_page(server, tab):
 
 def english_on_a_japanese_page(tab) -> list[str]:
     """Every expander opened (tables and downloads are inside), then no English sentence in what a reader sees."""
-    for summary in tab.locator("[data-testid='stExpander'] summary").all():
-        summary.click()
-        wait_ready(tab)
+    open_every_expander(tab, "[data-testid='stApp']")
     tab.wait_for_function(
         """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
                                      .every(c => c.querySelector('svg.marks g.role-frame'))""",
@@ -236,3 +232,27 @@ def english_on_a_japanese_page(tab) -> list[str]:
     return ["a missing i18n key (⟨…⟩)"] * ("⟨" in text) + [
         f"English on a Japanese page: {run}" for run in english_runs(text)
     ]
+
+
+def open_every_expander(tab, within: str) -> None:
+    """Every closed expander inside `within` clicked open, then one wait for the reruns they ask for (a wait after
+    each click cost a second per expander on the longest page); a rerun that answers an earlier click can close one
+    clicked meanwhile, so the closed ones are clicked again, a few rounds at most. Each must then show what it holds."""
+    closed = f"{within} [data-testid='stExpander'] details:not([open]) > summary"
+    for _ in range(5):
+        clicked = tab.evaluate(
+            """(closed) => [...document.querySelectorAll(closed)]
+                 .filter(s => s.getClientRects().length).map(s => s.click()).length""",
+            closed,
+        )
+        if not clicked:
+            break
+        wait_ready(tab)
+    empty = tab.evaluate(
+        """(within) => [...document.querySelectorAll(within + " [data-testid='stExpander'] details")]
+             .filter(d => d.getClientRects().length && (!d.open ||
+                          !d.querySelector("[data-testid='stExpanderDetails'] [data-testid]")))
+             .map(d => d.querySelector('summary').innerText.slice(0, 60))""",
+        within,
+    )
+    assert not empty, f"expanders not open or empty after a click: {empty}"
