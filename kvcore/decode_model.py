@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .errors import KvError
-from .formulas import FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
+from .formulas import ACTIVATION_DTYPES, FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
 from .geometry import FileWeights, Geometry, parse_config, preset_geometry
 from .hardware import Chip, get_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
@@ -175,13 +175,23 @@ def slowdown(
 
 def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
     """A recording's model geometry, weights format and KV spec; None when it names no model config or
-    does not state which formats ran (kvcore.recordings.model_format: absent, "unknown"; no_fit_reason
-    says which). A misspelled format is a KvError naming it, never fp16 or bf16 in its place (a fit on
-    other bytes would move its bandwidth)."""
+    does not state which formats ran (kvcore.recordings.model_format: absent, "unknown"), or the activation
+    dtype its cache's bytes depend on (no_fit_reason says which). A misspelled format is a KvError naming
+    it, never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
     model = rec.data["model"]
     kv, weights = model_format(model, "kv_format"), model_format(model, "weights_format")
+    dtype = model_format(model, "activation_dtype")
     if kv is None or weights is None:
         return None
+    geometry = _model_geometry(model, weights)
+    if geometry is None or (dtype is None and _bytes_follow_the_dtype(geometry, kv)):
+        return None
+    # a dtype not stated where no byte depends on it (a plain or block format's rows hold no scales): any one
+    return geometry, weights, KvSpec(kv, kv, activation_dtype=dtype or ACTIVATION_DTYPES[0])
+
+
+def _model_geometry(model: dict, weights: str) -> Geometry | None:
+    """The geometry of a recording's model config or preset (a GGUF run's file bytes in it), None if none."""
     try:
         if isinstance(model.get("config"), dict):
             geometry = parse_config(model["config"], model["name"])
@@ -189,28 +199,39 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
             geometry = preset_geometry(model["preset"])
         else:
             return None
-        if weights == FILE_WEIGHTS and isinstance(
-            model.get("weights_bytes"), int
-        ):  # a GGUF run states its file's bytes
-            size = model["weights_bytes"]
-            geometry = replace(
-                geometry, file_weights=FileWeights(size, model.get("weights_bytes_active", size))
-            )
-        return (
-            geometry,
-            weights,
-            KvSpec(kv, kv, activation_dtype=model.get("activation_dtype", "fp16")),
-        )
     except KvError:
         return None
+    if weights == FILE_WEIGHTS and isinstance(
+        model.get("weights_bytes"), int
+    ):  # a GGUF run states its file's bytes
+        size = model["weights_bytes"]
+        geometry = replace(
+            geometry, file_weights=FileWeights(size, model.get("weights_bytes_active", size))
+        )
+    return geometry
+
+
+def _bytes_follow_the_dtype(geometry: Geometry, kv: str) -> bool:
+    """Whether the model's KV bytes in format `kv` change with the activation dtype (mlx's quantized caches keep
+    their scales and biases in it; a linear-attention layer its state). Example: mlx-q4 -> True; fp16 or q8_0
+    on a full-attention model -> False. A format the model's rows cannot take is left to the fit to refuse."""
+    try:
+        sizes = {
+            kv_bytes(geometry, 1, KvSpec(kv, kv, activation_dtype=d)) for d in ACTIVATION_DTYPES
+        }
+    except KvError:
+        return False
+    return len(sizes) > 1
 
 
 def no_fit_reason(rec) -> str | None:
     """Why a run has no bytes line, or None when it has one: "hybrid" (linear-attention layers kvcore
     has no geometry for), "unusual" (attention kvcore does not model), "no_model" (no model
-    configuration named) or "no_format" (its KV or weights format not stated, so no bytes to fit).
+    configuration named) or "no_format" (its KV or weights format not stated, or the activation dtype its
+    cache's bytes depend on, so no bytes to fit).
 
-    Example: a run with a preset and no kv_format -> "no_format".
+    Example: a run with a preset and no kv_format -> "no_format"; an mlx-q4 cache with no activation_dtype
+    -> "no_format".
     """
     model = rec.data["model"]
     if model.get("hybrid"):
@@ -219,9 +240,15 @@ def no_fit_reason(rec) -> str | None:
         return "unusual"
     if not isinstance(model.get("config"), dict) and not model.get("preset"):
         return "no_model"
-    if None in (model_format(model, "kv_format"), model_format(model, "weights_format")):
+    kv, weights = model_format(model, "kv_format"), model_format(model, "weights_format")
+    if None in (kv, weights):
         return "no_format"
-    return None if geometry_for(rec) is not None else "no_model"
+    geometry = _model_geometry(model, weights)
+    if geometry is None:
+        return "no_model"
+    if model_format(model, "activation_dtype") is None and _bytes_follow_the_dtype(geometry, kv):
+        return "no_format"
+    return None
 
 
 def chip_for(rec) -> Chip | None:

@@ -26,6 +26,13 @@ if (
 PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
 
 
+ACTIVATION_DTYPES = (
+    "fp16",
+    "bf16",
+    "fp32",
+)  # what mlx_lm keeps activations (and so cache scales) in
+
+
 @dataclass(frozen=True)
 class KvSpec:
     """How the cache is stored: K and V formats, mlx group size, activation dtype."""
@@ -41,7 +48,7 @@ class KvSpec:
         object.__setattr__(self, "v_format", get_format(self.v_format).name)
         if self.group_size not in (32, 64, 128):
             raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
-        if self.activation_dtype not in ("fp16", "bf16", "fp32"):
+        if self.activation_dtype not in ACTIVATION_DTYPES:
             raise KvError(
                 f"activation dtype must be fp16, bf16 or fp32, not {self.activation_dtype!r}."
             )

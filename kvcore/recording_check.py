@@ -12,7 +12,7 @@ import math
 
 from .errors import KvError
 from .formats import FORMATS, get_format
-from .formulas import ALL_WEIGHT_FORMATS
+from .formulas import ACTIVATION_DTYPES, ALL_WEIGHT_FORMATS
 from .recording_schema import (
     CITATION_TEXT,
     COUNTS,
@@ -90,11 +90,15 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
 
 
 NOT_STATED = ("unknown", "various")  # the source does not say which format, or its rows mix several
-FORMAT_FIELDS = {"kv_format": "a KV cache format", "weights_format": "a weights format"}
+FORMAT_FIELDS = {
+    "kv_format": "a KV cache format",
+    "weights_format": "a weights format",
+    "activation_dtype": "an activation dtype",
+}
 
 
 def model_format(model: dict, key: str) -> str | None:
-    """A recording's model.kv_format or model.weights_format as the engine names it, or None when the
+    """A recording's model.kv_format, model.weights_format or model.activation_dtype as the engine names it, or None when the
     source does not say: the field absent (never fp16 or bf16 in its place), "unknown", "various", or
     a description in words ("IQ2_XXS (llama.cpp GGUF)"). A one-word name the engine does not know (a
     misspelling: "fp61") is a KvError naming it, never a default.
@@ -108,19 +112,25 @@ def model_format(model: dict, key: str) -> str | None:
     if not isinstance(value, str) or value in NOT_STATED or " " in value.strip():
         return None if isinstance(value, str) else _not_a_format(key, value)
     try:
-        return get_format(value).name if key == "kv_format" else _weights(value)
+        if key == "kv_format":
+            return get_format(value).name
+        if value not in _known(key):
+            raise KvError(value)
+        return value
     except KvError:
         return _not_a_format(key, value)
 
 
-def _weights(name: str) -> str:
-    if name not in ALL_WEIGHT_FORMATS:
-        raise KvError(name)
-    return name
+def _known(key: str) -> tuple[str, ...]:
+    return {
+        "kv_format": tuple(FORMATS),
+        "weights_format": tuple(ALL_WEIGHT_FORMATS),
+        "activation_dtype": ACTIVATION_DTYPES,
+    }[key]
 
 
 def _not_a_format(key: str, value) -> None:
-    known = ", ".join(FORMATS) if key == "kv_format" else ", ".join(ALL_WEIGHT_FORMATS)
+    known = ", ".join(_known(key))
     raise KvError(
         f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
         f"write 'unknown' if the source does not say",
@@ -132,7 +142,8 @@ def _not_a_format(key: str, value) -> None:
 
 
 def _formats(model: dict, label: str) -> None:
-    """Refuse a misspelled model.kv_format / model.weights_format in one sentence (a fit would read other bytes)."""
+    """Refuse a misspelled model.kv_format / weights_format / activation_dtype in one sentence (a fit would read
+    other bytes)."""
     for key in FORMAT_FIELDS:
         if key in model:
             try:

@@ -212,6 +212,29 @@ def test_a_recording_that_omits_a_format_is_not_fitted_as_fp16_or_bf16_and_says_
     assert fit_run(both) is not None and no_fit_reason(both) is None
 
 
+def test_an_mlx_quantized_cache_with_no_activation_dtype_is_not_fitted_and_one_misspelled_is_refused(
+    tmp_path,
+):
+    """mlx-q4 keeps a scale and a bias per 64 values in the activation dtype (fp32 doubles them against fp16): not
+    stated, no fit rather than fp16's bytes; a plain fp16 cache holds no scales, so it needs none stated."""
+    from kvcore import recordings
+    from kvcore.decode_model import fit_run, geometry_for, no_fit_reason
+
+    unstated = _fit_recording(tmp_path, kv_format="mlx-q4", weights_format="mlx-q4")
+    assert geometry_for(unstated) is None and fit_run(unstated) is None
+    assert no_fit_reason(unstated) == "no_format"
+    for dtype in ("fp16", "fp32"):
+        rec = _fit_recording(
+            tmp_path, kv_format="mlx-q4", weights_format="mlx-q4", activation_dtype=dtype
+        )
+        assert geometry_for(rec)[2].activation_dtype == dtype and no_fit_reason(rec) is None
+    plain = _fit_recording(tmp_path, kv_format="fp16", weights_format="mlx-q4")
+    assert no_fit_reason(plain) is None and fit_run(plain) is not None
+    data = {**unstated.data, "model": {**unstated.data["model"], "activation_dtype": "fp61"}}
+    with pytest.raises(KvError, match="'fp61' is not an activation dtype kvcore knows"):
+        recordings.validate(data)
+
+
 def test_every_bundled_decode_run_is_fitted_or_says_why():
     from kvcore import recordings
     from kvcore.decode_model import analyse, no_fit_reason
