@@ -164,17 +164,18 @@ def trap_at(geometry: Geometry, tokens: tuple[int, ...], kv_format: str = "fp16"
     return out
 
 
-def trap_format(rec: Recording) -> str:
-    """The cache format a recording's trap section measured (its method, else its geometry's or model's KV format)."""
+def trap_format(rec: Recording) -> str | None:
+    """The cache format a recording's trap section measured (its method, else its geometry's or model's KV format);
+    None when the recording states none (its points are then drawn under no format, never as fp16's)."""
     method = rec.data.get("method", {})
     trap = method.get("trap", {}) if isinstance(method, dict) else {}
     model = rec.data["model"]
-    return str(
+    stated = (
         (trap.get("kv_dtype") if isinstance(trap, dict) else None)
         or model.get("geometry_kv_format")
         or model.get("kv_format")
-        or "fp16"
     )
+    return str(stated) if stated else None
 
 
 def trap_measured(recs: list[Recording], kv_format: str = "fp16") -> pd.DataFrame:

@@ -45,6 +45,10 @@ def test_trap_points_are_only_kvcache_token_by_token_in_the_chosen_format():
     assert allocated == {r["tokens"]: r["allocated_mib"] for r in rows}
     assert views.trap_measured([CPU], "mlx-q4").empty  # it measured the fp16 KVCache only
     assert set(views.trap_measured([ARTICLE_A], "fp16")["tokens"]) == {256, 257}
+    unstated = {k: v for k, v in ARTICLE_A.data["model"].items() if k != "kv_format"}
+    assert "kv_dtype" not in ARTICLE_A.data.get("method", {}).get("trap", {})
+    silent = type(ARTICLE_A)(path=ARTICLE_A.path, data={**ARTICLE_A.data, "model": unstated})
+    assert views.trap_format(silent) is None and views.trap_measured([silent], "fp16").empty
 
 
 def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_from_the_largest_n():
