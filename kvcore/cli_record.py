@@ -11,6 +11,7 @@ from .live_args import DEFAULT_KV_CONTEXTS, DEFAULT_MODEL, DEFAULT_PROMPTS, MAX_
 from .live_args import MAX_LIVE_CONTEXT, MODEL_HELP, add_common, add_model_args, batch_sizes
 from .live_args import contexts, count, kv_format, require_gguf, sections, stem
 from .live_run import checked, command_line, load_model, print_table, save, with_bar
+from .runtimes import get_runtime
 
 RECORD_TABLES = {  # what `record` prints of each section it measured: (key, header, format)
     "decode": [
@@ -66,7 +67,7 @@ def _cmd_record_gguf(a) -> int:
         warmup=a.warmup,
         steps=a.steps,
         repeats=a.repeats,
-        kv_format=a.kv_format or "f16",
+        kv_format=a.kv_format or get_runtime(a.runtime).default_kv_format,
         threads=a.threads,
         title=a.title,
         label=a.label,
@@ -83,7 +84,6 @@ def _cmd_record_gguf(a) -> int:
 
 def _cmd_record(a) -> int:
     from .live_record import record_suite
-    from .runtimes import get_runtime
 
     if get_runtime(a.runtime).reads_gguf:
         return _cmd_record_gguf(a)

@@ -108,6 +108,8 @@ class Runtime:
     sequence_noun: str = (
         "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)
     )
+    # the K/V format it caches in when told none (None: the model's activation dtype, as mlx_lm's KVCache)
+    default_kv_format: str | None = None
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"

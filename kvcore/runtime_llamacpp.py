@@ -25,6 +25,8 @@ class LlamaCppRuntime(Runtime):
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = True
+    # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
+    default_kv_format = "fp16"
     settings = (
         Setting(
             "unified",

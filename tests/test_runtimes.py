@@ -77,6 +77,8 @@ def test_every_runtime_answers_for_every_preset(name):
     read = runtime.decode_read(g, 8192, KvSpec(), 2)
     assert 0 < read.kv_bytes <= report["kv_bytes"] and report["formula"]
     assert "fp16" in runtime.kv_formats and runtime.max_sequences >= 1
+    # what it caches in when told nothing: one of its own formats, or the activation dtype (None)
+    assert runtime.default_kv_format in (None, *runtime.kv_formats)
 
 
 def test_llama_cpp_options_keep_their_limits():
