@@ -116,17 +116,23 @@ def layers_table(
     )
 
 
+def chart_end(ctx: int) -> int:
+    """The last context the Calculator's charts draw for a reader at `ctx`: 1M tokens, or 8x `ctx` beyond 128K."""
+    return min(MAX_CONTEXT, max(1_048_576, 8 * ctx))
+
+
 def chart_contexts(ctx: int) -> list[int]:
-    return calculator.log_contexts(1024, min(MAX_CONTEXT, max(1_048_576, 8 * ctx)))
+    return calculator.log_contexts(1024, chart_end(ctx))
 
 
 @cached
 def memory_chart(
-    src: tuple, ctx: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str
+    src: tuple, end: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str
 ):
-    """Weights + KV vs context for several formats (the reader's first), the available memory as a dashed line."""
+    """Weights + KV vs context up to `end` (chart_end of the reader's context, which the chart does not mark: a new
+    context below 128K redraws nothing) for several formats (the reader's first), the available memory dashed."""
     g, t = config_geometry(*src), i18n.translator(lang)
-    contexts = chart_contexts(ctx)
+    contexts = calculator.log_contexts(1024, end)
     formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
     curves = pd.DataFrame(
         calculator.memory_curves(

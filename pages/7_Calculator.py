@@ -291,7 +291,14 @@ def calculator() -> None:
     show_chart(
         f,
         calc_sections.memory_chart(
-            src_key, int(ctx), int(seqs), k_fmt, v_fmt, result["weights_bytes"], mem.bytes, f.lang
+            src_key,
+            calc_sections.chart_end(int(ctx)),
+            int(seqs),
+            k_fmt,
+            v_fmt,
+            result["weights_bytes"],
+            mem.bytes,
+            f.lang,
         ),
         "calc_chart",
         f"kv-calculator-{result['model']}",

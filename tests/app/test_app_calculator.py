@@ -406,6 +406,16 @@ def test_the_memory_chart_draws_formats_of_equal_cost_as_one_named_line(rec_dir)
     assert {"mlx-q8 = q8_0", "mlx-q4 = q4_0"} <= set(curves["format"])
 
 
+def test_the_memory_chart_is_one_drawing_for_every_context_up_to_128k(rec_dir):
+    """It is drawn to 1M tokens with no mark at the reader's context, so it is cached by its end (calc_sections
+    .chart_end), not by the context: a context step below 128K reuses it; past 128K its end moves and it changes."""
+    spec = {
+        ctx: json.dumps(charts(page(CALC, "en", ctx=ctx))[0]["spec"], sort_keys=True)
+        for ctx in (1024, 65536, 131072, 262144)
+    }
+    assert spec[1024] == spec[65536] == spec[131072] != spec[262144]
+
+
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_unified_slots_show_each_slots_speed_and_the_total_each_named(rec_dir, lang):
     # issue 17: gpt-oss-20b, 131,072, llama.cpp, 4 slots on one unified cache, M4 Pro: the KV is one slot's, and so
