@@ -43,18 +43,10 @@ class Server(str):
 
 
 @contextmanager
-def streamlit_server(
-    env: dict | None = None,
-    timeout_s: float = 60,
-    prefix: list[str] | None = None,
-    app_dir: Path = ROOT,
-    python: str = sys.executable,
-    args: tuple[str, ...] = (),
-):
-    """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`);
-    stops it (and only it) afterwards."""
-    with _started(env, timeout_s, prefix, app_dir, python, args) as (base, ready):
-        ready()
+def streamlit_server(env: dict | None = None, **kwargs):
+    """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`: the
+    arguments of _started); stops it (and only it) afterwards."""
+    with streamlit_servers(1, env=env, **kwargs) as (base,):
         yield base
 
 
