@@ -39,6 +39,17 @@ def fail(label: str, code: str, problem: str, **params):
     raise RecordingError(f"{label}: {problem}", code, label=label, **params) from None
 
 
+def _unknown(label: str, code: str, what: str, param: str, value, known) -> None:
+    """Refuse a name the schema does not know, listing the ones it does (`param`: the name's i18n placeholder)."""
+    fail(
+        label,
+        code,
+        f"unknown {what} {_short(value)} (known: {', '.join(known)})",
+        **{param: _short(value)},
+        known=", ".join(known),
+    )
+
+
 def _number(value, where: str, label: str) -> float:
     if (
         isinstance(value, bool)
@@ -189,13 +200,7 @@ def validate(data, label: str = "recording") -> dict:
         fail(label, "rec_not_recording", "the file must hold a YAML mapping")
     for key in data:
         if key not in TOP_LEVEL:
-            fail(
-                label,
-                "rec_top_key",
-                f"unknown top-level key {_short(key)} (known: {', '.join(TOP_LEVEL)})",
-                key=_short(key),
-                known=", ".join(TOP_LEVEL),
-            )
+            _unknown(label, "rec_top_key", "top-level key", "key", key, TOP_LEVEL)
     if data.get("schema") != SCHEMA_VERSION:
         fail(
             label,
@@ -238,13 +243,7 @@ def validate(data, label: str = "recording") -> dict:
         fail(label, "rec_no_sections", "'sections' is empty")
     for name, rows in sections.items():
         if name not in SECTIONS:
-            fail(
-                label,
-                "rec_section",
-                f"unknown section {_short(name)} (known: {', '.join(SECTIONS)})",
-                name=_short(name),
-                known=", ".join(SECTIONS),
-            )
+            _unknown(label, "rec_section", "section", "name", name, SECTIONS)
         if not isinstance(rows, list) or not rows:
             fail(label, "rec_rows", f"section {name!r} must be a non-empty list of rows", name=name)
         required, optional = SECTIONS[name]
