@@ -24,15 +24,24 @@ def _open(page, url, ready):
 
 
 @pytest.fixture(scope="module")
-def cold_servers():
-    """A fresh server per page, started together (their start-ups overlap): each one's first request is a deep link."""
+def cold_tabs(browser):
+    """A fresh server per page, started together, and a tab per page sent to its server's deep link at once (the
+    fresh server's first request): their start-ups and first runs overlap. Each test reads its page's tab."""
     with streamlit_servers(len(PATHS)) as bases:
-        yield dict(zip(PATHS, bases))
+        context = browser.new_context()
+        tabs = {}
+        for name, base in zip(PATHS, bases):
+            tabs[name] = context.new_page()
+            tabs[name].goto(f"{base}/{PATHS[name]}", wait_until="commit")
+        yield tabs
+        context.close()
 
 
 @pytest.mark.parametrize("name", list(PATHS))
-def test_cold_deep_link_renders_the_page_with_the_shared_frame(cold_servers, page, ready, name):
-    _open(page, f"{cold_servers[name]}/{PATHS[name]}", ready)  # the fresh server's first request
+def test_cold_deep_link_renders_the_page_with_the_shared_frame(cold_tabs, ready, name):
+    page = cold_tabs[name]
+    ready(page)
+    page.wait_for_timeout(300)
     assert page.locator("[data-testid='stException']").count() == 0
     sidebar = page.locator("[data-testid='stSidebar']")
     expect(sidebar.get_by_text("Home", exact=True)).to_be_visible()  # our frame's navigation
