@@ -21,6 +21,7 @@ from . import gguf, recordings
 from .errors import KvError
 from .llamacpp_session import LLAMA_CPP_COMMIT, Context, Model, model_block, predicted
 from .llamacpp_session import run_provenance, runtime_block
+from .live_timing import pass_spread
 
 
 class _Runner:
@@ -105,26 +106,18 @@ def record(
             for _ in range(warmup):
                 runner.step_ms()
             passes = [[runner.step_ms() for _ in range(steps)] for _ in range(repeats)]
-            medians = [statistics.median(p) for p in passes]
-            q1, _, q3 = (
-                statistics.quantiles([m for p in passes for m in p], n=4)
-                if steps * repeats > 1
-                else [medians[0]] * 3
-            )
-            ms = statistics.median(medians)
+            # the spread of the pass medians, as the mlx_lm sweeps record it (one statistic under one name)
+            ms, spread = pass_spread([statistics.median(p) for p in passes])
             decode.append(
                 {
                     "context": context + warmup,
                     "depth": context - 1,
                     "tokens_per_s": round(1000 / ms, 3),
                     "ms_per_token": round(ms, 4),
-                    "spread_ms": round(max(medians) - min(medians), 4),
-                    "min_ms": round(min(medians), 4),
-                    "max_ms": round(max(medians), 4),
-                    "repeats": repeats,
-                    "q1_ms": round(q1, 4),
-                    "q3_ms": round(q3, 4),
-                    "pass_ms": [round(m, 4) for m in medians],
+                    **{
+                        k: [round(m, 4) for m in v] if isinstance(v, list) else round(v, 4)
+                        for k, v in spread.items()
+                    },
                     "kv_format": kv_format,
                 }
             )
@@ -164,7 +157,8 @@ def record(
         "method": {
             "decode": "llama-bench -d style: cache cleared, a real prefill of depth random tokens in -b batches, "
             f"{warmup} untimed steps, {repeats} passes of {steps} timed single-token decodes; ms/token = "
-            "median of the pass medians; context = depth + warm-up + 1 (the first timed step's cells)",
+            "median of the pass medians (min, max, quartiles: of the pass medians); context = depth + warm-up + 1 "
+            "(the first timed step's cells)",
             "prefill": f"prompt processing from an empty cache, -b {n_batch}, -ub {min(512, n_batch)}, {repeats} runs, "
             "tokens/s = prompt / median seconds",
             "threads": threads,

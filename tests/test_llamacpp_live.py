@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvcore import real_model, recordings
+from kvcore.live_timing import quartiles
 
 ROOT = Path(__file__).resolve().parent.parent
 if not os.environ.get("KVSITE_REQUIRE_LLAMACPP"):
@@ -72,6 +73,12 @@ def test_record_runs_the_real_model_and_keeps_llamacpps_allocation_lines(tmp_pat
         row["ms_per_token"] > 0 and len(row["pass_ms"]) == 2
         for row in rec.data["sections"]["decode"]
     )
+    for row in rec.data["sections"][
+        "decode"
+    ]:  # the spread is of the pass medians, as the mlx_lm sweeps write it
+        q1, _, q3 = quartiles(row["pass_ms"])
+        assert (row["q1_ms"], row["q3_ms"]) == pytest.approx((q1, q3), abs=1e-4)
+        assert (row["min_ms"], row["max_ms"]) == (min(row["pass_ms"]), max(row["pass_ms"]))
     assert rec.data["sections"]["prefill"][0]["prompt_tokens"] == 32
     assert (
         rec.data["runtime"]["name"] == "llama.cpp"

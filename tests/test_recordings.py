@@ -302,6 +302,24 @@ def test_load_all_skips_a_broken_file_and_loads_the_rest(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("broken.yaml: ")
 
 
+def test_every_bundled_spread_is_of_the_pass_medians_it_lists():
+    """q1_ms/q3_ms are the quartiles of a row's pass_ms (kvcore.live_timing.pass_spread), in every runtime's runs:
+    llama.cpp's record once wrote quartiles over every timed step under the same names."""
+    from kvcore.live_timing import quartiles
+
+    rows = [
+        (path.name, row)
+        for path in sorted(recordings.BUNDLED_DIR.glob("measured-*.yaml"))
+        for section in yaml.safe_load(path.read_text(encoding="utf-8"))["sections"].values()
+        for row in section
+        if isinstance(row, dict) and "pass_ms" in row and "q1_ms" in row
+    ]
+    assert len({name for name, _ in rows}) >= 3  # the mlx_lm, llama.cpp and prefill/batch runs
+    for name, row in rows:
+        q1, _, q3 = quartiles(row["pass_ms"])
+        assert (row["q1_ms"], row["q3_ms"]) == pytest.approx((q1, q3), rel=1e-3, abs=1e-4), name
+
+
 @pytest.mark.parametrize(
     "path", sorted(recordings.BUNDLED_DIR.glob("*.yaml")), ids=lambda p: p.name
 )
