@@ -9,7 +9,8 @@ import os
 from .live_args import DEFAULT_BATCH_CONTEXTS, DEFAULT_BATCHES, DEFAULT_CONTEXTS
 from .live_args import DEFAULT_KV_CONTEXTS, DEFAULT_MODEL, DEFAULT_PROMPTS, MAX_BATCH
 from .live_args import MAX_LIVE_CONTEXT, MODEL_HELP, add_common, add_model_args, batch_sizes
-from .live_args import contexts, count, kv_format, require_gguf, sections, stem
+from .live_args import any_format, contexts, count, kv_format, require_gguf, sections, stem
+from .errors import KvError
 from .live_run import checked, command_line, load_model, print_table, save, with_bar
 from .runtimes import get_runtime
 
@@ -85,8 +86,17 @@ def _cmd_record_gguf(a) -> int:
 def _cmd_record(a) -> int:
     from .live_record import record_suite
 
-    if get_runtime(a.runtime).reads_gguf:
+    from .live_memory import live_format
+
+    runtime = get_runtime(a.runtime)
+    if runtime.reads_gguf:
+        if a.kv_format and a.kv_format not in runtime.kv_formats:  # its -ctk/-ctv types
+            raise KvError(
+                f"--runtime {runtime.name} caches in {', '.join(runtime.kv_formats)}, not {a.kv_format!r}."
+            )
         return _cmd_record_gguf(a)
+    if a.kv_format:  # before the model loads: a format an mlx_lm cache class holds
+        live_format(a.kv_format)
     model = load_model(a)
     geometry = a.geometry or (model.geometry if model.weights != "random" else a.model)
     data = with_bar(
@@ -134,7 +144,12 @@ def add(sub) -> None:
         "into one recording",
     )
     add_common(p, DEFAULT_MODEL, MODEL_HELP + "; used for decode and mechanism", saves=True)
-    add_model_args(p)
+    add_model_args(
+        p,
+        kv_type=any_format,
+        kv_help="mlx_lm: fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation dtype: fp32 on CPU, fp16 on "
+        "Metal); --runtime llama.cpp: its -ctk/-ctv types, e.g. q8_0 (default: fp16, its f16)",
+    )
     p.add_argument(
         "--geometry",
         help="preset or config.json whose cache geometry the trap and growth probes use "

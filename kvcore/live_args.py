@@ -82,6 +82,17 @@ def kv_format(text: str) -> str:
     return text
 
 
+def any_format(text: str) -> str:
+    """A cache format kvcore knows, by its name or llama.cpp's spelling (f16 -> fp16); which ones a runtime
+    stores is the command's to check (record: the runtime it runs under)."""
+    from .formats import get_format
+
+    try:
+        return get_format(text).name
+    except KvError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def formats(text: str) -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or "" in items:
@@ -157,8 +168,9 @@ def add_common(p, model_default: str, model_help: str, saves: bool = False) -> N
     p.add_argument("--label", help="how the site names the recording")
 
 
-def add_model_args(p, decode: bool = True) -> None:
-    """The model's weights and formats, and (decode) the timing loop's warm-up, steps and repeats."""
+def add_model_args(p, decode: bool = True, kv_type=kv_format, kv_help: str = "") -> None:
+    """The model's weights and formats, and (decode) the timing loop's warm-up, steps and repeats; `kv_type`
+    reads --kv-format (default: a format an mlx_lm cache class holds)."""
     p.add_argument(
         "--weights",
         help="random (build from the config) or a model folder / Hugging Face id to load "
@@ -171,9 +183,9 @@ def add_model_args(p, decode: bool = True) -> None:
     )
     p.add_argument(
         "--kv-format",
-        type=kv_format,
-        help="fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation "
-        "dtype: fp32 on CPU, fp16 on Metal)",
+        type=kv_type,
+        help=kv_help
+        or "fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation dtype: fp32 on CPU, fp16 on Metal)",
     )
     if decode:
         p.add_argument("--warmup", type=count("warmup", 0, 1000), default=3)

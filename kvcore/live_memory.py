@@ -81,10 +81,16 @@ def guard(
 def kv_spec(kv_format: str, activation_dtype: str) -> KvSpec:
     """The spec of a live cache in `kv_format`: one of the formats an mlx_lm cache class holds, read
     from kvcore.formats when asked (a format added there at run time counts), or one sentence."""
+    live_format(kv_format)
+    return KvSpec(kv_format, kv_format, GROUP_SIZE, activation_dtype)
+
+
+def live_format(kv_format: str) -> str:
+    """`kv_format` if an mlx_lm cache class holds it (kvcore.formats, read when asked), else one sentence."""
     known = mlx_cache_formats()
     if kv_format not in known:
         raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(known)}.")
-    return KvSpec(kv_format, kv_format, GROUP_SIZE, activation_dtype)
+    return kv_format
 
 
 def make_caches(model: LiveModel, kv_format: str) -> list:

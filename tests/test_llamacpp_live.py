@@ -89,6 +89,41 @@ def test_record_runs_the_real_model_and_keeps_llamacpps_allocation_lines(tmp_pat
     )  # the preset whose geometry is the file's: the decode fit's
 
 
+def _record(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvcore", "record", *args, "--no-save"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_record_caches_in_the_kv_format_llamacpp_is_given_and_refuses_one_it_does_not_store():
+    """--kv-format under llama.cpp is one of its -ctk/-ctv types (q8_0 reached its allocation line); mlx_lm's
+    quantized format is refused naming llama.cpp's list, and llama.cpp's q8_0 under mlx_lm naming mlx_lm's."""
+    small = [
+        "--contexts",
+        "64",
+        "--prompts",
+        "32",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+    ]
+    q8 = _record("--runtime", "llama.cpp", "--model", str(smollm2()), "--kv-format", "q8_0", *small)
+    assert q8.returncode == 0, q8.stderr[-2000:]
+    assert "K (q8_0)" in q8.stdout and "V (q8_0)" in q8.stdout
+    wrong = _record("--runtime", "llama.cpp", "--model", str(smollm2()), "--kv-format", "mlx-q4")
+    assert wrong.returncode == 2 and "caches in" in wrong.stderr and "q8_0" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    mlx = _record("--kv-format", "q8_0")
+    assert mlx.returncode == 2 and "valid here: " in mlx.stderr and "mlx-q4" in mlx.stderr
+
+
 def test_record_under_llamacpp_wants_a_gguf_file(tmp_path):
     r = subprocess.run(
         [
