@@ -178,14 +178,22 @@ def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
     does not state which formats ran (kvcore.recordings.model_format: absent, "unknown"), or the activation
     dtype its cache's bytes depend on (no_fit_reason says which). A misspelled format is a KvError naming
     it, never fp16 or bf16 in its place (a fit on other bytes would move its bandwidth)."""
-    model = rec.data["model"]
+    found = _fit_model(rec.data["model"])
+    return None if isinstance(found, str) else found
+
+
+def _fit_model(model: dict) -> tuple[Geometry, str, KvSpec] | str:
+    """(geometry, weights format, KV spec) of a recording's model, or why there is none: "no_format" or
+    "no_model" (no_fit_reason's codes)."""
     kv, weights = model_format(model, "kv_format"), model_format(model, "weights_format")
     dtype = model_format(model, "activation_dtype")
     if kv is None or weights is None:
-        return None
+        return "no_format"
     geometry = _model_geometry(model, weights)
-    if geometry is None or (dtype is None and _bytes_follow_the_dtype(geometry, kv)):
-        return None
+    if geometry is None:
+        return "no_model"
+    if dtype is None and _bytes_follow_the_dtype(geometry, kv):
+        return "no_format"  # a quantized cache's scales (or a linear-attention state) in a dtype not stated
     # a dtype not stated where no byte depends on it (a plain or block format's rows hold no scales): any one
     return geometry, weights, KvSpec(kv, kv, activation_dtype=dtype or ACTIVATION_DTYPES[0])
 
@@ -240,15 +248,8 @@ def no_fit_reason(rec) -> str | None:
         return "unusual"
     if not isinstance(model.get("config"), dict) and not model.get("preset"):
         return "no_model"
-    kv, weights = model_format(model, "kv_format"), model_format(model, "weights_format")
-    if None in (kv, weights):
-        return "no_format"
-    geometry = _model_geometry(model, weights)
-    if geometry is None:
-        return "no_model"
-    if model_format(model, "activation_dtype") is None and _bytes_follow_the_dtype(geometry, kv):
-        return "no_format"
-    return None
+    found = _fit_model(model)
+    return found if isinstance(found, str) else None
 
 
 def chip_for(rec) -> Chip | None:
