@@ -101,10 +101,10 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
 
 
 NOT_STATED = ("unknown", "various")  # the source does not say which format, or its rows mix several
-FORMAT_FIELDS = {
-    "kv_format": "a KV cache format",
-    "weights_format": "a weights format",
-    "activation_dtype": "an activation dtype",
+FORMAT_FIELDS = {  # the model's fields that name a format: what each names, and the names kvcore knows (read when asked)
+    "kv_format": ("a KV cache format", lambda: tuple(FORMATS)),
+    "weights_format": ("a weights format", lambda: tuple(ALL_WEIGHT_FORMATS)),
+    "activation_dtype": ("an activation dtype", lambda: ACTIVATION_DTYPES),
 }
 
 
@@ -125,25 +125,18 @@ def model_format(model: dict, key: str) -> str | None:
     try:
         if key == "kv_format":
             return get_format(value).name
-        if value not in _known(key):
+        if value not in FORMAT_FIELDS[key][1]():
             raise KvError(value)
         return value
     except KvError:
         return _not_a_format(key, value)
 
 
-def _known(key: str) -> tuple[str, ...]:
-    return {
-        "kv_format": tuple(FORMATS),
-        "weights_format": tuple(ALL_WEIGHT_FORMATS),
-        "activation_dtype": ACTIVATION_DTYPES,
-    }[key]
-
-
 def _not_a_format(key: str, value) -> None:
-    known = ", ".join(_known(key))
+    what, names = FORMAT_FIELDS[key]
+    known = ", ".join(names())
     raise KvError(
-        f"model.{key} {_short(value)} is not {FORMAT_FIELDS[key]} kvcore knows (known: {known}); "
+        f"model.{key} {_short(value)} is not {what} kvcore knows (known: {known}); "
         f"write 'unknown' if the source does not say",
         "rec_format",
         field=f"model.{key}",
