@@ -101,7 +101,8 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
 
 
 NOT_STATED = ("unknown", "various")  # the source does not say which format, or its rows mix several
-FORMAT_FIELDS = {  # the model's fields that name a format: what each names, and the names kvcore knows (read when asked)
+# the model's fields that name a format: what each names, and the names kvcore knows (read when asked)
+FORMAT_FIELDS = {
     "kv_format": ("a KV cache format", lambda: tuple(FORMATS)),
     "weights_format": ("a weights format", lambda: tuple(ALL_WEIGHT_FORMATS)),
     "activation_dtype": ("an activation dtype", lambda: ACTIVATION_DTYPES),
@@ -109,8 +110,8 @@ FORMAT_FIELDS = {  # the model's fields that name a format: what each names, and
 
 
 def model_format(model: dict, key: str) -> str | None:
-    """A recording's model.kv_format, model.weights_format or model.activation_dtype as the engine names it, or None when the
-    source does not say: the field absent (never fp16 or bf16 in its place), "unknown", "various", or
+    """A recording's model.kv_format, model.weights_format or model.activation_dtype as the engine names it,
+    or None when the source does not say: the field absent (never fp16 or bf16 in its place), "unknown", "various", or
     a description in words ("IQ2_XXS (llama.cpp GGUF)"). A one-word name the engine does not know (a
     misspelling: "fp61") is a KvError naming it, never a default.
 
