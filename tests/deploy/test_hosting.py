@@ -4,6 +4,9 @@ Cloud sets it); the health endpoint answers and pages are served without an exce
 
 The wheels are downloaded once per requirements.txt into ~/.cache/kvsite-test-wheels/<hash> (a cache the test keeps):
 a rerun installs from there, offline and without byte-compiling, in ~15 s on this 2-core machine (the whole test ~45 s).
+The macOS arm64 wheels likewise, into <hash>-macosx_14_0_arm64: pip's resolver asks the package index when they are
+downloaded (25-35 s of pip's own CPU reading every file link of every candidate), and a rerun resolves the same
+requirements again against those wheels alone, offline (a new requirements.txt is a new hash: asked again).
 """
 
 from __future__ import annotations
@@ -23,17 +26,19 @@ REQUIREMENTS = ROOT / "requirements.txt"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
-def wheelhouse() -> Path:
-    digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
+def wheelhouse(requirements: Path = REQUIREMENTS, *platform: str) -> Path:
+    """The wheels `requirements` installs (for `platform`: pip download's --platform options and a folder suffix),
+    downloaded once per requirements and platform (their hash names the folder) and kept."""
+    digest = hashlib.sha256(requirements.read_bytes() + " ".join(platform).encode()).hexdigest()[:16]
     folder = (
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         / "kvsite-test-wheels"
-        / digest
+        / "-".join([digest, *platform[1:2]])
     )
     if not (folder / ".complete").exists():
         shutil.rmtree(folder, ignore_errors=True)
         subprocess.run(
-            [*PIP, "download", "-q", "-r", str(REQUIREMENTS), "-d", str(folder)],
+            [*PIP, "download", "-q", *platform, "-r", str(requirements), "-d", str(folder)],
             check=True,
             timeout=1200,
         )
@@ -71,7 +76,7 @@ def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_
         timeout=1200,
     )
     here = subprocess.run(
-        [python, "-c", "import streamlit, sys; print(streamlit.__file__)"],
+        [python, "-B", "-c", "import streamlit, sys; print(streamlit.__file__)"],
         capture_output=True,
         text=True,
         check=True,
@@ -79,7 +84,9 @@ def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_
     assert here.stdout.startswith(str(venv)), (
         here.stdout
     )  # the fresh environment's own packages, not this one's
-    with streamlit_server(env={"HOME": str(home)}, python=python, timeout_s=120) as base:
+    # a throwaway environment: its bytecode is not kept (in PYTHONPYCACHEPREFIX it would pile up a copy a run)
+    env = {"HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
+    with streamlit_server(env=env, python=python, timeout_s=120) as base:
         with Reader(
             base
         ) as reader:  # the health endpoint answered; now pages, as a browser opens them
@@ -124,6 +131,7 @@ def test_requirements_resolve_for_apple_silicon(tmp_path):
     mac = tmp_path / "requirements-mac.txt"
     mac.write_text("\n".join(chosen) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
+    platform = ("--platform", "macosx_14_0_arm64", "--python-version", "3.11", "--only-binary=:all:")
     subprocess.run(
         [
             *PIP,
@@ -131,11 +139,10 @@ def test_requirements_resolve_for_apple_silicon(tmp_path):
             "-q",
             "--dry-run",
             "--ignore-installed",
-            "--only-binary=:all:",
-            "--platform",
-            "macosx_14_0_arm64",
-            "--python-version",
-            "3.11",
+            *platform,
+            "--no-index",
+            "--find-links",
+            str(wheelhouse(mac, *platform)),
             "--target",
             str(tmp_path / "t"),
             "--report",
