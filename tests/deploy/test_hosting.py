@@ -29,7 +29,9 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 def wheelhouse(requirements: Path = REQUIREMENTS, *platform: str) -> Path:
     """The wheels `requirements` installs (for `platform`: pip download's --platform options and a folder suffix),
     downloaded once per requirements and platform (their hash names the folder) and kept."""
-    digest = hashlib.sha256(requirements.read_bytes() + " ".join(platform).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(requirements.read_bytes() + " ".join(platform).encode()).hexdigest()[
+        :16
+    ]
     folder = (
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         / "kvsite-test-wheels"
@@ -131,7 +133,13 @@ def test_requirements_resolve_for_apple_silicon(tmp_path):
     mac = tmp_path / "requirements-mac.txt"
     mac.write_text("\n".join(chosen) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
-    platform = ("--platform", "macosx_14_0_arm64", "--python-version", "3.11", "--only-binary=:all:")
+    platform = (
+        "--platform",
+        "macosx_14_0_arm64",
+        "--python-version",
+        "3.11",
+        "--only-binary=:all:",
+    )
     subprocess.run(
         [
             *PIP,

@@ -82,7 +82,9 @@ def test_two_replicas_behind_nginx_keep_every_reader_and_survive_one_stopping(tm
             # readers finish every visit first, and none was mid-visit when it stopped
             while min(r.done for r in on_stopped) < 3 and all(r.is_alive() for r in readers):
                 time.sleep(0.05)
-            os.kill(a.pid, signal.SIGTERM)  # mid-test: its readers are between their 3rd and last visit
+            os.kill(
+                a.pid, signal.SIGTERM
+            )  # mid-test: its readers are between their 3rd and last visit
             for r in readers:
                 r.join(120)
             assert [r.errors for r in readers] == [[]] * len(readers)
