@@ -47,6 +47,14 @@ def legend(title: str = "", **kwargs) -> alt.Legend:
     )
 
 
+def picked(sel: alt.Parameter, rest: float) -> alt.OpacityValue:
+    """Opacity 1 for what the legend selects (`sel`), `rest` for the others: alt.condition(sel, alt.value(1.0),
+    alt.value(rest)), written as the channel object it becomes. Every encoding channel here is given as an object,
+    not as a dict or a shorthand string: Altair turns each of those into one on every encode() by reading its whole
+    schema again (~10 ms a channel, a fifth to a third of a chart's construction; benchmarks/bench_charts.py)."""
+    return alt.OpacityValue(value=rest, condition={"param": sel.name, "value": 1.0})
+
+
 def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
     """Colours for `domain`: from `colors` (a source's colour site-wide) where given, else the palette in order."""
     colors = colors or {}
@@ -153,7 +161,7 @@ def rule_marks(rules: pd.DataFrame | None, x: str, scale: alt.Scale) -> list:
         ),
         base.mark_text(
             align="right", baseline="top", dx=-4, dy=4, fontSize=11, color="#333333"
-        ).encode(text="label:N", y=alt.value(0)),
+        ).encode(text=alt.Text("label:N"), y=alt.YValue(0)),
     ]
 
 
@@ -218,7 +226,7 @@ def with_points(
             fontSize=11,
             fontWeight="bold",
             color="#333333",
-        ).encode(text="label:N"),
+        ).encode(text=alt.Text("label:N")),
     )
 
 

@@ -24,6 +24,7 @@ from .chart_parts import (
     axis_scale,
     color_scale,
     legend,
+    picked,
     positive_rows,
     rule_marks,
     tooltips,
@@ -81,7 +82,7 @@ def series_chart(
     y_scale = axis_scale(log_y, y_values)
     y_axis = axis_for(log_y, y_values, y_title)
     y_enc = alt.Y(f"{y}:Q", axis=y_axis, scale=y_scale)
-    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    opacity = picked(sel, 0.15)
     dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
     layers = []
     line_df = frames[0] if df is not None and not df.empty else None
@@ -92,10 +93,9 @@ def series_chart(
         )
         enc = dict(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, tooltip=tip)
         if dashed_values:
-            enc["strokeDash"] = alt.condition(
-                alt.FieldOneOfPredicate(field=color, oneOf=dashed_values),
-                alt.value([6, 4]),
-                alt.value([1, 0]),
+            enc["strokeDash"] = alt.StrokeDashValue(
+                value=[1, 0],
+                condition={"test": {"field": color, "oneOf": dashed_values}, "value": [6, 4]},
             )
         layers.append(line.encode(**enc).add_params(sel))
     if points is not None and not points.empty:
@@ -117,7 +117,7 @@ def series_chart(
             )
         )  # one y axis
     layers += rule_marks(rules, x, x_scale)
-    return alt.layer(*layers).properties(height=height)
+    return alt.layer(*layers, height=height)
 
 
 def trap_chart(
@@ -137,7 +137,7 @@ def trap_chart(
     order = [names["allocated"], names["used"], names["theory"]]
     sel = alt.selection_point(name=SELECTION, fields=["series"], bind="legend")
     color = alt.Color("series:N", legend=legend(), scale=color_scale(order), sort=order)
-    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    opacity = picked(sel, 0.15)
     x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False))
     y = alt.Y("mib:Q", title=y_title)
     tip = tooltips(curve, ["series", "tokens", "mib"], titles)
@@ -168,7 +168,7 @@ def trap_chart(
                 tooltip=tooltips(points, ["series", "tokens", "mib", "source"], titles),
             )
         )
-    return alt.layer(*layers).properties(height=height)
+    return alt.layer(*layers, height=height)
 
 
 def bar_chart(
@@ -205,8 +205,8 @@ def bar_chart(
             title=value_title,
             scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False),
         )
-    picked = choice.param() if choice else None
-    base = alt.Chart(data).transform_filter(choice.test(picked)) if choice else alt.Chart(data)
+    chosen = choice.param() if choice else None
+    base = alt.Chart(data).transform_filter(choice.test(chosen)) if choice else alt.Chart(data)
     bars = (
         base.mark_bar()
         .encode(
@@ -217,17 +217,17 @@ def bar_chart(
                 legend=legend() if show_legend else None,
                 scale=color_scale(domain, colors),
             ),
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            opacity=picked(sel, 0.2),
             tooltip=tooltips(
                 data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles
             ),
         )
-        .add_params(sel, *([picked] if choice else []))
+        .add_params(sel, *([chosen] if choice else []))
     )
     layers = [bars]
     if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
         long = float(data[value].max()) * 0.5 if len(data) else 0
-        text = base.encode(y=y, x=x, text=f"{labels}:N")
+        text = base.encode(y=y, x=x, text=alt.Text(f"{labels}:N"))
         layers += [
             text.transform_filter(alt.datum[value] >= long).mark_text(
                 align="right", dx=-4, fontSize=11, color="white"
@@ -236,7 +236,7 @@ def bar_chart(
                 align="left", dx=3, fontSize=11
             ),
         ]
-    return alt.layer(*layers).properties(height=height or alt.Step(30))
+    return alt.layer(*layers, height=height or alt.Step(30))
 
 
 def measured_bars(
@@ -278,7 +278,7 @@ def measured_bars(
             color=alt.Color(
                 f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain
             ),
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+            opacity=picked(sel, 0.2),
             tooltip=tooltips(df, [source, mode, value, *tooltip], titles),
         )
         .add_params(sel)
@@ -286,9 +286,9 @@ def measured_bars(
     text = (
         alt.Chart(df)
         .mark_text(baseline="bottom", dy=-3, fontSize=11)
-        .encode(**enc, text=f"{labels}:N")
+        .encode(**enc, text=alt.Text(f"{labels}:N"))
     )
-    return alt.layer(bars, text).properties(height=300)
+    return alt.layer(bars, text, height=300)
 
 
 def marked_series_chart(
@@ -339,7 +339,7 @@ def slowdown_scatter(
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
     x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
     y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
-    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.12))
+    opacity = picked(sel, 0.12)
     tip = tooltips(df, [color, *tooltip, x, y], titles)
     identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
     line_id = (
@@ -358,12 +358,12 @@ def slowdown_scatter(
             opacity=opacity,
             order=alt.Order(f"{order}:Q"),
             tooltip=tip,
-            detail=f"{color}:N",
+            detail=alt.Detail(f"{color}:N"),
         )
         .add_params(sel)
     )
-    return alt.layer(line_id, runs).properties(
-        height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    return alt.layer(
+        line_id, runs, height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
     )
 
 
@@ -395,7 +395,7 @@ def quality_trade(
     enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
     x_enc = alt.X(f"{x}:Q", axis=axis_for(True, df[x], x_title), scale=axis_scale(True, df[x]))
     y_enc = alt.Y(f"{y}:Q", axis=axis_for(True, df[y], y_title), scale=axis_scale(True, df[y]))
-    opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
+    opacity = picked(sel, 0.15)
     tip = tooltips(df, [color, x, y, *tooltip], titles)
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
     marks = {"color": enc_color}
@@ -408,22 +408,22 @@ def quality_trade(
     )
     texts = [
         base.mark_text(dy=-14, fontSize=11).encode(
-            text=f"{labels}:N", opacity=shown_when(f"width >= {NARROW_PX}")
+            text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width >= {NARROW_PX}")
         )
     ]
     for place, dx, dy, align in LABEL_PLACES:  # a phone's: where label_places found room
         texts.append(
             base.transform_filter(f"datum.label_place == '{place}'")
             .mark_text(dx=dx, dy=dy, align=align, fontSize=11)
-            .encode(text=f"{labels}:N", opacity=shown_when(f"width < {NARROW_PX}"))
+            .encode(text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width < {NARROW_PX}"))
         )
-    return alt.layer(points, *texts).properties(height=height)
+    return alt.layer(points, *texts, height=height)
 
 
-def shown_when(test: str) -> dict:
+def shown_when(test: str) -> alt.OpacityValue:
     """A text layer's opacity: hidden unless `test` (a Vega expression, e.g. on the chart's width) holds, then as
     the legend selection has it (the points' opacity)."""
-    return {
-        "condition": [{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
-        "value": 0.15,
-    }
+    return alt.OpacityValue(
+        value=0.15,
+        condition=[{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
+    )
