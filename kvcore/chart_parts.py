@@ -213,8 +213,7 @@ def with_points(
     if marks is None or marks.empty:
         return chart
     base = alt.Chart(marks).encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"))
-    return alt.layer(
-        chart,
+    points = [
         base.mark_point(
             size=120, filled=True, color="#333333", stroke="white", strokeWidth=1.5
         ).encode(tooltip=[alt.Tooltip("label:N", title=None)]),
@@ -227,7 +226,14 @@ def with_points(
             fontWeight="bold",
             color="#333333",
         ).encode(text=alt.Text("label:N")),
-    )
+    ]
+    if isinstance(chart, alt.LayerChart):
+        # the points beside the chart's own layers, not the chart as a layer of a new one: the same drawing, and
+        # Altair does not copy and re-check the whole chart twice (a third of the Calculator's decode chart)
+        flat = chart.copy(deep=False)
+        flat.layer = [*chart.layer, *points]
+        return flat
+    return alt.layer(chart, *points)
 
 
 @dataclass(frozen=True)
