@@ -231,12 +231,8 @@ def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_
         rules=rules,
         marks=marks,
     ).to_dict()
-    inner, point, text = spec["layer"]
-    assert [layer["mark"]["type"] for layer in inner["layer"]] == [
-        "line",
-        "rule",
-        "text",
-    ]  # series_chart's own rules
+    *own, point, text = spec["layer"]  # beside the chart's own layers, not the chart nested as one
+    assert [layer["mark"]["type"] for layer in own] == ["line", "rule", "text"]  # its rules too
     assert (point["mark"]["type"], text["mark"]["type"]) == ("point", "text")
     for layer in (point, text):
         assert "color" not in layer["encoding"]  # not a series: no legend entry
