@@ -17,6 +17,7 @@ left on; no missing i18n key (⟨key⟩) shows.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import math
@@ -168,13 +169,14 @@ def _num(v: float, is_int: bool) -> str:
     return str(int(v)) if is_int else f"{round(v, 9):g}"
 
 
-def model_limits() -> set[int]:
+@functools.cache
+def model_limits() -> frozenset[int]:
     """Every preset's max_position_embeddings: where a context widget crosses a model's limit."""
-    return {
+    return frozenset(
         n
         for name in preset_names()
         if (n := load_preset(name)["config"].get("max_position_embeddings"))
-    }
+    )
 
 
 def _range_values(lo: float, hi: float, step: float, default: float, is_int: bool) -> list[float]:
@@ -195,16 +197,25 @@ def _spread(options: list, most: int) -> list:
     return [options[round(i * (len(options) - 1) / (most - 1))] for i in range(most)]
 
 
+@functools.cache
+def _every_one_ids() -> frozenset[str]:
+    """The bundled recordings' ids, the measured test run's, live mode's and the presets' (read once a session: the
+    sweep asks for every widget of every state, ~1,700 times a page)."""
+    ids = {p.stem for p in (ROOT / "recordings").glob("*.yaml")}
+    return frozenset(ids | {CPU_DEMO, kvsite.frame.LIVE} | set(preset_names()))
+
+
 def every_one(options: list) -> bool:
     """Options the sweep takes all of, however many: data sources (recording ids) and model presets."""
-    ids = {p.stem for p in (ROOT / "recordings").glob("*.yaml")} | {CPU_DEMO, kvsite.frame.LIVE}
-    return bool(options) and all(str(o) in ids or str(o) in preset_names() for o in options)
+    ids = _every_one_ids()
+    return bool(options) and all(str(o) in ids for o in options)
 
 
 MAX_OPTIONS = 12  # other long option lists (29 chips, 11 formats): a spread of 12, ends included; hypothesis draws any
 
 
-def knobs_of(at: AppTest, base: dict) -> list[Knob]:
+def knobs_of(at: AppTest, base: dict, known: frozenset | set = frozenset()) -> list[Knob]:
+    """The page's widgets as knobs, but those whose name (Knob.name) is in `known`."""
     out = []
     for kind in KINDS:
         for el in at.get(kind):
@@ -214,7 +225,8 @@ def knobs_of(at: AppTest, base: dict) -> list[Knob]:
             param = getattr(proto, "query_param_key", "") or None
             if param is None and key.endswith("__w") and key[:-3] in CHOICES:
                 param = key[:-3]
-            out.append(_knob(kind, el, key, param, base))
+            if (param or f"~{key}") not in known:
+                out.append(_knob(kind, el, key, param, base))
     return [k for k in out if k is not None]
 
 
@@ -523,7 +535,7 @@ def sweep(path: str | None) -> tuple[list[str], dict[str, Knob], int]:
         ):
             failures.append(f"{desc}: the URL's value did not reach the widget ({miss})")
         if not at.exception and params is not None:
-            for new in knobs_of(at, params):
+            for new in knobs_of(at, params, set(found)):
                 if new.name not in found:
                     found[new.name] = new
                     queue.append(new)
