@@ -434,6 +434,9 @@ def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, 
         str(out),
     ]
     monkeypatch.setattr(sys, "argv", [str(ROOT / "kvcore" / "__main__.py"), *argv])
+    for name in ("LD_PRELOAD", "OMP_NUM_THREADS", "KVCORE_BLAS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # what the suite runs under (tests/conftest.py)
     assert cli.main(argv) == 0
     (path,) = out.glob("*.yaml")
     rec = recordings.load(path)
@@ -441,7 +444,10 @@ def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, 
     prov = rec.data["provenance"]
     assert prov["backend"] == "mlx cpu" and "not Apple Silicon" in rec.label
     assert rec.data["model"]["weights"] == "random" and rec.data["method"]["decode"]["steps"] == 2
-    assert prov["command"] == shlex.join(["python", "-m", "kvcore", *argv])
+    # the command as typed, with the thread count it ran under
+    assert prov["command"] == "OPENBLAS_NUM_THREADS=1 " + shlex.join(
+        ["python", "-m", "kvcore", *argv]
+    )
     assert cli.main(argv) == 0 and len(list(out.glob("*.yaml"))) == 2  # never overwrites
 
 
