@@ -10,11 +10,13 @@ Why it matters: a reader's new state (a slider step, another format) is built on
 build is chart construction (the Calculator's two charts were ~54 % of its state sweep's time, by py-spy). Altair
 turns a dict or a shorthand string given to encode() (alt.condition's dict, "label:N") into a channel object by
 reading its whole schema again (~10 ms a channel here); LayerChart.properties() deep-copies and validates the whole
-chart, and so does a layer chart made a layer of another. The charts' arguments are captured from AppTest runs of six pages in Japanese; the earlier kvcore is
-read from git into a temporary package. Each round builds every chart once with each, the order swapped every other
-round, each from a collected heap. Reported: the median of the paired ratios (before / now, per round, over all
-charts) with their range, each one's median ms per chart, and how many charts both draw alike (vl-convert's SVG, the
-names Altair gives views and layers aside).
+chart, and so does a layer chart made a layer of another. The charts' arguments are captured from AppTest runs of
+six pages in Japanese; the earlier kvcore is read from git into a temporary package. Each round builds every chart
+once each way, the order reversed every other round, each from a collected heap, all without Altair's check of every
+object as it is built (its "debug mode", on by default; kvsite.chart turns it off) but a third build of this kvcore
+with it. Reported: the median of the paired ratios (before / now, per round, over all charts) with their range, each
+one's median ms per chart, the same ratio for the check (with / without), and how many charts both kvcores draw
+alike (vl-convert's SVG, the names Altair gives views and layers aside).
 """
 
 from __future__ import annotations
@@ -95,7 +97,10 @@ def charts_at(rev: str, folder: Path):
     return importlib.import_module("kvcore_before.charts")
 
 
-def build(calls: list[tuple], module) -> tuple[float, list[dict]]:
+def build(calls: list[tuple], module, checked: bool = False) -> tuple[float, list[dict]]:
+    """Every chart built by `module`'s builders; checked: with Altair's check of each object as it is built (its
+    "debug mode", which kvsite.chart turns off)."""
+    alt.utils.schemapi.DEBUG_MODE = checked
     gc.collect()  # each build starts from a collected heap, not from what the one before left
     start = time.perf_counter()
     specs = [chart.to_spec(getattr(module, b)(*a, **k)) for _, b, a, k in calls]
@@ -123,19 +128,25 @@ def main() -> int:
         before = charts_at(args.before, Path(tmp))
         _, now_specs = build(calls, charts)  # warm-up, both
         _, before_specs = build(calls, before)
-        ratios, t_now, t_before = [], [], []
+        ratios, checked, t_now, t_before = [], [], [], []
         for r in range(args.rounds):
-            order = [("now", charts), ("before", before)][:: 1 if r % 2 == 0 else -1]
-            took = {name: build(calls, module)[0] for name, module in order}
+            order = [("now", charts, False), ("before", before, False), ("checked", charts, True)]
+            took = {name: build(calls, m, c)[0] for name, m, c in order[:: 1 if r % 2 == 0 else -1]}
             t_now.append(took["now"])
             t_before.append(took["before"])
             ratios.append(took["before"] / took["now"])
+            checked.append(took["checked"] / took["now"])
+        alt.utils.schemapi.DEBUG_MODE = False
     n = len(calls)
     print(f"{n} charts from {len(STATES)} states, {args.rounds} rounds (Altair {alt.__version__})")
     print(
         f"before ({args.before}) / now: median {statistics.median(ratios):.2f} "
         f"(range {min(ratios):.2f}-{max(ratios):.2f}); per chart: now {statistics.median(t_now) / n * 1000:.0f} ms, "
         f"before {statistics.median(t_before) / n * 1000:.0f} ms"
+    )
+    print(
+        f"now with Altair's check as each object is built / without (kvsite.chart's): median "
+        f"{statistics.median(checked):.2f} (range {min(checked):.2f}-{max(checked):.2f})"
     )
     same = sum(a == b for a, b in zip(drawings(now_specs), drawings(before_specs)))
     print(f"the same drawing (vl-convert's SVG): {same} of {n} charts")

@@ -37,6 +37,13 @@ def _register_font() -> None:
 
 _register_font()
 
+# Altair checks every schema object against Vega-Lite's schema as it is built ("debug mode", on by default), and a
+# chart is built from dozens of them: about a fifth of what a new state's chart costs here once its channels are
+# objects (benchmarks/bench_charts.py; Altair's maintainers turn it off in production too: vega/altair#2850,
+# #3545). The site builds its charts with it off, as it serializes them unchecked (to_spec); the tests check every
+# spec the pages send against the schema instead (tests/app/app_helpers.py: vega_lite_problems).
+alt.utils.schemapi.disable_debug_mode()
+
 
 @dataclass(frozen=True)
 class Export:
