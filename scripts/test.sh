@@ -29,10 +29,10 @@ if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
     .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt
-# Bytecode compiled once, into a cache outside the tree: the suite starts many Python processes (servers, the CLI)
-# and pytest rewrites every test module's asserts, all from source again where writing bytecode is turned off
-# (PYTHONDONTWRITEBYTECODE; collection then took 12.7 s a worker here, 7.8 s with this cache)
-export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/kvsite-pycache}"
+# Bytecode kept: the suite starts many Python processes (servers, the CLI) and pytest rewrites every test module's
+# asserts, all from source again where writing bytecode is turned off (PYTHONDONTWRITEBYTECODE; collection then took
+# 12.7 s a worker here, 7.8 s with bytecode kept). Into __pycache__ folders, which git ignores, beside pip's own in
+# .venv: a cache elsewhere (PYTHONPYCACHEPREFIX) would compile every package the tests import again, once per clone.
 unset PYTHONDONTWRITEBYTECODE
 export KVSITE_REQUIRE_LLAMACPP=1  # the real-llama.cpp tests fail instead of skipping if it is missing
 exec .venv/bin/python -m pytest "$@"

@@ -86,7 +86,7 @@ def test_requirements_install_into_a_fresh_environment_and_the_site_starts_read_
     assert here.stdout.startswith(str(venv)), (
         here.stdout
     )  # the fresh environment's own packages, not this one's
-    # a throwaway environment: its bytecode is not kept (in PYTHONPYCACHEPREFIX it would pile up a copy a run)
+    # a throwaway environment: its bytecode is not written (pip installed it with --no-compile)
     env = {"HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
     with streamlit_server(env=env, python=python, timeout_s=120) as base:
         with Reader(
