@@ -9,10 +9,11 @@ import os
 from .live_args import DEFAULT_BATCH_CONTEXTS, DEFAULT_BATCHES, DEFAULT_CONTEXTS
 from .live_args import DEFAULT_KV_CONTEXTS, DEFAULT_MODEL, DEFAULT_PROMPTS, MAX_BATCH
 from .live_args import MAX_LIVE_CONTEXT, MODEL_HELP, add_common, add_model_args, batch_sizes
-from .live_args import any_format, contexts, count, kv_format, require_gguf, sections, stem
+from .live_args import any_format, contexts, count, kv_format, mlx_kv_help, require_gguf, sections
+from .live_args import stem
 from .errors import KvError
 from .live_run import checked, command_line, load_model, print_table, save, with_bar
-from .runtimes import get_runtime
+from .runtimes import get_runtime, gguf_runtime
 
 RECORD_TABLES = {  # what `record` prints of each section it measured: (key, header, format)
     "decode": [
@@ -144,11 +145,12 @@ def add(sub) -> None:
         "into one recording",
     )
     add_common(p, DEFAULT_MODEL, MODEL_HELP + "; used for decode and mechanism", saves=True)
+    gguf = gguf_runtime()  # the runtime's own formats and default, not a list typed here
     add_model_args(
         p,
         kv_type=any_format,
-        kv_help="mlx_lm: fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation dtype: fp32 on CPU, fp16 on "
-        "Metal); --runtime llama.cpp: its -ctk/-ctv types, e.g. q8_0 (default: fp16, its f16)",
+        kv_help=f"mlx_lm: {mlx_kv_help()}; --runtime {gguf.name}: {', '.join(gguf.kv_formats)} "
+        f"(default: {gguf.default_kv_format})",
     )
     p.add_argument(
         "--geometry",

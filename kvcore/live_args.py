@@ -82,6 +82,13 @@ def kv_format(text: str) -> str:
     return text
 
 
+def mlx_kv_help() -> str:
+    """--kv-format's help for an mlx_lm run: the formats its cache classes hold (kvcore.formats), and its default."""
+    from .formats import mlx_cache_formats
+
+    return f"{', '.join(mlx_cache_formats())} (default: the activation dtype: fp32 on CPU, fp16 on Metal)"
+
+
 def any_format(text: str) -> str:
     """A cache format kvcore knows, by its name or llama.cpp's spelling (f16 -> fp16); which ones a runtime
     stores is the command's to check (record: the runtime it runs under)."""
@@ -184,8 +191,7 @@ def add_model_args(p, decode: bool = True, kv_type=kv_format, kv_help: str = "")
     p.add_argument(
         "--kv-format",
         type=kv_type,
-        help=kv_help
-        or "fp16, bf16, fp32, mlx-q8, mlx-q4 (default: the activation dtype: fp32 on CPU, fp16 on Metal)",
+        help=kv_help or mlx_kv_help(),
     )
     if decode:
         p.add_argument("--warmup", type=count("warmup", 0, 1000), default=3)
