@@ -27,15 +27,18 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
 def wheelhouse(requirements: Path = REQUIREMENTS, *platform: str) -> Path:
-    """The wheels `requirements` installs (for `platform`: pip download's --platform options and a folder suffix),
-    downloaded once per requirements and platform (their hash names the folder) and kept."""
+    """The wheels `requirements` installs (for `platform`: pip download's --platform, --python-version and
+    --only-binary options), downloaded once per requirements and options (their hash names the folder, the
+    --platform tag ends it) and kept."""
     digest = hashlib.sha256(requirements.read_bytes() + " ".join(platform).encode()).hexdigest()[
         :16
     ]
     folder = (
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         / "kvsite-test-wheels"
-        / "-".join([digest, *platform[1:2]])
+        / "-".join(
+            [digest, *(platform[i + 1] for i, o in enumerate(platform) if o == "--platform")]
+        )
     )
     if not (folder / ".complete").exists():
         shutil.rmtree(folder, ignore_errors=True)
