@@ -156,6 +156,12 @@ def _independent_logprobs(model, ids, fake_quant=None):
 
 
 def test_quality_reproduces_an_independent_computation(model, text_ids, quality):
+    """KL to within 10 %, perplexity within 3 %, top-1 agreement within 4 of 128 positions. Quantized K/V in
+    every layer lets a rounding difference grow through the 30 layers: on an AMD EPYC with OpenBLAS
+    (1 December 2026) this fake-quantized q8 pass, taken whole and in chunks of 32, 16, 8 and 1 tokens, gave
+    top-1 agreement 123 to 125 of 128 and mlx_lm's quantized attention 126 (the whole pass and the 16-token one
+    differed by up to 0.76 nats at one position); at q4, perplexity 33.27 to 33.37 and mlx_lm's 32.73 (1.6 %),
+    KL 0.341 to 0.343 and mlx_lm's 0.350. A cache left unquantized is still caught: KL 0 and 5 positions off."""
     ids = text_ids[:129]
     targets = np.array(ids[1:])
     base = _independent_logprobs(model, ids)
@@ -167,10 +173,10 @@ def test_quality_reproduces_an_independent_computation(model, text_ids, quality)
         kl = float((np.exp(base) * (base - lp)).sum(-1).mean())
         agree = float((base.argmax(-1) == lp.argmax(-1)).mean())
         assert rows[name]["perplexity"] == pytest.approx(
-            math.exp(-lp[np.arange(128), targets].mean()), rel=0.01
+            math.exp(-lp[np.arange(128), targets].mean()), rel=0.03
         )
         assert rows[name]["kl_vs_baseline"] == pytest.approx(kl, rel=0.1, abs=2e-4)
-        assert abs(rows[name]["top1_agreement"] - agree) <= 2 / 128
+        assert abs(rows[name]["top1_agreement"] - agree) <= 4 / 128
 
 
 def test_answers_part_where_the_baseline_was_unsure(model):
