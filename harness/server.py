@@ -143,6 +143,31 @@ def wait_ready(page, timeout_ms: int = 60_000) -> None:
     )
 
 
+def pick(page, label: str, option: str, tries: int = 3) -> None:
+    """Choose `option` in the select box labelled `label` (the first, where a page has several),
+    then wait_ready: open the box, type into its own input, click the first option with the text.
+    A box the page redraws between the click and the typing closes again (seen once at the end of
+    a fragment's rerun: the typing went nowhere, the option never came): it is opened again, up to
+    `tries` times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.get_by_role("combobox", name=label, exact=True).first
+    match = page.get_by_role("option").filter(has_text=option).first
+    for _ in range(tries):
+        box.click()
+        box.press_sequentially(option)
+        try:
+            match.click(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    else:
+        raise AssertionError(
+            f"{option!r} did not appear in the list of {label!r} after {tries} tries"
+        )
+    wait_ready(page)
+
+
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"  # Debian's nginx (scripts/test.sh installs it)
 NGINX_SITE = ROOT / "deploy" / "nginx-kvsite.conf"
 

@@ -7,21 +7,13 @@ import json
 from playwright.sync_api import expect
 
 from kvcore.geometry import load_preset
-from harness.server import streamlit_server
+from harness.server import pick, streamlit_server
 
 
 def _open(page, url, ready):
     page.goto(url)
     ready(page)
     page.wait_for_timeout(300)
-
-
-def _pick(page, ready, label: str, option: str):
-    box = page.get_by_role("combobox", name=label, exact=True)
-    box.click()
-    page.keyboard.type(option)
-    page.keyboard.press("Enter")
-    ready(page)
 
 
 def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready):
@@ -36,8 +28,8 @@ def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready
     expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
         "16.00 GiB"
     )
-    _pick(page, ready, "K format", "mlx-q4")
-    _pick(page, ready, "V format", "mlx-q4")
+    pick(page, "K format", "mlx-q4")
+    pick(page, "V format", "mlx-q4")
     expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("Fits")
     expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
         "4.50 GiB"

@@ -8,6 +8,8 @@ from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import expect
 
+from harness.server import pick
+
 CHARTS_JS = (
     "() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
     "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; })"
@@ -54,11 +56,7 @@ def test_a_change_above_a_section_reaches_it_and_the_sections_own_state_stays(se
     expect(page).to_have_url(re.compile(r"[?&]mem=37(&|$)"))
     fits_chart = page.locator("[data-testid='stVegaLiteChart']").nth(2)
     before = fits_chart.inner_html()
-    box = page.get_by_role("combobox", name="Model").first  # above every section: the page reruns
-    box.click()
-    page.keyboard.type("qwen3-4b")
-    page.get_by_role("option").filter(has_text="qwen3-4b").first.click()
-    ready(page)
+    pick(page, "Model", "qwen3-4b")  # above every section: the page reruns
     expect(page).to_have_url(re.compile(r"[?&]model=qwen3-4b(&|$)"))
     assert _query(page)["mem"] == "37"
     assert fits_chart.inner_html() != before  # the fits section drew the new model
@@ -101,7 +99,7 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
     expect(kv).to_contain_text("8.00 GiB")  # the outputs below the slider followed it
     assert len(asked) == 1 and asked[0], asked  # a fragment's rerun, not the page's
     body = asked[0]
-    _pick(page, ready, "K format", "mlx-q4")
+    pick(page, "K format", "mlx-q4")
     expect(page).to_have_url(re.compile(r"[?&]k=mlx-q4(&|$)"))
     expect(kv).to_contain_text("5.12 GiB")
     assert asked[1:] == [body], asked  # the same fragment
@@ -111,9 +109,7 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
     ready(page)
     expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1)
     assert asked[2] and asked[2] != body, asked
-    _pick(
-        page, ready, "Chip for the speed estimate", "M3 Max"
-    )  # the what-if's own chip (custom memory)
+    pick(page, "Chip for the speed estimate", "M3 Max")  # the what-if's own chip (custom memory)
     expect(page).to_have_url(re.compile(r"[?&]schip=M3(\+|%20)Max"))
     assert asked[3] and asked[3] not in (body, asked[2]), asked
     schip = _query(page)["schip"]
@@ -130,14 +126,6 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
     expect(kv).to_contain_text("5.12 GiB")  # K in mlx-q4 (4.5 bits a value) and V in fp16 at 65,536
     expect(page.locator("[data-testid='stMetric']").filter(has_text=schip)).to_have_count(1)
     assert page.locator("[data-testid='stException']").count() == 0
-
-
-def _pick(page, ready, label: str, option: str) -> None:
-    box = page.get_by_role("combobox", name=label, exact=True)
-    box.click()
-    page.keyboard.type(option)
-    page.get_by_role("option").filter(has_text=option).first.click()
-    ready(page)
 
 
 def test_a_choice_inside_a_chart_repaints_it_with_no_round_trip(server, page, ready):
