@@ -16,6 +16,8 @@ CODES = frozenset(
         "model_unknown",
         "runtime_unknown",
         "llamacpp_format",
+        "runtime_format",
+        "runtime_kv_pair",
         "format_block",
         "llamacpp_mla_types",
         "llamacpp_seq_max",

@@ -110,6 +110,8 @@ class Runtime:
     )
     # the K/V format it caches in when told none (None: the model's activation dtype, as mlx_lm's KVCache)
     default_kv_format: str | None = None
+    # True: K and V are kept in one format (mlx_lm: one kv_bits quantizes both, KVCache holds both in one dtype)
+    one_kv_format: bool = False
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"

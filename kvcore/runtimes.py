@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import formulas
 from .errors import KvError
-from .formats import FORMATS
+from .formats import FORMATS, mlx_cache_formats
 from .limits import MAX_SEQUENCES
 from .runtime import DecodeRead, Runtime
 from .runtime_llamacpp import LlamaCppRuntime
@@ -43,9 +43,10 @@ class TokenRuntime(Runtime):
         windows: str | None = None,
         engines: tuple[str, ...] = (),
         fit_class: str = "",
+        one_kv_format: bool = False,
     ):
         self.name, self.help, self.windows = name, help, windows or name
-        self.engines, self.fit_class = engines, fit_class
+        self.engines, self.fit_class, self.one_kv_format = engines, fit_class, one_kv_format
         self.ignored_window_note, self.prefill_peak = ignored_window_note, prefill_peak
         self._kv_formats = kv_formats
         self.max_sequences = MAX_SEQUENCES
@@ -60,7 +61,34 @@ class TokenRuntime(Runtime):
         self.options(sequences, options)
         return formulas.kv_bytes(geometry, context, spec, sequences)
 
+    def check_kv(self, spec) -> None:
+        """Refuse K/V formats this runtime does not store, and a K/V pair where it keeps one format for both
+        (a KvError naming them and what it does store). A runtime that names no formats sizes any."""
+        if self._kv_formats is None:
+            return
+        valid = ", ".join(self.kv_formats)
+        for name in dict.fromkeys((spec.k_format, spec.v_format)):
+            if name not in self.kv_formats:
+                raise KvError(
+                    f"{self.name} does not store K/V as {name!r}: its caches hold {valid}; the reference "
+                    "runtime sizes any format.",
+                    "runtime_format",
+                    runtime=self.name,
+                    format=name,
+                    valid=valid,
+                )
+        if self.one_kv_format and spec.k_format != spec.v_format:
+            raise KvError(
+                f"{self.name} keeps K and V in one format, not K {spec.k_format} and V {spec.v_format}; "
+                "choose the same for both (the reference runtime sizes a pair).",
+                "runtime_kv_pair",
+                runtime=self.name,
+                k=spec.k_format,
+                v=spec.v_format,
+            )
+
     def report(self, geometry, context, spec, sequences, options):
+        self.check_kv(spec)
         total = self.kv_bytes(geometry, context, spec, sequences, options)
         return {
             "sequences": sequences,
@@ -126,8 +154,10 @@ RUNTIMES: dict[str, Runtime] = {
             "mlx_lm (default; mlx_lm's own caches)",
             "sliding_ignored",
             prefill_peak="mlx_lm chunked prefill",
+            kv_formats=mlx_cache_formats(),  # KVCache in a dtype, QuantizedKVCache(bits)
             engines=("mlx_lm", "mlx-lm", "mlx-vlm", "omlx", "rapid-mlx"),
             fit_class="mlx",
+            one_kv_format=True,  # generate's one kv_bits quantizes K and V alike
         ),
         LlamaCppRuntime(),
         TokenRuntime(

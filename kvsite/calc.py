@@ -189,6 +189,13 @@ def runtime_options(src: tuple, seqs: int):
     return runtime.options(seqs, **{s.field: value for s, value in zip(runtime.settings, values)})
 
 
+def formats_the_link_asks_for(kv_formats: list[str]) -> dict[str, str]:
+    """The K/V formats this page's link names (?k=, ?v=) that the runtime does not store, by key, read
+    before the select boxes are made: a bound select box drops a value it does not offer, silently."""
+    asked = {key: st.query_params.get(key, "") for key in ("k", "v")}
+    return {key: name for key, name in asked.items() if name and name not in kv_formats}
+
+
 DEFAULT_CONTEXT = 32768
 
 

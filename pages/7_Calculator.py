@@ -115,6 +115,7 @@ def calculator() -> None:
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
     kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
+    not_stored = calc_site.formats_the_link_asks_for(kv_formats)
     k_fmt, v_fmt = (
         col.selectbox(
             f.t(f"calc.{key}_format"),
@@ -125,6 +126,17 @@ def calculator() -> None:
         )
         for col, key in ((c[3], "k"), (c[4], "v"))
     )
+    for key, name in not_stored.items():  # an older link, or one made under another runtime
+        shown = k_fmt if key == "k" else v_fmt
+        st.warning(
+            f.t(
+                f"calc.link_{key}_format",
+                asked=name,
+                runtime=rt.name,
+                shown=shown,
+                valid=", ".join(kv_formats),
+            )
+        )
     if (
         src == "gguf"
     ):  # the file's own tensors by default (exact bytes), or any other format for comparison

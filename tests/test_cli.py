@@ -51,11 +51,34 @@ def test_calc_sequences_and_separate_k_v_formats():
         "fp16",
         "--v-format",
         "mlx-q4",
+        "--runtime",
+        "reference",  # mlx_lm keeps K and V in one format
         "--json",
     )
     out = json.loads(r.stdout)
     assert out["kv_bytes"] == 3 * out["kv_bytes_per_sequence"]
     assert out["kv_bytes_per_token"] == 36 * 8 * (256 + 64 + 8)
+
+
+@pytest.mark.parametrize(
+    "formats, sentence",
+    [
+        (
+            ["--k-format", "fp16", "--v-format", "mlx-q4"],
+            "mlx_lm keeps K and V in one format, not K fp16 and V mlx-q4; choose the same for both "
+            "(the reference runtime sizes a pair).",
+        ),
+        (
+            ["--kv-format", "q8_0"],
+            "mlx_lm does not store K/V as 'q8_0': its caches hold fp32, fp16, bf16, mlx-q8, mlx-q4; "
+            "the reference runtime sizes any format.",
+        ),
+    ],
+)
+def test_mlx_lm_refuses_a_cache_it_cannot_hold(formats, sentence):
+    """One kv_bits quantizes K and V alike, and its caches are KVCache (a dtype) and QuantizedKVCache."""
+    r = kvcore("calc", "--model", "qwen3-4b", "--context", "1000", *formats)
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {sentence}", r.stderr
 
 
 def test_calc_accepts_a_config_json_path(tmp_path):

@@ -44,7 +44,7 @@ def throwaway_format(monkeypatch):
 def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_cli(
     throwaway_format, capsys
 ):
-    g = geometry.preset_geometry("llama-3.2-1b")
+    g = geometry.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
     spec = KvSpec("q6_test", "q6_test")
     assert (
         kv_bytes(g, 1024, spec) == 1024 * 16 * 8 * 2 * (64 // 32) * 26
@@ -52,8 +52,15 @@ def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_
     assert calculate(g, 1024, 1, spec, "mlx-q4")["kv_bytes"] == kv_bytes(g, 1024, spec)
     assert "q6_test" in formats_that_fit(g, 131072, 1, 0, 10**12, KvSpec())  # offered as a lever
     assert calc_json(
-        capsys, "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_test"
+        capsys,
+        *("--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_test"),
+        *("--runtime", "reference"),
     )["kv_bytes"] == kv_bytes(g, 1024, spec)
+    mlx = geometry.preset_geometry("llama-3.2-1b")  # mlx_lm: no cache class of its holds it
+    assert "q6_test" not in formats_that_fit(mlx, 131072, 1, 0, 10**12, KvSpec())
+    with pytest.raises(KvError, match="mlx_lm does not store K/V as 'q6_test'") as e:
+        calculate(mlx, 1024, 1, spec, "mlx-q4")
+    assert e.value.code == "runtime_format"
 
 
 def test_a_format_llama_cpp_stores_reaches_the_llama_cpp_runtime(throwaway_format, capsys):
@@ -82,17 +89,15 @@ def test_a_block_format_whose_block_does_not_divide_the_row_is_refused_not_padde
     monkeypatch.setitem(
         formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True)
     )
-    g = geometry.preset_geometry("llama-3.2-1b")
+    g = geometry.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
     with pytest.raises(
         KvError, match="whole blocks of 256 values and does not pad them: a 64-value row"
     ) as e:
         kv_bytes(g, 1024, KvSpec("q6_k", "q6_k"))
     assert e.value.code == "format_block"
     assert "q6_k" not in formats_that_fit(g, 1024, 1, 0, 10**12, KvSpec())  # never a lever
-    assert (
-        cli.main(["calc", "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_k"])
-        == 2
-    )
+    argv = ["calc", "--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_k"]
+    assert cli.main([*argv, "--runtime", "reference"]) == 2
     err = capsys.readouterr().err
     assert (
         "a 64-value row is not a multiple of 256" in err

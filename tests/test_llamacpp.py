@@ -457,20 +457,18 @@ def test_llama_cpp_suggests_only_types_it_can_store():
 def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
     from kvcore.geometry import preset_names
 
+    fmt = "q8_0" if "q8_0" in calculator.runtime_formats(runtime) else "fp16"  # mlx_lm: no q8_0
+    spec = KvSpec(fmt, fmt)
     for name in preset_names():
         g = preset_geometry(name, runtime)
-        r = calculator.calculate(g, 8192, 2, KvSpec("q8_0", "q8_0"))
+        r = calculator.calculate(g, 8192, 2, spec)
         assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
         weights = r["weights_bytes"]
         available = (
             int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE) + 1
         )  # room for four times this cache
-        assert calculator.max_context(g, KvSpec("q8_0", "q8_0"), 2, weights, available) >= 8192, (
-            name
-        )
-        assert calculator.max_sequences(g, KvSpec("q8_0", "q8_0"), 8192, weights, available) >= 2, (
-            name
-        )
+        assert calculator.max_context(g, spec, 2, weights, available) >= 8192, name
+        assert calculator.max_sequences(g, spec, 8192, weights, available) >= 2, name
 
 
 @pytest.mark.parametrize(

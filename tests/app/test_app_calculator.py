@@ -11,8 +11,11 @@ import pytest
 
 from app_helpers import ROOT, charts, page, texts
 from kvcore import calculator as calc
+from kvcore.errors import KvError
+from kvcore.formats import mlx_cache_formats
 from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.geometry import load_preset, preset_geometry
+from kvcore.runtimes import get_runtime
 from kvcore.units import GIB, fmt_bytes
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
@@ -20,9 +23,11 @@ from kvsite.calc_sections import NUMBERS
 CALC = "pages/7_Calculator.py"
 
 
-def cli_json(model, ctx, seq, k, v, w):
+def cli_json(model, ctx, seq, k, v, w, rt="mlx_lm"):
     args = [
         "calc",
+        "--runtime",
+        rt,
         "--model",
         model,
         "--context",
@@ -89,19 +94,20 @@ def geometry(name):
 
 
 @pytest.mark.parametrize(
-    "model, ctx, seq, k, v, w",
+    "model, ctx, seq, k, v, w, rt",
     [
-        ("llama-3.1-8b", 131072, 1, "fp16", "fp16", "mlx-q4"),  # GQA
-        ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q4", "bf16"),  # MHA
-        ("deepseek-v3", 65536, 1, "fp8", "fp8", "fp8"),  # MLA
-        ("gemma-3-27b", 100000, 2, "q8_0", "q4_0", "mlx-q4"),  # sliding window
-        ("qwen3-next-80b-a3b", 262144, 1, "turbo3", "turbo3", "mlx-q4"),
+        ("llama-3.1-8b", 131072, 1, "fp16", "fp16", "mlx-q4", "mlx_lm"),  # GQA
+        ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q8", "bf16", "mlx_lm"),  # MHA
+        ("smollm2-1.7b", 8192, 4, "mlx-q8", "mlx-q4", "bf16", "reference"),  # a K/V pair
+        ("deepseek-v3", 65536, 1, "fp8", "fp8", "fp8", "reference"),  # MLA
+        ("gemma-3-27b", 100000, 2, "q8_0", "q4_0", "mlx-q4", "reference"),  # sliding window
+        ("qwen3-next-80b-a3b", 262144, 1, "turbo3", "turbo3", "mlx-q4", "reference"),
     ],  # hybrid linear attention
 )
-def test_page_numbers_equal_the_cli(rec_dir, model, ctx, seq, k, v, w):
-    at = page(CALC, model=model, ctx=ctx, seq=seq, k=k, v=v, w=w)
-    assert not at.exception
-    out = cli_json(model, ctx, seq, k, v, w)
+def test_page_numbers_equal_the_cli(rec_dir, model, ctx, seq, k, v, w, rt):
+    at = page(CALC, model=model, ctx=ctx, seq=seq, k=k, v=v, w=w, rt=rt)
+    assert not at.exception and at.selectbox(key="rt").value == rt
+    out = cli_json(model, ctx, seq, k, v, w, rt)
     shown = numbers(at)
     for key in (
         "kv_bytes",
@@ -199,19 +205,47 @@ def test_a_url_with_parameters_reproduces_the_view(rec_dir):
         model="qwen3-4b",
         ctx=200000,
         seq=3,
-        k="fp16",
-        v="mlx-q4",
+        k="mlx-q8",
+        v="mlx-q8",
         w="bf16",
         chip="M3 Pro",
         ram=36,
     )
     assert at.selectbox(key="model").value == "qwen3-4b"
     assert at.number_input(key="ctx").value == 200000 and at.number_input(key="seq").value == 3
-    assert at.selectbox(key="v").value == "mlx-q4"
+    assert at.selectbox(key="k").value == at.selectbox(key="v").value == "mlx-q8"
     assert (
         numbers(at)["kv_bytes"]
-        == cli_json("qwen3-4b", 200000, 3, "fp16", "mlx-q4", "bf16")["kv_bytes"]
+        == cli_json("qwen3-4b", 200000, 3, "mlx-q8", "mlx-q8", "bf16")["kv_bytes"]
     )
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_mlx_lm_offers_its_own_caches_and_refuses_a_pair_in_the_readers_language(rec_dir, lang):
+    """mlx_lm's choices are what its cache classes hold; K and V apart is the runtime's one sentence in
+    the reader's language, and no numbers (the reference runtime computes the pair: the test above)."""
+    assert page(CALC, lang).selectbox(key="k").options == list(mlx_cache_formats())
+    at = page(CALC, lang, k="fp16", v="mlx-q4")
+    with pytest.raises(KvError) as e:
+        get_runtime("mlx_lm").check_kv(KvSpec("fp16", "mlx-q4"))
+    assert not at.exception and not at.metric
+    assert [el.value for el in at.error] == [i18n.error_text(lang, e.value)]
+    old_link = page(
+        CALC, lang, k="q8_0", v="q8_0"
+    )  # a format mlx_lm does not store: said, not dropped
+    valid = ", ".join(mlx_cache_formats())
+    assert [el.value for el in old_link.warning] == [
+        i18n.translate(
+            lang,
+            f"calc.link_{key}_format",
+            asked="q8_0",
+            runtime="mlx_lm",
+            shown="fp16",
+            valid=valid,
+        )
+        for key in ("k", "v")
+    ] and old_link.selectbox(key="k").value == "fp16"
+    assert not page(CALC, lang, k="q8_0", v="q8_0", rt="reference").warning
 
 
 def test_log_slider_and_exact_entry_drive_one_context(rec_dir):
@@ -516,7 +550,7 @@ def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_form
         numbers(at)["kv_bytes"] == kv_bytes(g, 10007, KvSpec("q6_test", "q6_test"))
         and g.count("sliding") == 32
     )
-    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k")
+    wrong = page(CALC, "en", model="llama-3.2-1b", k="q6_k", v="q6_k", rt="reference")
     assert not wrong.exception and "26.25" not in texts(wrong)
     assert any(
         "whole blocks of 256 values and does not pad them: a 64-value row" in e.value

@@ -38,7 +38,9 @@ def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready
 
 
 def test_a_shared_link_reproduces_the_view_from_a_cold_server(page, ready):
-    link = "Calculator?lang=ja&model=deepseek-v3&ctx=65536&k=fp8&v=fp8&w=fp8&chip=custom&gib=800"
+    link = (  # fp8 K/V: the reference runtime (no mlx_lm cache holds fp8)
+        "Calculator?lang=ja&model=deepseek-v3&rt=reference&ctx=65536&k=fp8&v=fp8&w=fp8&chip=custom&gib=800"
+    )
     with streamlit_server() as base:  # the link is the fresh server's first request
         _open(page, f"{base}/{link}", ready)
         assert page.locator("[data-testid='stException']").count() == 0

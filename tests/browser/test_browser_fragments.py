@@ -101,8 +101,13 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
     body = asked[0]
     pick(page, "K format", "mlx-q4")
     expect(page).to_have_url(re.compile(r"[?&]k=mlx-q4(&|$)"))
-    expect(kv).to_contain_text("5.12 GiB")
-    assert asked[1:] == [body], asked  # the same fragment
+    expect(page.locator("[data-testid='stAlertContentError']")).to_contain_text(
+        "mlx_lm keeps K and V in one format"
+    )  # K apart from V: mlx_lm's one sentence, in the fragment
+    pick(page, "V format", "mlx-q4")
+    expect(kv).to_contain_text("2.25 GiB")  # K and V in mlx-q4 (4.5 bits a value) at 65,536
+    assert asked[1:] == [body, body], asked  # the same fragment, twice
+    del asked[1]
     page.get_by_text(
         "Per layer: kind, tokens held, bytes"
     ).click()  # a lazy table: its own fragment inside the calculator's
@@ -118,12 +123,13 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
         "chip": "custom",
         "ctx": "65536",
         "k": "mlx-q4",
+        "v": "mlx-q4",
         "schip": schip,
     }
     page.reload()
     ready(page)
     expect(page.get_by_role("spinbutton", name="Context, exact (tokens)")).to_have_value("65536")
-    expect(kv).to_contain_text("5.12 GiB")  # K in mlx-q4 (4.5 bits a value) and V in fp16 at 65,536
+    expect(kv).to_contain_text("2.25 GiB")
     expect(page.locator("[data-testid='stMetric']").filter(has_text=schip)).to_have_count(1)
     assert page.locator("[data-testid='stException']").count() == 0
 
