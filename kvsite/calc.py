@@ -189,11 +189,45 @@ def runtime_options(src: tuple, seqs: int):
     return runtime.options(seqs, **{s.field: value for s, value in zip(runtime.settings, values)})
 
 
-def formats_the_link_asks_for(kv_formats: list[str]) -> dict[str, str]:
-    """The K/V formats this page's link names (?k=, ?v=) that the runtime does not store, by key, read
-    before the select boxes are made: a bound select box drops a value it does not offer, silently."""
+def kv_format_inputs(f, rt, col_k, col_v) -> tuple[str, str]:
+    """The K and V formats, bound to ?k= and ?v=: the formats `rt` stores, fp16 first chosen; one box for
+    both where the runtime keeps one format (mlx_lm), with nothing in `col_v`. A link naming a format the
+    runtime does not store, or a V apart from K there, gets one sentence saying what the page shows instead
+    (read before the boxes are made: a bound select box drops a value it does not offer, silently)."""
+    kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
     asked = {key: st.query_params.get(key, "") for key in ("k", "v")}
-    return {key: name for key, name in asked.items() if name and name not in kv_formats}
+    keys = ("k",) if rt.one_kv_format else ("k", "v")
+    label = {
+        "k": "calc.kv_one_format" if rt.one_kv_format else "calc.k_format",
+        "v": "calc.v_format",
+    }
+    chosen = {
+        key: col.selectbox(
+            f.t(label[key]),
+            kv_formats,
+            index=kv_formats.index("fp16"),
+            key=key,
+            bind="query-params",
+        )
+        for col, key in zip((col_k, col_v), keys)
+    }
+    k, v = chosen["k"], chosen.get("v", chosen["k"])
+    valid = ", ".join(kv_formats)
+    for key, name in asked.items():  # an older link, or one made under another runtime
+        shown = k if key == "k" else v
+        if name and name not in kv_formats:
+            st.warning(
+                f.t(
+                    f"calc.link_{key}_format", asked=name, runtime=rt.name, shown=shown, valid=valid
+                )
+            )
+        elif name and key not in keys and name != k:
+            st.warning(f.t("calc.link_one_format", asked=name, runtime=rt.name, shown=k))
+        if name and key not in keys:
+            st.query_params.pop(
+                key, None
+            )  # no box of its own here: said once, then out of the link
+    return k, v
 
 
 DEFAULT_CONTEXT = 32768

@@ -114,29 +114,7 @@ def calculator() -> None:
     seqs = c[2].number_input(
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
-    kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
-    not_stored = calc_site.formats_the_link_asks_for(kv_formats)
-    k_fmt, v_fmt = (
-        col.selectbox(
-            f.t(f"calc.{key}_format"),
-            kv_formats,
-            index=kv_formats.index("fp16"),
-            key=key,
-            bind="query-params",
-        )
-        for col, key in ((c[3], "k"), (c[4], "v"))
-    )
-    for key, name in not_stored.items():  # an older link, or one made under another runtime
-        shown = k_fmt if key == "k" else v_fmt
-        st.warning(
-            f.t(
-                f"calc.link_{key}_format",
-                asked=name,
-                runtime=rt.name,
-                shown=shown,
-                valid=", ".join(kv_formats),
-            )
-        )
+    k_fmt, v_fmt = calc_site.kv_format_inputs(f, rt, c[3], c[4])
     if (
         src == "gguf"
     ):  # the file's own tensors by default (exact bytes), or any other format for comparison

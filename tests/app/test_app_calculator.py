@@ -213,7 +213,7 @@ def test_a_url_with_parameters_reproduces_the_view(rec_dir):
     )
     assert at.selectbox(key="model").value == "qwen3-4b"
     assert at.number_input(key="ctx").value == 200000 and at.number_input(key="seq").value == 3
-    assert at.selectbox(key="k").value == at.selectbox(key="v").value == "mlx-q8"
+    assert at.selectbox(key="k").value == "mlx-q8"  # mlx_lm: one box, K and V
     assert (
         numbers(at)["kv_bytes"]
         == cli_json("qwen3-4b", 200000, 3, "mlx-q8", "mlx-q8", "bf16")["kv_bytes"]
@@ -221,18 +221,24 @@ def test_a_url_with_parameters_reproduces_the_view(rec_dir):
 
 
 @pytest.mark.parametrize("lang", i18n.LANGUAGES)
-def test_mlx_lm_offers_its_own_caches_and_refuses_a_pair_in_the_readers_language(rec_dir, lang):
-    """mlx_lm's choices are what its cache classes hold; K and V apart is the runtime's one sentence in
-    the reader's language, and no numbers (the reference runtime computes the pair: the test above)."""
-    assert page(CALC, lang).selectbox(key="k").options == list(mlx_cache_formats())
-    at = page(CALC, lang, k="fp16", v="mlx-q4")
-    with pytest.raises(KvError) as e:
-        get_runtime("mlx_lm").check_kv(KvSpec("fp16", "mlx-q4"))
-    assert not at.exception and not at.metric
-    assert [el.value for el in at.error] == [i18n.error_text(lang, e.value)]
-    old_link = page(
-        CALC, lang, k="q8_0", v="q8_0"
-    )  # a format mlx_lm does not store: said, not dropped
+def test_mlx_lm_offers_its_own_caches_in_one_box_and_says_what_a_link_asked_for(rec_dir, lang):
+    """mlx_lm: one box for K and V (one kv_bits quantizes both) holding what its cache classes hold. A link
+    with V apart from K, or a format mlx_lm does not store, says in the reader's language what the page shows
+    instead; the reference runtime keeps both boxes and every format. The engine refuses the pair itself
+    (tests/test_cli.py)."""
+    at = page(CALC, lang)
+    boxes = {el.key: el for el in at.selectbox}
+    assert boxes["k"].options == list(mlx_cache_formats()) and "v" not in boxes
+    assert boxes["k"].label == i18n.translate(lang, "calc.kv_one_format")
+    pair = page(CALC, lang, k="mlx-q8", v="mlx-q4")
+    assert [el.value for el in pair.warning] == [
+        i18n.translate(
+            lang, "calc.link_one_format", asked="mlx-q4", runtime="mlx_lm", shown="mlx-q8"
+        )
+    ]
+    kv = cli_json("llama-3.1-8b", 32768, 1, "mlx-q8", "mlx-q8", "mlx-q4")["kv_bytes"]
+    assert f"{kv:,}" in {row[2] for row in numbers_rows(pair, lang)}  # K and V both in mlx-q8
+    old_link = page(CALC, lang, k="q8_0", v="q8_0")
     valid = ", ".join(mlx_cache_formats())
     assert [el.value for el in old_link.warning] == [
         i18n.translate(
@@ -244,8 +250,9 @@ def test_mlx_lm_offers_its_own_caches_and_refuses_a_pair_in_the_readers_language
             valid=valid,
         )
         for key in ("k", "v")
-    ] and old_link.selectbox(key="k").value == "fp16"
-    assert not page(CALC, lang, k="q8_0", v="q8_0", rt="reference").warning
+    ] and {el.key: el.value for el in old_link.selectbox}["k"] == "fp16"
+    ref = page(CALC, lang, k="q8_0", v="q4_0", rt="reference")
+    assert not ref.warning and {"k", "v"} <= {el.key for el in ref.selectbox}
 
 
 def test_log_slider_and_exact_entry_drive_one_context(rec_dir):

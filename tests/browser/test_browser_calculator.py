@@ -28,8 +28,7 @@ def test_paste_a_config_change_a_format_and_read_the_verdict(server, page, ready
     expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
         "16.00 GiB"
     )
-    pick(page, "K format", "mlx-q4")
-    pick(page, "V format", "mlx-q4")
+    pick(page, "K and V format", "mlx-q4")  # mlx_lm: one format for both
     expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text("Fits")
     expect(page.locator("[data-testid='stMetric']").filter(has_text="KV cache")).to_contain_text(
         "4.50 GiB"
