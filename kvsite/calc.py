@@ -189,9 +189,9 @@ def runtime_options(src: tuple, seqs: int):
     return runtime.options(seqs, **{s.field: value for s, value in zip(runtime.settings, values)})
 
 
-def kv_format_inputs(f, rt, col_k, col_v) -> tuple[str, str]:
-    """The K and V formats, bound to ?k= and ?v=: the formats `rt` stores, fp16 first chosen; one box for
-    both where the runtime keeps one format (mlx_lm), with nothing in `col_v`. A link naming a format the
+def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
+    """The K and V formats, bound to ?k= and ?v=, in `cols`: the formats `rt` stores, fp16 first chosen;
+    one box for both where the runtime keeps one format (mlx_lm; one column), else K and V. A link naming a format the
     runtime does not store, or a V apart from K there, gets one sentence saying what the page shows instead
     (read before the boxes are made: a bound select box drops a value it does not offer, silently)."""
     kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
@@ -209,7 +209,7 @@ def kv_format_inputs(f, rt, col_k, col_v) -> tuple[str, str]:
             key=key,
             bind="query-params",
         )
-        for col, key in zip((col_k, col_v), keys)
+        for col, key in zip(cols, keys, strict=True)
     }
     k, v = chosen["k"], chosen.get("v", chosen["k"])
     valid = ", ".join(kv_formats)

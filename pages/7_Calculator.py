@@ -107,25 +107,27 @@ def calculator() -> None:
     rt = get_runtime(runtime)
 
     # ---- inputs
-    c = st.columns([2, 2, 1, 1, 1, 1])
+    c = st.columns(
+        [2, 2, 1, 2, 1] if rt.one_kv_format else [2, 2, 1, 1, 1, 1]
+    )  # K and V: one box or two
     ctx = calc_site.context_inputs(
         f, c[0], c[1]
     )  # exact number and log slider, bound to ?ctx= (1 comes back as 1)
     seqs = c[2].number_input(
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
-    k_fmt, v_fmt = calc_site.kv_format_inputs(f, rt, c[3], c[4])
+    k_fmt, v_fmt = calc_site.kv_format_inputs(f, rt, c[3:-1])
     if (
         src == "gguf"
     ):  # the file's own tensors by default (exact bytes), or any other format for comparison
-        w_fmt = c[5].selectbox(
+        w_fmt = c[-1].selectbox(
             f.t("common.weights"),
             [FILE_WEIGHTS, *DOWNLOAD_WEIGHT_FORMATS],
             key="w_gguf",
             format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
         )
     else:
-        w_fmt = c[5].selectbox(
+        w_fmt = c[-1].selectbox(
             f.t("common.weights"),
             DOWNLOAD_WEIGHT_FORMATS,
             index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
