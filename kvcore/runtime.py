@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import KvError
+from .formats import get_format
 
 if TYPE_CHECKING:
     from .formulas import KvSpec
@@ -131,6 +132,31 @@ class Runtime:
                 f"{self.name} has no options of its own ({', '.join(values) or type(base).__name__})."
             )
         return None
+
+    def check_kv(self, spec: KvSpec) -> None:
+        """Refuse a K/V format kvcore does not know, one this runtime does not store, and a K/V pair where it
+        keeps one format for both: a KvError naming them and what it does store."""
+        for name in dict.fromkeys((spec.k_format, spec.v_format)):
+            get_format(name)  # an unknown name, by name
+            if name not in self.kv_formats:
+                valid = ", ".join(self.kv_formats)
+                raise KvError(
+                    f"{self.name} does not store K/V as {name!r}: its caches hold {valid}; the reference "
+                    "runtime sizes any format.",
+                    "runtime_format",
+                    runtime=self.name,
+                    format=name,
+                    valid=valid,
+                )
+        if self.one_kv_format and spec.k_format != spec.v_format:
+            raise KvError(
+                f"{self.name} keeps K and V in one format, not K {spec.k_format} and V {spec.v_format}; "
+                "choose the same for both (the reference runtime sizes a pair).",
+                "runtime_kv_pair",
+                runtime=self.name,
+                k=spec.k_format,
+                v=spec.v_format,
+            )
 
     def settings_flags(self) -> str:
         return ", ".join(s.flag for s in self.settings)

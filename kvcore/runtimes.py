@@ -61,32 +61,6 @@ class TokenRuntime(Runtime):
         self.options(sequences, options)
         return formulas.kv_bytes(geometry, context, spec, sequences)
 
-    def check_kv(self, spec) -> None:
-        """Refuse K/V formats this runtime does not store, and a K/V pair where it keeps one format for both
-        (a KvError naming them and what it does store). A runtime that names no formats sizes any."""
-        if self._kv_formats is None:
-            return
-        valid = ", ".join(self.kv_formats)
-        for name in dict.fromkeys((spec.k_format, spec.v_format)):
-            if name not in self.kv_formats:
-                raise KvError(
-                    f"{self.name} does not store K/V as {name!r}: its caches hold {valid}; the reference "
-                    "runtime sizes any format.",
-                    "runtime_format",
-                    runtime=self.name,
-                    format=name,
-                    valid=valid,
-                )
-        if self.one_kv_format and spec.k_format != spec.v_format:
-            raise KvError(
-                f"{self.name} keeps K and V in one format, not K {spec.k_format} and V {spec.v_format}; "
-                "choose the same for both (the reference runtime sizes a pair).",
-                "runtime_kv_pair",
-                runtime=self.name,
-                k=spec.k_format,
-                v=spec.v_format,
-            )
-
     def report(self, geometry, context, spec, sequences, options):
         self.check_kv(spec)
         total = self.kv_bytes(geometry, context, spec, sequences, options)

@@ -18,6 +18,7 @@ from kvcore import gguf as kgguf
 from kvcore.errors import KvError
 from kvcore.limits import MAX_CONTEXT
 from kvcore.config import parse_json_text
+from kvcore.formulas import KvSpec
 from kvcore.geometry import Geometry, parse_config, preset_geometry
 from kvcore.runtimes import get_runtime, gguf_runtime
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
@@ -191,9 +192,10 @@ def runtime_options(src: tuple, seqs: int):
 
 def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
     """The K and V formats, bound to ?k= and ?v=, in `cols`: the formats `rt` stores, fp16 first chosen;
-    one box for both where the runtime keeps one format (mlx_lm; one column), else K and V. A link naming a format the
-    runtime does not store, or a V apart from K there, gets one sentence saying what the page shows instead
-    (read before the boxes are made: a bound select box drops a value it does not offer, silently)."""
+    one box for both where the runtime keeps one format (mlx_lm; one column), else K and V. A link the
+    runtime refuses (a format it does not store, V apart from K where it keeps one) gets the runtime's own
+    sentence and what the page shows instead, read before the boxes are made: a bound select box drops a
+    value it does not offer, silently."""
     kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
     asked = {key: st.query_params.get(key, "") for key in ("k", "v")}
     keys = ("k",) if rt.one_kv_format else ("k", "v")
@@ -212,21 +214,15 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
         for col, key in zip(cols, keys, strict=True)
     }
     k, v = chosen["k"], chosen.get("v", chosen["k"])
-    valid = ", ".join(kv_formats)
-    for key, name in asked.items():  # an older link, or one made under another runtime
-        shown = k if key == "k" else v
-        if name and name not in kv_formats:
-            st.warning(
-                f.t(
-                    f"calc.link_{key}_format", asked=name, runtime=rt.name, shown=shown, valid=valid
-                )
-            )
-        elif name and key not in keys and name != k:
-            st.warning(f.t("calc.link_one_format", asked=name, runtime=rt.name, shown=k))
-        if name and key not in keys:
-            st.query_params.pop(
-                key, None
-            )  # no box of its own here: said once, then out of the link
+    try:  # the link's formats (the page's where it names none); KvSpec refuses a name kvcore does not know
+        wanted = KvSpec(asked["k"] or k, asked["v"] or v)
+        if (wanted.k_format, wanted.v_format) != (k, v):
+            rt.check_kv(wanted)
+    except KvError as e:
+        shown = f.t("growth.f_same_format", k=k) if k == v else f.t("growth.f_formats", k=k, v=v)
+        st.warning(f.t("calc.link_refused", message=i18n.error_text(f.lang, e), shown=shown))
+    if asked["v"] and "v" not in keys:
+        st.query_params.pop("v", None)  # no box of its own here: said once, then out of the link
     return k, v
 
 

@@ -230,27 +230,30 @@ def test_mlx_lm_offers_its_own_caches_in_one_box_and_says_what_a_link_asked_for(
     boxes = {el.key: el for el in at.selectbox}
     assert boxes["k"].options == list(mlx_cache_formats()) and "v" not in boxes
     assert boxes["k"].label == i18n.translate(lang, "calc.kv_one_format")
+    mlx_lm = get_runtime("mlx_lm")
+
+    def note(
+        k, v, shown
+    ):  # the runtime's own refusal of the link's formats, then what the page shows
+        with pytest.raises(KvError) as e:
+            mlx_lm.check_kv(KvSpec(k, v))
+        message = i18n.error_text(lang, e.value)
+        return i18n.translate(lang, "calc.link_refused", message=message, shown=shown)
+
+    both = i18n.translator(lang)
     pair = page(CALC, lang, k="mlx-q8", v="mlx-q4")
     assert [el.value for el in pair.warning] == [
-        i18n.translate(
-            lang, "calc.link_one_format", asked="mlx-q4", runtime="mlx_lm", shown="mlx-q8"
-        )
+        note("mlx-q8", "mlx-q4", both("growth.f_same_format", k="mlx-q8"))
     ]
     kv = cli_json("llama-3.1-8b", 32768, 1, "mlx-q8", "mlx-q8", "mlx-q4")["kv_bytes"]
     assert f"{kv:,}" in {row[2] for row in numbers_rows(pair, lang)}  # K and V both in mlx-q8
     old_link = page(CALC, lang, k="q8_0", v="q8_0")
-    valid = ", ".join(mlx_cache_formats())
     assert [el.value for el in old_link.warning] == [
-        i18n.translate(
-            lang,
-            f"calc.link_{key}_format",
-            asked="q8_0",
-            runtime="mlx_lm",
-            shown="fp16",
-            valid=valid,
-        )
-        for key in ("k", "v")
+        note("q8_0", "q8_0", both("growth.f_same_format", k="fp16"))
     ] and {el.key: el.value for el in old_link.selectbox}["k"] == "fp16"
+    assert "mlx-q8, mlx-q4" in old_link.warning[0].value  # what mlx_lm's caches hold
+    unknown = page(CALC, lang, k="q9_x", v="q9_x", rt="reference")  # a name kvcore does not know
+    assert len(unknown.warning) == 1 and "'q9_x'" in unknown.warning[0].value
     ref = page(CALC, lang, k="q8_0", v="q4_0", rt="reference")
     assert not ref.warning and {"k", "v"} <= {el.key for el in ref.selectbox}
 
