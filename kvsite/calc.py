@@ -214,10 +214,12 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
         for col, key in zip(cols, keys, strict=True)
     }
     k, v = chosen["k"], chosen.get("v", chosen["k"])
-    try:  # the link's formats (the page's where it names none); KvSpec refuses a name kvcore does not know
-        wanted = KvSpec(asked["k"] or k, asked["v"] or v)
-        if (wanted.k_format, wanted.v_format) != (k, v):
-            rt.check_kv(wanted)
+    # the link's formats (the page's where it names none); a warm rerun's match its boxes
+    wanted = (asked["k"] or k, asked["v"] or v)
+    try:  # KvSpec refuses a name kvcore does not know, and reads llama.cpp's f16 as fp16
+        spec = KvSpec(*wanted) if wanted != (k, v) else None
+        if spec is not None and (spec.k_format, spec.v_format) != (k, v):
+            rt.check_kv(spec)
     except KvError as e:
         shown = f.t("growth.f_same_format", k=k) if k == v else f.t("growth.f_formats", k=k, v=v)
         st.warning(f.t("calc.link_refused", message=i18n.error_text(f.lang, e), shown=shown))

@@ -438,7 +438,9 @@ def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
     if len(errors) > 1:
         out.append(f"{len(errors)} error elements: {[e[:80] for e in errors]}")
     for e in errors:
-        plain = e.replace(invalid, " ") if invalid else e
+        plain = e  # less the odd input it echoes, as given or as its repr ({text!r}: control characters escaped)
+        for echo in (invalid, repr(invalid)) if invalid else ():
+            plain = plain.replace(echo, " ")
         if TRACEBACK.search(plain):
             out.append(f"traceback-like error text: {e[:160]!r}")
         if lang == "ja" and (not JAPANESE.search(plain) or english_runs(plain)):
