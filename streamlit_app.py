@@ -3,10 +3,10 @@
 import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
+from kvsite import home_sections, sections
 from kvsite.chapters import CHAPTERS
 from kvsite.frame import DEFAULT_SOURCE, setup
 from kvsite.layout import row, text
-from kvsite import home_sections, sections
 
 f = setup("home")
 f.intro()

@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server import _socket, rerun  # noqa: E402
+
 from harness.server import PAGES, ROOT, streamlit_server  # noqa: E402
 
 NODELAY = {"PYTHONPATH": str(ROOT / "deploy" / "nodelay"), "KVCORE_READ_ONLY": "1"}

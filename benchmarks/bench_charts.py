@@ -1,5 +1,5 @@
 """What a new state's charts cost the server: every chart the pages draw in a few states, built as the site builds it
-(kvcore.charts, then kvsite.chart.to_spec: the Vega-Lite dict with Arrow datasets), by this checkout's kvcore against
+(kvcore.views.charts, then kvsite.chart.to_spec: the Vega-Lite dict with Arrow datasets), by this checkout's kvcore against
 kvcore as it was at an earlier commit (--before, default 15e3ef8: before its channels were given to Altair as objects,
 its layer charts took their height as an argument and with_points put its points beside a layer chart's own layers
 rather than the chart inside a new one), in one run.
@@ -39,7 +39,7 @@ import altair as alt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import kvcore.charts as charts  # noqa: E402
+import kvcore.views.charts as charts  # noqa: E402
 import kvsite.chart as chart  # noqa: E402
 
 STATES = [
@@ -82,7 +82,7 @@ def captured() -> list[tuple]:
 
 
 def charts_at(rev: str, folder: Path):
-    """kvcore.charts as it was at `rev`, imported from `folder` as the package kvcore_before."""
+    """kvcore.views.charts as it was at `rev`, imported from `folder` as the package kvcore_before."""
     try:
         tar = subprocess.run(
             ["git", "-C", str(ROOT), "archive", rev, "kvcore"], capture_output=True, check=True
@@ -120,7 +120,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument(
-        "--before", default="15e3ef8", help="the commit whose kvcore.charts is compared"
+        "--before", default="15e3ef8", help="the commit whose kvcore.views.charts is compared"
     )
     args = ap.parse_args()
     calls = captured()

@@ -17,7 +17,7 @@ beyond, else "not resolved at this spread".
    https://github.com/ggml-org/llama.cpp/blob/0104b151c56d54143e2e3554aabe9e2b2b8dbdba/tools/llama-bench/llama-bench.cpp).
    Below 2,048 tokens the prefill is a single chunk, so the restored cache has the prefill's own
    capacity (checked: `prefill_capacity` = `restored_capacity`); what differs between A and B is the
-   K/V content. Within a round A and B decode step by step in turn (kvcore.live_decode.paired_steps), so a
+   K/V content. Within a round A and B decode step by step in turn (kvcore.measure.decode.paired_steps), so a
    busy machine's swings, which last seconds, land on both; the round's ratio is the median B step
    over the median A step. Expected: within 10 %.
 2. Cost of a full 256 -> 32K sweep: synthetic fills (measured) vs real prefills to the same
@@ -46,17 +46,17 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcore.live_decode import (
+from kvcore.measure.caches import fill_caches, make_caches  # noqa: E402
+from kvcore.measure.decode import (  # noqa: E402
     decode_sweep,
     generate_step_ms,
     paired_steps,
     prefill,
     synthetic_ms,
-)  # noqa: E402
-from kvcore.live_timing import SweepOptions, quartiles  # noqa: E402
-from kvcore.live_models import get_model  # noqa: E402
-from kvcore.live_memory import fill_caches, make_caches  # noqa: E402
-from kvcore.machine import backend, provenance  # noqa: E402
+)
+from kvcore.measure.machine import backend, provenance  # noqa: E402
+from kvcore.measure.models import get_model  # noqa: E402
+from kvcore.measure.timing import SweepOptions, quartiles  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 TOLERANCE = 0.10

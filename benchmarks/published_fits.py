@@ -4,7 +4,7 @@ and where the run sits against the bytes model (measured slowdown ÷ predicted a
     .venv/bin/python benchmarks/published_fits.py [--markdown]
 
 Not a timing benchmark: it reads the recordings and fits time/token = bytes/BW_eff (+ c, with 3+ points)
-with kvcore.decode_model.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
+with kvcore.timing.decode_runs.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
 measured time per token, one per stated point, in context order. Runs without a model geometry (an
 unsupported architecture, an unusual model) are listed with "no fit" and why.
 """
@@ -17,21 +17,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvcore import decode_model, recordings  # noqa: E402
+from kvcore.recordings import store as recordings  # noqa: E402
+from kvcore.timing import decode_runs
 
 
 def rows() -> list[dict]:
     recs, errors = recordings.load_all([recordings.BUNDLED_DIR])
     if errors:
         raise SystemExit("\n".join(errors))
-    summary = decode_model.slowdown_summary(decode_model.slowdown_vs_bytes(recs)).set_index(
+    summary = decode_runs.slowdown_summary(decode_runs.slowdown_vs_bytes(recs)).set_index(
         "recording"
     )
     out = []
     for rec in recs:
         if rec.kind != "published" or not rec.has("decode"):
             continue
-        fit, chip = decode_model.fit_run(rec), decode_model.chip_for(rec)
+        fit, chip = decode_runs.fit_run(rec), decode_runs.chip_for(rec)
         c = rec.data["citation"]
         row = {
             "run": rec.id,

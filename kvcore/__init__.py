@@ -1,11 +1,9 @@
-"""kvcore: exact KV-cache arithmetic, mlx_lm allocation, decode model and live measurement.
+"""kvcore: exact KV-cache arithmetic, mlx_lm's and llama.cpp's allocation, the decode model and live measurement.
 
-Importing kvcore never imports Streamlit, Altair or mlx: `kvcore.live` imports mlx lazily. It does load
-Debian's OpenBLAS into the process where it is installed, so that mlx, once imported, uses it (kvcore.blas).
+Packages, bottom to top: model (geometry, config, families, parameters), memory (formats, formulas, allocation),
+runtimes, inputs (config.json, GGUF, presets), recordings, timing, views (frames and charts), measure (the only
+place mlx and llama-cpp-python are imported), cli. Importing kvcore loads nothing: no Streamlit, Altair, mlx,
+library or file.
 """
 
 __version__ = "0.1.0"
-
-from . import blas as _blas  # noqa: E402
-
-_blas.preload()

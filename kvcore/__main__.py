@@ -1,7 +1,7 @@
 import sys
 
 try:
-    from .cli import main
+    from kvcore.cli.main import main
 except ModuleNotFoundError as e:  # started with a Python that lacks the requirements (e.g. PyYAML)
     name = {"yaml": "PyYAML"}.get((e.name or "").split(".")[0], e.name)
     print(

@@ -40,7 +40,7 @@ CODES = frozenset(
         "guard_growth_none",
         "live_batch_format",
         "live_batch_cache",
-        # kvcore.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
+        # kvcore.inputs.textfile: a file handed to the engine (path on the command line, upload or paste on the site)
         "file_missing",
         "file_unreadable",
         "file_folder",
@@ -48,7 +48,7 @@ CODES = frozenset(
         "file_too_large",
         "file_binary",
         "file_not_utf8",
-        # a GGUF file (kvcore.gguf_header, kvcore.gguf): a path on the command line or an upload on the site
+        # a GGUF file (kvcore.inputs.gguf_header, kvcore.inputs.gguf): a path on the command line or an upload on the site
         "gguf_not_gguf",
         "gguf_big_endian",
         "gguf_version",
@@ -69,7 +69,7 @@ CODES = frozenset(
         "gguf_upload_lost",
         "gguf_context",
         "weights_file",
-        # a recording file (kvcore.recordings: a reader's upload on the site)
+        # a recording file (kvcore.recordings.store: a reader's upload on the site)
         "rec_too_large",
         "rec_not_utf8",
         "rec_yaml_at",

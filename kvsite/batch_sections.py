@@ -1,5 +1,5 @@
 """The prefill-and-decode chapter's batching sections (kvsite.sections' conventions): B sequences
-decoding together, total and per-sequence tok/s from kvcore.time_views with the chapter's fitted
+decoding together, total and per-sequence tok/s from kvcore.views.speed with the chapter's fitted
 efficiencies (kvsite.prefill_sections), and a run's measured batch points with the roofline fitted
 to them.
 
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import decode_model, hardware, time_views
-from kvcore.formulas import KvSpec
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec
+from kvcore.recordings.store import Recording
+from kvcore.timing import decode_runs, hardware
 from kvcore.units import fmt_num
+from kvcore.views import speed as time_views
 
 from . import i18n
 from .chart import make_chart
@@ -142,7 +143,7 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
         if rec.kind == "measured" and not time_views.chip_known(rec):
             caption = i18n.join(lang, caption, t("fit_this_run"))
     else:
-        why = "no_format" if decode_model.no_fit_reason(rec) == "no_format" else "no_model"
+        why = "no_format" if decode_runs.no_fit_reason(rec) == "no_format" else "no_model"
         caption = t("measured_caption_no_fit", why=t(f"why_{why}"))
     titles = {
         **cols(lang, "batch", "context", "tokens_per_s_total", "tokens_per_s_seq"),

@@ -15,8 +15,8 @@ from collections import OrderedDict
 
 import streamlit as st
 
-from kvcore.geometry import Geometry
-from kvcore.recordings import Recording
+from kvcore.model.geometry import Geometry
+from kvcore.recordings.store import Recording
 
 
 def rec_key(rec: Recording) -> str:

@@ -2,7 +2,7 @@
 cached sections key on (a preset, a pasted config.json, a GGUF uploaded or on this machine) read
 into a geometry.
 
-Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.geometry.Geometry.
+Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.model.geometry.Geometry.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from kvcore import gguf as kgguf
 from kvcore.errors import KvError
+from kvcore.inputs import gguf as kgguf
+from kvcore.inputs.config import parse_config, parse_json_text
+from kvcore.inputs.presets import preset_geometry
 from kvcore.limits import MAX_CONTEXT
-from kvcore.config import parse_json_text
-from kvcore.formulas import KvSpec
-from kvcore.geometry import Geometry, parse_config, preset_geometry
-from kvcore.runtimes import get_runtime, gguf_runtime
-from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
+from kvcore.memory.formulas import KvSpec
+from kvcore.model.geometry import Geometry
+from kvcore.runtimes.registry import get_runtime, gguf_runtime
+from kvcore.timing.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
 from kvcore.units import GIB
 
 from . import i18n
@@ -124,7 +125,7 @@ _GGUF_UPLOADS: OrderedDict = (
 
 def gguf_upload_source(data: bytes, name: str) -> tuple:
     """An uploaded GGUF file -> the model source text the cached sections key on: ("gguf", digest), its header
-    read once here (kvcore.gguf); KvError (one sentence) when it is not a GGUF kvcore reads or is too large."""
+    read once here (kvcore.inputs.gguf); KvError (one sentence) when it is not a GGUF kvcore reads or is too large."""
     if len(data) > GGUF_UPLOAD_MB * 1_000_000:
         raise KvError(
             f"{name} is larger than {GGUF_UPLOAD_MB} MB; GGUF uploads are limited to {GGUF_UPLOAD_MB} MB: give a "

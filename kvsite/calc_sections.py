@@ -1,5 +1,5 @@
 """The calculator's sections, one cached function each (kvsite.sections' conventions; the
-arithmetic is kvcore.calculator's): its numbers and verdict, the levers, the memory and decode
+arithmetic is kvcore.views.calculator's): its numbers and verdict, the levers, the memory and decode
 charts, the runtimes compared, the formula. Keys are cheap: the model source (kvsite.calc), the
 runtime, and the widget values.
 
@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import calculator, savings_views
-from kvcore.formulas import KvSpec, formula_terms
 from kvcore.limits import MAX_CONTEXT
-from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime, runtime_of
+from kvcore.memory.formulas import KvSpec, formula_terms
+from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime, runtime_of
 from kvcore.units import GIB, fmt_bytes
+from kvcore.views import calculator
+from kvcore.views import savings as savings_views
 
 from . import i18n
 from .cache import section_cache
-from .tables import arrow, md_table
-from .growth_sections import formula_markdown
 from .calc import config_geometry, runtime_options
+from .growth_sections import formula_markdown
 from .sections import cached, limit_rule, memory_curves, speed_curves
-
+from .tables import arrow, md_table
 
 NUMBERS = (
     "kv_bytes",

@@ -1,6 +1,6 @@
 """Where every page shows a chart: the interactive chart, then its table and CSV / PNG / SVG downloads in one expander.
 
-Chart specs are built by kvcore.charts inside a page section's cache and kept as Vega-Lite dicts whose
+Chart specs are built by kvcore.views.charts inside a page section's cache and kept as Vega-Lite dicts whose
 datasets are already Arrow IPC bytes (what Streamlit would make of them on every rerun otherwise).
 CSV, PNG and SVG are made only when a reader clicks the button (PNG/SVG by vl-convert, no browser), and each
 stands alone: the chart's title, its settings and its source are written into the image (title and subtitle) and
@@ -19,10 +19,10 @@ import pyarrow as pa
 import streamlit as st
 import vl_convert as vlc
 
-from kvcore import charts
+from kvcore.views import charts
 
-from .tables import arrow, csv_bytes
 from .layout import row
+from .tables import arrow, csv_bytes
 
 EXPORT_FONT = "Noto Sans CJK JP"  # the family of the font file below
 EXPORT_WIDTH = 720  # px: an exported chart's plot width (the page's chart fits its column instead)
@@ -95,7 +95,7 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
 
 
 def make_chart(data: pd.DataFrame, builder: str, *args, **kwargs) -> Chart:
-    """kvcore.charts.<builder>(*args, **kwargs) with `data` as its table and CSV. Call it inside a cached section."""
+    """kvcore.views.charts.<builder>(*args, **kwargs) with `data` as its table and CSV. Call it inside a cached section."""
     return Chart(to_spec(getattr(charts, builder)(*args, **kwargs)), data, arrow(data))
 
 

@@ -3,9 +3,9 @@ each bound to the URL under the same key on every page (?model=, ?w=)."""
 
 from __future__ import annotations
 
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
-from kvcore.views import ARTICLE_MODEL
+from kvcore.inputs.presets import preset_names
+from kvcore.memory.formulas import WEIGHT_FORMATS
+from kvcore.views.memory import ARTICLE_MODEL
 
 
 def model_choice(where, f, default: str = ARTICLE_MODEL) -> str:

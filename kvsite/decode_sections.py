@@ -1,31 +1,33 @@
 """The decode slowdown chapter's sections: measured runs against their bytes per token, the fit in
 words, the what-if on another chip, every run's slowdown against the bytes model's.
 
-Example: decode(runs, "en", runs)["fit"] -> the first run's kvcore.decode_model.Fit.
+Example: decode(runs, "en", runs)["fit"] -> the first run's kvcore.timing.decode_model.Fit.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import calculator, decode_model, hardware, views
-from kvcore.decode_model import FAR_BELOW_PEAK, Fit
-from kvcore.formulas import KvSpec, weights_bytes
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.recordings.store import Recording
+from kvcore.timing import decode_runs, hardware
+from kvcore.timing.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
+from kvcore.views import calculator
+from kvcore.views import memory as views
 
 from . import i18n
-from .tables import md_table
 from .chart import make_chart
 from .sections import cached, cols, source_colors, source_names, speed_curves
+from .tables import md_table
 
 
 @cached
 def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict | None:
     """Measured points and fitted curves of every run (a fit that does not describe its run is dashed); the first
     run's worked check, fit and chip. None: no run names a model. all_recs: every recording, for the colours."""
-    runs_decode = [decode_model.analyse(r) for r in runs]
+    runs_decode = [decode_runs.analyse(r) for r in runs]
     # a run without a model geometry is still drawn: its measured points, no bytes line (no_fit says why)
     pts = [
         a.points if a is not None else pd.DataFrame(r.rows("decode")).assign(recording=r.id)
@@ -36,7 +38,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
         return None
     names = source_names(runs, lang)
     no_fit = [
-        {"run": names[r.id], "why": decode_model.no_fit_reason(r)}
+        {"run": names[r.id], "why": decode_runs.no_fit_reason(r)}
         for r, a in zip(runs, runs_decode)
         if a is None and r.rows("decode")
     ]
@@ -185,10 +187,10 @@ WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own li
 
 @cached
 def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
-    """Every run's measured slowdown against the bytes model's (decode_model.slowdown_vs_bytes): the chart (each run named
+    """Every run's measured slowdown against the bytes model's (decode_runs.slowdown_vs_bytes): the chart (each run named
     and coloured as everywhere on the site), a table of each run's longest context, and the runs shown.
     None when no run has two points and a model."""
-    frame = decode_model.slowdown_vs_bytes(recs)
+    frame = decode_runs.slowdown_vs_bytes(recs)
     if frame.empty:
         return None
     t, names = i18n.translator(lang, "decode."), source_names(recs, lang)
@@ -218,7 +220,7 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         colors=source_colors(recs, lang),
         titles=titles,
     )
-    summary = decode_model.slowdown_summary(frame)
+    summary = decode_runs.slowdown_summary(frame)
     # one column for the contexts compared: with a From and a To column the ratio was pushed off a phone's screen
     spans = summary.assign(
         tokens=[f"{a:,} → {b:,}" for a, b in zip(summary["context_first"], summary["context"])]

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvcore import recordings
-from kvcore.recordings import Recording, is_apple_silicon
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import Recording, is_apple_silicon
 
-from . import i18n, recording_text, uploads
-from . import chapters
+from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
 from .layout import style, text
@@ -149,7 +148,9 @@ class Frame:
                     f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
                     f"Python {platform.python_version()}"
                 )
-                from kvcore.machine import this_machine  # live mode: mlx is in use here already
+                from kvcore.measure.machine import (
+                    this_machine,  # live mode: mlx is in use here already
+                )
 
                 if not is_apple_silicon(
                     {"machine": this_machine()}

@@ -7,15 +7,15 @@ formula.
 
 from __future__ import annotations
 
-
 import pandas as pd
 
-from kvcore import savings_views, views
-from kvcore.chart_parts import Choice
-from kvcore.formulas import KvSpec, crossover_context, formula_terms
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec, crossover_context, formula_terms
+from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num
+from kvcore.views import memory as views
+from kvcore.views import savings as savings_views
+from kvcore.views.chart_parts import Choice
 
 from . import i18n
 from .chart import make_chart
@@ -23,7 +23,7 @@ from .sections import cached, cols, limit_rule, source_names
 
 
 def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
-    """kvcore.formulas.formula_terms written out in `lang`, the way Article A writes the formula:
+    """kvcore.memory.formulas.formula_terms written out in `lang`, the way Article A writes the formula:
     (16 full-attention layers × 2 × 8 KV heads × 64 dims × 2 bytes × 32,768 tokens) = 1,073,741,824 bytes."""
     t = i18n.translator(lang)
     parts = []

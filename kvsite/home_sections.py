@@ -5,16 +5,16 @@ Example: home_decode(rec, key_numbers(rec))["a"] -> "1K" (the worked check's fir
 
 from __future__ import annotations
 
-
-from kvcore import provenance as run_info, views
-from kvcore.recordings import Recording
+from kvcore.recordings import provenance as run_info
+from kvcore.recordings.store import Recording
+from kvcore.views import memory as views
 
 from .sections import cached
 
 
 @cached
 def key_numbers(rec: Recording | None) -> dict:
-    """The home page's key numbers (kvcore.views.key_numbers), once per recording."""
+    """The home page's key numbers (kvcore.views.memory.key_numbers), once per recording."""
     return views.key_numbers(rec)
 
 

@@ -1,4 +1,4 @@
-"""Live mode on the pages: kvcore.live probes with a progress bar, a stop button, results as they
+"""Live mode on the pages: kvcore.measure.probes probes with a progress bar, a stop button, results as they
 arrive, and saving as a local recording (never in read-only mode).
 
 Long sweeps run in a background thread that touches no Streamlit API; the page polls it with a
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from kvcore import recordings
 from kvcore.errors import KvError
-from kvcore.formats import FORMATS
-from kvcore.views import ARTICLE_MODEL
-from kvcore.recordings import Recording, RecordingError
+from kvcore.memory.formats import FORMATS
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import Recording, RecordingError
+from kvcore.views.memory import ARTICLE_MODEL
 
 from . import i18n
 from .layout import row
@@ -36,7 +36,7 @@ MODELS = (
 def models() -> tuple[str, ...]:
     """The live models offered: cpu-demo, the real SmolLM2-135M where its wheel is installed, then the random-weight ones
     (asked once per server process: a wheel installed later shows after a restart)."""
-    from kvcore import real_model
+    from kvcore.measure import real_model
 
     return MODELS[:1] + ((real_model.NAME,) if real_model.available() else ()) + MODELS[1:]
 
@@ -69,11 +69,11 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.live_record import build_recording, decode_method
+        from kvcore.measure.recording import build_recording, decode_method
 
         p = self.params  # the decode sweep's method as the CLI's record writes it (one builder), and the page's choices
         if self.kind == "throughput":
-            from kvcore.live_sweeps import BATCH_METHOD, PREFILL_METHOD
+            from kvcore.measure.sweeps import BATCH_METHOD, PREFILL_METHOD
 
             settings = {k: v for k, v in p.items() if k != "model"}
             method = {
@@ -101,12 +101,15 @@ def _run(job: Job) -> None:
 
 
 def _measure(job: Job) -> None:
-    from kvcore import live, live_decode, live_models
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure import decode as live_decode
+    from kvcore.measure import models as live_models
+    from kvcore.measure import probes as live
+    from kvcore.measure.progress import Interrupted
+    from kvcore.measure.timing import SweepOptions
 
     p = job.params
     try:
-        from kvcore import real_model
+        from kvcore.measure import real_model
 
         real = p["model"] == real_model.NAME  # the installed GGUF's real weights; the others random
         model = live_models.get_model(p["model"], None if real else "random", p["weights_format"])
@@ -133,7 +136,7 @@ def _measure(job: Job) -> None:
                 on_rows=show,
             )
         if job.kind == "throughput":  # the prefill-and-decode chapter: both sweeps, prefill first
-            from kvcore import live_sweeps
+            from kvcore.measure import sweeps as live_sweeps
 
             n_pre, n_batch = len(p["prompts"]), len(p["batches"]) * len(p["contexts"])
 
@@ -174,7 +177,7 @@ def _measure(job: Job) -> None:
                 model, new_tokens=32, prompt_tokens=32, should_stop=stop, prompt_ids=text
             )
         job.state = "done"
-    except live.Interrupted:
+    except Interrupted:
         job.state = "stopped"
     except Exception as e:  # the memory guard, bad input or an mlx failure: one sentence (_reason), never a traceback
         job.state, job.error = "error", e
@@ -185,9 +188,9 @@ BATCHES = (1, 2, 4, 8, 16, 32)
 
 
 def weights_choice(f, c, key: str) -> str:
-    """The weight formats a live model is built in (kvcore.live_models), the CLI's default first chosen."""
-    from kvcore.live_args import DEFAULT_WEIGHTS_FORMAT
-    from kvcore.live_models import LIVE_WEIGHT_FORMATS
+    """The weight formats a live model is built in (kvcore.measure.models), the CLI's default first chosen."""
+    from kvcore.cli.live_args import DEFAULT_WEIGHTS_FORMAT
+    from kvcore.measure.models import LIVE_WEIGHT_FORMATS
 
     index = LIVE_WEIGHT_FORMATS.index(DEFAULT_WEIGHTS_FORMAT)
     return c.selectbox(f.t("live.weights"), LIVE_WEIGHT_FORMATS, index=index, key=key)
@@ -304,7 +307,7 @@ def _results(f, job: Job) -> None:
 
 
 def progress_text(f, done: int, total: int, text: str) -> str:
-    """A probe's progress in the page's language: the engine's own line (English, kvcore.live) on an English page,
+    """A probe's progress in the page's language: the engine's own line (English, kvcore.measure.probes) on an English page,
     steps done of the total elsewhere."""
     if not text:
         return f.t("live.starting")
@@ -359,7 +362,7 @@ def trap_panel(f, tokens: int, fmt: str) -> pd.DataFrame | None:
     if st.button(
         f.t("live.trap_run"), key="live_trap_run", type="primary", icon=":material/play_arrow:"
     ):
-        from kvcore import live
+        from kvcore.measure import probes as live
 
         bar = st.progress(0.0, text=f.t("live.starting"))
         try:

@@ -1,7 +1,7 @@
 """The prefill-and-decode chapter's sections for one reader, one cached function each
 (kvsite.sections' conventions): widget values, language and recordings in; chart, numbers and text
-out. The numbers come from kvcore.time_views (kvcore.timing underneath) with the efficiencies
-kvcore.timing_fit fitted on published runs. Many readers at once (batching): kvsite.batch_sections.
+out. The numbers come from kvcore.views.speed (kvcore.timing.estimate underneath) with the efficiencies
+kvcore.timing.fit fitted on published runs. Many readers at once (batching): kvsite.batch_sections.
 
 Example: roofline("M4 Max (40-core GPU)", "llama-3.2-1b", "mlx-q4", 2048, 512, 8, "en")["chart"]
 """
@@ -12,12 +12,15 @@ import math
 
 import pandas as pd
 
-from kvcore import hardware, time_views, timing, timing_fit
-from kvcore.formulas import KvSpec
-from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec
+from kvcore.recordings.store import Recording
+from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
+from kvcore.timing import estimate as timing
+from kvcore.timing import fit as timing_fit
+from kvcore.timing import hardware
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
+from kvcore.views import speed as time_views
 
 from . import i18n
 from .chart import make_chart
@@ -33,7 +36,7 @@ def _k(tokens: int) -> str:
 
 
 def efficiency(chip: str) -> timing.Efficiency:
-    """The shares of peak this chapter uses on `chip`: kvcore.timing_fit's, fitted on published runs."""
+    """The shares of peak this chapter uses on `chip`: kvcore.timing.fit's, fitted on published runs."""
     return timing_fit.efficiency(chip, RUNTIME)
 
 

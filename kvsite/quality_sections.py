@@ -1,4 +1,4 @@
-"""The savings chapter's quality sections: what a smaller cache costs a real model (kvcore.real_model's
+"""The savings chapter's quality sections: what a smaller cache costs a real model (kvcore.measure.real_model's
 scores per KV format: KL and top-1 agreement against the baseline, the answers where they part).
 
 Example: format_label({"kv_format": "mlx-q4", "group_size": 32}, "en") -> "mlx-q4 (group 32)"
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import savings_views
-from kvcore.recordings import Recording
+from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num
+from kvcore.views import savings as savings_views
 
 from . import i18n
-from .tables import md_table
 from .chart import make_chart
 from .sections import cached, cols
+from .tables import md_table
 
 
 @cached
@@ -24,8 +24,8 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     figures as a table, the price against context, the published figures, and the answers per prompt. Other
     runtimes' runs on the same model among `others` (savings_views.quality_companions) join the chart and the table,
     each format named with its runtime, and a note compares them at the same bit width."""
-    from kvcore import real_model
-    from kvcore.published import figures
+    from kvcore.measure import real_model
+    from kvcore.recordings.published import figures
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore.recordings import Recording
+from kvcore.recordings.provenance import method_groups
+from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num
-from kvcore.provenance import method_groups
 
 from . import i18n
 from .cache import section_cache

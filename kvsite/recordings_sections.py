@@ -5,14 +5,14 @@ Example: recording_sections(rec, "en")[0][0] -> the recording's first section na
 
 from __future__ import annotations
 
-
-from kvcore import provenance as run_info, views
-from kvcore.recordings import Recording
+from kvcore.recordings import provenance as run_info
+from kvcore.recordings.store import Recording
+from kvcore.views import memory as views
 
 from . import i18n
-from .tables import arrow
 from .recording_text import group_name, translated_table
 from .sections import cached, cols, source_colors, source_names, speed_curves
+from .tables import arrow
 
 
 @cached

@@ -6,18 +6,19 @@ Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp1
 
 from __future__ import annotations
 
-
-from kvcore import provenance as run_info, savings_views, views
-from kvcore.formats import FORMATS
-from kvcore.geometry import load_preset, preset_geometry
-from kvcore.published import figures
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.memory.formats import FORMATS
+from kvcore.recordings import provenance as run_info
+from kvcore.recordings.published import figures
+from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num, fmt_pct
+from kvcore.views import memory as views
+from kvcore.views import savings as savings_views
 
 from . import i18n
-from .tables import md_table
 from .chart import make_chart
 from .sections import cached, cols, memory_curves
+from .tables import md_table
 
 
 @cached
@@ -248,7 +249,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
 
 @cached
 def published_numbers() -> dict:
-    """The quoted trade-off figures of kvcore/published.yaml, by the names the prose uses."""
+    """The quoted trade-off figures of kvcore/recordings/published.yaml, by the names the prose uses."""
     p = figures()
     quality = {r["outcome"]: r["bits_per_channel"] for r in p["turboquant_quality"]["results"]}
     return {

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import allocsim, provenance as run_info, views
-from kvcore.formats import FORMATS
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory import allocsim
+from kvcore.memory.formats import FORMATS
+from kvcore.recordings.store import Recording
+from kvcore.views import chart_parts
+from kvcore.views import memory as views
 
 from . import i18n
 from .cache import section_cache
@@ -48,8 +50,8 @@ def source_names(
 
 
 def source_colors(recs: list[Recording], lang: str) -> dict[str, str]:
-    """{legend name: colour}: each recording keeps one colour on every page (kvcore.provenance.source_colors)."""
-    names, by_id = source_names(recs, lang), run_info.source_colors(recs)
+    """{legend name: colour}: each recording keeps one colour on every page (kvcore.views.chart_parts.source_colors)."""
+    names, by_id = source_names(recs, lang), chart_parts.source_colors(recs)
     return {names[rid]: colour for rid, colour in by_id.items()}
 
 

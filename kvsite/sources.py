@@ -9,9 +9,9 @@ import importlib.util
 import os
 from pathlib import Path
 
-from kvcore import recordings
-from kvcore.provenance import provenance as recording_provenance
-from kvcore.recordings import Recording
+from kvcore.recordings import store as recordings
+from kvcore.recordings.provenance import provenance as recording_provenance
+from kvcore.recordings.store import Recording
 
 from .cache import section_cache
 
@@ -49,7 +49,7 @@ def load_recordings():
 
 @section_cache(max_entries=256)
 def provenance(rec: Recording) -> dict:
-    """kvcore.provenance.provenance(rec), once per recording content (read-only: shared)."""
+    """kvcore.recordings.provenance.provenance(rec), once per recording content (read-only: shared)."""
     return recording_provenance(rec)
 
 
@@ -84,7 +84,7 @@ def source_label(rec: Recording, lang: str, where: str = "", short: bool = False
 
 
 def live_status() -> tuple[bool, str]:
-    """(available, reason key): mlx importable and kvcore.live present. Imports neither; asked once per
+    """(available, reason key): mlx importable and kvcore.measure.probes present. Imports neither; asked once per
     process (a package installed later needs a server restart, as its import would)."""
     return _live_status()
 
@@ -93,7 +93,7 @@ def live_status() -> tuple[bool, str]:
 def _live_status() -> tuple[bool, str]:
     if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
         return False, "live.no_mlx"
-    if importlib.util.find_spec("kvcore.live") is None:
+    if importlib.util.find_spec("kvcore.measure.probes") is None:
         return False, "live.no_engine"
     return True, "live.available"
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvcore import allocsim, views
 from kvcore.errors import KvError
-from kvcore.geometry import preset_geometry
-from kvcore.recordings import Recording
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory import allocsim
+from kvcore.recordings.store import Recording
+from kvcore.views import memory as views
 
 from . import i18n
-from .tables import md_table
 from .chart import make_chart
 from .sections import cached, cols, source_names
+from .tables import md_table
 
 
 @cached

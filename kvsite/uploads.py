@@ -1,5 +1,5 @@
 """A reader's own recordings, uploaded on the Recordings page: validated by the loader that reads the
-bundled files (kvcore.recordings.parse_bytes), kept in that reader's session only (st.session_state),
+bundled files (kvcore.recordings.store.parse_bytes), kept in that reader's session only (st.session_state),
 never written to disk, and offered beside the bundled runs in every chapter's source picker.
 
 Example (the page): st.file_uploader(..., key=UPLOADER, on_change=receive); then show(f) says what became of it.
@@ -11,8 +11,8 @@ import re
 
 import streamlit as st
 
-from kvcore import recordings
-from kvcore.recordings import Recording, RecordingError
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import Recording, RecordingError
 
 from . import i18n
 from .sources import load_recordings

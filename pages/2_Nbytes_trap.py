@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from kvcore.formats import mlx_cache_formats
-from kvcore.views import ARTICLE_MODEL
+from kvcore.memory.formats import mlx_cache_formats
+from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup

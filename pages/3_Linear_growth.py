@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from kvcore.formats import mlx_cache_formats
+from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
 from kvsite import growth_sections, sections
 from kvsite.chart import show_chart

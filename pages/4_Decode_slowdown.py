@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from kvcore import hardware
-from kvcore.provenance import provenance
+from kvcore.recordings.provenance import provenance
+from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.chart import show_chart

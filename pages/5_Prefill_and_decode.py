@@ -1,9 +1,9 @@
 """Chapter 5 — prefill and decode, one reader or many: arithmetic intensity and the roofline, your prompt's time
-to first token and decode speed, batching; the time model (kvcore.timing) over measured and published runs."""
+to first token and decode speed, batching; the time model (kvcore.timing.estimate) over measured and published runs."""
 
 import streamlit as st
 
-from kvcore import hardware
+from kvcore.timing import hardware
 from kvsite import batch_sections, live
 from kvsite import prefill_sections as ps
 from kvsite.chart import show_chart

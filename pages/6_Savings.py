@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from kvcore.calculator import FIT_SHARE
-from kvcore.formats import COMPARED, FORMATS
-from kvcore.published import source
+from kvcore.memory.formats import COMPARED, FORMATS
+from kvcore.recordings.published import source
+from kvcore.views.calculator import FIT_SHARE
 from kvsite import quality_sections, savings_sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
@@ -39,7 +39,7 @@ show_chart(
     source=f.t("export.computed"),
 )
 text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
-default = list(COMPARED)  # kvcore.formats: the formats the site compares
+default = list(COMPARED)  # kvcore.memory.formats: the formats the site compares
 fmts = st.multiselect(
     f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params"
 ) or ["fp16"]

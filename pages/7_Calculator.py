@@ -2,17 +2,16 @@
 
 import streamlit as st
 
-from kvcore import calculator as calc
 from kvcore.errors import KvError
-from kvcore.hardware import efficiency_range
-from kvcore.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
-from kvcore.config import MAX_CONFIG_BYTES
-from kvcore.geometry import preset_names
-from kvcore.runtimes import RUNTIMES, get_runtime, gguf_runtime
+from kvcore.inputs.config import MAX_CONFIG_BYTES
+from kvcore.inputs.presets import preset_names
+from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
+from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
+from kvcore.timing.hardware import efficiency_range
 from kvcore.units import fmt_bytes
+from kvcore.views import calculator as calc
 from kvsite import calc as calc_site
-from kvsite import calc_sections
-from kvsite import i18n
+from kvsite import calc_sections, i18n
 from kvsite.calc import CUSTOM, available_memory, chip_names
 from kvsite.chart import show_chart
 from kvsite.frame import setup, url_choice

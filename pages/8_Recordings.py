@@ -2,14 +2,13 @@
 
 import streamlit as st
 
-from kvcore import recordings
-
+from kvcore.recordings import store as recordings
 from kvsite import live, recordings_sections, uploads
-from kvsite.sources import yaml_bytes
-from kvsite.tables import csv_bytes
 from kvsite.chart import show_chart
 from kvsite.frame import setup, url_choice
 from kvsite.layout import text
+from kvsite.sources import yaml_bytes
+from kvsite.tables import csv_bytes
 
 f = setup("recordings")
 f.intro()

@@ -3,7 +3,7 @@ the same prompts answered through each cache, the mechanism on real text, a deco
 
     .venv/bin/python scripts/record_smollm2.py [--tokens 2048] [--out recordings] [--name NAME]
 
-One recording (kvcore.recordings schema), labelled with the backend and BLAS that measured it.
+One recording (kvcore.recordings.store schema), labelled with the backend and BLAS that measured it.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvcore import blas  # noqa: E402  (kvcore first: it loads OpenBLAS before mlx)
-from kvcore.live_decode import decode_sweep, mechanism_probe  # noqa: E402
-from kvcore.live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions  # noqa: E402
-from kvcore.live_sweeps import prefill_sweep  # noqa: E402
-from kvcore.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # noqa: E402
-from kvcore.machine import backend  # noqa: E402
-from kvcore.live_models import load_real_model  # noqa: E402
-from kvcore.live_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402
-from kvcore.live_record import build_recording, model_info, quality_method, save_run  # noqa: E402
+from kvcore.measure import blas
+from kvcore.measure.decode import decode_sweep, mechanism_probe  # noqa: E402
+from kvcore.measure.machine import backend  # noqa: E402
+from kvcore.measure.mlx_quality import QUANTIZE_RULE, answers, parse_format, score  # noqa: E402
+from kvcore.measure.models import load_real_model  # noqa: E402
+from kvcore.measure.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # noqa: E402
+from kvcore.measure.recording import build_recording, model_info, quality_method, save_run  # noqa: E402
+from kvcore.measure.sweeps import prefill_sweep  # noqa: E402
+from kvcore.measure.timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions  # noqa: E402
 
 PROMPTS = (
     "What is the capital of Japan?",

@@ -21,7 +21,6 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from harness.server import CHROMIUM, CHROMIUM_ARGS, PAGES, ROOT, streamlit_server, wait_ready  # noqa: E402
 
-
 # The height of everything the page shows: the scrolling containers' content (main and sidebar) and the document.
 CONTENT_HEIGHT_JS = """() => {
   const heights = [document.documentElement.scrollHeight, document.body.scrollHeight];

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
-# OpenBLAS for mlx's CPU matmuls (kvcore/blas.py loads it before mlx; ~30x the wheel's reference BLAS)
+# OpenBLAS for mlx's CPU matmuls (kvcore/measure/blas.py loads it before mlx; ~30x the wheel's reference BLAS)
 [ "$(uname)" != Linux ] || [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ] \
   || [ -e /usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0 ] || missing="$missing libopenblas0-pthread"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"  # compiles llama.cpp (below), once

@@ -17,8 +17,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
-from kvcore.config import Cfg, flatten
-from kvcore.families import family_for
+from kvcore.model.config import Cfg, flatten
+from kvcore.model.families import family_for
 
 WIDTH = 64  # embedding, feed-forward and vocabulary of every tiny file
 ARCH = {
@@ -200,7 +200,7 @@ def write(
 
 def preset_file(tmp_path: Path, preset: str, tensors=None) -> Path:
     """The tiny GGUF of a bundled preset, in tmp_path."""
-    from kvcore.geometry import load_preset
+    from kvcore.inputs.presets import load_preset
 
     arch, keys = metadata(load_preset(preset)["config"])
     return write(tmp_path / f"{preset}.gguf", arch, keys, tensors or basic_tensors(arch, keys))
@@ -225,7 +225,7 @@ def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
     SEEDS: tensors llama.cpp treats as optional but its graph needs (Phi-3's fused attn_qkv)."""
     import re
 
-    from kvcore import llamacpp_probe
+    from kvcore.measure import llamacpp_probe
 
     n_layer = keys[".block_count"]
     tensors = {

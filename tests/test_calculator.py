@@ -2,7 +2,14 @@
 
 import pytest
 
-from kvcore.calculator import (
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.limits import MAX_CONTEXT
+from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.recordings.store import load_all
+from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
+from kvcore.timing.hardware import get_chip
+from kvcore.views.calculator import (
     ASSUMED_EFFICIENCY,
     FIT_SHARE,
     efficiency,
@@ -12,12 +19,6 @@ from kvcore.calculator import (
     predict_decode,
     verdict,
 )
-from kvcore.decode_model import bytes_per_generated_token, predict_tokens_per_s
-from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.limits import MAX_CONTEXT
-from kvcore.geometry import load_preset, parse_config, preset_geometry
-from kvcore.hardware import get_chip
-from kvcore.recordings import load_all
 
 GB = 10**9
 
@@ -109,7 +110,7 @@ def test_efficiency_comes_from_the_article_recording():
 
 def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
     """With the bundled published series: every memory-bound fit on a chip with a known peak counts once."""
-    from kvcore.decode_model import chip_for, fit_run
+    from kvcore.timing.decode_runs import chip_for, fit_run
 
     recordings, _ = load_all()
     counted = [(r, fit_run(r), chip_for(r)) for r in recordings]
@@ -127,7 +128,7 @@ def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
 def test_without_recordings_the_efficiency_is_a_stated_assumption():
     eff = efficiency([])
     assert eff.source == "assumption" and eff.share == ASSUMED_EFFICIENCY
-    from kvcore.hardware import efficiency_range
+    from kvcore.timing.hardware import efficiency_range
 
     low, high, source = (
         efficiency_range()
@@ -145,7 +146,7 @@ def test_decode_what_if_equals_the_engine_prediction():
 
 
 def test_memory_curves_are_the_forward_calculation_per_format():
-    from kvcore.calculator import log_contexts, memory_curves
+    from kvcore.views.calculator import log_contexts, memory_curves
 
     g = geometry("qwen3-8b")
     contexts = log_contexts(1024, 1_048_576)
@@ -159,7 +160,7 @@ def test_memory_curves_are_the_forward_calculation_per_format():
 
 
 def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
-    from kvcore.savings_views import fits_table
+    from kvcore.views.savings import fits_table
 
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
@@ -182,7 +183,7 @@ def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
     ],
 )
 def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not(name, limit):
-    from kvcore.calculator import calculate
+    from kvcore.views.calculator import calculate
 
     g = geometry(name)
     assert (
@@ -194,7 +195,7 @@ def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not
 
 
 def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
-    from kvcore.calculator import calculate
+    from kvcore.views.calculator import calculate
 
     config = {
         k: v
@@ -209,7 +210,7 @@ def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
 def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_legend():
     import pandas as pd
 
-    from kvcore import charts
+    from kvcore.views import charts
 
     df = pd.DataFrame(
         predict_decode(
@@ -253,8 +254,8 @@ def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_
 
 def test_unified_llama_cpp_slots_each_decode_as_one_slot_and_the_total_is_four_times():
     # the Calculator's what-if (issue 17): gpt-oss-20b, -c 131072, 4 slots on one unified cache, M4 Pro
-    from kvcore import llamacpp
-    from kvcore.model_source import resolve_model
+    from kvcore.inputs.source import resolve_model
+    from kvcore.runtimes import llamacpp_cache as llamacpp
 
     g, _ = resolve_model("gpt-oss-20b", "llama.cpp")
     spec = KvSpec("fp16", "fp16")

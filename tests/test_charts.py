@@ -1,11 +1,12 @@
-"""kvcore.charts options on real data: the decode chart's error bars (spread over passes)."""
+"""kvcore.views.charts options on real data: the decode chart's error bars (spread over passes)."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from kvcore import charts, views
+from kvcore.views import charts
+from kvcore.views import memory as views
 
 
 def _layers(chart) -> tuple[list[dict], dict]:
@@ -19,9 +20,9 @@ def _rows(layer: dict, datasets: dict) -> list[dict]:
 
 @pytest.mark.mlx
 def test_decode_points_get_error_bars_from_their_spread_over_passes():
-    from kvcore.live_decode import decode_sweep
-    from kvcore.live_models import build_random
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.decode import decode_sweep
+    from kvcore.measure.models import build_random
+    from kvcore.measure.timing import SweepOptions
 
     tiny = {
         "model_type": "llama",
@@ -58,7 +59,7 @@ def test_decode_points_get_error_bars_from_their_spread_over_passes():
         error=("tokens_per_s_low", "tokens_per_s_high"),
     )
     layers, data = _layers(chart)
-    (bar,) = [l for l in layers if l["mark"]["type"] == "rule"]
+    (bar,) = [x for x in layers if x["mark"]["type"] == "rule"]
     assert (
         bar["encoding"]["y"]["field"] == "tokens_per_s_low"
         and bar["encoding"]["y2"]["field"] == "tokens_per_s_high"
@@ -93,14 +94,14 @@ def test_min_max_spread_and_a_chart_without_error_bars_is_unchanged():
     plain, _ = _layers(
         charts.series_chart(None, "context", "tokens_per_s", "source", "c", "t", points=points)
     )
-    assert [l["mark"]["type"] for l in plain] == ["point"]
+    assert [x["mark"]["type"] for x in plain] == ["point"]
 
 
 @pytest.mark.parametrize(
     "lo, hi", [(119, 292), (3.49, 26.8), (0.03, 1.2), (40, 500), (1, 1e6), (6.2, 17), (100, 100)]
 )
 def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
-    from kvcore.chart_parts import MIN_LOG_TICKS, log_ticks
+    from kvcore.views.chart_parts import MIN_LOG_TICKS, log_ticks
 
     ticks = log_ticks(lo, hi)
     assert (
@@ -114,8 +115,8 @@ def test_a_log_axis_labels_around_every_point_with_round_steps(lo, hi):
 
 
 def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
-    from kvcore.chart_parts import log_ticks
-    from kvcore.charts import series_chart
+    from kvcore.views.chart_parts import log_ticks
+    from kvcore.views.charts import series_chart
 
     df = pd.DataFrame(
         {"context": [1024, 32768], "tokens_per_s": [292.0, 119.0], "series": ["a", "a"]}
@@ -137,7 +138,7 @@ def test_a_log_charts_domain_runs_from_the_tick_below_to_the_tick_above():
 
 
 def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
-    from kvcore.charts import series_chart
+    from kvcore.views.charts import series_chart
 
     df = pd.DataFrame(
         {
@@ -201,8 +202,9 @@ def test_the_quality_charts_point_labels_do_not_overlap_on_a_phone():
     """Savings' quality chart at 390 px: the bundled run's seven labels (three formats crowd the top left) each get
     a free place, none covering another; wider charts keep
     every label above its point; too crowded: left to the tooltip."""
-    from kvcore import recordings, savings_views
-    from kvcore.chart_parts import LABEL_PLACES, NARROW_PX, label_places
+    from kvcore.recordings import store as recordings
+    from kvcore.views import savings as savings_views
+    from kvcore.views.chart_parts import LABEL_PLACES, NARROW_PX, label_places
 
     recs, _ = recordings.load_all([recordings.BUNDLED_DIR])
     rec = next(r for r in recs if r.id == "measured-linux-cpu-smollm2-135m")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvcore.formulas import kv_bytes
-from kvcore.geometry import load_preset, preset_geometry
+from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.memory.formulas import kv_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,7 +95,7 @@ def test_calc_table_is_readable():
 
 def test_calc_imports_neither_mlx_streamlit_nor_altair():
     code = (
-        "import sys; from kvcore.cli import main; main(['calc','--model','llama-3.2-1b','--context','10','--json']);"
+        "import sys; from kvcore.cli.main import main; main(['calc','--model','llama-3.2-1b','--context','10','--json']);"
         "print([m for m in ('mlx','mlx_lm','streamlit','altair') if m in sys.modules])"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -118,7 +118,7 @@ def test_presets_lists_every_preset_with_geometry():
 
 
 def test_every_preset_names_its_source():
-    for path in (ROOT / "kvcore" / "presets").glob("*.json"):
+    for path in (ROOT / "kvcore" / "inputs" / "presets").glob("*.json"):
         data = json.loads(path.read_text())
         assert data["name"] == path.stem and data["source"].startswith("https://") and data["hf_id"]
 
@@ -141,7 +141,7 @@ def test_selftest_fails_when_a_preset_is_wrong(tmp_path, preset, field, value):
     shutil.copytree(
         ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__")
     )
-    path = tmp_path / "kvcore" / "presets" / f"{preset}.json"
+    path = tmp_path / "kvcore" / "inputs" / "presets" / f"{preset}.json"
     data = json.loads(path.read_text())
     data["config"][field] = value
     path.write_text(json.dumps(data))
@@ -153,7 +153,7 @@ def test_selftest_fails_when_a_formula_is_wrong(tmp_path):
     shutil.copytree(
         ROOT / "kvcore", tmp_path / "kvcore", ignore=shutil.ignore_patterns("__pycache__")
     )
-    formats = tmp_path / "kvcore" / "formats.py"
+    formats = tmp_path / "kvcore" / "memory" / "formats.py"
     formats.write_text(
         formats.read_text().replace("2 * (dim // group_size)", "1 * (dim // group_size)")
     )

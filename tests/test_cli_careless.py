@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import recordings
-from kvcore.geometry import load_preset
-from kvcore.recordings import RecordingError
+from kvcore.inputs.presets import load_preset
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import RecordingError
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -56,7 +56,7 @@ def test_a_missing_pyyaml_is_one_line_saying_what_to_install():
 
 
 def test_a_missing_mlx_is_one_line_saying_what_to_install():
-    code = "import sys; sys.modules['mlx'] = None; from kvcore.cli import main; sys.exit(main(['probe', '--tokens', '3']))"
+    code = "import sys; sys.modules['mlx'] = None; from kvcore.cli.main import main; sys.exit(main(['probe', '--tokens', '3']))"
     err = one_line(kvcore(code=code), "mlx is not installed")
     assert "mlx-lm" in err and "calc" in err
 
@@ -124,7 +124,7 @@ def test_a_huge_regular_file_is_read_only_up_to_the_limit(tmp_path):
     with open(big, "wb") as f:  # sparse: 4 GiB of zeros on no disk
         f.truncate(4 * 2**30)
     code = (
-        "import resource, sys; from kvcore.cli import main; rc = main(['calc', '--model', sys.argv[1], '--context', '10']);"
+        "import resource, sys; from kvcore.cli.main import main; rc = main(['calc', '--model', sys.argv[1], '--context', '10']);"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
     )
     r = subprocess.run(
@@ -233,7 +233,8 @@ def test_no_save_with_out_is_refused(command, tmp_path):
 
 @mlx
 def test_record_checks_its_destination_before_measuring(tmp_path, monkeypatch, capsys):
-    from kvcore import cli, live_models
+    from kvcore.cli import main as cli
+    from kvcore.measure import models as live_models
 
     def measured(*args, **kwargs):
         raise AssertionError("a model was built before the destination was checked")
@@ -259,7 +260,7 @@ def test_record_into_etc_passwd_fails_at_once():
 
 @mlx
 def test_probes_save_only_when_asked_and_label_runs_apart(tmp_path, monkeypatch, capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     monkeypatch.setenv("KVCORE_RECORDINGS_DIR", str(tmp_path))
     monkeypatch.delenv("KVCORE_READ_ONLY", raising=False)
@@ -324,7 +325,7 @@ def test_reference_rules_do_not_claim_mlx_lm_prefill():
 
 @mlx
 def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     argv = [
         "mechanism",
@@ -347,7 +348,7 @@ def test_mechanism_prints_the_model_and_which_columns_are_per_token(capsys):
 
 
 @pytest.mark.parametrize(
-    "path", sorted((ROOT / "kvcore" / "presets").glob("*.json")), ids=lambda p: p.stem
+    "path", sorted((ROOT / "kvcore" / "inputs" / "presets").glob("*.json")), ids=lambda p: p.stem
 )
 def test_a_preset_cites_its_public_config_json_and_nothing_internal(path):
     preset = json.loads(path.read_text(encoding="utf-8"))

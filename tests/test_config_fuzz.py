@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcore.calculator import calculate
 from kvcore.errors import KvError
-from kvcore.config import parse_json_text
-from kvcore.geometry import load_preset, parse_config, preset_names
+from kvcore.inputs.config import parse_config, parse_json_text
+from kvcore.inputs.presets import load_preset, preset_names
+from kvcore.views.calculator import calculate
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

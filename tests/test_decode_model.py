@@ -4,16 +4,16 @@ import random
 
 import pytest
 
-from kvcore.decode_model import (
+from kvcore.errors import KvError
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import kv_bytes, weights_bytes
+from kvcore.timing.decode_model import (
     bytes_per_generated_token,
     fit_bandwidth,
     predict_tokens_per_s,
     slowdown,
 )
-from kvcore.errors import KvError
-from kvcore.formulas import kv_bytes, weights_bytes
-from kvcore.geometry import preset_geometry
-from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb
+from kvcore.timing.hardware import chips, get_chip, gpu_memory_limit_gb
 
 LLAMA_1B = preset_geometry("llama-3.2-1b")
 
@@ -31,8 +31,8 @@ def test_worked_check_292_to_119_tok_s_from_the_preset_alone():
 def test_article_as_measured_slowdown_comes_from_its_recording():
     from pathlib import Path
 
-    from kvcore.recordings import load
-    from kvcore.decode_model import worked_check
+    from kvcore.recordings.store import load
+    from kvcore.timing.decode_runs import worked_check
 
     check = worked_check(
         load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml")
@@ -47,19 +47,20 @@ def test_article_as_measured_slowdown_comes_from_its_recording():
 def test_a_runs_decode_analysis_is_its_points_fit_and_check_computed_once():
     """analyse(rec) gives what the Decode chapter shows about a run; each part is what the separate functions give,
     and the fitted curve passes through the fit at the run's own contexts."""
-    from kvcore import decode_model, recordings
+    from kvcore.recordings import store as recordings
+    from kvcore.timing import decode_runs
 
     recs, _ = recordings.load_all()
-    analysed = [(rec, decode_model.analyse(rec)) for rec in recs if rec.has("decode")]
+    analysed = [(rec, decode_runs.analyse(rec)) for rec in recs if rec.has("decode")]
     assert sum(a is not None for _, a in analysed) >= 5 and any(
         a is None for _, a in analysed
     )  # unusual runs: no model
     for rec, a in analysed:
         if a is None:
-            assert decode_model.fit_run(rec) is None and decode_model.worked_check(rec) is None
+            assert decode_runs.fit_run(rec) is None and decode_runs.worked_check(rec) is None
             continue
-        assert a.fit == decode_model.fit_run(rec) and a.check == decode_model.worked_check(rec)
-        assert a.points.equals(decode_model.decode_points(rec)) and a.chip == decode_model.chip_for(
+        assert a.fit == decode_runs.fit_run(rec) and a.check == decode_runs.worked_check(rec)
+        assert a.points.equals(decode_runs.decode_points(rec)) and a.chip == decode_runs.chip_for(
             rec
         )
         lo, hi = a.points["context"].min(), a.points["context"].max()
@@ -135,7 +136,7 @@ def test_mac_gpu_limit_depends_on_ram_size():
 
 def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
     # a CPU run (no chip in the table) that follows the bytes line at ~1 GB/s: memory reads cannot set that pace
-    from kvcore.decode_model import fit_bandwidth
+    from kvcore.timing.decode_model import fit_bandwidth
 
     b = [1.0e9, 1.5e9, 2.0e9, 3.0e9]
     fit = fit_bandwidth(b, [1.2e9 / x for x in b], peak_gbps=None)
@@ -153,7 +154,7 @@ def test_a_fit_slower_than_any_memory_on_an_unknown_chip_is_not_memory_bound():
 
 
 def _fit_recording(tmp_path, **model):
-    from kvcore import recordings
+    from kvcore.recordings import store as recordings
 
     data = {
         "schema": 1,
@@ -175,8 +176,8 @@ def _fit_recording(tmp_path, **model):
 
 
 def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not_know(tmp_path):
-    from kvcore.decode_model import fit_run, geometry_for
-    from kvcore.recordings import Recording
+    from kvcore.recordings.store import Recording
+    from kvcore.timing.decode_runs import fit_run, geometry_for
 
     rec = _fit_recording(tmp_path, kv_format="q8_0", weights_format="mlx-q8")
     _, weights, spec = geometry_for(rec)
@@ -203,7 +204,7 @@ def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not
 def test_a_recording_that_omits_a_format_is_not_fitted_as_fp16_or_bf16_and_says_so(
     tmp_path, stated
 ):
-    from kvcore.decode_model import analyse, fit_run, geometry_for, no_fit_reason
+    from kvcore.timing.decode_runs import analyse, fit_run, geometry_for, no_fit_reason
 
     rec = _fit_recording(tmp_path, **stated)  # valid: the source does not state the other format
     assert geometry_for(rec) is None and fit_run(rec) is None and analyse(rec) is None
@@ -217,8 +218,8 @@ def test_an_mlx_quantized_cache_with_no_activation_dtype_is_not_fitted_and_one_m
 ):
     """mlx-q4 keeps a scale and a bias per 64 values in the activation dtype (fp32 doubles them against fp16): not
     stated, no fit rather than fp16's bytes; a plain fp16 cache holds no scales, so it needs none stated."""
-    from kvcore import recordings
-    from kvcore.decode_model import fit_run, geometry_for, no_fit_reason
+    from kvcore.recordings import store as recordings
+    from kvcore.timing.decode_runs import fit_run, geometry_for, no_fit_reason
 
     unstated = _fit_recording(tmp_path, kv_format="mlx-q4", weights_format="mlx-q4")
     assert geometry_for(unstated) is None and fit_run(unstated) is None
@@ -236,8 +237,8 @@ def test_an_mlx_quantized_cache_with_no_activation_dtype_is_not_fitted_and_one_m
 
 
 def test_every_bundled_decode_run_is_fitted_or_says_why():
-    from kvcore import recordings
-    from kvcore.decode_model import analyse, no_fit_reason
+    from kvcore.recordings import store as recordings
+    from kvcore.timing.decode_runs import analyse, no_fit_reason
 
     recs = recordings.load_all([recordings.BUNDLED_DIR])[0]
     for rec in (r for r in recs if r.rows("decode")):

@@ -4,10 +4,10 @@ import re
 
 import pytest
 
-from kvcore import allocsim
 from kvcore.errors import CODES, KvError
-from kvcore.formats import FORMATS
-from kvcore.live_memory import guard
+from kvcore.measure.caches import guard
+from kvcore.memory import allocsim
+from kvcore.memory.formats import FORMATS
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

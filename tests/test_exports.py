@@ -82,7 +82,7 @@ def test_japanese_glyphs_are_drawn_with_no_system_font(tmp_path):
 
 
 def _chart():
-    from kvcore import charts
+    from kvcore.views import charts
 
     df = pd.DataFrame(
         {

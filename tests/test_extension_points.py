@@ -14,11 +14,19 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvcore import cli, families, formats, geometry, live_models, runtimes
-from kvcore.calculator import calculate, formats_that_fit, runtime_formats
+from kvcore.cli import main as cli
 from kvcore.errors import KvError
-from kvcore.formats import CacheFormat
-from kvcore.formulas import KvSpec, kv_bytes
+from kvcore.inputs import presets
+from kvcore.inputs.config import parse_config
+from kvcore.measure import models as live_models
+from kvcore.memory import formats
+from kvcore.memory.formats import CacheFormat
+from kvcore.memory.formulas import KvSpec, kv_bytes
+from kvcore.model import families
+from kvcore.runtimes import registry as runtimes
+from kvcore.runtimes.base import Runtime, Setting
+from kvcore.runtimes.token import TokenRuntime
+from kvcore.views.calculator import calculate, formats_that_fit, runtime_formats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +52,7 @@ def throwaway_format(monkeypatch):
 def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_cli(
     throwaway_format, capsys
 ):
-    g = geometry.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
+    g = presets.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
     spec = KvSpec("q6_test", "q6_test")
     assert (
         kv_bytes(g, 1024, spec) == 1024 * 16 * 8 * 2 * (64 // 32) * 26
@@ -56,7 +64,7 @@ def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_
         *("--model", "llama-3.2-1b", "--context", "1024", "--kv-format", "q6_test"),
         *("--runtime", "reference"),
     )["kv_bytes"] == kv_bytes(g, 1024, spec)
-    mlx = geometry.preset_geometry("llama-3.2-1b")  # mlx_lm: no cache class of its holds it
+    mlx = presets.preset_geometry("llama-3.2-1b")  # mlx_lm: no cache class of its holds it
     assert "q6_test" not in formats_that_fit(mlx, 131072, 1, 0, 10**12, KvSpec())
     with pytest.raises(KvError, match="mlx_lm does not store K/V as 'q6_test'") as e:
         calculate(mlx, 1024, 1, spec, "mlx-q4")
@@ -89,7 +97,7 @@ def test_a_block_format_whose_block_does_not_divide_the_row_is_refused_not_padde
     monkeypatch.setitem(
         formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True)
     )
-    g = geometry.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
+    g = presets.preset_geometry("llama-3.2-1b", "reference")  # the runtime that sizes any format
     with pytest.raises(
         KvError, match="whole blocks of 256 values and does not pad them: a 64-value row"
     ) as e:
@@ -162,7 +170,8 @@ def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option
     unknown one is refused in one sentence naming the valid ones, the new one among them."""
     import argparse
 
-    from kvcore import live_args, live_memory
+    from kvcore.cli import live_args
+    from kvcore.measure import caches as live_memory
 
     assert live_memory.kv_spec("mlx-q6", "fp16") == KvSpec("mlx-q6", "mlx-q6", 64, "fp16")
     assert live_args.kv_format("mlx-q6") == "mlx-q6"
@@ -173,7 +182,7 @@ def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option
 
 
 def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
-    """The live runs offer the weight formats a live model is built in (kvcore.live_models), the CLI's default
+    """The live runs offer the weight formats a live model is built in (kvcore.measure.models), the CLI's default
     chosen."""
     monkeypatch.setattr(
         live_models, "LIVE_WEIGHT_FORMATS", (*live_models.LIVE_WEIGHT_FORMATS, "mlx-q6")
@@ -189,15 +198,15 @@ def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
 def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(
     monkeypatch,
 ):
-    config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    config = dict(presets.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     with pytest.raises(KvError, match="throwaway_llama"):
-        geometry.parse_config(config)
+        parse_config(config)
     monkeypatch.setitem(
         families.FAMILIES,
         "throwaway_llama",
         families.Family("throwaway_llama", defaults={"head_dim": 32}),
     )
-    g = geometry.parse_config({k: v for k, v in config.items() if k != "head_dim"})
+    g = parse_config({k: v for k, v in config.items() if k != "head_dim"})
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {
         32
     }  # the row's default applies
@@ -213,18 +222,18 @@ def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_
     ],
 )
 def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatch, change, named):
-    config = dict(geometry.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    config = dict(presets.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     monkeypatch.setitem(
         families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change)
     )
     with pytest.raises(KvError, match=named):
-        geometry.parse_config(config)
+        parse_config(config)
 
 
 def test_a_shared_expert_is_its_own_field_not_the_gated_query():
     """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
-    config = geometry.load_preset("qwen3-next-80b-a3b")["config"]
-    real = geometry.parse_config(config)
+    config = presets.load_preset("qwen3-next-80b-a3b")["config"]
+    real = parse_config(config)
     h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
     moe_layers = config["num_hidden_layers"]
     with pytest.MonkeyPatch.context() as m:
@@ -233,7 +242,7 @@ def test_a_shared_expert_is_its_own_field_not_the_gated_query():
             "qwen3_next",
             dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False),
         )
-        without = geometry.parse_config(config)
+        without = parse_config(config)
     assert real.params.total - without.params.total == moe_layers * (
         3 * h * inter + h
     )  # the expert and its gate
@@ -245,7 +254,7 @@ def test_a_shared_expert_is_its_own_field_not_the_gated_query():
 @pytest.fixture
 def throwaway_runtime(monkeypatch):
     """A runtime that counts tokens under the config's own window rules (as vLLM would), registered for one test."""
-    rt = runtimes.TokenRuntime(
+    rt = TokenRuntime(
         "throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference"
     )
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
@@ -255,7 +264,7 @@ def throwaway_runtime(monkeypatch):
 def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_the_cli(
     throwaway_runtime, capsys
 ):
-    g = geometry.preset_geometry("mistral-7b-v0.1", "throwaway_rt")
+    g = presets.preset_geometry("mistral-7b-v0.1", "throwaway_rt")
     assert (
         g.runtime == "throwaway_rt" and g.count("sliding") == 32
     )  # the reference rules it applies
@@ -276,7 +285,64 @@ def test_an_unknown_runtime_and_a_runtime_of_unknown_window_rules_are_refused(mo
         == 2
     )
     assert "'no_such_rt'" in capsys.readouterr().err
-    rt = runtimes.TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
-    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
-    with pytest.raises(KvError, match="'odd_rules'"):
-        geometry.preset_geometry("gemma-3-4b", "odd_rt")
+    rt = TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
+    with pytest.raises(KvError, match="'odd_rules', which no model family states"):
+        runtimes.checked((*runtimes.RUNTIMES.values(), rt))
+
+
+def test_a_runtime_class_that_leaves_out_a_question_is_refused_when_it_is_defined():
+    """A runtime in a module of its own subclasses kvcore.runtimes.base.Runtime; one without every method of
+    REQUIRED is refused by its class statement, naming what it lacks."""
+    with pytest.raises(KvError, match=r"Runtime class Half does not define sizes, largest_context"):
+
+        class Half(Runtime):
+            def kv_bytes(self, geometry, context, spec, sequences=1, options=None):
+                return 0
+
+    class Whole(TokenRuntime):  # a subclass of a whole runtime inherits its answers
+        pass
+
+    assert Whole("whole_rt", "whole_rt", "sliding_ignored").name == "whole_rt"
+
+
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        (dict(flag="ubatch"), "must start with '--'"),
+        (dict(help=""), "needs its options field, its help text and its URL key"),
+        (dict(key=""), "needs its options field, its help text and its URL key"),
+        (dict(low=4096), "0 < low <= default <= high"),
+        (dict(high=0), "0 < low <= default <= high"),
+    ],
+)
+def test_a_runtime_setting_without_its_help_key_or_range_is_refused(setting, words):
+    fields = dict(field="n_ubatch", flag="--ubatch", default=512, help="micro-batch", key="ub")
+    fields.update(low=1, high=1 << 20)
+    Setting(**fields)  # the whole one is taken
+    with pytest.raises(KvError, match=words):
+        Setting(**{**fields, **setting})
+
+
+def test_two_runtimes_of_one_name_or_a_format_kvcore_does_not_know_are_refused():
+    with pytest.raises(KvError, match="'mlx_lm' is empty or taken"):
+        runtimes.checked((*runtimes.RUNTIMES.values(), TokenRuntime("mlx_lm", "again", "x")))
+    odd = TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", kv_formats=("fp16", "fp5"))
+    with pytest.raises(KvError, match="fp5"):
+        runtimes.checked((odd,))
+
+
+def test_a_runtime_whose_report_does_not_add_up_is_refused():
+    """The calculator's per-layer table and its total come from one report: a runtime whose rows do not sum to
+    its KV bytes is refused with both numbers, never shown."""
+
+    class Leaky(TokenRuntime):
+        def sizes(self, geometry, context, spec, sequences, options):
+            result = super().sizes(geometry, context, spec, sequences, options)
+            return {**result, "per_layer": result["per_layer"][1:]}  # one layer lost
+
+    rt = Leaky("leaky_rt", "leaky_rt", "sliding_ignored")
+    g = presets.preset_geometry("llama-3.2-1b")
+    with pytest.raises(
+        KvError, match=r"Runtime leaky_rt's report for llama-3.2-1b does not add up"
+    ):
+        rt.report(g, 4096, KvSpec(), 1, None)

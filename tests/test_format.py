@@ -18,3 +18,14 @@ def test_the_code_is_ruff_formatted():
         [_ruff(), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_check_passes_with_imports_sorted():
+    """`ruff check` (pyflakes, pycodestyle and import sorting, ruff.toml) finds nothing."""
+    done = subprocess.run(
+        [_ruff(), "check", "--output-format", "concise", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -2,8 +2,10 @@
 
 import pytest
 
-from kvcore.allocsim import nbytes, simulate
-from kvcore.formulas import (
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.memory.allocsim import nbytes, simulate
+from kvcore.memory.formulas import (
     KvSpec,
     bytes_per_token,
     kv_bytes,
@@ -13,7 +15,7 @@ from kvcore.formulas import (
     prefill_chunks,
     weights_bytes,
 )
-from kvcore.geometry import Layer, load_preset, parse_config, preset_geometry
+from kvcore.model.geometry import Layer
 from kvcore.units import GIB, KIB, MIB
 
 
@@ -101,7 +103,7 @@ def test_k_and_v_formats_are_chosen_separately():
     [("turbo4", 4.25, 8.5), ("turbo3", 3.125, 6.25), ("turbo2", 2.125, 4.25)],
 )
 def test_turbo_formats_use_128_value_blocks_and_pad_head_dim_64(fmt, bits_at_128, bits_at_64):
-    from kvcore.formats import get_format
+    from kvcore.memory.formats import get_format
 
     assert get_format(fmt).bits_per_value(128) == bits_at_128
     assert get_format(fmt).bits_per_value(64) == bits_at_64
@@ -109,14 +111,14 @@ def test_turbo_formats_use_128_value_blocks_and_pad_head_dim_64(fmt, bits_at_128
 
 def test_deepseek_v3_caches_one_576_value_latent_per_token_per_layer_with_no_factor_2():
     g = preset("deepseek-v3")
-    assert g.num_layers == 61 and {l.kind for l in g.layers} == {"mla"}
+    assert g.num_layers == 61 and {x.kind for x in g.layers} == {"mla"}
     assert kv_bytes_per_token(g) == 61 * 576 * 2
 
 
 def test_a_sliding_window_layer_never_counts_more_than_its_window():
     g = preset("gemma-3-4b")
-    sliding = [l for l in g.layers if l.kind == "sliding"]
-    assert sliding and all(l.window == 1024 for l in sliding)
+    sliding = [x for x in g.layers if x.kind == "sliding"]
+    assert sliding and all(x.window == 1024 for x in sliding)
     for context in (10, 1024, 1025, 131072):
         for layer in sliding:
             assert layer_kv_bytes(layer, context, KvSpec()) == min(context, 1024) * bytes_per_token(
@@ -126,12 +128,12 @@ def test_a_sliding_window_layer_never_counts_more_than_its_window():
 
 def test_gemma3_every_sixth_layer_is_global():
     g = preset("gemma-3-4b")
-    assert [l.index for l in g.layers if l.kind == "full"] == [5, 11, 17, 23, 29]
+    assert [x.index for x in g.layers if x.kind == "full"] == [5, 11, 17, 23, 29]
 
 
 def test_linear_attention_state_is_constant_in_context():
     g = preset("qwen3-next-80b-a3b")
-    linear = [l for l in g.layers if l.kind == "linear"]
+    linear = [x for x in g.layers if x.kind == "linear"]
     assert len(linear) == 36 and g.count("full") == 12
     for layer in linear:
         assert layer_kv_bytes(layer, 1, KvSpec()) == layer_kv_bytes(layer, 10**6, KvSpec()) > 0
@@ -139,8 +141,8 @@ def test_linear_attention_state_is_constant_in_context():
 
 def test_hybrid_growth_comes_only_from_full_layers():
     g = preset("qwen3-next-80b-a3b")
-    full = [l for l in g.layers if l.kind == "full"]
-    assert kv_bytes(g, 2001) - kv_bytes(g, 2000) == sum(bytes_per_token(l, KvSpec()) for l in full)
+    full = [x for x in g.layers if x.kind == "full"]
+    assert kv_bytes(g, 2001) - kv_bytes(g, 2000) == sum(bytes_per_token(x, KvSpec()) for x in full)
 
 
 def test_mistral_v01_window_depends_on_the_runtime():
@@ -173,13 +175,13 @@ def test_prefill_chunks_follow_generate_step():
 
 def test_prefill_peak_of_a_sliding_layer_exceeds_its_window():
     g = preset("gemma-3-4b")
-    sliding = next(l for l in g.layers if l.kind == "sliding")
+    sliding = next(x for x in g.layers if x.kind == "sliding")
     peak = kv_prefill_peak_bytes(g, 8192)
     assert peak > kv_bytes(g, 8192)
     # after a 2048-token chunk the rotating cache holds window + 2048 - 1 tokens
     capacities = {
         s.capacity
-        for s in __import__("kvcore.allocsim", fromlist=["trace"]).trace(
+        for s in __import__("kvcore.memory.allocsim", fromlist=["trace"]).trace(
             "RotatingKVCache", prefill_chunks(8192), sliding.window
         )
     }

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import struct
 
+import gguf_files
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader
 from gguf.constants import GGML_QUANT_SIZES
 
-import gguf_files
-from kvcore import gguf as kgguf
-from kvcore import llamacpp, real_model
-from kvcore.cli import main
+from kvcore.cli.main import main
 from kvcore.errors import KvError
-from kvcore.formats import FORMATS
-from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
-from kvcore.geometry import load_preset, preset_geometry, preset_names
-from kvcore.gguf_header import read_header
+from kvcore.inputs import gguf as kgguf
+from kvcore.inputs.gguf_header import read_header
+from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.measure import real_model
+from kvcore.memory.formats import FORMATS
+from kvcore.model.families import FAMILIES, MODEL_TYPE_ALIASES
+from kvcore.runtimes import llamacpp_cache as llamacpp
 
 SMOLLM2 = str(
     real_model.gguf_path()

@@ -1,11 +1,11 @@
-"""GGUF weight formats (kvcore.gguf_weights): ggml's block layouts and llama-quant.cpp's mixes."""
+"""GGUF weight formats (kvcore.memory.weight_formats): ggml's block layouts and llama-quant.cpp's mixes."""
 
 import pytest
 
-from kvcore import gguf_weights as gw
 from kvcore.errors import KvError
-from kvcore.formulas import ALL_WEIGHT_FORMATS, weights_bytes
-from kvcore.geometry import preset_geometry
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory import weight_formats as gw
+from kvcore.memory.formulas import ALL_WEIGHT_FORMATS, weights_bytes
 
 
 def test_block_layouts_are_ggmls_own():

@@ -1,4 +1,4 @@
-"""kvcore.live on the real mlx / mlx_lm code (CPU backend): tiny configs, small contexts, seconds."""
+"""kvcore.measure.probes on the real mlx / mlx_lm code (CPU backend): tiny configs, small contexts, seconds."""
 
 import json
 import subprocess
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import recordings
-from kvcore.allocsim import simulate
 from kvcore.errors import KvError
-from kvcore.formulas import prefill_chunks
+from kvcore.memory.allocsim import simulate
+from kvcore.memory.formulas import prefill_chunks
+from kvcore.recordings import store as recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,16 +31,16 @@ TINY = {  # dims divisible by 64 so 4-bit group-64 quantization applies, as in t
 
 def test_import_kvcore_never_imports_mlx():
     code = (
-        "import sys, kvcore, kvcore.cli, kvcore.live, kvcore.live_cli, kvcore.live_args, kvcore.live_run,"
-        " kvcore.cli_probe, kvcore.cli_decode, kvcore.cli_quality, kvcore.cli_record,"
-        " kvcore.live_models, kvcore.live_record;"
+        "import sys, kvcore, kvcore.cli.main, kvcore.measure.probes, kvcore.cli.live_args, kvcore.cli.run,"
+        " kvcore.cli.probe, kvcore.cli.decode, kvcore.cli.quality, kvcore.cli.record,"
+        " kvcore.measure.models, kvcore.measure.suite;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'streamlit')]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_memory_guard_names_the_largest_context_that_fits():
-    from kvcore.live_memory import guard
+    from kvcore.measure.caches import guard
 
     assert guard(1_000, 100, 1024, available=10**9) > 0
     with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
@@ -54,7 +54,7 @@ mlx = pytest.mark.mlx
 
 @pytest.fixture(scope="module")
 def trap_rows():
-    from kvcore.live import trap_probe
+    from kvcore.measure.probes import trap_probe
 
     return trap_probe("llama-3.2-1b", dtype="fp16", tokens=1025)
 
@@ -142,7 +142,7 @@ def test_rotating_cache_holds_a_whole_prefill_chunk_until_the_next_token(trap_ro
 
 @mlx
 def test_growth_agrees_on_256_multiples_and_differs_by_the_slack_elsewhere():
-    from kvcore.live import growth_probe
+    from kvcore.measure.probes import growth_probe
 
     rows = growth_probe("llama-3.2-1b", [256, 1000, 1024, 1300], kv_format="fp16", dtype="fp16")
     per_token = 32_768  # 16 layers x 2 x 8 heads x 64 x 2 B
@@ -159,7 +159,7 @@ def test_growth_agrees_on_256_multiples_and_differs_by_the_slack_elsewhere():
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    from kvcore.live_models import build_random
+    from kvcore.measure.models import build_random
 
     return build_random("tiny", dict(TINY), "fp32", dtype="fp32")
 
@@ -168,8 +168,8 @@ def tiny_model():
 def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_model):
     import mlx.core as mx
 
-    from kvcore.live_decode import prefill
-    from kvcore.live_memory import fill_caches, make_caches
+    from kvcore.measure.caches import fill_caches, make_caches
+    from kvcore.measure.decode import prefill
 
     real = make_caches(tiny_model, "fp32")
     prefill(tiny_model, real, 300, chunk=128)
@@ -183,8 +183,8 @@ def test_logits_after_a_synthetic_fill_equal_those_after_a_real_prefill(tiny_mod
 
 @mlx
 def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats(tiny_model):
-    from kvcore.live_decode import decode_sweep
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.decode import decode_sweep
+    from kvcore.measure.timing import SweepOptions
 
     seen = []
     rows = decode_sweep(
@@ -207,7 +207,7 @@ def test_decode_sweep_returns_one_row_per_context_with_median_spread_and_repeats
 
 
 def test_passes_visit_every_context_once_each_in_a_shuffled_order():
-    from kvcore.live_timing import pass_orders
+    from kvcore.measure.timing import pass_orders
 
     contexts = [256, 512, 1024, 2048, 4096, 8192]
     orders = pass_orders(contexts, 5, seed=3)
@@ -222,7 +222,7 @@ def test_passes_visit_every_context_once_each_in_a_shuffled_order():
 def test_quartiles_match_numpys_default_percentiles():
     import numpy as np
 
-    from kvcore.live_timing import quartiles
+    from kvcore.measure.timing import quartiles
 
     for values in ([5.0], [3.0, 1.0], [1, 2, 3, 4, 5], [9.5, 1.25, 7, 3, 3, 40, 2.5]):
         q1, q2, q3 = quartiles(values)
@@ -233,8 +233,8 @@ def test_quartiles_match_numpys_default_percentiles():
 def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as_they_come(
     tiny_model,
 ):
-    from kvcore.live_decode import decode_sweep
-    from kvcore.live_timing import SweepOptions, pass_orders
+    from kvcore.measure.decode import decode_sweep
+    from kvcore.measure.timing import SweepOptions, pass_orders
 
     texts, partial = [], []
     contexts = [16, 32, 48, 64]
@@ -258,9 +258,9 @@ def test_decode_sweep_visits_contexts_shuffled_across_passes_and_reports_rows_as
 
 @mlx
 def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
-    from kvcore.live_decode import decode_sweep
-    from kvcore.live_record import build_recording
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.decode import decode_sweep
+    from kvcore.measure.recording import build_recording
+    from kvcore.measure.timing import SweepOptions
 
     rows = decode_sweep(tiny_model, [16, 40], options=SweepOptions(warmup=0, steps=2, repeats=3))
     data = build_recording(
@@ -281,8 +281,8 @@ def test_the_decode_spread_is_saved_and_loads_back(tmp_path, tiny_model):
 
 @mlx
 def test_paired_steps_time_both_caches_step_by_step(tiny_model):
-    from kvcore.live_decode import paired_steps
-    from kvcore.live_memory import fill_caches, make_caches
+    from kvcore.measure.caches import fill_caches, make_caches
+    from kvcore.measure.decode import paired_steps
 
     a, b = make_caches(tiny_model, "fp32"), make_caches(tiny_model, "fp32")
     fill_caches(a, tiny_model.geometry, 40, "fp32")
@@ -294,8 +294,8 @@ def test_paired_steps_time_both_caches_step_by_step(tiny_model):
 
 @mlx
 def test_quantized_kv_decodes(tiny_model):
-    from kvcore.live_decode import decode_sweep
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.decode import decode_sweep
+    from kvcore.measure.timing import SweepOptions
 
     once = SweepOptions(warmup=0, steps=2, repeats=1)
     assert decode_sweep(tiny_model, [100], "mlx-q4", once)[0]["kv_format"] == "mlx-q4"
@@ -304,7 +304,7 @@ def test_quantized_kv_decodes(tiny_model):
 
 @mlx
 def test_mechanism_without_cache_recomputes_the_prefix(tiny_model):
-    from kvcore.live_decode import mechanism_probe
+    from kvcore.measure.decode import mechanism_probe
 
     rows = mechanism_probe(tiny_model, new_tokens=4, prompt_tokens=8)
     assert [r["new_tokens"] for r in rows] == [1, 2, 3, 4]
@@ -318,7 +318,7 @@ def test_a_model_loaded_from_a_directory_has_the_random_models_geometry(tmp_path
     import mlx.core as mx
     from mlx_lm.utils import save_config, save_model
 
-    from kvcore.live_models import build_random, get_model
+    from kvcore.measure.models import build_random, get_model
 
     random_model = build_random("tiny", dict(TINY), "mlx-q4", dtype="fp32")
     save_model(tmp_path, random_model.module)
@@ -337,9 +337,10 @@ def test_a_model_loaded_from_a_directory_has_the_random_models_geometry(tmp_path
 
 @mlx
 def test_interrupting_a_run_leaves_no_recording(tmp_path, tiny_model, monkeypatch, capsys):
-    from kvcore import cli, live_record
-    from kvcore.live import Interrupted
-    from kvcore.live_record import record_suite
+    from kvcore.cli import main as cli
+    from kvcore.measure import suite as live_record
+    from kvcore.measure.progress import Interrupted
+    from kvcore.measure.suite import record_suite
 
     calls = []
 
@@ -382,7 +383,8 @@ def test_interrupting_a_run_leaves_no_recording(tmp_path, tiny_model, monkeypatc
 
 @mlx
 def test_ctrl_c_in_the_cli_saves_nothing(tmp_path, monkeypatch, capsys):
-    from kvcore import cli, live
+    from kvcore.cli import main as cli
+    from kvcore.measure import probes as live
 
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
@@ -403,7 +405,7 @@ def _write_config(tmp_path) -> str:
 def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, monkeypatch):
     import shlex
 
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     out = tmp_path / "out"
     argv = [
@@ -453,7 +455,7 @@ def test_cli_record_saves_one_valid_recording_with_provenance(tmp_path, capsys, 
 
 @mlx
 def test_read_only_mode_runs_the_trap_probe_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     monkeypatch.setenv("KVCORE_READ_ONLY", "1")
     assert cli.main(["probe", "--tokens", "260", "--out", str(tmp_path / "x")]) == 0
@@ -475,7 +477,7 @@ def test_read_only_mode_runs_the_trap_probe_and_writes_nothing(tmp_path, monkeyp
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -484,7 +486,7 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
 
 @pytest.mark.mlx
 def test_cross_checks_report_both_timings_at_one_context(tiny_model):
-    from kvcore.live_decode import generate_step_check, real_prefill_check
+    from kvcore.measure.decode import generate_step_check, real_prefill_check
 
     prefill = real_prefill_check(tiny_model, 300, warmup=1, steps=3)
     assert (
@@ -499,7 +501,7 @@ def cache_geometry(model, kv_format: str | None = None) -> list[dict]:
     """The caches mlx_lm makes for this model, after one real token: class, kv_heads, head_dim, dtype per layer."""
     import mlx.core as mx
 
-    from kvcore.live_memory import make_caches
+    from kvcore.measure.caches import make_caches
 
     caches = make_caches(model, kv_format or model.dtype)
     logits = model.module(mx.array([[1]]), cache=caches)

@@ -1,4 +1,4 @@
-"""kvcore.live_sweeps on the real mlx / mlx_lm code (CPU backend): a real prefill per prompt length, and B sequences
+"""kvcore.measure.sweeps on the real mlx / mlx_lm code (CPU backend): a real prefill per prompt length, and B sequences
 decoding together in mlx_lm's batch caches (merged as BatchGenerator merges them); tiny configs, seconds."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import recordings
 from kvcore.errors import KvError
+from kvcore.recordings import store as recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {
@@ -31,14 +31,14 @@ pytestmark = pytest.mark.mlx
 
 @pytest.fixture(scope="module")
 def tiny():
-    from kvcore.live_models import build_random
+    from kvcore.measure.models import build_random
 
     return build_random("tiny", dict(TINY), "fp32", dtype="fp32")
 
 
 def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
-    from kvcore.live_sweeps import prefill_sweep
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.sweeps import prefill_sweep
+    from kvcore.measure.timing import SweepOptions
 
     seen, shown = [], []
     rows = prefill_sweep(
@@ -62,8 +62,8 @@ def test_prefill_sweep_one_row_per_prompt_with_median_and_spread(tiny):
 
 def test_prefill_fills_the_cache_to_the_prompt(tiny):
     """What the sweep times is a real prefill: afterwards every layer's cache holds the prompt's rows."""
-    from kvcore.live_decode import prefill
-    from kvcore.live_memory import make_caches
+    from kvcore.measure.caches import make_caches
+    from kvcore.measure.decode import prefill
 
     caches = make_caches(tiny, "fp32")
     prefill(tiny, caches, 300, chunk=128)
@@ -73,7 +73,7 @@ def test_prefill_fills_the_cache_to_the_prompt(tiny):
 def test_merged_batch_cache_is_mlx_lms_batch_cache_holding_each_sequence(tiny):
     from mlx_lm.models.cache import BatchKVCache
 
-    from kvcore.live_sweeps import batch_caches
+    from kvcore.measure.sweeps import batch_caches
 
     caches = batch_caches(tiny, 3, 40, "fp32")
     assert all(type(c) is BatchKVCache for c in caches)
@@ -92,8 +92,8 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
     of the same cache decoded on its own."""
     import mlx.core as mx
 
-    from kvcore.live_memory import fill_caches, make_caches
-    from kvcore.live_sweeps import _seeded_kv, batch_caches
+    from kvcore.measure.caches import fill_caches, make_caches
+    from kvcore.measure.sweeps import _seeded_kv, batch_caches
 
     merged = batch_caches(tiny, 3, 40, "fp32")
     batched = tiny.module(mx.array([[5], [6], [7]]), cache=merged)
@@ -105,8 +105,8 @@ def test_a_batched_step_gives_each_sequence_the_logits_it_gets_alone(tiny):
 
 
 def test_batch_sweep_rows_total_is_batch_times_per_sequence(tiny):
-    from kvcore.live_sweeps import batch_sweep
-    from kvcore.live_timing import SweepOptions
+    from kvcore.measure.sweeps import batch_sweep
+    from kvcore.measure.timing import SweepOptions
 
     rows = batch_sweep(tiny, [4, 1, 2], [64, 16], options=SweepOptions(1, 3, 2))
     assert [(r["context"], r["batch"]) for r in rows] == [
@@ -124,7 +124,7 @@ def test_batch_sweep_rows_total_is_batch_times_per_sequence(tiny):
 
 
 def test_a_quantized_kv_cache_is_refused_for_batching_with_its_reason(tiny):
-    from kvcore.live_sweeps import batch_caches
+    from kvcore.measure.sweeps import batch_caches
 
     with pytest.raises(KvError, match="cannot be batched") as e:
         batch_caches(tiny, 2, 16, "mlx-q8")
@@ -132,7 +132,7 @@ def test_a_quantized_kv_cache_is_refused_for_batching_with_its_reason(tiny):
 
 
 def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
@@ -188,7 +188,7 @@ def test_cli_record_prefill_and_batch_sections_only(tmp_path, monkeypatch, capsy
     ],
 )
 def test_bad_sweep_options_are_one_line_and_exit_2(argv, message, capsys):
-    from kvcore import cli
+    from kvcore.cli import main as cli
 
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -209,8 +209,8 @@ def test_the_recording_names_the_blas_mlx_ran_on_and_the_command_the_environment
     import subprocess
 
     code = (
-        "import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.live_record import blas_libraries;"
-        "from kvcore.live_run import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
+        "import mlx.core, sys; sys.argv = ['kvcore', 'record']; from kvcore.measure.recording import blas_libraries;"
+        "from kvcore.cli.run import command_line; print(blas_libraries()['sgemm_from']); print(command_line())"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OPENBLAS_NUM_THREADS")}
     plain = subprocess.run(

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcore import calculator, llamacpp
 from kvcore.errors import KvError
-from kvcore.formulas import KvSpec
-from kvcore.families import FAMILIES
-from kvcore.geometry import load_preset, parse_config, preset_geometry
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import load_preset, preset_geometry
 from kvcore.limits import MAX_CONTEXT
-from kvcore.runtimes import RUNTIMES
+from kvcore.memory.formulas import KvSpec
+from kvcore.model.families import FAMILIES
+from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.registry import RUNTIMES
+from kvcore.views import calculator
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -405,7 +407,7 @@ def test_an_unknown_model_type_has_a_japanese_sentence():
 
 
 def test_every_family_has_a_known_window_rule():
-    from kvcore.geometry import WINDOW_RULES, check_family
+    from kvcore.model.layers import WINDOW_RULES, check_family
 
     rules = set(WINDOW_RULES)
     for family in FAMILIES.values():
@@ -440,10 +442,13 @@ def test_llama_cpp_largest_context_fits_and_one_more_token_does_not(name):
 def test_llama_cpp_most_slots_each_get_the_context_and_one_more_does_not_fit():
     g, spec, weights, available = geometry("qwen-7b-chat"), KvSpec(), 15 << 30, 24 << 30
     s = calculator.max_sequences(g, spec, 4096, weights, available)
-    fits = lambda n: (
-        calculator.verdict(weights + calculator.kv_need(g, 4096 * n, spec, n), available).status
-        == "fits"
-    )  # noqa: E731
+
+    def fits(n):
+        return (
+            calculator.verdict(weights + calculator.kv_need(g, 4096 * n, spec, n), available).status
+            == "fits"
+        )
+
     assert s >= 1 and fits(s) and not fits(s + 1)
 
 
@@ -455,7 +460,7 @@ def test_llama_cpp_suggests_only_types_it_can_store():
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
-    from kvcore.geometry import preset_names
+    from kvcore.inputs.presets import preset_names
 
     fmt = "q8_0" if "q8_0" in calculator.runtime_formats(runtime) else "fp16"  # mlx_lm: no q8_0
     spec = KvSpec(fmt, fmt)

@@ -5,15 +5,14 @@ one preset per family (and the widest geometries), a tiny GGUF (tests/gguf_files
 heads, KV heads, key/value length, window and pattern, MLA and recurrent keys; 64 wide elsewhere; its tensor
 table is the one llama.cpp asks for) is loaded with no_alloc, and one context is created per case of GRID
 (through llama_context_params: n_seq_max, kv_unified, swa_full, n_batch, n_ubatch, type_k, type_v) in a child
-process (kvcore.llamacpp_probe.run_isolated). Every cache line llama.cpp logs (cells, layers, seqs/streams,
+process (kvcore.measure.llamacpp_probe.run_isolated). Every cache line llama.cpp logs (cells, layers, seqs/streams,
 K and V MiB) must equal the engine's, and the model's bytes must equal the tensor table's.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,11 +22,14 @@ if not os.environ.get(
     pytest.importorskip("llama_cpp")
 
 import gguf_files  # noqa: E402
-from kvcore import calculator, gguf, llamacpp  # noqa: E402
+
 from kvcore.errors import KvError  # noqa: E402
-from kvcore.formulas import KvSpec  # noqa: E402
-from kvcore.geometry import load_preset  # noqa: E402
-from kvcore.llamacpp_probe import Request, run_isolated  # noqa: E402
+from kvcore.inputs import gguf
+from kvcore.inputs.presets import load_preset  # noqa: E402
+from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
+from kvcore.memory.formulas import KvSpec  # noqa: E402
+from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
+from kvcore.views import calculator
 
 # one preset per family, plus the deepest (126 layers) and a 128-wide Gemma 3
 PRESETS = [
@@ -139,7 +141,7 @@ def test_calc_prints_the_cache_lines_the_real_llamacpp_logs(files, preset):
 
 
 def test_the_grid_covers_every_family_and_option():
-    from kvcore.families import FAMILIES
+    from kvcore.model.families import FAMILIES
 
     assert {gguf_files.metadata(load_preset(p)["config"])[0] for p in PRESETS} == {
         gguf_files.ARCH[f] for f in FAMILIES

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import real_model, recordings
-from kvcore.live_timing import quartiles
+from kvcore.measure import real_model
+from kvcore.measure.timing import quartiles
+from kvcore.recordings import store as recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 if not os.environ.get("KVSITE_REQUIRE_LLAMACPP"):
@@ -217,7 +218,7 @@ def test_quality_scores_llamacpps_cache_types_through_kvcore_quality(tmp_path):
 )
 def test_quality_under_llamacpp_refuses_what_it_does_not_run(capsys, args, sentence):
     """In one sentence, before anything is loaded (in-process: no model, no llama.cpp context)."""
-    from kvcore.cli import main
+    from kvcore.cli.main import main
 
     argv = ["quality", "--runtime", "llama.cpp", "--model", str(smollm2()), *args]
     assert main(argv) == 2
@@ -246,7 +247,7 @@ def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
     metadata for mlx_lm) split the bundled text into the same tokens, every one of them."""
     import mlx.core as mx
 
-    from kvcore.llamacpp_session import Model
+    from kvcore.measure.llamacpp_session import Model
 
     text = real_model.SAMPLE_TEXT.read_text(encoding="utf-8")
     model = Model(str(smollm2()))

@@ -18,8 +18,12 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from kvcore import doctor, live_memory, live_models, live_record, machine  # noqa: E402
+from kvcore.cli import doctor  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
+from kvcore.measure import caches as live_memory  # noqa: E402
+from kvcore.measure import machine  # noqa: E402
+from kvcore.measure import models as live_models  # noqa: E402
+from kvcore.measure import recording as live_record  # noqa: E402
 from kvcore.units import fmt_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +125,7 @@ def test_a_metal_run_is_labelled_apple_silicon(metal, monkeypatch):
     assert prov["backend"] == "mlx metal" and prov["machine"]["chip"] == "Apple M3 Max"
     assert prov["machine"]["memory_gb"] == 38.7 and prov["machine"]["os"].startswith("Darwin")
     assert live_record.default_label(prov) == "Measured — Apple M3 Max (Metal), live run"
-    from kvcore.recordings import is_apple_silicon
+    from kvcore.recordings.store import is_apple_silicon
 
     assert is_apple_silicon(prov)  # the one test the chapters' badges and the labels share
 
@@ -158,7 +162,7 @@ def test_doctor_without_metal_says_so_on_a_mac(monkeypatch):
 
 def test_the_live_code_prints_no_deprecation_warning():
     code = (
-        "from kvcore import doctor, machine; machine.provenance('x'); machine.available_memory_bytes();"
+        "from kvcore.cli import doctor; from kvcore.measure import machine; machine.provenance('x'); machine.available_memory_bytes();"
         "doctor.rows()"
     )
     r = subprocess.run(
@@ -190,7 +194,7 @@ def test_doctor_on_this_machine_fits_one_screen():
 
 
 def test_doctor_without_mlx_says_why_no_probe_can_start():
-    code = "import sys; sys.modules['mlx'] = None; from kvcore.cli import main; sys.exit(main(['doctor']))"
+    code = "import sys; sys.modules['mlx'] = None; from kvcore.cli.main import main; sys.exit(main(['doctor']))"
     r = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )

@@ -1,7 +1,7 @@
 """The engine against the real mlx_lm code (mlx-lm 0.32.2, CPU backend, no mocks).
 
-1. kvcore.allocsim reproduces the capacity, offset and `.nbytes` of mlx_lm's cache classes.
-2. Per layer, kvcore.formulas.layer_kv_bytes equals what a random-weight mlx_lm model of each
+1. kvcore.memory.allocsim reproduces the capacity, offset and `.nbytes` of mlx_lm's cache classes.
+2. Per layer, kvcore.memory.formulas.layer_kv_bytes equals what a random-weight mlx_lm model of each
    preset's family (scaled down, same layer pattern and cache dimensions) actually caches.
 3. The parameter counts and the mlx-q4 weight bytes equal those of the same mlx_lm models.
 Everything runs in float32 on the CPU (fp16 matmuls are pathologically slow there).
@@ -19,20 +19,21 @@ pytest.importorskip("mlx_lm")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
-from mlx_lm.models.cache import (
+from mlx_lm.models.cache import (  # noqa: E402
     ArraysCache,
     KVCache,
     QuantizedKVCache,
     RotatingKVCache,
     make_prompt_cache,
-)  # noqa: E402
+)
 from mlx_lm.utils import _get_classes, quantize_model  # noqa: E402
 
-from kvcore import allocsim  # noqa: E402
-from kvcore.formats import get_format  # noqa: E402
-from kvcore.formulas import KvSpec, layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
-from kvcore.families import FAMILIES, family_for  # noqa: E402
-from kvcore.geometry import load_preset, parse_config, preset_geometry, preset_names  # noqa: E402
+from kvcore.inputs.config import parse_config  # noqa: E402
+from kvcore.inputs.presets import load_preset, preset_geometry, preset_names  # noqa: E402
+from kvcore.memory import allocsim  # noqa: E402
+from kvcore.memory.formats import get_format  # noqa: E402
+from kvcore.memory.formulas import KvSpec, layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
+from kvcore.model.families import FAMILIES, family_for  # noqa: E402
 
 pytestmark = pytest.mark.mlx
 
@@ -187,7 +188,7 @@ def test_the_parity_cases_cover_every_family_of_the_presets_and_only_presets():
         "a preset's family has no parity case"
     )
     assert set(FAMILIES) <= covered, (
-        "a family of kvcore.families.FAMILIES has no parity case (nor a preset)"
+        "a family of kvcore.model.families.FAMILIES has no parity case (nor a preset)"
     )
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvcore import recordings
-from kvcore.recordings import RecordingError
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import RecordingError
 
 BUNDLED, ERRORS = recordings.load_all([recordings.BUNDLED_DIR])
 BY_ID = {r.id: r for r in BUNDLED}

@@ -8,11 +8,12 @@ import math
 
 import pytest
 
-from kvcore.geometry import preset_geometry
-from kvcore import decode_model, recordings
-from kvcore.formats import FORMATS
-from kvcore.formulas import ALL_WEIGHT_FORMATS, weights_bytes
-from kvcore.recordings import RecordingError
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formats import FORMATS
+from kvcore.memory.formulas import ALL_WEIGHT_FORMATS, weights_bytes
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import RecordingError
+from kvcore.timing import decode_model, decode_runs
 
 BUNDLED, ERRORS = recordings.load_all([recordings.BUNDLED_DIR])
 SERIES = [r for r in BUNDLED if r.kind == "published" and len(r.rows("decode")) >= 2]
@@ -82,7 +83,7 @@ def test_the_quoted_numbers_are_the_sources():
     "rec", [r for r in NEW if r.data["citation"]["grade"] in ("A", "A-")], ids=lambda r: r.id
 )
 def test_each_a_grade_series_gets_a_fit_with_residuals_and_a_verdict(rec):
-    fit = decode_model.fit_run(rec)
+    fit = decode_runs.fit_run(rec)
     assert fit is not None
     assert len(fit.residuals) == len(rec.rows("decode"))
     assert all(abs(r) < 0.5 for r in fit.residuals)
@@ -93,8 +94,8 @@ def test_each_a_grade_series_gets_a_fit_with_residuals_and_a_verdict(rec):
 def test_the_fit_tells_a_kernel_bound_run_from_a_memory_bound_one():
     """PR #13583's two columns: the same model and bytes, only the attention kernel differs."""
     by_id = {r.id: r for r in BUNDLED}
-    master = decode_model.fit_run(by_id["published-llamacpp-13583-llama-3.2-1b-q8_0-master"])
-    fixed = decode_model.fit_run(by_id["published-llamacpp-13583-llama-3.2-1b-q8_0-fa-vec-64"])
+    master = decode_runs.fit_run(by_id["published-llamacpp-13583-llama-3.2-1b-q8_0-master"])
+    fixed = decode_runs.fit_run(by_id["published-llamacpp-13583-llama-3.2-1b-q8_0-fa-vec-64"])
     assert master.verdict_code == "large_residual"
     assert fixed.verdict_code == "memory_bound"
 
@@ -104,7 +105,7 @@ def test_unusual_models_are_flagged_and_get_no_fit():
     assert flagged
     for rec in flagged:
         assert rec.data["model"]["architecture_note"]
-        assert decode_model.fit_run(rec) is None
+        assert decode_runs.fit_run(rec) is None
 
 
 def test_gguf_q8_0_weights_are_whole_ggml_blocks_and_f32_vectors():
@@ -157,7 +158,7 @@ def test_a_non_boolean_hybrid_flag_is_refused():
 
 # ---------------------------------------------------------------- the slowdown-vs-bytes frame
 
-FRAME = decode_model.slowdown_vs_bytes(BUNDLED)
+FRAME = decode_runs.slowdown_vs_bytes(BUNDLED)
 
 
 def test_the_first_point_of_every_run_is_one_one():
@@ -170,7 +171,7 @@ def test_the_frame_holds_every_run_with_a_model_and_two_points():
     expected = {
         r.id
         for r in BUNDLED
-        if len(r.rows("decode")) >= 2 and decode_model.geometry_for(r) is not None
+        if len(r.rows("decode")) >= 2 and decode_runs.geometry_for(r) is not None
     }
     assert set(FRAME["recording"]) == expected
     assert (
@@ -192,14 +193,14 @@ def test_the_frame_values_match_the_recording(rec):
     assert list(got["tokens_per_s"]) == [r["tokens_per_s"] for r in rows]
     for (_, g), r in zip(got.iterrows(), rows):
         assert g["measured_slowdown"] == pytest.approx(rows[0]["tokens_per_s"] / r["tokens_per_s"])
-        geometry, weights, spec = decode_model.geometry_for(rec)
+        geometry, weights, spec = decode_runs.geometry_for(rec)
         b = decode_model.bytes_per_generated_token(geometry, r["context"], spec, weights)
         b0 = decode_model.bytes_per_generated_token(geometry, rows[0]["context"], spec, weights)
         assert g["predicted_slowdown"] == pytest.approx(b / b0)
 
 
 def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
-    summary = decode_model.slowdown_summary(FRAME).set_index("recording")
+    summary = decode_runs.slowdown_summary(FRAME).set_index("recording")
     assert summary.loc["published-article-a-m5-pro", "ratio"] == pytest.approx(1.0, abs=0.03)
     assert summary.loc["published-llamacpp-13583-llama-3.2-1b-q8_0-master", "ratio"] > 1.5
     assert summary.loc["published-rapid-mlx-633-m3-ultra-qwen3-0.6b-4bit", "ratio"] < 0.9
@@ -209,8 +210,8 @@ def test_article_a_sits_on_the_identity_line_and_llamacpp_master_far_above():
 
 
 def test_no_run_no_frame():
-    assert decode_model.slowdown_vs_bytes([]).empty
-    assert decode_model.slowdown_summary(decode_model.slowdown_vs_bytes([])).empty
+    assert decode_runs.slowdown_vs_bytes([]).empty
+    assert decode_runs.slowdown_summary(decode_runs.slowdown_vs_bytes([])).empty
 
 
 def test_the_fit_report_lists_every_published_decode_run():

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from kvcore import real_model
-from kvcore.cli import main
-from kvcore.live_models import load_real_model
+from kvcore.cli.main import main
+from kvcore.measure import real_model
+from kvcore.measure.models import load_real_model
 
 pytestmark = [
     pytest.mark.mlx,
@@ -23,6 +23,7 @@ pytestmark = [
 TEXT = (
     real_model.Path(__file__).resolve().parent.parent
     / "kvcore"
+    / "measure"
     / "texts"
     / "pride-and-prejudice-1-6.txt"
 )
@@ -62,7 +63,7 @@ def test_the_files_geometry_is_checked_against_the_preset(tmp_path):
     from kvcore.errors import KvError
 
     real_model.check_geometry(real_model.gguf_path())  # the installed file agrees
-    # the same check refuses a GGUF whose metadata says another geometry (a tiny file kvcore.gguf reads)
+    # the same check refuses a GGUF whose metadata says another geometry (a tiny file kvcore.inputs.gguf reads)
     import gguf as gguf_py
 
     path = tmp_path / "other.gguf"
@@ -99,7 +100,7 @@ def test_the_kept_quantized_weights_give_the_same_first_answer_tokens():
 
 @pytest.fixture(scope="session")
 def quality(model, text_ids):
-    from kvcore.live_quality import parse_format, run_quality
+    from kvcore.measure.mlx_quality import parse_format, run_quality
 
     options = [parse_format(f) for f in ("fp16", "mlx-q8", "mlx-q4")]
     return run_quality(model, text_ids[:129], options, chunk=64, prompt="")
@@ -180,7 +181,7 @@ def test_quality_reproduces_an_independent_computation(model, text_ids, quality)
 
 
 def test_answers_part_where_the_baseline_was_unsure(model):
-    from kvcore.live_quality import answers, parse_format
+    from kvcore.measure.mlx_quality import answers, parse_format
 
     rows = answers(model, "What is the capital of France?", [parse_format("mlx-q4")], max_tokens=8)
     base, q4 = rows

@@ -9,9 +9,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcore import recordings
 from kvcore.errors import CODES
-from kvcore.recordings import RecordingError
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import RecordingError
 from kvsite import i18n
 
 VALID = {
@@ -303,9 +303,9 @@ def test_load_all_skips_a_broken_file_and_loads_the_rest(tmp_path):
 
 
 def test_every_bundled_spread_is_of_the_pass_medians_it_lists():
-    """q1_ms/q3_ms are the quartiles of a row's pass_ms (kvcore.live_timing.pass_spread), in every runtime's runs:
+    """q1_ms/q3_ms are the quartiles of a row's pass_ms (kvcore.measure.timing.pass_spread), in every runtime's runs:
     llama.cpp's record once wrote quartiles over every timed step under the same names."""
-    from kvcore.live_timing import quartiles
+    from kvcore.measure.timing import quartiles
 
     rows = [
         (path.name, row)
@@ -340,7 +340,7 @@ def test_bundled_recordings_validate(path):
 
 
 def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
-    from kvcore.provenance import method_groups
+    from kvcore.recordings.provenance import method_groups
 
     method = {
         "fill": "synthetic",
@@ -367,7 +367,7 @@ def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
 
 
 def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows():
-    from kvcore.provenance import method_groups, provenance
+    from kvcore.recordings.provenance import method_groups, provenance
 
     recs, _ = recordings.load_all()
     p = provenance(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))

@@ -8,12 +8,11 @@ import copy
 import tracemalloc
 
 import pytest
-
-from kvcore import recordings
-from kvcore.recordings import MAX_DEPTH, MAX_NODES, MAX_SCALAR, RecordingError
-from kvsite import i18n
-
 from test_recordings import VALID
+
+from kvcore.recordings import store as recordings
+from kvcore.recordings.store import MAX_DEPTH, MAX_NODES, MAX_SCALAR, RecordingError
+from kvsite import i18n
 
 
 def _recording_with(method_yaml: str) -> str:

@@ -1,4 +1,4 @@
-"""A runtime is one object (kvcore.runtimes): what decode reads per step, its options' limits, its refusals."""
+"""A runtime is one object (kvcore.runtimes.registry): what decode reads per step, its options' limits, its refusals."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from kvcore import llamacpp
 from kvcore.errors import KvError
-from kvcore.formulas import KvSpec, kv_bytes
-from kvcore.geometry import preset_geometry
-from kvcore.runtimes import RUNTIMES, get_runtime, runtime_of
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec, kv_bytes
+from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 
 LCPP = get_runtime("llama.cpp")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_llama_cpp_options_keep_their_limits():
 
 def test_no_code_outside_the_runtime_objects_compares_a_runtime_name():
     """The rule of issue 15: pages, CLI and calculator ask the runtime; only the runtime objects' modules
-    (kvcore/runtimes.py and a runtime's own, e.g. runtime_llamacpp.py) know names."""
+    (kvcore/runtimes/registry.py and a runtime's own, e.g. runtime_llamacpp.py) know names."""
     names = "|".join(re.escape(n) for n in RUNTIMES)
     compare = re.compile(
         rf"""(==|!=|\bin\b|\bis\b)\s*\(?["']({names})["']|["']({names})["']\s*(==|!=)|\bLCPP\b"""

@@ -1,14 +1,15 @@
-"""kvcore.time_views: the prefill-and-decode chapter's numbers, held to kvcore.timing (the one home of the formulas)."""
+"""kvcore.views.speed: the prefill-and-decode chapter's numbers, held to kvcore.timing.estimate (the one home of the formulas)."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from kvcore import recordings, time_views, timing
-from kvcore.formulas import KvSpec, weights_bytes
-from kvcore.geometry import preset_geometry
-from kvcore.hardware import get_chip
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.recordings import store as recordings
+from kvcore.timing import estimate as timing
+from kvcore.timing.hardware import get_chip
+from kvcore.views import speed as time_views
 
 G = preset_geometry("llama-3.2-1b")
 CHIP = get_chip("M2 Ultra")

@@ -1,13 +1,14 @@
-"""The time model (kvcore.timing): FLOPs, bytes, the roofline's bound, one sequence or many."""
+"""The time model (kvcore.timing.estimate): FLOPs, bytes, the roofline's bound, one sequence or many."""
 
 import pytest
 
-from kvcore import llamacpp, timing
 from kvcore.errors import KvError
-from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import preset_geometry
-from kvcore.model_source import resolve_model
-from kvcore.hardware import chips, get_chip
+from kvcore.inputs.presets import preset_geometry
+from kvcore.inputs.source import resolve_model
+from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.timing import estimate as timing
+from kvcore.timing.hardware import chips, get_chip
 
 EFF = timing.Efficiency(0.6, 0.6, "test")
 

@@ -1,12 +1,12 @@
-"""The time model's calibration and its held-out check (kvcore.timing_fit, kvcore/timing_runs.yaml)."""
+"""The time model's calibration and its held-out check (kvcore.timing.fit, kvcore/timing/timing_runs.yaml)."""
 
 import json
 
 import pytest
 import yaml
 
-from kvcore import timing_fit
-from kvcore.cli import main
+from kvcore.cli.main import main
+from kvcore.timing import fit as timing_fit
 
 
 def test_held_out_chips_are_chips_the_fit_never_saw_and_every_point_cites_a_url():
@@ -106,7 +106,7 @@ def test_calc_text_says_which_figure_is_per_slot_and_which_is_for_all(capsys):
         )
         == 0
     )
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("decode"))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("decode"))
     assert "per slot" in line and "for all 4" in line and "shared by 4 slots" in line
 
 

@@ -1,4 +1,4 @@
-"""The chapters' chart frames (kvcore.views) held to their sources: the recordings and the engine."""
+"""The chapters' chart frames (kvcore.views.memory) held to their sources: the recordings and the engine."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from kvcore import allocsim, calculator, hardware, provenance, savings_views, views
-from kvcore.chart_parts import MAX_ROWS
-from kvcore.formulas import KvSpec, formula_terms, kv_bytes
-from kvcore.geometry import load_preset, preset_names, preset_geometry
-from kvcore.recordings import load
+from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.memory import allocsim
+from kvcore.memory.formulas import KvSpec, formula_terms, kv_bytes
+from kvcore.recordings.store import load
+from kvcore.timing import hardware
+from kvcore.views import calculator, chart_parts
+from kvcore.views import memory as views
+from kvcore.views import savings as savings_views
+from kvcore.views.chart_parts import MAX_ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = load(ROOT / "recordings" / "measured-linux-cpu-demo-mlx-cpu.yaml")
@@ -76,7 +80,7 @@ def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
     q8 = calculator.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
     top = int(q8["context"].max())
     assert 0 < top < 131072  # 8-bit weights fit; the KV of the longest contexts does not
-    from kvcore.formulas import weights_bytes
+    from kvcore.memory.formulas import weights_bytes
 
     assert (
         weights_bytes(big, "mlx-q8") + kv_bytes(big, top)
@@ -162,6 +166,6 @@ def test_article_as_formula_for_llama_3_2_1b():
 
 
 def test_each_source_keeps_one_colour_whatever_else_is_drawn():
-    colours = provenance.source_colors([CPU, ARTICLE_A, ARTICLE_B])
+    colours = chart_parts.source_colors([CPU, ARTICLE_A, ARTICLE_B])
     assert len(set(colours.values())) == 3
-    assert provenance.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours
+    assert chart_parts.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours

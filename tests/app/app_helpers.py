@@ -16,8 +16,8 @@ import yaml
 from altair.utils.schemapi import validate_jsonschema
 from streamlit.testing.v1 import AppTest
 
-from kvcore.formats import FORMATS
-from kvcore.live_models import BUILTIN_CONFIGS
+from kvcore.measure.models import BUILTIN_CONFIGS
+from kvcore.memory.formats import FORMATS
 from kvsite.chapters import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ CPU_DEMO = (
 
 
 def measured_recording() -> dict:
-    """A small measured CPU run in the schema, as kvcore.live_record.build_recording would write it (values are test data)."""
+    """A small measured CPU run in the schema, as kvcore.measure.recording.build_recording would write it (values are test data)."""
     config = dict(BUILTIN_CONFIGS["cpu-demo"])  # the CPU demonstration model a measured run names
     return {
         "schema": 1,
@@ -171,7 +171,7 @@ def texts(at: AppTest) -> str:
 
 def source_texts(recordings: Path) -> set[str]:
     """Texts quoted from sources, which keep their own language: every multi-word string in the recordings,
-    kvcore/published.yaml and kvcore/hardware.yaml (titles, citations, notes), and the cache formats' sources."""
+    kvcore/recordings/published.yaml and kvcore/timing/hardware.yaml (titles, citations, notes), and the cache formats' sources."""
     out = {f.source for f in FORMATS.values() if " " in f.source}
 
     def leaves(node):
@@ -186,8 +186,8 @@ def source_texts(recordings: Path) -> set[str]:
 
     for path in [
         *recordings.glob("*.yaml"),
-        ROOT / "kvcore" / "published.yaml",
-        ROOT / "kvcore" / "hardware.yaml",
+        ROOT / "kvcore" / "recordings" / "published.yaml",
+        ROOT / "kvcore" / "timing" / "hardware.yaml",
     ]:
         leaves(yaml.safe_load(path.read_text(encoding="utf-8")))
     return out

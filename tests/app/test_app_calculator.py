@@ -8,15 +8,15 @@ import sys
 
 import pandas as pd
 import pytest
-
 from app_helpers import ROOT, charts, page, texts
-from kvcore import calculator as calc
+
 from kvcore.errors import KvError
-from kvcore.formats import mlx_cache_formats
-from kvcore.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.geometry import load_preset, preset_geometry
-from kvcore.runtimes import get_runtime
+from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.memory.formats import mlx_cache_formats
+from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.runtimes.registry import get_runtime
 from kvcore.units import GIB, fmt_bytes
+from kvcore.views import calculator as calc
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -174,7 +174,7 @@ def test_verdict_changes_at_its_stated_thresholds(rec_dir):
 def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     at = page(CALC, model="qwen3-8b", ctx=65536, chip="M4 Max (40-core GPU)", ram=128)
     eff = calc.efficiency(
-        __import__("kvcore.recordings", fromlist=["load_all"]).load_all([rec_dir])[0]
+        __import__("kvcore.recordings.store", fromlist=["load_all"]).load_all([rec_dir])[0]
     )
     want = calc.predict_decode(
         geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share
@@ -527,8 +527,10 @@ def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_form
 ):
     """Added to kvcore's registries alone (monkeypatched: nothing written into the repository), a format and a
     runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
-    from kvcore import formats, runtimes
-    from kvcore.formats import CacheFormat
+    from kvcore.memory import formats
+    from kvcore.memory.formats import CacheFormat
+    from kvcore.runtimes import registry as runtimes
+    from kvcore.runtimes.token import TokenRuntime
 
     monkeypatch.setitem(
         formats.FORMATS, "q6_test", CacheFormat("q6_test", "block", 6, 32, 26, llamacpp=True)
@@ -536,7 +538,7 @@ def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_form
     monkeypatch.setitem(
         formats.FORMATS, "q6_k", CacheFormat("q6_k", "block", 6, 256, 210, llamacpp=True)
     )
-    rt = runtimes.TokenRuntime(
+    rt = TokenRuntime(
         "throwaway_rt", "throwaway_rt (a test's runtime)", "sliding_ignored", windows="reference"
     )
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)

@@ -1,8 +1,8 @@
 """The Decode chapter plots the run the reader chose, or says why it cannot draw its bytes line (issue 17)."""
 
 import pytest
-
 from app_helpers import charts, page
+
 from kvsite import i18n
 from kvsite.sections import source_names
 
@@ -43,7 +43,7 @@ def test_a_run_without_a_geometry_is_plotted_and_the_page_says_why_and_article_a
     at = page(DECODE, lang, src=src)
     alone = page(DECODE, lang, src=ARTICLE)
     assert not at.exception and not alone.exception
-    from kvcore import recordings
+    from kvcore.recordings import store as recordings
 
     recs = {r.id: r for r in recordings.load_all([recordings.BUNDLED_DIR])[0]}
     names = source_names(list(recs.values()), lang)

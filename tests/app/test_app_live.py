@@ -7,12 +7,12 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from app_helpers import charts, page, texts
-from kvcore.formats import mlx_cache_formats
-from kvcore.geometry import preset_geometry
-from kvcore import charts as kcharts
-from kvcore import views
+
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formats import mlx_cache_formats
+from kvcore.views import charts as kcharts
+from kvcore.views import memory as views
 from kvsite import chart as chart_view
 
 pytest.importorskip("mlx.core")
@@ -149,9 +149,9 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
 
 
 def test_a_live_run_that_would_not_fit_is_refused_with_the_reason(rec_dir, monkeypatch):
-    import kvcore.machine
+    from kvcore.measure import machine
 
-    monkeypatch.setattr(kvcore.machine, "available_memory_bytes", lambda: 10_000_000)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda: 10_000_000)
     at = _wait(_start_sweep(page("pages/4_Decode_slowdown.py", "en", src="live")), "job_decode")
     assert at.session_state["job_decode"].state == "error"
     assert "refused or failed" in texts(at)

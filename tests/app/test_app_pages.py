@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from app_helpers import (
     CPU_DEMO,
     PAGES,
@@ -22,10 +21,11 @@ from app_helpers import (
     source_texts,
     texts,
 )
-from kvcore.formats import FORMATS
-from kvcore.formulas import WEIGHT_FORMATS
-from kvcore.geometry import preset_names
-from kvcore.runtimes import RUNTIMES
+
+from kvcore.inputs.presets import preset_names
+from kvcore.memory.formats import FORMATS
+from kvcore.memory.formulas import WEIGHT_FORMATS
+from kvcore.runtimes.registry import RUNTIMES
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -178,7 +178,7 @@ def test_trap_points_are_the_chosen_runs_kvcache_token_by_token_only(rec_dir):
     measured = data[
         data["source"].str.startswith("CPU demo")
     ]  # the legend's short name (Recording.short_name)
-    from kvcore.recordings import load
+    from kvcore.recordings.store import load
 
     rows = [
         r
@@ -236,9 +236,9 @@ def test_decode_worked_check_matches_the_article(rec_dir):
 
 
 def test_decode_chip_select_changes_the_prediction(rec_dir):
-    what_if = lambda at: [c for c in charts(at) if "predicted_slowdown" not in c["data"]][-1][
-        "data"
-    ]  # noqa: E731
+    def what_if(at):
+        return [c for c in charts(at) if "predicted_slowdown" not in c["data"]][-1]["data"]
+
     at = page("pages/4_Decode_slowdown.py", "en")
     before = what_if(at)["tokens_per_s"].max()
     at.selectbox(key="chip").select("M4 Max (40-core GPU)").run()
@@ -418,8 +418,8 @@ def test_a_charts_data_and_downloads_are_sent_only_while_its_expander_is_open(re
 
 # What a warm rerun may call in the engine: accessors and lookups, no arithmetic, parsing or chart building
 # (those run once per set of inputs, inside a cached section). This is the intent behind the page benchmark.
-RERUN_MAY_CALL = {
-    "recordings": {
+RERUN_MAY_CALL = {  # by module file name
+    "store": {
         "recordings_dir",
         "local_dir",
         "read_only",
@@ -431,7 +431,7 @@ RERUN_MAY_CALL = {
         "has",
         "rows",
     },
-    "geometry": {"preset_names"},
+    "presets": {"preset_names"},
     "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"},
     "published": {"source"},
     "hardware": {
@@ -448,10 +448,8 @@ RERUN_MAY_CALL = {
         "mlx_cache_formats",
         "<genexpr>",
     },  # the formats a cache class holds: a table lookup
-    "runtimes": {
-        "get_runtime",
-        "kv_formats",
-    },  # the runtime object and the formats it stores: look-ups
+    "registry": {"get_runtime"},  # the runtime object: a look-up
+    "token": {"kv_formats"},  # the formats it stores: a look-up
 }
 
 

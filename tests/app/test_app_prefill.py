@@ -1,18 +1,20 @@
 """The prefill-and-decode chapter (pages/5_Prefill_and_decode.py): a roofline per chip with Article A's measured
 points, one answer for the reader's prompt, batching (the time model and the chosen run's points), prefill against
-prompt length; every number from kvcore.timing / kvcore.time_views or a recording."""
+prompt length; every number from kvcore.timing.estimate / kvcore.views.speed or a recording."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-
 from app_helpers import charts, page, texts
-from kvcore import hardware, time_views, timing_fit
-from kvcore.formulas import KvSpec
-from kvcore.geometry import preset_geometry
+
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec
+from kvcore.timing import fit as timing_fit
+from kvcore.timing import hardware
 from kvcore.units import fmt_num
+from kvcore.views import speed as time_views
 
 PAGE = "pages/5_Prefill_and_decode.py"
 RUN = "measured-linux-cpu-openblas-prefill-batch"

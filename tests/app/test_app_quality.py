@@ -5,10 +5,12 @@ through two caches side by side, and the mechanism on real text beside the publi
 from __future__ import annotations
 
 import pytest
-
 from app_helpers import charts, page, texts
-from kvcore import recordings, savings_views, views
+
+from kvcore.recordings import store as recordings
 from kvcore.units import fmt_small
+from kvcore.views import memory as views
+from kvcore.views import savings as savings_views
 
 REC = "measured-linux-cpu-smollm2-135m"
 LLAMACPP_REC = "measured-linux-cpu-llamacpp-smollm2-135m-quality"

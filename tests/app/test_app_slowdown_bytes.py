@@ -4,9 +4,10 @@ the chart, in both languages, with its values from the engine frame and the iden
 from __future__ import annotations
 
 import pytest
-
 from app_helpers import charts, page, texts
-from kvcore import decode_model, recordings
+
+from kvcore.recordings import store as recordings
+from kvcore.timing import decode_runs
 
 
 def _runs(folder, lang: str) -> list[str]:
@@ -16,7 +17,7 @@ def _runs(folder, lang: str) -> list[str]:
     recs, errors = recordings.load_all([folder])
     assert not errors
     names = source_names(recs, lang)
-    return [names[rid] for rid in dict.fromkeys(decode_model.slowdown_vs_bytes(recs)["recording"])]
+    return [names[rid] for rid in dict.fromkeys(decode_runs.slowdown_vs_bytes(recs)["recording"])]
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

@@ -8,9 +8,9 @@ import re
 
 import pytest
 import yaml
-
 from app_helpers import measured_recording, page, texts
-from kvcore import recordings
+
+from kvcore.recordings import store as recordings
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 

@@ -4,6 +4,7 @@ added there reaches the navigation and the home page."""
 from __future__ import annotations
 
 from app_helpers import ROOT, page
+
 from kvsite import chapters, i18n
 
 

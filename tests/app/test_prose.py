@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from app_helpers import page, texts
-from kvcore.decode_model import Fit
+
+from kvcore.timing.decode_model import Fit
 from kvsite import decode_sections
 
 CPU = "measured-linux-cpu-demo-mlx-cpu"

@@ -28,16 +28,16 @@ from urllib.parse import urlencode
 import altair as alt
 import pyarrow.ipc
 import pytest
+from app_helpers import APP, CPU_DEMO, PAGES, ROOT, english_runs, texts, vega_lite_problems
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
+from streamlit.testing.v1 import AppTest
 
 import kvsite.frame
-from app_helpers import APP, CPU_DEMO, PAGES, ROOT, english_runs, texts, vega_lite_problems
 from kvcore.errors import KvError
-from kvcore.formats import FORMATS
-from kvcore.geometry import load_preset, preset_geometry, preset_names
+from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.memory.formats import FORMATS
 from kvsite import i18n
-from streamlit.testing.v1 import AppTest
 
 ALTAIR_MAX_ROWS = 5000  # altair.utils.data.MaxRowsError: the default transformer's limit
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -718,7 +718,7 @@ def head_dim_classes() -> list[str]:
         layers = preset_geometry(name).layers
         seen.setdefault(
             tuple(
-                sorted({(l.kind, math.gcd(l.k_dim, 256), math.gcd(l.v_dim, 256)) for l in layers})
+                sorted({(x.kind, math.gcd(x.k_dim, 256), math.gcd(x.v_dim, 256)) for x in layers})
             ),
             name,
         )

@@ -84,9 +84,10 @@ EXTRA = (
 @lru_cache(maxsize=1)
 def proper_nouns() -> tuple[str, ...]:
     """Chip, model and runtime names the engine knows, plus EXTRA; longest first (so a long name goes whole)."""
-    from kvcore import hardware, recordings
-    from kvcore.geometry import preset_names
-    from kvcore.runtimes import RUNTIMES
+    from kvcore.inputs.presets import preset_names
+    from kvcore.recordings import store as recordings
+    from kvcore.runtimes.registry import RUNTIMES
+    from kvcore.timing import hardware
 
     names = set(EXTRA) | set(RUNTIMES) | set(preset_names())
     for chip in hardware.chips():

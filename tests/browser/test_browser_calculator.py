@@ -6,8 +6,8 @@ import json
 
 from playwright.sync_api import expect
 
-from kvcore.geometry import load_preset
 from harness.server import pick, streamlit_server
+from kvcore.inputs.presets import load_preset
 
 
 def _open(page, url, ready):

@@ -9,10 +9,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from kvcore.geometry import preset_geometry
-from harness.server import PAGES as PATHS
 from harness.reader import Reader
+from harness.server import PAGES as PATHS
 from harness.server import streamlit_servers
+from kvcore.inputs.presets import preset_geometry
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
@@ -79,7 +79,7 @@ def test_legend_click_changes_the_selection(server, page, ready):
 
 
 def test_csv_download_matches_the_chart(server, page, ready):
-    from kvcore import views
+    from kvcore.views import memory as views
 
     _open(page, f"{server}/Nbytes_trap?lang=en&tokens=300", ready)
     chart = page.locator("[data-testid='stVegaLiteChart']").first

@@ -3,12 +3,13 @@ the plot, inside the screen, one entry per run, and a click on an entry selects 
 
 from __future__ import annotations
 
-from kvcore import decode_model, recordings
+from kvcore.recordings import store as recordings
+from kvcore.timing import decode_runs
 
 
 def test_the_legend_sits_below_the_plot_on_a_phone(server, browser, ready):
     recs, _ = recordings.load_all()
-    runs = list(dict.fromkeys(decode_model.slowdown_vs_bytes(recs)["run"]))
+    runs = list(dict.fromkeys(decode_runs.slowdown_vs_bytes(recs)["run"]))
     ctx = browser.new_context(viewport={"width": 390, "height": 844})
     page = ctx.new_page()
     page.goto(f"{server}/Decode_slowdown?lang=ja")

@@ -12,7 +12,6 @@ from playwright.sync_api import expect
 
 from tests.app.app_helpers import measured_recording
 
-
 SERVER_UID = 65534  # the user the hosted_server fixture runs Streamlit as
 SHARED_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # the folders anyone may write to
 

@@ -14,8 +14,8 @@ reader looks (page text, chart SVG text, the uploader's own words), proper nouns
 from __future__ import annotations
 
 import pytest
-
 from english_runs import PAGE_TEXT_JS, english_runs
+
 from harness.server import PAGES, wait_ready
 from kvsite import i18n
 

@@ -1,0 +1,44 @@
+"""The command line's argument parsing, shared by `kvcore calc` and the live commands: one line per bad option
+(exit 2, the nearest valid choice named), one wording for every whole-number option.
+
+Example: whole_number("context", 1, 100)("1,024") -> argparse.ArgumentTypeError "context must be a whole number ...".
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+
+from kvcore.errors import KvError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
+        hint = ""
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:  # a mistyped command or choice: name the nearest
+            close = difflib.get_close_matches(
+                wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6
+            )
+            hint = f" Did you mean {close[0]}?" if close else ""
+        raise KvError(
+            f"{message} (see `{self.prog} --help`).{hint}"
+        )  # prog: "python -m kvcore" or "python -m kvcore calc"
+
+
+def whole_number(label: str, low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (1,024 and 1_024 accepted); one wording for every option."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", "").replace(",", ""))
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a whole number from {low:,} to {high:,}, not {text!r}"
+            )
+        return value
+
+    return parse

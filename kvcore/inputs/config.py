@@ -1,0 +1,153 @@
+"""Reading a Hugging Face config.json: size-, depth- and syntax-checked JSON, then its geometry under a runtime.
+
+Example: parse_config(llama_3_2_1b_config).layers[0] ->
+    Layer(index=0, kind="full", kv_heads=8, k_dim=64, v_dim=64)
+An unknown model_type is a KvError naming it (kvcore.model.families).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvcore.errors import KvError
+from kvcore.inputs.textfile import decode_text, read_text_file
+from kvcore.model.config import Cfg, flatten
+from kvcore.model.families import family_for
+from kvcore.model.geometry import Geometry
+from kvcore.model.layers import check_family, layers_of
+from kvcore.model.params import count_params, layer_ffn
+from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
+from kvcore.runtimes.registry import get_runtime
+
+MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
+MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
+
+
+def read_config_file(path: str | Path) -> dict:
+    """Read a config.json from disk (a model folder: its config.json), or raise a KvError that names the problem.
+
+    The bytes come through kvcore.inputs.textfile (size-limited, regular files only, UTF-8).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise KvError(
+                f"{path} is a folder without a config.json; give a config.json or a model folder.",
+                "file_folder",
+                label=str(path),
+            )
+        path = path / "config.json"
+    return parse_json_text(read_text_file(path, MAX_CONFIG_BYTES), str(path))
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text (strings skipped), in one pass; no recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
+    """JSON text (or an uploaded file's bytes) -> dict, or a KvError naming the problem: too large, binary,
+    not UTF-8, nested deeper than MAX_JSON_DEPTH, or the line and column of the mistake.
+    """
+    if isinstance(text, bytes):
+        text = decode_text(text, MAX_CONFIG_BYTES, label)
+    if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
+        raise KvError(
+            f"{label} is larger than {MAX_CONFIG_BYTES // 1000} kB; that is not a config.json.",
+            "json_too_large",
+            label=label,
+            kb=MAX_CONFIG_BYTES // 1000,
+        )
+    if "\x00" in text:
+        raise KvError(f"{label} is a binary file, not text.", "file_binary", label=label)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise KvError(
+            f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
+        )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise KvError(
+            f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.",
+            "json_invalid",
+            label=label,
+            detail=e.msg,
+            line=e.lineno,
+            column=e.colno,
+        ) from None
+    except RecursionError:
+        raise KvError(
+            f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
+        ) from None
+    if not isinstance(data, dict):
+        raise KvError(f"{label} must hold a JSON object.", "json_not_object", label=label)
+    return data
+
+
+def parse_config(
+    config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME
+) -> Geometry:
+    """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
+    rt = get_runtime(runtime)
+    if not isinstance(config, dict):
+        raise KvError("config.json must be a JSON object.", "config_object")
+    flat = flatten(config)
+    model_type = flat.get("model_type")
+    if not isinstance(model_type, str):
+        raise KvError(
+            "config.json is missing the field 'model_type'.", "config_missing", field="model_type"
+        )
+    family = family_for(model_type)
+    check_family(family)
+    model_type = family.model_type
+    cfg = Cfg(flat, family)
+    try:
+        layers, notes = layers_of(cfg, family, rt.windows, rt.ignored_window_note)
+        params, active, tied = count_params(cfg, family, layers)
+        ffn_split = layer_ffn(cfg, family, layers)
+    except (TypeError, ValueError, AttributeError, OverflowError) as e:
+        if isinstance(e, KvError):
+            raise
+        raise KvError(
+            f"config.json has a field of the wrong shape for a {model_type} model ({e}).",
+            "config_shape",
+            model_type=model_type,
+            detail=str(e),
+        ) from None
+    return Geometry(
+        name=name,
+        model_type=model_type,
+        runtime=runtime,
+        layers=tuple(layers),
+        hidden_size=cfg.int("hidden_size"),
+        num_attention_heads=cfg.int("num_attention_heads"),
+        vocab_size=cfg.int("vocab_size"),
+        params=params,
+        active_params=active,
+        tie_word_embeddings=tied,
+        notes=tuple(text for _, _, text in notes),
+        note_codes=tuple((code, window) for code, window, _ in notes),
+        max_position_embeddings=cfg.int("max_position_embeddings", None)
+        if cfg.has("max_position_embeddings")
+        else None,
+        layer_ffn=ffn_split,
+    )

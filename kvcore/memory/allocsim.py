@@ -1,0 +1,140 @@
+"""A simulator of mlx_lm's cache allocation: capacity and `.nbytes` after any update sizes.
+
+A port of the shape logic in `mlx_lm/models/cache.py` (mlx-lm 0.32.2) with no mlx:
+`KVCache`/`QuantizedKVCache` grow in 256-token steps, trimming to `offset` first when it is not
+a multiple of 256; `RotatingKVCache` grows by 256 up to `max_size`, and a multi-token update
+keeps up to max_size + S - 1 tokens. Tests check it against the real classes.
+Example: simulate("KVCache", [1, 256]).capacity -> 257; simulate("KVCache", [300, 300]) -> 812.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcore.errors import KvError
+from kvcore.limits import MAX_CONTEXT  # one update holds at most the engine's context limit
+
+STEP = 256  # KVCache.step
+CACHE_CLASSES = ("KVCache", "QuantizedKVCache", "RotatingKVCache")
+
+
+@dataclass
+class CacheState:
+    """What a simulated cache holds: tokens seen (`offset`) and rows allocated (`capacity`)."""
+
+    offset: int = 0
+    capacity: int = 0
+    idx: int = 0  # RotatingKVCache write position
+
+
+def _grow_step(state: CacheState, n: int) -> None:
+    """KVCache / QuantizedKVCache.update_and_fetch for an n-token update."""
+    if state.capacity == 0 or state.offset + n > state.capacity:
+        new_rows = (STEP + n - 1) // STEP * STEP
+        if state.capacity and state.offset % STEP:
+            state.capacity = state.offset  # trimmed to the used rows before the append
+        state.capacity += new_rows
+    state.offset += n
+
+
+def _rotating_concat(state: CacheState, n: int, max_size: int, keep: int) -> None:
+    """RotatingKVCache._update_concat (multi-token updates)."""
+    if state.capacity == 0:
+        state.capacity = n
+    else:
+        if state.idx != state.capacity and state.idx >= state.offset:
+            state.capacity = state.idx  # _temporal_order slices off the unused end
+        trim = state.capacity - max_size + 1
+        if trim > 0:
+            state.capacity = keep + max(0, state.capacity - trim - keep)
+        state.capacity += n
+    state.offset += n
+    state.idx = state.capacity
+
+
+def _rotating_in_place(state: CacheState, n: int, max_size: int, keep: int) -> None:
+    """RotatingKVCache._update_in_place (single-token updates)."""
+    prev = state.offset
+    if state.capacity == 0 or (prev >= state.capacity and state.capacity < max_size):
+        state.capacity += min(STEP, max_size - prev)
+        state.idx = prev
+    trim = state.capacity - max_size
+    if trim > 0:
+        state.capacity = keep + max(0, state.capacity - trim - keep)
+        state.idx = max_size
+    if state.idx == max_size:
+        state.idx = keep
+    state.offset += n
+    state.idx += n
+
+
+def _check(cache_class: str, updates: list[int], max_size: int | None) -> None:
+    if cache_class not in CACHE_CLASSES:
+        raise KvError(f"Unknown cache class {cache_class!r}; valid: {', '.join(CACHE_CLASSES)}.")
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in updates):
+        raise KvError("Every update must be a positive whole number of tokens.")
+    if cache_class == "RotatingKVCache" and (max_size is None or max_size < 1):
+        raise KvError("RotatingKVCache needs a positive max_size.")
+
+
+def _apply(state: CacheState, cache_class: str, n: int, max_size: int | None, keep: int) -> None:
+    if cache_class != "RotatingKVCache":
+        _grow_step(state, n)
+    elif n == 1:
+        _rotating_in_place(state, n, max_size, keep)
+    else:
+        _rotating_concat(state, n, max_size, keep)
+
+
+def trace(
+    cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0
+) -> list[CacheState]:
+    """The state after each update of `updates` (token counts), for one cache layer."""
+    _check(cache_class, updates, max_size)
+    state, out = CacheState(), []
+    for n in updates:
+        _apply(state, cache_class, n, max_size, keep)
+        out.append(CacheState(state.offset, state.capacity, state.idx))
+    return out
+
+
+def simulate(
+    cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0
+) -> CacheState:
+    """Capacity and offset after feeding `updates` (token counts per update) to one cache layer."""
+    states = trace(cache_class, updates, max_size, keep)
+    return states[-1] if states else CacheState()
+
+
+def nbytes(capacity: int, row_bytes_k: int, row_bytes_v: int, kv_heads: int, batch: int = 1) -> int:
+    """What `.nbytes` reports: the allocated rows (not the used ones) x bytes per row."""
+    return batch * kv_heads * capacity * (row_bytes_k + row_bytes_v)
+
+
+MAX_UPDATES = 4096  # a chunking pattern longer than this is refused (it is a demo, not a fuzzer)
+
+
+def parse_updates(text: str) -> list[int]:
+    """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else."""
+    out: list[int] = []
+    for part in text.replace("+", ",").replace(" ", "").split(","):
+        if not part:
+            continue
+        count = 1
+        if "x" in part:
+            part, _, times = part.partition("x")
+            count = int(times) if times.isdigit() else -1
+        if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
+            raise KvError(
+                f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.",
+                "updates_bad",
+                text=text,
+            )
+        out += [int(part)] * count
+        if len(out) > MAX_UPDATES:
+            raise KvError(
+                f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES
+            )
+    if not out:
+        raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
+    return out

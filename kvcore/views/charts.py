@@ -1,0 +1,429 @@
+"""Altair charts from the long-form DataFrames of kvcore.views.memory: pure functions, no Streamlit.
+
+Every chart has tooltips and a legend that selects (a named point selection bound to the legend, so
+Streamlit can report it). Legends sit under the plot, so a phone's 390 px go to the plot. Titles and
+labels come in as arguments: the pages translate them. A source (recording) keeps one colour everywhere:
+callers pass `colors` from kvcore.views.chart_parts.source_colors.
+Example: series_chart(df, "tokens", "mib", "series", "tokens", "MiB") -> alt.LayerChart.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from kvcore.views.chart_parts import (
+    LABEL_PLACES,
+    NARROW_PX,
+    SELECTION,
+    Choice,
+    axis_for,
+    axis_scale,
+    color_scale,
+    error_bars,
+    label_places,
+    legend,
+    picked,
+    positive_rows,
+    rule_marks,
+    tooltips,
+    with_points,
+)
+
+
+def series_chart(
+    df: pd.DataFrame | None,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    *,
+    points: pd.DataFrame | None = None,
+    log_x: bool = False,
+    log_y: bool = False,
+    dashed: str | list | None = None,
+    height: int = 340,
+    legend_title: str = "",
+    step: bool = False,
+    colors: dict | None = None,
+    rules: pd.DataFrame | None = None,
+    titles: dict | None = None,
+    error: tuple[str, str] | None = None,
+) -> alt.LayerChart:
+    """Lines per `color` value, optional measured points (same columns) on top, one legend that selects.
+
+    dashed: `color` values drawn dashed (e.g. 'theory' over 'used', which it equals).
+    rules: vertical marks (columns `x`, `label`), e.g. the model's context limit.
+    titles: tooltip titles by field (the pages' translations).
+    error: (low, high) columns of the points (of the lines when there are no points) drawn as a
+    vertical bar at each x, e.g. a decode point's spread over passes in tokens/s; rows without
+    them (older recordings) get no bar. Example: error=("tokens_per_s_low", "tokens_per_s_high").
+    """
+    frames = [d for d in (df, points) if d is not None and not d.empty]
+    if log_x or log_y:
+        frames = [positive_rows(d, [c for c, on in ((x, log_x), (y, log_y)) if on]) for d in frames]
+    both = pd.concat(frames, ignore_index=True)
+    xs = (
+        both[x]
+        if rules is None or rules.empty
+        else pd.concat([both[x], rules[x]], ignore_index=True)
+    )
+    domain = list(dict.fromkeys(both[color]))
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    enc_color = alt.Color(
+        f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors)
+    )
+    x_scale = axis_scale(log_x, xs)
+    x_enc = alt.X(f"{x}:Q", axis=axis_for(log_x, xs, x_title), scale=x_scale)
+    y_values = pd.concat(
+        [both[y], *[both[c].dropna() for c in (error or ()) if c in both]], ignore_index=True
+    )
+    y_scale = axis_scale(log_y, y_values)
+    y_axis = axis_for(log_y, y_values, y_title)
+    y_enc = alt.Y(f"{y}:Q", axis=y_axis, scale=y_scale)
+    opacity = picked(sel, 0.15)
+    dashed_values = [dashed] if isinstance(dashed, str) else list(dashed or [])
+    layers = []
+    line_df = frames[0] if df is not None and not df.empty else None
+    if line_df is not None:
+        tip = tooltips(line_df, [color, x, y, "source"], titles)
+        line = alt.Chart(line_df).mark_line(
+            interpolate="step-after" if step else "linear", strokeWidth=2.2
+        )
+        enc = dict(x=x_enc, y=y_enc, color=enc_color, opacity=opacity, tooltip=tip)
+        if dashed_values:
+            enc["strokeDash"] = alt.StrokeDashValue(
+                value=[1, 0],
+                condition={"test": {"field": color, "oneOf": dashed_values}, "value": [6, 4]},
+            )
+        layers.append(line.encode(**enc).add_params(sel))
+    if points is not None and not points.empty:
+        pts = frames[-1]
+        tip = tooltips(pts, [color, x, y, "source"], titles)
+        mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
+        same = "source" not in pts or set(pts["source"]) <= set(
+            pts[color]
+        )  # the colour already names the source
+        shape = alt.Shape("source:N", legend=None if same else legend())
+        layer = mark.encode(
+            x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip
+        )
+        layers.append(layer if layers else layer.add_params(sel))
+    if error:
+        layers.append(
+            error_bars(
+                frames[-1], x, error, color, x_enc, y_scale, enc_color, opacity, log_y, y_axis
+            )
+        )  # one y axis
+    layers += rule_marks(rules, x, x_scale)
+    return alt.layer(*layers, height=height)
+
+
+def trap_chart(
+    curve: pd.DataFrame,
+    points: pd.DataFrame | None,
+    names: dict,
+    x_title: str,
+    y_title: str,
+    titles: dict | None = None,
+    height: int = 340,
+) -> alt.LayerChart:
+    """The .nbytes trap from its breakpoints: allocated as steps, used as a wide band, theory dashed on top of it
+    (they are equal, and both stay visible), measured points (column `source`) over all three.
+
+    curve: columns tokens, series (names["allocated" | "used" | "theory"]), mib.
+    """
+    order = [names["allocated"], names["used"], names["theory"]]
+    sel = alt.selection_point(name=SELECTION, fields=["series"], bind="legend")
+    color = alt.Color("series:N", legend=legend(), scale=color_scale(order), sort=order)
+    opacity = picked(sel, 0.15)
+    x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False))
+    y = alt.Y("mib:Q", title=y_title)
+    tip = tooltips(curve, ["series", "tokens", "mib"], titles)
+
+    def part(name: str, **mark):
+        return (
+            alt.Chart(curve[curve["series"] == name])
+            .mark_line(**mark)
+            .encode(x=x, y=y, color=color, opacity=opacity, tooltip=tip)
+        )
+
+    layers = [
+        part(names["allocated"], interpolate="step-after", strokeWidth=2.4).add_params(sel),
+        part(names["used"], strokeWidth=7, strokeOpacity=0.45),
+        part(names["theory"], strokeWidth=1.8, strokeDash=[6, 4]),
+    ]
+    if points is not None and not points.empty:
+        shape = alt.Shape("source:N", legend=legend())
+        layers.append(
+            alt.Chart(points)
+            .mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
+            .encode(
+                x=x,
+                y=y,
+                color=color,
+                opacity=opacity,
+                shape=shape,
+                tooltip=tooltips(points, ["series", "tokens", "mib", "source"], titles),
+            )
+        )
+    return alt.layer(*layers, height=height)
+
+
+def bar_chart(
+    df: pd.DataFrame,
+    category: str,
+    value: str,
+    color: str,
+    cat_title: str,
+    value_title: str,
+    *,
+    log: bool = False,
+    height: "int | dict | alt.Step | None" = None,
+    extra_tooltip: tuple[str, ...] = (),
+    sort: list | None = None,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    labels: str | None = None,
+    show_legend: bool = True,
+    choice: Choice | None = None,
+) -> alt.LayerChart:
+    """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
+    printed at the end of each bar (the number a reader came for, readable without hovering); `choice`: the
+    rows hold several values of one field and radio buttons inside the chart show one (no round trip)."""
+    data = positive_rows(df, [value]) if log else df
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    domain = list(dict.fromkeys(data[color]))
+    y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
+    x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale())
+    if (
+        labels and not log and len(data)
+    ):  # room right of the short bars for their label, inside the plot
+        x = alt.X(
+            f"{value}:Q",
+            title=value_title,
+            scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False),
+        )
+    chosen = choice.param() if choice else None
+    base = alt.Chart(data).transform_filter(choice.test(chosen)) if choice else alt.Chart(data)
+    bars = (
+        base.mark_bar()
+        .encode(
+            y=y,
+            x=x,
+            color=alt.Color(
+                f"{color}:N",
+                legend=legend() if show_legend else None,
+                scale=color_scale(domain, colors),
+            ),
+            opacity=picked(sel, 0.2),
+            tooltip=tooltips(
+                data, list(dict.fromkeys([category, value, color, *extra_tooltip])), titles
+            ),
+        )
+        .add_params(sel, *([chosen] if choice else []))
+    )
+    layers = [bars]
+    if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
+        long = float(data[value].max()) * 0.5 if len(data) else 0
+        text = base.encode(y=y, x=x, text=alt.Text(f"{labels}:N"))
+        layers += [
+            text.transform_filter(alt.datum[value] >= long).mark_text(
+                align="right", dx=-4, fontSize=11, color="white"
+            ),
+            text.transform_filter(alt.datum[value] < long).mark_text(
+                align="left", dx=3, fontSize=11
+            ),
+        ]
+    return alt.layer(*layers, height=height or alt.Step(30))
+
+
+def measured_bars(
+    df: pd.DataFrame,
+    source: str,
+    mode: str,
+    value: str,
+    value_title: str,
+    labels: str,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    tooltip: tuple[str, ...] = (),
+    x_title: str | None = None,
+) -> alt.LayerChart:
+    """Two columns per source (e.g. with / without a cache) on one axis, each labelled with its value; a source's
+    name may hold a line break ("NVIDIA T4\n300 new tokens"), drawn as two lines under its columns; x_title names
+    what the columns are (the runs), under their names.
+
+    df: one row per source and mode (the run's totals, not its running rows).
+    """
+    sel = alt.selection_point(name=SELECTION, fields=[mode], bind="legend")
+    domain = list(dict.fromkeys(df[mode]))
+    x = alt.X(
+        f"{source}:N",
+        title=x_title,
+        sort=None,
+        axis=alt.Axis(
+            labelAngle=0, labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=11
+        ),
+    )
+    enc = dict(
+        x=x, y=alt.Y(f"{value}:Q", title=value_title), xOffset=alt.XOffset(f"{mode}:N", sort=domain)
+    )
+    bars = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            **enc,
+            color=alt.Color(
+                f"{mode}:N", legend=legend(), scale=color_scale(domain, colors), sort=domain
+            ),
+            opacity=picked(sel, 0.2),
+            tooltip=tooltips(df, [source, mode, value, *tooltip], titles),
+        )
+        .add_params(sel)
+    )
+    text = (
+        alt.Chart(df)
+        .mark_text(baseline="bottom", dy=-3, fontSize=11)
+        .encode(**enc, text=alt.Text(f"{labels}:N"))
+    )
+    return alt.layer(bars, text, height=300)
+
+
+def marked_series_chart(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    *,
+    marks: pd.DataFrame | None = None,
+    **kwargs,
+) -> alt.LayerChart:
+    """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
+    return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
+
+
+def slowdown_scatter(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    x_title: str,
+    y_title: str,
+    identity_title: str,
+    *,
+    tooltip: tuple[str, ...] = (),
+    height: int = 380,
+    colors: dict | None = None,
+    titles: dict | None = None,
+) -> alt.LayerChart:
+    """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
+    tooltip). The legend sits under the plot, one run per line, and selects; autosize fit-x keeps the plot's
+    height however long the legend is (Streamlit's default "fit" would squeeze the plot to make room for it).
+
+    Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
+    memory read; above it something besides bytes grows with the context; below it a fixed cost hides growth.
+    Example: slowdown_scatter(decode_runs.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
+    """
+    domain = list(dict.fromkeys(df[color]))
+    hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    enc_color = alt.Color(
+        f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0)
+    )
+    # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
+    scale = alt.Scale(type="log", domain=[1, hi], nice=False)
+    ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
+    x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
+    opacity = picked(sel, 0.12)
+    tip = tooltips(df, [color, *tooltip, x, y], titles)
+    identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
+    line_id = (
+        alt.Chart(identity)
+        .mark_line(color="#888888", strokeDash=[6, 4], strokeWidth=1.5)
+        .encode(x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
+    )
+    order = "context" if "context" in df else x
+    runs = (
+        alt.Chart(df)
+        .mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True))
+        .encode(
+            x=x_enc,
+            y=y_enc,
+            color=enc_color,
+            opacity=opacity,
+            order=alt.Order(f"{order}:Q"),
+            tooltip=tip,
+            detail=alt.Detail(f"{color}:N"),
+        )
+        .add_params(sel)
+    )
+    return alt.layer(
+        line_id, runs, height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    )
+
+
+def quality_trade(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    labels: str,
+    x_title: str,
+    y_title: str,
+    *,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    tooltip: tuple[str, ...] = (),
+    height: int = 340,
+    shape: str | None = None,
+) -> alt.LayerChart:
+    """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
+    point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
+    unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table. Labels sit above their points;
+    on a chart narrower than NARROW_PX (a phone) each goes where chart_parts.label_places finds room (above, right,
+    below, left), or only in the tooltip when nowhere is free, so no two overlap.
+    Example: quality_trade(savings_views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
+    df = positive_rows(df, [x, y])
+    df = df.assign(label_place=label_places(list(df[x]), list(df[y]), [str(v) for v in df[labels]]))
+    domain = list(dict.fromkeys(df[color]))
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
+    x_enc = alt.X(f"{x}:Q", axis=axis_for(True, df[x], x_title), scale=axis_scale(True, df[x]))
+    y_enc = alt.Y(f"{y}:Q", axis=axis_for(True, df[y], y_title), scale=axis_scale(True, df[y]))
+    opacity = picked(sel, 0.15)
+    tip = tooltips(df, [color, x, y, *tooltip], titles)
+    base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
+    marks = {"color": enc_color}
+    if shape:
+        marks["shape"] = alt.Shape(f"{shape}:N", legend=legend())
+    points = (
+        base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
+        .encode(**marks)
+        .add_params(sel)
+    )
+    texts = [
+        base.mark_text(dy=-14, fontSize=11).encode(
+            text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width >= {NARROW_PX}")
+        )
+    ]
+    for place, dx, dy, align in LABEL_PLACES:  # a phone's: where label_places found room
+        texts.append(
+            base.transform_filter(f"datum.label_place == '{place}'")
+            .mark_text(dx=dx, dy=dy, align=align, fontSize=11)
+            .encode(text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width < {NARROW_PX}"))
+        )
+    return alt.layer(points, *texts, height=height)
+
+
+def shown_when(test: str) -> alt.OpacityValue:
+    """A text layer's opacity: hidden unless `test` (a Vega expression, e.g. on the chart's width) holds, then as
+    the legend selection has it (the points' opacity)."""
+    return alt.OpacityValue(
+        value=0.15,
+        condition=[{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
+    )
