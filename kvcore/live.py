@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .errors import KvError
+from .formats import mlx_cache
 from .formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
 from .geometry import Geometry, parse_config
 from .units import MIB
@@ -206,12 +207,13 @@ def cache_classes(model: str | dict) -> list[dict]:
 def _layer_caches(geometry: Geometry, kv_format: str, dtype: str) -> list:
     from mlx_lm.models import cache as c
 
+    bits = mlx_cache(kv_format)[1]  # QuantizedKVCache(bits) for an mlx-q<bits> format, else None
     out = []
     for layer in geometry.layers:
         if layer.kind == "sliding":
             out.append(c.RotatingKVCache(max_size=layer.window))
-        elif kv_format.startswith("mlx-q"):
-            out.append(c.QuantizedKVCache(group_size=64, bits=int(kv_format[5:])))
+        elif bits:
+            out.append(c.QuantizedKVCache(group_size=64, bits=bits))
         else:
             out.append(c.KVCache())
     return out

@@ -11,6 +11,7 @@ import statistics
 import time
 from typing import Callable
 
+from .formats import mlx_cache
 from .formulas import kv_bytes
 from .live import Progress, StopCheck, _Ticker
 from .live_models import LiveModel
@@ -85,7 +86,7 @@ def prefill(
 
 def _fill_dtype(model: LiveModel, kv_format: str) -> str:
     """Plain KV formats store their own dtype; quantized caches quantize the model's activations."""
-    return model.dtype if kv_format.startswith("mlx-q") else kv_format
+    return model.dtype if mlx_cache(kv_format)[0] == "QuantizedKVCache" else kv_format
 
 
 def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import machine
 from .errors import KvError
-from .formats import mlx_cache_formats
+from .formats import mlx_cache
 from .formulas import KvSpec
 from .geometry import Geometry
 
@@ -87,19 +87,18 @@ def kv_spec(kv_format: str, activation_dtype: str) -> KvSpec:
 
 def live_format(kv_format: str) -> str:
     """`kv_format` if an mlx_lm cache class holds it (kvcore.formats, read when asked), else one sentence."""
-    known = mlx_cache_formats()
-    if kv_format not in known:
-        raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(known)}.")
+    mlx_cache(kv_format)
     return kv_format
 
 
 def make_caches(model: LiveModel, kv_format: str) -> list:
-    """The caches mlx_lm makes for this model (make_prompt_cache); mlx-q8/q4 -> QuantizedKVCache per layer."""
+    """The caches mlx_lm makes for this model (make_prompt_cache); an mlx-q<bits> format -> QuantizedKVCache(bits)
+    in place of each KVCache (kvcore.formats.mlx_cache)."""
     from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 
+    cache_class, bits = mlx_cache(kv_format)
     caches = make_prompt_cache(model.module)
-    if kv_format.startswith("mlx-q"):
-        bits = int(kv_format[5:])
+    if cache_class == "QuantizedKVCache":
         caches = [QuantizedKVCache(GROUP_SIZE, bits) if type(c) is KVCache else c for c in caches]
     return caches
 

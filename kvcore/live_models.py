@@ -19,6 +19,7 @@ from typing import Any
 
 from . import machine
 from .errors import KvError
+from .formats import mlx_cache
 from .formulas import weights_bytes
 from .config import read_config_file
 from .geometry import Geometry, load_preset, parse_config, preset_names
@@ -143,9 +144,10 @@ def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
         raise KvError(
             f"Unknown weights format {weights_format!r}; valid here: {', '.join(LIVE_WEIGHT_FORMATS)}."
         )
-    if weights_format.startswith("mlx-q"):
-        return None, int(weights_format[5:])
-    return weights_format, None
+    cache_class, bits = mlx_cache(
+        weights_format
+    )  # mlx-q<bits>: quantized with the same bits as its cache
+    return (None, bits) if cache_class == "QuantizedKVCache" else (weights_format, None)
 
 
 def build_random(

@@ -21,6 +21,7 @@ import time
 from typing import Callable
 
 from .errors import KvError
+from .formats import mlx_cache
 from .formulas import PREFILL_STEP, kv_bytes
 from .live import Progress, StopCheck, _Ticker
 from .live_decode import _fill_dtype, prefill
@@ -149,7 +150,7 @@ def _prefill_rows(times: dict[int, list[float]], kv_format: str) -> list[dict]:
 def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> list:
     """`batch` sequences' caches, each filled with context + 1 random K/V rows (a different seed per sequence),
     merged into one batch cache per layer the way mlx_lm's BatchGenerator merges them (cache.merge)."""
-    if kv_format.startswith("mlx-q"):
+    if mlx_cache(kv_format)[0] != "KVCache":
         raise KvError(
             f"mlx_lm batches only plain K/V caches (its batch caches have no quantized form): "
             f"--kv-format {kv_format} cannot be batched; use fp16, bf16 or fp32.",

@@ -116,6 +116,82 @@ def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
         CacheFormat("q6_old", "ggml", 6, 32, 26)
 
 
+def one_sentence(error: KvError, name: str) -> str:
+    """The refusal's text, checked to be one line that names the thing refused and ends as a sentence."""
+    text = str(error)
+    assert repr(name) in text and text.endswith(".") and "\n" not in text, text
+    return text
+
+
+_QUANT = "QuantizedKVCache"
+
+
+@pytest.mark.parametrize(
+    "row, says",
+    [  # issue 26's impossible rows, and their kin
+        (
+            dict(kind="mlx", bits=7, mlx_cache=_QUANT),
+            "quantizes to 7 bits; mlx quantizes with 1, 2",
+        ),
+        (
+            dict(kind="block", bits=4, block_values=32, block_bytes=20),
+            "ggml's Q4_0 block is 32 values in 18",
+        ),
+        (dict(kind="block", bits=4, block_values=32, block_bytes=16), "4 bits take 16 bytes"),
+        (dict(kind="block", bits=8, block_values=32, block_bytes=64), "(33 to 36 in all)"),
+        (dict(kind="mlx", bits=4, mlx_cache="QuantisedKVCache"), "mlx_lm's are KVCache, Quantized"),
+        (dict(kind="block", bits=4, block_values=17, block_bytes=10), "blocks of 17 values"),
+        (dict(kind="plain", bits=12), "plain values of 12 bits"),
+        (dict(kind="plain", bits=8, mlx_cache=_QUANT), "QuantizedKVCache holds mlx ones"),
+        (dict(kind="mlx", bits=4, block_values=32, block_bytes=18), "mlx format with a block size"),
+        (dict(kind="plain", bits=16, pads=True), "not a block format"),
+    ],
+)
+def test_an_impossible_format_row_is_refused_when_made_in_one_sentence(row, says):
+    name = {"mlx": "mlx-q7", "block": "q4_0", "plain": "fp12"}[row["kind"]]
+    with pytest.raises(KvError) as e:
+        CacheFormat(name, **row)
+    assert says in one_sentence(e.value, name)
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [
+        (CacheFormat("q8_0", "block", 8, 32, 34, llamacpp=True), "q8_0"),  # once silently dropped
+        (CacheFormat("half", "plain", 16, ggml="f16"), "f16"),  # fp16's llama.cpp name
+    ],
+)
+def test_a_format_listed_twice_is_refused_when_the_table_is_built(extra, name):
+    with pytest.raises(KvError, match="is listed twice in the table of formats") as e:
+        formats.format_table(*formats.FORMATS.values(), extra)
+    one_sentence(e.value, name)
+    assert (
+        formats.format_table(*formats.FORMATS.values()) == formats.FORMATS
+    )  # the table's own rows
+
+
+def test_one_name_to_cache_mapping_so_every_command_takes_the_same_mlx_formats():
+    """kvcore.formats.mlx_cache is how a live cache, a live model's weights and a quality run read a format name:
+    what the calculator sizes under mlx_lm is what they make, and a format it refuses they refuse."""
+    from kvcore.live_models import _weights_kind
+    from kvcore.live_quality import parse_format
+
+    mlx = geometry.preset_geometry("llama-3.2-1b")
+    assert formats.mlx_cache("mlx-q3") == ("QuantizedKVCache", 3)
+    assert formats.mlx_cache("bf16") == ("KVCache", None)
+    for name in formats.mlx_cache_formats():
+        calculate(mlx, 1024, 1, KvSpec(name, name), "mlx-q4")  # calc sizes it
+        assert parse_format(name).bits == formats.mlx_cache(name)[1]  # quality measures it
+    assert _weights_kind("mlx-q8") == (None, 8) and _weights_kind("fp16") == ("fp16", None)
+    for name in ("mlx-q7", "q8_0", "mlx-q"):
+        with pytest.raises(KvError, match=f"Unknown KV format '{name}'"):
+            formats.mlx_cache(name)
+        with pytest.raises(KvError, match=f"Unknown KV format '{name}' for quality"):
+            parse_format(name)
+        with pytest.raises(KvError, match=f"'{name}'"):
+            calculate(mlx, 1024, 1, KvSpec(name, name), "mlx-q4")
+
+
 # ---------------------------------------------------------------- the chapters' format choices
 
 
@@ -130,9 +206,9 @@ def chapter(path: str, **params) -> AppTest:
 
 @pytest.fixture
 def throwaway_mlx_format(monkeypatch):
-    """A 6-bit format an mlx_lm cache class holds (QuantizedKVCache(bits=6)), in the one table of formats."""
+    """A 1-bit format an mlx_lm cache class holds (QuantizedKVCache(bits=1)), in the one table of formats."""
     fmt = CacheFormat(
-        "mlx-q6", "mlx", 6, source="a throw-away format", mlx_cache="QuantizedKVCache"
+        "mlx-q1", "mlx", 1, source="a throw-away format", mlx_cache="QuantizedKVCache"
     )
     monkeypatch.setitem(formats.FORMATS, fmt.name, fmt)
     return fmt
@@ -143,15 +219,15 @@ def test_a_format_reaches_the_chapters_that_offer_formats_of_its_purpose(
 ):
     """Linear growth and the .nbytes trap offer what an mlx_lm cache class holds (both chapters grow mlx_lm's
     cache): the block format is offered on neither, the mlx one on both, and it is drawn when chosen."""
-    growth = chapter("pages/3_Linear_growth.py", kv="mlx-q6")
+    growth = chapter("pages/3_Linear_growth.py", kv="mlx-q1")
     options = growth.selectbox(key="kv").options
-    assert "mlx-q6" in options and "q6_test" not in options
-    assert not growth.exception and growth.selectbox(key="kv").value == "mlx-q6"
-    assert "mlx-q6" in growth.code[0].value  # the formula names it
-    trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q6")
+    assert "mlx-q1" in options and "q6_test" not in options
+    assert not growth.exception and growth.selectbox(key="kv").value == "mlx-q1"
+    assert "mlx-q1" in growth.code[0].value  # the formula names it
+    trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q1")
     options = trap.selectbox(key="fmt").options
-    assert "mlx-q6" in options and "q6_test" not in options
-    assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q6"
+    assert "mlx-q1" in options and "q6_test" not in options
+    assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q1"
 
 
 def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option(
@@ -164,11 +240,11 @@ def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option
 
     from kvcore import live_args, live_memory
 
-    assert live_memory.kv_spec("mlx-q6", "fp16") == KvSpec("mlx-q6", "mlx-q6", 64, "fp16")
-    assert live_args.kv_format("mlx-q6") == "mlx-q6"
-    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q6"):
+    assert live_memory.kv_spec("mlx-q1", "fp16") == KvSpec("mlx-q1", "mlx-q1", 64, "fp16")
+    assert live_args.kv_format("mlx-q1") == "mlx-q1"
+    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q1"):
         live_memory.kv_spec("mlx-q7", "fp16")
-    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q6.*, not 'q6_test'"):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q1.*, not 'q6_test'"):
         live_args.kv_format("q6_test")  # a block format no mlx_lm cache class holds
 
 
