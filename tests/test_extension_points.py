@@ -297,6 +297,26 @@ def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatc
         geometry.parse_config(config)
 
 
+@pytest.mark.parametrize("key", ["mlx-lm", "llama_cpp", "vllm"])
+def test_a_family_stating_window_rules_for_an_unknown_key_is_refused_when_made(key):
+    """A window key no runtime reads (a typo of mlx_lm, llama.cpp, or a runtime not registered) would leave that
+    runtime on `none`, every layer full, without a word: refused when the row is made, in one sentence."""
+    with pytest.raises(
+        KvError, match=f"states window rules for '{key}', which is no runtime's"
+    ) as e:
+        families.Family("throwaway_gemma", windows={"reference": "pattern", key: "pattern"})
+    one_sentence(e.value, key)
+    with pytest.raises(KvError, match=f"'{key}'"):  # a row changed later is made again, and checked
+        dataclasses.replace(families.FAMILIES["llama"], windows={key: "none"})
+
+
+def test_every_runtime_reads_a_window_key_of_the_family_table():
+    """families.WINDOW_KEYS is the list of rule sets; each registered runtime applies one of them."""
+    assert {rt.windows for rt in runtimes.RUNTIMES.values()} <= set(families.WINDOW_KEYS)
+    for family in families.FAMILIES.values():
+        families.check_window_keys(family)
+
+
 def test_a_shared_expert_is_its_own_field_not_the_gated_query():
     """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
     config = geometry.load_preset("qwen3-next-80b-a3b")["config"]
