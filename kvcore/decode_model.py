@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .errors import KvError
 from .formulas import ACTIVATION_DTYPES, FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
 from .geometry import FileWeights, Geometry, parse_config, preset_geometry
-from .hardware import Chip, get_chip, slowest_memory
+from .hardware import Chip, find_chip, slowest_memory
 from .provenance import provenance, runtime_label, source_class
 from .recordings import Recording, model_format
 
@@ -199,15 +199,14 @@ def _fit_model(model: dict) -> tuple[Geometry, str, KvSpec] | str:
 
 
 def _model_geometry(model: dict, weights: str) -> Geometry | None:
-    """The geometry of a recording's model config or preset (a GGUF run's file bytes in it), None if none."""
-    try:
-        if isinstance(model.get("config"), dict):
-            geometry = parse_config(model["config"], model["name"])
-        elif model.get("preset"):
-            geometry = preset_geometry(model["preset"])
-        else:
-            return None
-    except KvError:
+    """The geometry of a recording's model config or preset (a GGUF run's file bytes in it), None if it names
+    neither. A preset or config kvcore cannot read is a KvError naming it (kvcore.recording_check refuses such a
+    file when it is loaded), never "no model": the run names one."""
+    if isinstance(model.get("config"), dict):
+        geometry = parse_config(model["config"], model["name"])
+    elif model.get("preset"):
+        geometry = preset_geometry(model["preset"])
+    else:
         return None
     if weights == FILE_WEIGHTS and isinstance(
         model.get("weights_bytes"), int
@@ -253,13 +252,12 @@ def no_fit_reason(rec) -> str | None:
 
 
 def chip_for(rec) -> Chip | None:
-    """The hardware-table chip a recording ran on (published: hardware.chip; measured: machine.chip), if known."""
+    """The hardware-table chip a recording ran on (published: hardware.chip; measured: machine.chip), None when the
+    table has no row of that name: a published run's "not stated" or a family whose variant it does not state
+    ("M4 Max"; kvcore.recording_check refuses any other name), a measured machine's own CPU."""
     machine = rec.data.get("provenance", {}).get("machine", {})
     name = machine.get("chip") or rec.data.get("hardware", {}).get("chip")
-    try:
-        return get_chip(name) if name else None
-    except KvError:
-        return None
+    return find_chip(name) if isinstance(name, str) else None
 
 
 # ---------------------------------------------------------------- a run's decode points, its fit and its slowdown

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,186 @@ def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
     at = chapter("pages/4_Decode_slowdown.py", src="live")
     weights = at.selectbox(key="live_w_decode")
     assert not at.exception and "mlx-q6" in weights.options and weights.value == "mlx-q4"
+
+
+# ---------------------------------------------------------------- languages
+
+
+@pytest.fixture
+def language_folder(tmp_path, monkeypatch):
+    """A copy of kvsite/i18n/ the site reads for one test (nothing is written into the repository)."""
+    import shutil
+
+    from kvsite import i18n
+
+    for path in i18n.FOLDER.glob("*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(i18n, "FOLDER", tmp_path)
+    i18n.texts.cache_clear()
+    yield tmp_path
+    i18n.texts.cache_clear()
+
+
+def write_language(folder: Path, code: str, change) -> None:
+    """A new language file: English's texts with `change` made to them (a dict of sections)."""
+    import yaml
+
+    tree = yaml.safe_load((folder / "en.yaml").read_text(encoding="utf-8"))
+    change(tree)
+    (folder / f"{code}.yaml").write_text(yaml.safe_dump(tree, allow_unicode=True), encoding="utf-8")
+
+
+def test_every_language_file_present_has_every_key_of_every_other(language_folder, monkeypatch):
+    """A new language whose file lacks a key once showed ⟨common.context⟩ on the pages (parity was checked for
+    ja alone): now the file is refused when it is read, naming the file and the key, and check_languages reads
+    every file present. Its other contracts: listed in LANGUAGES, the same {placeholders}, no key English lacks."""
+    from kvsite import i18n
+
+    i18n.check_languages()  # the files as they are
+    monkeypatch.setitem(i18n.LANGUAGES, "xx", "Throwaway")
+    write_language(language_folder, "xx", lambda t: t["common"].pop("context"))
+    sentence = (
+        "The language file xx.yaml lacks 1 key(s) of en.yaml: common.context; every key is in"
+    )
+    for check in (i18n.check_languages, lambda: i18n.texts("xx")):
+        with pytest.raises(KvError, match=re.escape(sentence)) as e:
+            check()
+        assert "\n" not in str(e.value) and str(e.value).endswith(".")
+    at = chapter("pages/1_Mechanism.py", lang="xx")  # the pages say it, not ⟨common.context⟩
+    assert at.exception and sentence in at.exception[0].message
+
+    write_language(language_folder, "xx", lambda t: t["common"].update(contxt="typo"))
+    i18n.texts.cache_clear()
+    with pytest.raises(KvError, match=r"xx.yaml has 1 key\(s\) en.yaml does not: common.contxt;"):
+        i18n.texts("xx")
+    first = next(k for k, v in i18n.texts("en").items() if "{" in v)
+    section, key = first.split(".", 1)
+
+    def placeholders(tree):
+        node = tree[section]
+        *path, last = key.split(".")
+        for part in path:
+            node = node[part]
+        node[last] = "no values named"
+
+    write_language(language_folder, "xx", placeholders)
+    with pytest.raises(
+        KvError, match=f"xx.yaml fills other {{placeholders}} than en.yaml in {first};"
+    ):
+        i18n.check_languages()
+    write_language(language_folder, "yy", lambda t: None)  # a whole file, but not on the switch
+    with pytest.raises(KvError, match=r"yy.yaml is not in kvsite.i18n.LANGUAGES"):
+        i18n.check_languages()
+
+
+# ---------------------------------------------------------------- published and uploaded runs
+
+CITED_RUN = ROOT / "recordings" / "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit.yaml"
+
+
+def _cited(change) -> bytes:
+    """A bundled cited run (its URL, author, date, chip, preset...) with `change` made to its data, as an upload's
+    bytes."""
+    import yaml
+
+    from kvcore import recordings
+
+    data = yaml.safe_load(CITED_RUN.read_text(encoding="utf-8"))
+    change(data)
+    return recordings.dump_text(data).encode()
+
+
+def _drop(section: str, key: str):
+    return lambda d: d[section].pop(key)
+
+
+def _set(section: str, key: str, value):
+    return lambda d: d[section].update({key: value})
+
+
+@pytest.mark.parametrize(
+    "change, code, says",
+    [  # issue 26: each loaded before; "URL on github.com" and "settings/context_rule required" lived in tests
+        (
+            _set("hardware", "chip", "M9 Ultra"),
+            "rec_chip",
+            "hardware.chip 'M9 Ultra' is not a chip",
+        ),
+        (_set("hardware", "chip_stated", False), "rec_chip_stated", "chip_stated is false"),
+        (
+            _set("model", "preset", "llama-3.1-8bb"),
+            "rec_preset",
+            "model.preset 'llama-3.1-8bb' is not",
+        ),
+        (_set("citation", "date", "2026-02-30"), "rec_date", "citation.date '2026-02-30' is not a"),
+        (_set("citation", "date", "2999-01-01"), "rec_date", "not after today"),
+        (
+            _set("citation", "url", "https://example.com/run"),
+            "rec_url_host",
+            "must be a page on github",
+        ),
+        (_drop("citation", "settings"), "rec_missing", "'citation.settings' must be"),
+        (_drop("citation", "context_rule"), "rec_missing", "'citation.context_rule' must be"),
+        (
+            _drop("citation", "command"),
+            "rec_missing",
+            "'citation.command' must be",
+        ),  # a decode series
+        (_drop("runtime", "version"), "rec_missing", "'runtime.version' must be"),
+        (_drop("model", "quantization"), "rec_missing", "'model.quantization' must be"),
+        (_set("model", "unusual", True), "rec_missing", "'model.architecture_note' must be"),
+        (
+            _set("model", "config", {"model_type": "nope"}),
+            "rec_config",
+            "model.config cannot be read",
+        ),
+    ],
+)
+def test_a_published_run_that_breaks_a_rule_is_refused_on_upload_in_one_sentence(
+    change, code, says
+):
+    from kvcore import recordings
+    from kvsite import i18n
+
+    recordings.parse_bytes(_cited(lambda d: None), "run.yaml")  # the run as bundled loads
+    with pytest.raises(recordings.RecordingError) as e:
+        recordings.parse_bytes(_cited(change), "run.yaml")
+    text = str(e.value)
+    assert (
+        e.value.code == code and says in text and text.startswith("run.yaml: ") and "\n" not in text
+    )
+    assert i18n.has("ja", f"errors.{code}")  # the site says it in Japanese too
+    assert "run.yaml" in i18n.error_text("ja", e.value)
+
+
+def test_a_key_written_twice_in_a_run_is_refused_not_read_as_its_last_value():
+    from kvcore import recordings
+
+    raw = _cited(lambda d: None).replace(b"kv_format: fp16", b"kv_format: fp16\n  kv_format: q4_0")
+    with pytest.raises(recordings.RecordingError, match="repeats the key 'kv_format' of its") as e:
+        recordings.parse_bytes(raw, "run.yaml")
+    assert e.value.code == "rec_duplicate_key" and "line " in str(e.value)
+    twice = b"sections:\n  decode:\n    - {context: 1, tokens_per_s: 2, context: 3}\n"
+    with pytest.raises(recordings.RecordingError, match="repeats the key 'context'"):
+        recordings.read_yaml(twice.decode(), "run.yaml")
+    recordings.read_yaml(
+        "a: {b: 1}\nc: {b: 2}\nd: [{b: 1}, {b: 1}]\n"
+    )  # the same key in two mappings
+
+
+def test_a_misspelt_preset_is_named_not_reported_as_no_model():
+    """A file that skipped validation (kvcore.recording_check refuses it on loading): the decode model names the
+    preset rather than saying the run names no model (decode_model once swallowed the error into "no_model")."""
+    import yaml
+
+    from kvcore import decode_model
+    from kvcore.recordings import Recording
+
+    data = yaml.safe_load(_cited(_set("model", "preset", "llama-3.1-8bb")))
+    with pytest.raises(KvError, match="'llama-3.1-8bb'"):
+        decode_model.no_fit_reason(Recording(None, data))
+    named = Recording(None, yaml.safe_load(_cited(_set("hardware", "chip", "M4 Max"))))
+    assert decode_model.chip_for(named) is None  # a family whose variant the source does not state
 
 
 # ---------------------------------------------------------------- families
