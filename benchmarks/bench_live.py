@@ -56,7 +56,7 @@ from kvcore.live_decode import (
 from kvcore.live_timing import SweepOptions, quartiles  # noqa: E402
 from kvcore.live_models import get_model  # noqa: E402
 from kvcore.live_memory import fill_caches, make_caches  # noqa: E402
-from kvcore.machine import backend, provenance  # noqa: E402
+from kvcore.machine import backend, measured_provenance  # noqa: E402
 
 SWEEP = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 TOLERANCE = 0.10
@@ -279,7 +279,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     summary = {
         "command": " ".join(["python", *sys.argv]),
-        "provenance": provenance(" ".join(sys.argv)),
+        "provenance": measured_provenance(" ".join(sys.argv)),
         "model": model.summary(),
         "wall_s": time.perf_counter() - t_start,
         "method": {

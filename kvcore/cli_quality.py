@@ -9,7 +9,15 @@ from pathlib import Path
 
 from .errors import KvError
 from .live_args import MAX_LIVE_CONTEXT, add_common, count, formats, require_gguf, stem
-from .live_run import checked, command_line, print_table, provenance, save, save_sections, with_bar
+from .live_run import (
+    checked,
+    command_line,
+    this_run_provenance,
+    print_table,
+    save,
+    save_sections,
+    with_bar,
+)
 from .real_model import SAMPLE_TEXT as BUNDLED_TEXT  # the bundled public-domain text
 
 MAX_TEXT_BYTES = 4_000_000  # a text for `quality` (a novel is ~1 MB)
@@ -69,7 +77,7 @@ def _cmd_quality(a) -> int:
     )
     method = quality_method(a.text, a.tokens, a.chunk, a.prompt, model)
     result["provenance"] = dict(
-        provenance(), method=method, model=model_info(model, None, result["baseline"])
+        this_run_provenance(), method=method, model=model_info(model, None, result["baseline"])
     )
     if a.json:
         print(json.dumps(result, ensure_ascii=False))

@@ -15,7 +15,7 @@ from .errors import KvError
 from .formulas import ACTIVATION_DTYPES, FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
 from .geometry import FileWeights, Geometry, parse_config, preset_geometry
 from .hardware import Chip, find_chip, slowest_memory
-from .provenance import provenance, runtime_label, source_class
+from .provenance import badge_fields, runtime_label, source_class
 from .recordings import Recording, model_format
 
 if (
@@ -379,7 +379,7 @@ def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
             continue
         points = points.sort_values("context", kind="stable").reset_index(drop=True)
         first = points.iloc[0]
-        p = provenance(rec)
+        p = badge_fields(rec)
         frames.append(
             pd.DataFrame(
                 {

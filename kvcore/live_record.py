@@ -20,7 +20,7 @@ from .live_memory import GROUP_SIZE
 from .live_decode import decode_sweep, generate_step_check, mechanism_probe, real_prefill_check
 from .live_models import LiveModel
 from .live_timing import SWEEP_ORDER, SWEEP_SPREAD, SweepOptions
-from .machine import backend, provenance
+from .machine import backend, measured_provenance
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
@@ -64,7 +64,7 @@ def build_recording(
 ) -> dict:
     """A schema-1 measured recording from probe rows; validated before it is returned. The one path from a run to a
     recording: the command line (`kvcore record`, `--save`) and the site's live mode both call it."""
-    prov = provenance(command)
+    prov = measured_provenance(command)
     data = {
         "schema": recordings.SCHEMA_VERSION,
         "kind": "measured",

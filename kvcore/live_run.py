@@ -33,10 +33,11 @@ def command_line() -> str:
     return " ".join([*env, shlex.join(argv)])
 
 
-def provenance() -> dict:
-    from .machine import provenance
+def this_run_provenance() -> dict:
+    """The provenance block of the run this process makes (kvcore.machine.measured_provenance of its command)."""
+    from .machine import measured_provenance
 
-    return provenance(command_line())
+    return measured_provenance(command_line())
 
 
 class Bar:

@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .errors import KvError
-from .machine import provenance
+from .machine import measured_provenance
 
 LLAMA_CPP_COMMIT = "0c1e570"  # vendored by llama-cpp-python 0.3.36 (its vendor/llama.cpp)
 
@@ -170,7 +170,7 @@ def run_provenance(command: str, log: list[str]) -> dict:
     """A llama.cpp run's provenance: the machine, llama.cpp's device (Metal when its log names it,
     else the CPU), the versions that ran (mlx not used), and its BLAS as llama.cpp's system info
     reports it."""
-    prov = provenance(command)
+    prov = measured_provenance(command)
     metal = any(
         "Metal" in line or "MTL" in line for line in log
     )  # llama.cpp names its Metal device

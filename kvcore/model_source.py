@@ -11,14 +11,14 @@ from pathlib import Path
 from .config import read_config_file
 from .errors import KvError
 from .geometry import Geometry, load_preset, parse_config
-from .gguf import geometry as gguf_geometry
+from .gguf import geometry as gguf_geometry, is_gguf_name
 from .runtimes import DEFAULT as DEFAULT_RUNTIME, get_runtime, gguf_runtime
 
 
 def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry, dict]:
     """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
     only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
-    if model.lower().endswith(".gguf"):
+    if is_gguf_name(model):
         reader = gguf_runtime()  # the runtime a GGUF file is the model format of
         if get_runtime(runtime) is not reader:
             raise KvError(

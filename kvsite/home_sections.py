@@ -24,7 +24,7 @@ def _k(tokens: int) -> str:
 
 def home_decode(rec: Recording | None, numbers: dict) -> dict:
     """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
-    p = run_info.provenance(rec) if rec is not None else {"chip": "", "model": ""}
+    p = run_info.badge_fields(rec) if rec is not None else {"chip": "", "model": ""}
     vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
     return {
         "a": _k(numbers["context_a"]),

@@ -50,7 +50,7 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
     chips = {
-        r.id: run_info.provenance(r)["chip"] or names[r.id] for r in recs
+        r.id: run_info.badge_fields(r)["chip"] or names[r.id] for r in recs
     }  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
     df = df.assign(

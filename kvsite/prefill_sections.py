@@ -22,7 +22,7 @@ from kvcore.units import fmt_bytes, fmt_num, fmt_pct
 from . import i18n
 from .chart import make_chart
 from .sections import cached, cols
-from .sources import provenance, source_label
+from .sources import badge_fields, source_label
 from .tables import md_table
 
 RUNTIME = DEFAULT_RUNTIME  # mlx_lm: one cache per sequence (the calculator has llama.cpp slots)
@@ -98,7 +98,7 @@ def roofline(
     article_chip = ""
     if article is not None:
         measured = time_views.measured_points(article)
-        article_chip = provenance(article)["chip"]
+        article_chip = badge_fields(article)["chip"]
         if not measured.empty:
             measured = measured.assign(series=t("s_article", chip=article_chip), bound="")
             pts = pd.concat([pts, measured], ignore_index=True)
@@ -288,7 +288,7 @@ def pptg_table(recs: list[Recording], lang: str) -> list[tuple[str, str]]:
                 "tg": (t("pptg_tg"), "{:,.2f}"),
             },
         )
-        p = provenance(rec)
+        p = badge_fields(rec)
         out.append(
             (f"{source_label(rec, lang)} · [{p['author']}, {p['published']}]({p['url']})", table)
         )

@@ -223,7 +223,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
     rows = views.section_frame([rec], "benchmark")
     rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
     t = i18n.translator(lang)
-    p = run_info.provenance(rec)
+    p = run_info.badge_fields(rec)
     titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
     table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
     return {

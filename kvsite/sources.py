@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from kvcore import recordings
-from kvcore.provenance import provenance as recording_provenance
+from kvcore.provenance import badge_fields as engine_badge_fields
 from kvcore.recordings import Recording
 
 from .cache import section_cache
@@ -48,9 +48,9 @@ def load_recordings():
 
 
 @section_cache(max_entries=256)
-def provenance(rec: Recording) -> dict:
-    """kvcore.provenance.provenance(rec), once per recording content (read-only: shared)."""
-    return recording_provenance(rec)
+def badge_fields(rec: Recording) -> dict:
+    """kvcore.provenance.badge_fields(rec), once per recording content (read-only: shared)."""
+    return engine_badge_fields(rec)
 
 
 @section_cache(max_entries=256)
@@ -65,7 +65,7 @@ def source_label(rec: Recording, lang: str, where: str = "", short: bool = False
     short: the name kvcore makes short enough for a legend or the sidebar (Recording.short_name), kind first."""
     from . import i18n
 
-    p = provenance(rec)
+    p = badge_fields(rec)
     if short:
         mark = (
             i18n.translate(lang, f"source.short_{where}") if where else ""

@@ -17,10 +17,11 @@ from kvcore import gguf as kgguf
 from kvcore import llamacpp, real_model
 from kvcore.cli import main
 from kvcore.errors import KvError
-from kvcore.formats import FORMATS
+from kvcore.formats import FORMATS, llamacpp_types
 from kvcore.families import FAMILIES, MODEL_TYPE_ALIASES
 from kvcore.geometry import load_preset, preset_geometry, preset_names
 from kvcore.gguf_header import read_header
+from kvcore.gguf_weights import GGML_BLOCKS
 
 SMOLLM2 = str(
     real_model.gguf_path()
@@ -103,12 +104,21 @@ def test_smollm2_gguf_reads_as_llamacpp_builds_it():
 
 
 def test_kvcore_block_layouts_agree_with_gguf_py():
+    """Every KV format named after a ggml type, and every ggml block kvcore sizes weights with, has gguf-py's
+    (values, bytes) per block; the KV ones checked are exactly stock llama.cpp's block types (never none)."""
+    checked = set()
     for fmt in FORMATS.values():
-        if fmt.kind == "ggml":
+        if fmt.kind == "block" and fmt.name.upper() in GGMLQuantizationType.__members__:
             assert GGML_QUANT_SIZES[GGMLQuantizationType[fmt.name.upper()]] == (
                 fmt.block_values,
                 fmt.block_bytes,
-            )
+            ), fmt.name
+            checked.add(fmt.name)
+    assert (
+        checked == {n for n in llamacpp_types() if FORMATS[n].kind == "block"} and len(checked) == 6
+    )
+    for name, block in GGML_BLOCKS.items():
+        assert GGML_QUANT_SIZES[GGMLQuantizationType[name]] == block, name
 
 
 def test_calc_reads_a_gguf_with_the_llamacpp_runtime_and_refuses_others(tmp_path, capsys):
