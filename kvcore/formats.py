@@ -3,7 +3,11 @@
 A *row* is one head's key (or value) vector for one token: `dim` values.
 Example: row_bytes("mlx-q4", 64) -> 32 packed bytes + 2 groups x (scale + bias) x 2 B = 40.
 Every format is one row of FORMATS (data): its layout, whether it pads, and who stores it; the lists
-of formats a runtime stores and a cache class holds are derived from it (llamacpp_types, mlx_cache_formats).
+of formats a runtime stores and a cache class holds are derived from it (llamacpp_types, mlx_cache_formats),
+and mlx_cache(name) is how a live run turns a name into mlx_lm's cache class and bits.
+A row is checked when it is made (CacheFormat.__post_init__: bits its layout can hold, a block of a power of two
+of values whose bytes hold its codes and scales, ggml's own block for a ggml name, a cache class and kind kvcore
+knows) and the table refuses a name listed twice (format_table): one sentence naming the row, never a row dropped.
 Sources: mlx_lm `QuantizedKVCache` (scales/biases in the activation dtype); ggml's blocks in
 ggml-org/llama.cpp `ggml/src/ggml-common.h` (32 values per block: q8_0 34 B, q4_0 18 B, q4_1 20 B,
 q5_0 22 B, q5_1 24 B, iq4_nl 18 B, from its static_asserts on sizeof(block_*)); AtomicBot-ai/atomic-llama-cpp-turboquant
@@ -22,7 +26,7 @@ from .gguf_weights import (
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
-# How a format lays out a row, by kind (an unknown kind is refused when the format is made):
+# How a format lays out a row, by kind (an unknown kind is refused when the row is made):
 #   plain: dim values of bits/8 bytes each;  mlx: packed codes + one scale and bias per group (mlx_lm);
 #   block: whole blocks of block_values values in block_bytes bytes each (ggml, the TurboQuant fork).
 KINDS = ("plain", "mlx", "block")

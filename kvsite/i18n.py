@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from kvcore.errors import KvError
+from kvcore.errors import CODES, KvError
 
 FOLDER = Path(__file__).parent / "i18n"
 LANGUAGES = {
@@ -79,6 +79,11 @@ def check_language(lang: str, found: dict[str, str], english: dict[str, str]) ->
         raise KvError(
             f"The language file {file} has {len(extra)} key(s) en.yaml does not: {_named(extra)}; "
             "add them to every language file or remove them."
+        )
+    if stray := {k for k in found if k.startswith("errors.") and k[7:] not in CODES}:
+        raise KvError(
+            f"The language file {file} words {len(stray)} error(s) kvcore does not raise: {_named(stray)}; "
+            "an errors.<code> key is a code of kvcore.errors.CODES."
         )
     if differ := {k for k in english if fields(str(found[k])) != fields(english[k])}:
         raise KvError(

@@ -1,9 +1,11 @@
-"""Where a new cache format, model family or runtime goes: one entry, and it reaches the engine, the calculator,
-the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs' weights); a wrong one is
-refused with a sentence (the README's "Where things go"; the Calculator page's choices are held by
-tests/app/test_app_calculator.py, a chapter's and a language's registry by tests/app/test_chapters.py).
+"""Where a new cache format, model family, runtime, language or published run goes: one entry, and it reaches the
+engine, the calculator, the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs'
+weights); a wrong one is refused by the code in one sentence naming it (the README's "Where things go"; the
+Calculator page's choices are held by tests/app/test_app_calculator.py, a chapter's and a language's registry by
+tests/app/test_chapters.py).
 
-Every entry here is monkeypatched into its registry for one test: nothing is written into the repository."""
+Every entry here is monkeypatched into its registry, or written into a temporary copy, for one test: nothing is
+written into the repository."""
 
 from __future__ import annotations
 
@@ -323,6 +325,11 @@ def test_every_language_file_present_has_every_key_of_every_other(language_folde
     write_language(language_folder, "xx", placeholders)
     with pytest.raises(
         KvError, match=f"xx.yaml fills other {{placeholders}} than en.yaml in {first};"
+    ):
+        i18n.check_languages()
+    write_language(language_folder, "xx", lambda t: t.update(errors={"rec_yamll": "a typo"}))
+    with pytest.raises(
+        KvError, match=r"xx.yaml words 1 error\(s\) kvcore does not raise: errors.rec_yamll;"
     ):
         i18n.check_languages()
     write_language(language_folder, "yy", lambda t: None)  # a whole file, but not on the switch
