@@ -53,8 +53,8 @@ from kvcore.measure.decode import (  # noqa: E402
     paired_steps,
     prefill,
     synthetic_ms,
-)
-from kvcore.measure.machine import backend, provenance  # noqa: E402
+)  # noqa: E402
+from kvcore.measure.machine import backend, measured_provenance  # noqa: E402
 from kvcore.measure.models import get_model  # noqa: E402
 from kvcore.measure.timing import SweepOptions, quartiles  # noqa: E402
 
@@ -279,7 +279,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     summary = {
         "command": " ".join(["python", *sys.argv]),
-        "provenance": provenance(" ".join(sys.argv)),
+        "provenance": measured_provenance(" ".join(sys.argv)),
         "model": model.summary(),
         "wall_s": time.perf_counter() - t_start,
         "method": {

@@ -4,7 +4,7 @@ and where the run sits against the bytes model (measured slowdown ÷ predicted a
     .venv/bin/python benchmarks/published_fits.py [--markdown]
 
 Not a timing benchmark: it reads the recordings and fits time/token = bytes/BW_eff (+ c, with 3+ points)
-with kvcore.timing.decode_runs.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
+with kvcore.fits.decode.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
 measured time per token, one per stated point, in context order. Runs without a model geometry (an
 unsupported architecture, an unusual model) are listed with "no fit" and why.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kvcore.fits import decode as decode_runs
 from kvcore.recordings import store as recordings  # noqa: E402
-from kvcore.timing import decode_runs
 
 
 def rows() -> list[dict]:

@@ -3,8 +3,8 @@ comparison on chips the fit never saw (the README's table).
 
     .venv/bin/python benchmarks/timing_heldout.py [--markdown]
 
-Not a timing benchmark: it reads kvcore/timing/timing_runs.yaml (and the bundled recordings it names), fits with
-kvcore.timing.fit and prints predicted vs measured tokens/s per point; error = predicted / measured - 1.
+Not a timing benchmark: it reads kvcore/fits/timing_runs.yaml (and the bundled recordings it names), fits with
+kvcore.fits.shares and prints predicted vs measured tokens/s per point; error = predicted / measured - 1.
 Acceptance (issue 17): held-out decode within ~25 % and prompt processing within ~35 % (median |error|),
 the worst point within 2x.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvcore.timing import fit as timing_fit  # noqa: E402
+from kvcore.fits import shares as timing_fit  # noqa: E402
 
 
 def main() -> None:

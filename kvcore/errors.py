@@ -100,6 +100,13 @@ CODES = frozenset(
         "rec_depth",
         "rec_scalar",
         "rec_top_key",
+        "rec_duplicate_key",
+        "rec_url_host",
+        "rec_date",
+        "rec_chip",
+        "rec_chip_stated",
+        "rec_preset",
+        "rec_config",
     }
 )
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec
 from kvcore.recordings.store import Recording
-from kvcore.timing import decode_runs, hardware
+from kvcore.timing import hardware
 from kvcore.units import fmt_num
 from kvcore.views import speed as time_views
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec, weights_bytes
 from kvcore.recordings.store import Recording
-from kvcore.timing import decode_runs, hardware
+from kvcore.timing import hardware
 from kvcore.timing.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
 from kvcore.views import calculator

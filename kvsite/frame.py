@@ -12,14 +12,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvcore.recordings import store as recordings
 from kvcore.recordings.store import Recording, is_apple_silicon
+from kvcore.recordings.store import store as recordings
 
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
 from .layout import style, text
-from .sources import live_status, load_recordings, provenance, source_label
+from .sources import badge_fields, live_status, load_recordings, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
@@ -157,7 +157,7 @@ class Frame:
                 ):  # the one rule a recording is labelled by
                     st.caption(":material/warning: " + self.t("badge.not_apple"))
                 return
-            p = provenance(rec)
+            p = badge_fields(rec)
             self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
             st.markdown(
                 f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"

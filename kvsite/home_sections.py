@@ -5,9 +5,9 @@ Example: home_decode(rec, key_numbers(rec))["a"] -> "1K" (the worked check's fir
 
 from __future__ import annotations
 
-from kvcore.recordings import provenance as run_info
 from kvcore.recordings.store import Recording
-from kvcore.views import memory as views
+from kvcore.recordings.store import provenance as run_info
+from kvcore.views.memory import memory as views
 
 from .sections import cached
 
@@ -24,7 +24,7 @@ def _k(tokens: int) -> str:
 
 def home_decode(rec: Recording | None, numbers: dict) -> dict:
     """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
-    p = run_info.provenance(rec) if rec is not None else {"chip": "", "model": ""}
+    p = run_info.badge_fields(rec) if rec is not None else {"chip": "", "model": ""}
     vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
     return {
         "a": _k(numbers["context_a"]),

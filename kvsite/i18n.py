@@ -1,12 +1,21 @@
-"""Reader-facing text, one YAML file per language with the same keys: t("trap.title", n=3)."""
+"""Reader-facing text, one YAML file per language with the same keys: t("trap.title", n=3).
+
+A language is one file, i18n/<code>.yaml, and one entry in LANGUAGES. Its file holds every key of the English
+file with the same {placeholders} (and errors.<code> sentences of its own, optional: English says an error at its
+raise site); a file that does not is refused, naming the file and the keys, when it is read (check_languages reads
+every file present).
+"""
 
 from __future__ import annotations
 
 import re
+import string
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
+
+from kvcore.errors import CODES, KvError
 
 FOLDER = Path(__file__).parent / "i18n"
 LANGUAGES = {
@@ -28,10 +37,81 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _read(folder: Path, lang: str) -> dict[str, str]:
+    return _flatten(yaml.safe_load((folder / f"{lang}.yaml").read_text(encoding="utf-8")) or {})
+
+
 @lru_cache(maxsize=None)
 def texts(lang: str) -> dict[str, str]:
-    """Every key of one language file, flattened: {'home.title': '...'}."""
-    return _flatten(yaml.safe_load((FOLDER / f"{lang}.yaml").read_text(encoding="utf-8")))
+    """Every key of one language file, flattened: {'home.title': '...'}; a file whose keys or placeholders are
+    not the English file's is refused (KvError naming the file and the keys)."""
+    found = _read(FOLDER, lang)
+    if lang != DEFAULT:
+        check_language(lang, found, _read(FOLDER, DEFAULT))
+    return found
+
+
+def fields(text: str) -> set[str]:
+    """The values a text names: fields("{n:,} tokens of {model}") -> {"n", "model"} (a text str.format cannot
+    read names "{" so that it differs from any other)."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return {"{"}
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in parsed if name is not None}
+
+
+def _named(keys) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
+def check_language(lang: str, found: dict[str, str], english: dict[str, str]) -> None:
+    """Refuse a language whose file lacks a key of the English file, has one it does not (errors.<code> aside:
+    a language may say an engine error in its own words), or names other {placeholders} in a text."""
+    file = f"{lang}.yaml"
+    if missing := set(english) - set(found):
+        raise KvError(
+            f"The language file {file} lacks {len(missing)} key(s) of en.yaml: {_named(missing)}; "
+            "every key is in every language file."
+        )
+    if extra := {k for k in found if k not in english and not k.startswith("errors.")}:
+        raise KvError(
+            f"The language file {file} has {len(extra)} key(s) en.yaml does not: {_named(extra)}; "
+            "add them to every language file or remove them."
+        )
+    if stray := {k for k in found if k.startswith("errors.") and k[7:] not in CODES}:
+        raise KvError(
+            f"The language file {file} words {len(stray)} error(s) kvcore does not raise: {_named(stray)}; "
+            "an errors.<code> key is a code of kvcore.errors.CODES."
+        )
+    if differ := {k for k in english if fields(str(found[k])) != fields(english[k])}:
+        raise KvError(
+            f"The language file {file} fills other {{placeholders}} than en.yaml in {_named(differ)}; "
+            "a text names the same values in every language."
+        )
+
+
+def language_files() -> tuple[str, ...]:
+    """The languages with a file in i18n/ (data.<code>.yaml files render data, not the site's keys)."""
+    return tuple(sorted(p.stem for p in FOLDER.glob("*.yaml") if not p.stem.startswith("data.")))
+
+
+def check_languages() -> None:
+    """Every language file present and every language the switch lists: one file each, all keys in every one
+    (texts refuses a file that lacks one). A KvError in one sentence names the first that is not."""
+    files = language_files()
+    if unlisted := [code for code in files if code not in LANGUAGES]:
+        raise KvError(
+            f"The language file {unlisted[0]}.yaml is not in kvsite.i18n.LANGUAGES; list it there with its "
+            "own name for the language switch."
+        )
+    if no_file := [code for code in LANGUAGES if code not in files]:
+        raise KvError(
+            f"The language {no_file[0]!r} in kvsite.i18n.LANGUAGES has no file {no_file[0]}.yaml."
+        )
+    for code in files:
+        check_language(code, _read(FOLDER, code), _read(FOLDER, DEFAULT))
 
 
 @lru_cache(maxsize=None)

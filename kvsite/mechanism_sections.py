@@ -6,10 +6,10 @@ Example: mechanism_work(16, 50, False, "en")["with"] -> 50 (rows computed with a
 
 from __future__ import annotations
 
-from kvcore.recordings import provenance as run_info
 from kvcore.recordings.store import Recording
+from kvcore.recordings.store import provenance as run_info
 from kvcore.units import fmt_num, fmt_ratio
-from kvcore.views import memory as views
+from kvcore.views.memory import memory as views
 
 from . import i18n
 from .chart import make_chart
@@ -50,7 +50,7 @@ def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
     df = views.mechanism_measured(recs)
     names = source_names(recs, lang)
     chips = {
-        r.id: run_info.provenance(r)["chip"] or names[r.id] for r in recs
+        r.id: run_info.badge_fields(r)["chip"] or names[r.id] for r in recs
     }  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
     df = df.assign(

@@ -1,7 +1,7 @@
 """The prefill-and-decode chapter's sections for one reader, one cached function each
 (kvsite.sections' conventions): widget values, language and recordings in; chart, numbers and text
 out. The numbers come from kvcore.views.speed (kvcore.timing.estimate underneath) with the efficiencies
-kvcore.timing.fit fitted on published runs. Many readers at once (batching): kvsite.batch_sections.
+kvcore.fits.shares fitted on published runs. Many readers at once (batching): kvsite.batch_sections.
 
 Example: roofline("M4 Max (40-core GPU)", "llama-3.2-1b", "mlx-q4", 2048, 512, 8, "en")["chart"]
 """
@@ -16,16 +16,16 @@ from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec
 from kvcore.recordings.store import Recording
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
-from kvcore.timing import estimate as timing
-from kvcore.timing import fit as timing_fit
-from kvcore.timing import hardware
+from kvcore.timing.estimate import estimate as timing
+from kvcore.timing.estimate import fit as timing_fit
+from kvcore.timing.estimate import hardware
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
-from kvcore.views import speed as time_views
+from kvcore.views.memory import speed as time_views
 
 from . import i18n
 from .chart import make_chart
 from .sections import cached, cols
-from .sources import provenance, source_label
+from .sources import badge_fields, source_label
 from .tables import md_table
 
 RUNTIME = DEFAULT_RUNTIME  # mlx_lm: one cache per sequence (the calculator has llama.cpp slots)
@@ -36,7 +36,7 @@ def _k(tokens: int) -> str:
 
 
 def efficiency(chip: str) -> timing.Efficiency:
-    """The shares of peak this chapter uses on `chip`: kvcore.timing.fit's, fitted on published runs."""
+    """The shares of peak this chapter uses on `chip`: kvcore.fits.shares's, fitted on published runs."""
     return timing_fit.efficiency(chip, RUNTIME)
 
 
@@ -101,7 +101,7 @@ def roofline(
     article_chip = ""
     if article is not None:
         measured = time_views.measured_points(article)
-        article_chip = provenance(article)["chip"]
+        article_chip = badge_fields(article)["chip"]
         if not measured.empty:
             measured = measured.assign(series=t("s_article", chip=article_chip), bound="")
             pts = pd.concat([pts, measured], ignore_index=True)
@@ -291,7 +291,7 @@ def pptg_table(recs: list[Recording], lang: str) -> list[tuple[str, str]]:
                 "tg": (t("pptg_tg"), "{:,.2f}"),
             },
         )
-        p = provenance(rec)
+        p = badge_fields(rec)
         out.append(
             (f"{source_label(rec, lang)} · [{p['author']}, {p['published']}]({p['url']})", table)
         )

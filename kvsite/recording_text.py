@@ -14,7 +14,7 @@ from kvcore.units import fmt_num
 
 from . import i18n
 from .cache import section_cache
-from .sources import provenance
+from .sources import badge_fields
 
 cached = section_cache(max_entries=128)
 
@@ -68,7 +68,7 @@ def _items(lang: str, items: list) -> str:
 @cached
 def method_words(rec: Recording, section: str | None, lang: str) -> str:
     """The recording's method in one line: its top-level fields and, given a section, that section's method."""
-    groups = method_groups(provenance(rec)["method"])
+    groups = method_groups(badge_fields(rec)["method"])
     chosen = [(g, items) for g, items in groups if g == "" or g == section]
     return i18n.translate(lang, "recordings.method_sep").join(
         _items(lang, items) for _, items in chosen if items
@@ -86,7 +86,7 @@ def _date(text: str) -> str:
 def badge_line(rec: Recording, section: str | None, lang: str) -> str:
     """The chapter pages' one-line badge: published (citation, chip, model) or measured (chip, machine, model,
     the method of the section shown, versions, date)."""
-    p = provenance(rec)
+    p = badge_fields(rec)
     t = i18n.translator(lang)
     if p["kind"] == "published":
         return t(
@@ -110,7 +110,7 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
 def provenance_card(rec: Recording, lang: str) -> str:
     """The full provenance as a markdown list of translated fields: machine, chip, model, weights and KV format,
     method in words (one line per group), versions, date, command, citation. Fields the recording lacks are left out."""
-    p = provenance(rec)
+    p = badge_fields(rec)
     t = i18n.translator(lang)
     machine = p["machine"] + (t("recordings.memory", gb=p["memory_gb"]) if p["memory_gb"] else "")
     fields = [
@@ -157,7 +157,7 @@ def provenance_card(rec: Recording, lang: str) -> str:
 def source_words(rec: Recording, lang: str, label: str) -> str:
     """A recording as an export cites it, in one plain line: its name on the site, then its citation and address
     (published) or its machine, versions and date (measured)."""
-    p = provenance(rec)
+    p = badge_fields(rec)
     if p["kind"] == "published":
         return " — ".join(filter(None, (label, i18n.data_text(lang, p["citation"]), p["url"])))
     return " — ".join(filter(None, (label, p["machine"], p["versions"], _date(p["date"]))))

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from kvcore.inputs.presets import load_preset, preset_geometry
 from kvcore.memory.formats import FORMATS
-from kvcore.recordings import provenance as run_info
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
+from kvcore.recordings.store import provenance as run_info
 from kvcore.units import fmt_num, fmt_pct
-from kvcore.views import memory as views
-from kvcore.views import savings as savings_views
+from kvcore.views.memory import memory as views
+from kvcore.views.memory import savings as savings_views
 
 from . import i18n
 from .chart import make_chart
@@ -224,7 +224,7 @@ def benchmark(rec: Recording, lang: str) -> dict:
     rows = views.section_frame([rec], "benchmark")
     rows["label"] = rows["tokens_per_s"].map(lambda v: fmt_num(v, unit="tok/s"))
     t = i18n.translator(lang)
-    p = run_info.provenance(rec)
+    p = run_info.badge_fields(rec)
     titles = cols(lang, "name", "tokens_per_s", "peak_memory_gb")
     table = rows[["name", "tokens_per_s", "peak_memory_gb"]].rename(columns=titles)
     return {

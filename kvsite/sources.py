@@ -9,9 +9,9 @@ import importlib.util
 import os
 from pathlib import Path
 
-from kvcore.recordings import store as recordings
-from kvcore.recordings.provenance import provenance as recording_provenance
+from kvcore.recordings.provenance import badge_fields as engine_badge_fields
 from kvcore.recordings.store import Recording
+from kvcore.recordings.store import store as recordings
 
 from .cache import section_cache
 
@@ -48,9 +48,9 @@ def load_recordings():
 
 
 @section_cache(max_entries=256)
-def provenance(rec: Recording) -> dict:
-    """kvcore.recordings.provenance.provenance(rec), once per recording content (read-only: shared)."""
-    return recording_provenance(rec)
+def badge_fields(rec: Recording) -> dict:
+    """kvcore.recordings.provenance.badge_fields(rec), once per recording content (read-only: shared)."""
+    return engine_badge_fields(rec)
 
 
 @section_cache(max_entries=256)
@@ -65,7 +65,7 @@ def source_label(rec: Recording, lang: str, where: str = "", short: bool = False
     short: the name kvcore makes short enough for a legend or the sidebar (Recording.short_name), kind first."""
     from . import i18n
 
-    p = provenance(rec)
+    p = badge_fields(rec)
     if short:
         mark = (
             i18n.translate(lang, f"source.short_{where}") if where else ""

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from kvcore.recordings.provenance import provenance
-from kvcore.timing import hardware
+from kvcore.recordings.provenance import badge_fields
+from kvcore.timing.estimate import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.chart import show_chart
@@ -88,7 +88,7 @@ def what_if_section() -> None:
         help=f.t(
             "decode.efficiency_help",
             eff=fmt_pct(default_eff),
-            chip=provenance(article)["chip"] if article else "—",
+            chip=badge_fields(article)["chip"] if article else "—",
         ),
     )
     what = decode_sections.what_if(chip_name, model, weights, eff, f.lang)

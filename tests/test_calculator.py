@@ -110,7 +110,7 @@ def test_efficiency_comes_from_the_article_recording():
 
 def test_efficiency_is_the_mean_share_of_the_memory_bound_runs_on_known_chips():
     """With the bundled published series: every memory-bound fit on a chip with a known peak counts once."""
-    from kvcore.timing.decode_runs import chip_for, fit_run
+    from kvcore.fits.decode import chip_for, fit_run
 
     recordings, _ = load_all()
     counted = [(r, fit_run(r), chip_for(r)) for r in recordings]

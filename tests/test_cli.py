@@ -70,8 +70,8 @@ def test_calc_sequences_and_separate_k_v_formats():
         ),
         (
             ["--kv-format", "q8_0"],
-            "mlx_lm does not store K/V as 'q8_0': its caches hold fp32, fp16, bf16, mlx-q8, mlx-q4; "
-            "the reference runtime sizes any format.",
+            "mlx_lm does not store K/V as 'q8_0': its caches hold fp32, fp16, bf16, mlx-q8, mlx-q6, "
+            "mlx-q5, mlx-q4, mlx-q3, mlx-q2; the reference runtime sizes any format.",
         ),
     ],
 )

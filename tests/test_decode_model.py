@@ -31,8 +31,8 @@ def test_worked_check_292_to_119_tok_s_from_the_preset_alone():
 def test_article_as_measured_slowdown_comes_from_its_recording():
     from pathlib import Path
 
+    from kvcore.fits.decode import worked_check
     from kvcore.recordings.store import load
-    from kvcore.timing.decode_runs import worked_check
 
     check = worked_check(
         load(Path(__file__).resolve().parents[1] / "recordings" / "published-article-a-m5-pro.yaml")
@@ -47,8 +47,8 @@ def test_article_as_measured_slowdown_comes_from_its_recording():
 def test_a_runs_decode_analysis_is_its_points_fit_and_check_computed_once():
     """analyse(rec) gives what the Decode chapter shows about a run; each part is what the separate functions give,
     and the fitted curve passes through the fit at the run's own contexts."""
+    from kvcore.fits import decode as decode_runs
     from kvcore.recordings import store as recordings
-    from kvcore.timing import decode_runs
 
     recs, _ = recordings.load_all()
     analysed = [(rec, decode_runs.analyse(rec)) for rec in recs if rec.has("decode")]
@@ -176,8 +176,8 @@ def _fit_recording(tmp_path, **model):
 
 
 def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not_know(tmp_path):
+    from kvcore.fits.decode import fit_run, geometry_for
     from kvcore.recordings.store import Recording
-    from kvcore.timing.decode_runs import fit_run, geometry_for
 
     rec = _fit_recording(tmp_path, kv_format="q8_0", weights_format="mlx-q8")
     _, weights, spec = geometry_for(rec)
@@ -204,7 +204,7 @@ def test_a_fit_reads_the_formats_the_recording_names_and_refuses_one_it_does_not
 def test_a_recording_that_omits_a_format_is_not_fitted_as_fp16_or_bf16_and_says_so(
     tmp_path, stated
 ):
-    from kvcore.timing.decode_runs import analyse, fit_run, geometry_for, no_fit_reason
+    from kvcore.fits.decode import analyse, fit_run, geometry_for, no_fit_reason
 
     rec = _fit_recording(tmp_path, **stated)  # valid: the source does not state the other format
     assert geometry_for(rec) is None and fit_run(rec) is None and analyse(rec) is None
@@ -218,8 +218,8 @@ def test_an_mlx_quantized_cache_with_no_activation_dtype_is_not_fitted_and_one_m
 ):
     """mlx-q4 keeps a scale and a bias per 64 values in the activation dtype (fp32 doubles them against fp16): not
     stated, no fit rather than fp16's bytes; a plain fp16 cache holds no scales, so it needs none stated."""
+    from kvcore.fits.decode import fit_run, geometry_for, no_fit_reason
     from kvcore.recordings import store as recordings
-    from kvcore.timing.decode_runs import fit_run, geometry_for, no_fit_reason
 
     unstated = _fit_recording(tmp_path, kv_format="mlx-q4", weights_format="mlx-q4")
     assert geometry_for(unstated) is None and fit_run(unstated) is None
@@ -237,8 +237,8 @@ def test_an_mlx_quantized_cache_with_no_activation_dtype_is_not_fitted_and_one_m
 
 
 def test_every_bundled_decode_run_is_fitted_or_says_why():
+    from kvcore.fits.decode import analyse, no_fit_reason
     from kvcore.recordings import store as recordings
-    from kvcore.timing.decode_runs import analyse, no_fit_reason
 
     recs = recordings.load_all([recordings.BUNDLED_DIR])[0]
     for rec in (r for r in recs if r.rows("decode")):

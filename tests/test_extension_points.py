@@ -1,20 +1,23 @@
-"""Where a new cache format, model family or runtime goes: one entry, and it reaches the engine, the calculator,
-the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs' weights); a wrong one is
-refused with a sentence (the README's "Where things go"; the Calculator page's choices are held by
-tests/app/test_app_calculator.py, a chapter's and a language's registry by tests/app/test_chapters.py).
+"""Where a new cache format, model family, runtime, language or published run goes: one entry, and it reaches the
+engine, the calculator, the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs'
+weights); a wrong one is refused by the code in one sentence naming it (the README's "Where things go"; the
+Calculator page's choices are held by tests/app/test_app_calculator.py, a chapter's and a language's registry by
+tests/app/test_chapters.py).
 
-Every entry here is monkeypatched into its registry for one test: nothing is written into the repository."""
+Every entry here is monkeypatched into its registry, or written into a temporary copy, for one test: nothing is
+written into the repository."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvcore.cli import main as cli
+from kvcore.cli.main import main as cli
 from kvcore.errors import KvError
 from kvcore.inputs import presets
 from kvcore.inputs.config import parse_config
@@ -23,8 +26,8 @@ from kvcore.memory import formats
 from kvcore.memory.formats import CacheFormat
 from kvcore.memory.formulas import KvSpec, kv_bytes
 from kvcore.model import families
-from kvcore.runtimes import registry as runtimes
 from kvcore.runtimes.base import Runtime, Setting
+from kvcore.runtimes.registry import registry as runtimes
 from kvcore.runtimes.token import TokenRuntime
 from kvcore.views.calculator import calculate, formats_that_fit, runtime_formats
 
@@ -124,6 +127,82 @@ def test_a_format_of_an_unknown_layout_is_refused_with_its_kind():
         CacheFormat("q6_old", "ggml", 6, 32, 26)
 
 
+def one_sentence(error: KvError, name: str) -> str:
+    """The refusal's text, checked to be one line that names the thing refused and ends as a sentence."""
+    text = str(error)
+    assert repr(name) in text and text.endswith(".") and "\n" not in text, text
+    return text
+
+
+_QUANT = "QuantizedKVCache"
+
+
+@pytest.mark.parametrize(
+    "row, says",
+    [  # issue 26's impossible rows, and their kin
+        (
+            dict(kind="mlx", bits=7, mlx_cache=_QUANT),
+            "quantizes to 7 bits; mlx quantizes with 1, 2",
+        ),
+        (
+            dict(kind="block", bits=4, block_values=32, block_bytes=20),
+            "ggml's Q4_0 block is 32 values in 18",
+        ),
+        (dict(kind="block", bits=4, block_values=32, block_bytes=16), "4 bits take 16 bytes"),
+        (dict(kind="block", bits=8, block_values=32, block_bytes=64), "(33 to 36 in all)"),
+        (dict(kind="mlx", bits=4, mlx_cache="QuantisedKVCache"), "mlx_lm's are KVCache, Quantized"),
+        (dict(kind="block", bits=4, block_values=17, block_bytes=10), "blocks of 17 values"),
+        (dict(kind="plain", bits=12), "plain values of 12 bits"),
+        (dict(kind="plain", bits=8, mlx_cache=_QUANT), "QuantizedKVCache holds mlx ones"),
+        (dict(kind="mlx", bits=4, block_values=32, block_bytes=18), "mlx format with a block size"),
+        (dict(kind="plain", bits=16, pads=True), "not a block format"),
+    ],
+)
+def test_an_impossible_format_row_is_refused_when_made_in_one_sentence(row, says):
+    name = {"mlx": "mlx-q7", "block": "q4_0", "plain": "fp12"}[row["kind"]]
+    with pytest.raises(KvError) as e:
+        CacheFormat(name, **row)
+    assert says in one_sentence(e.value, name)
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [
+        (CacheFormat("q8_0", "block", 8, 32, 34, llamacpp=True), "q8_0"),  # once silently dropped
+        (CacheFormat("half", "plain", 16, ggml="f16"), "f16"),  # fp16's llama.cpp name
+    ],
+)
+def test_a_format_listed_twice_is_refused_when_the_table_is_built(extra, name):
+    with pytest.raises(KvError, match="is listed twice in the table of formats") as e:
+        formats.format_table(*formats.FORMATS.values(), extra)
+    one_sentence(e.value, name)
+    assert (
+        formats.format_table(*formats.FORMATS.values()) == formats.FORMATS
+    )  # the table's own rows
+
+
+def test_one_name_to_cache_mapping_so_every_command_takes_the_same_mlx_formats():
+    """kvcore.memory.formats.mlx_cache is how a live cache, a live model's weights and a quality run read a format name:
+    what the calculator sizes under mlx_lm is what they make, and a format it refuses they refuse."""
+    from kvcore.measure.mlx_quality import parse_format
+    from kvcore.measure.models import _weights_kind
+
+    mlx = presets.preset_geometry("llama-3.2-1b")
+    assert formats.mlx_cache("mlx-q3") == ("QuantizedKVCache", 3)
+    assert formats.mlx_cache("bf16") == ("KVCache", None)
+    for name in formats.mlx_cache_formats():
+        calculate(mlx, 1024, 1, KvSpec(name, name), "mlx-q4")  # calc sizes it
+        assert parse_format(name).bits == formats.mlx_cache(name)[1]  # quality measures it
+    assert _weights_kind("mlx-q8") == (None, 8) and _weights_kind("fp16") == ("fp16", None)
+    for name in ("mlx-q7", "q8_0", "mlx-q"):
+        with pytest.raises(KvError, match=f"Unknown KV format '{name}'"):
+            formats.mlx_cache(name)
+        with pytest.raises(KvError, match=f"Unknown KV format '{name}' for quality"):
+            parse_format(name)
+        with pytest.raises(KvError, match=f"'{name}'"):
+            calculate(mlx, 1024, 1, KvSpec(name, name), "mlx-q4")
+
+
 # ---------------------------------------------------------------- the chapters' format choices
 
 
@@ -138,9 +217,9 @@ def chapter(path: str, **params) -> AppTest:
 
 @pytest.fixture
 def throwaway_mlx_format(monkeypatch):
-    """A 6-bit format an mlx_lm cache class holds (QuantizedKVCache(bits=6)), in the one table of formats."""
+    """A 1-bit format an mlx_lm cache class holds (QuantizedKVCache(bits=1)), in the one table of formats."""
     fmt = CacheFormat(
-        "mlx-q6", "mlx", 6, source="a throw-away format", mlx_cache="QuantizedKVCache"
+        "mlx-q1", "mlx", 1, source="a throw-away format", mlx_cache="QuantizedKVCache"
     )
     monkeypatch.setitem(formats.FORMATS, fmt.name, fmt)
     return fmt
@@ -151,15 +230,15 @@ def test_a_format_reaches_the_chapters_that_offer_formats_of_its_purpose(
 ):
     """Linear growth and the .nbytes trap offer what an mlx_lm cache class holds (both chapters grow mlx_lm's
     cache): the block format is offered on neither, the mlx one on both, and it is drawn when chosen."""
-    growth = chapter("pages/3_Linear_growth.py", kv="mlx-q6")
+    growth = chapter("pages/3_Linear_growth.py", kv="mlx-q1")
     options = growth.selectbox(key="kv").options
-    assert "mlx-q6" in options and "q6_test" not in options
-    assert not growth.exception and growth.selectbox(key="kv").value == "mlx-q6"
-    assert "mlx-q6" in growth.code[0].value  # the formula names it
-    trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q6")
+    assert "mlx-q1" in options and "q6_test" not in options
+    assert not growth.exception and growth.selectbox(key="kv").value == "mlx-q1"
+    assert "mlx-q1" in growth.code[0].value  # the formula names it
+    trap = chapter("pages/2_Nbytes_trap.py", fmt="mlx-q1")
     options = trap.selectbox(key="fmt").options
-    assert "mlx-q6" in options and "q6_test" not in options
-    assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q6"
+    assert "mlx-q1" in options and "q6_test" not in options
+    assert not trap.exception and trap.selectbox(key="fmt").value == "mlx-q1"
 
 
 def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option(
@@ -170,14 +249,14 @@ def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option
     unknown one is refused in one sentence naming the valid ones, the new one among them."""
     import argparse
 
-    from kvcore.cli import live_args
+    from kvcore.cli.main import live_args
     from kvcore.measure import caches as live_memory
 
-    assert live_memory.kv_spec("mlx-q6", "fp16") == KvSpec("mlx-q6", "mlx-q6", 64, "fp16")
-    assert live_args.kv_format("mlx-q6") == "mlx-q6"
-    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q6"):
+    assert live_memory.kv_spec("mlx-q1", "fp16") == KvSpec("mlx-q1", "mlx-q1", 64, "fp16")
+    assert live_args.kv_format("mlx-q1") == "mlx-q1"
+    with pytest.raises(KvError, match=r"Unknown KV format 'mlx-q7'; valid here: .*mlx-q1"):
         live_memory.kv_spec("mlx-q7", "fp16")
-    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q6.*, not 'q6_test'"):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"one of .*mlx-q1.*, not 'q6_test'"):
         live_args.kv_format("q6_test")  # a block format no mlx_lm cache class holds
 
 
@@ -190,6 +269,191 @@ def test_a_live_weight_format_reaches_the_live_runs_choice(monkeypatch):
     at = chapter("pages/4_Decode_slowdown.py", src="live")
     weights = at.selectbox(key="live_w_decode")
     assert not at.exception and "mlx-q6" in weights.options and weights.value == "mlx-q4"
+
+
+# ---------------------------------------------------------------- languages
+
+
+@pytest.fixture
+def language_folder(tmp_path, monkeypatch):
+    """A copy of kvsite/i18n/ the site reads for one test (nothing is written into the repository)."""
+    import shutil
+
+    from kvsite import i18n
+
+    for path in i18n.FOLDER.glob("*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(i18n, "FOLDER", tmp_path)
+    i18n.texts.cache_clear()
+    yield tmp_path
+    i18n.texts.cache_clear()
+
+
+def write_language(folder: Path, code: str, change) -> None:
+    """A new language file: English's texts with `change` made to them (a dict of sections)."""
+    import yaml
+
+    tree = yaml.safe_load((folder / "en.yaml").read_text(encoding="utf-8"))
+    change(tree)
+    (folder / f"{code}.yaml").write_text(yaml.safe_dump(tree, allow_unicode=True), encoding="utf-8")
+
+
+def test_every_language_file_present_has_every_key_of_every_other(language_folder, monkeypatch):
+    """A new language whose file lacks a key once showed ⟨common.context⟩ on the pages (parity was checked for
+    ja alone): now the file is refused when it is read, naming the file and the key, and check_languages reads
+    every file present. Its other contracts: listed in LANGUAGES, the same {placeholders}, no key English lacks."""
+    from kvsite import i18n
+
+    i18n.check_languages()  # the files as they are
+    monkeypatch.setitem(i18n.LANGUAGES, "xx", "Throwaway")
+    write_language(language_folder, "xx", lambda t: t["common"].pop("context"))
+    sentence = (
+        "The language file xx.yaml lacks 1 key(s) of en.yaml: common.context; every key is in"
+    )
+    for check in (i18n.check_languages, lambda: i18n.texts("xx")):
+        with pytest.raises(KvError, match=re.escape(sentence)) as e:
+            check()
+        assert "\n" not in str(e.value) and str(e.value).endswith(".")
+    at = chapter("pages/1_Mechanism.py", lang="xx")  # the pages say it, not ⟨common.context⟩
+    assert at.exception and sentence in at.exception[0].message
+
+    write_language(language_folder, "xx", lambda t: t["common"].update(contxt="typo"))
+    i18n.texts.cache_clear()
+    with pytest.raises(KvError, match=r"xx.yaml has 1 key\(s\) en.yaml does not: common.contxt;"):
+        i18n.texts("xx")
+    first = next(k for k, v in i18n.texts("en").items() if "{" in v)
+    section, key = first.split(".", 1)
+
+    def placeholders(tree):
+        node = tree[section]
+        *path, last = key.split(".")
+        for part in path:
+            node = node[part]
+        node[last] = "no values named"
+
+    write_language(language_folder, "xx", placeholders)
+    with pytest.raises(
+        KvError, match=f"xx.yaml fills other {{placeholders}} than en.yaml in {first};"
+    ):
+        i18n.check_languages()
+    write_language(language_folder, "xx", lambda t: t.update(errors={"rec_yamll": "a typo"}))
+    with pytest.raises(
+        KvError, match=r"xx.yaml words 1 error\(s\) kvcore does not raise: errors.rec_yamll;"
+    ):
+        i18n.check_languages()
+    write_language(language_folder, "yy", lambda t: None)  # a whole file, but not on the switch
+    with pytest.raises(KvError, match=r"yy.yaml is not in kvsite.i18n.LANGUAGES"):
+        i18n.check_languages()
+
+
+# ---------------------------------------------------------------- published and uploaded runs
+
+CITED_RUN = ROOT / "recordings" / "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit.yaml"
+
+
+def _cited(change) -> bytes:
+    """A bundled cited run (its URL, author, date, chip, preset...) with `change` made to its data, as an upload's
+    bytes."""
+    import yaml
+
+    from kvcore.recordings.store import store as recordings
+
+    data = yaml.safe_load(CITED_RUN.read_text(encoding="utf-8"))
+    change(data)
+    return recordings.dump_text(data).encode()
+
+
+def _drop(section: str, key: str):
+    return lambda d: d[section].pop(key)
+
+
+def _set(section: str, key: str, value):
+    return lambda d: d[section].update({key: value})
+
+
+@pytest.mark.parametrize(
+    "change, code, says",
+    [  # issue 26: each loaded before; "URL on github.com" and "settings/context_rule required" lived in tests
+        (
+            _set("hardware", "chip", "M9 Ultra"),
+            "rec_chip",
+            "hardware.chip 'M9 Ultra' is not a chip",
+        ),
+        (_set("hardware", "chip_stated", False), "rec_chip_stated", "chip_stated is false"),
+        (
+            _set("model", "preset", "llama-3.1-8bb"),
+            "rec_preset",
+            "model.preset 'llama-3.1-8bb' is not",
+        ),
+        (_set("citation", "date", "2026-02-30"), "rec_date", "citation.date '2026-02-30' is not a"),
+        (_set("citation", "date", "2999-01-01"), "rec_date", "not after today"),
+        (
+            _set("citation", "url", "https://example.com/run"),
+            "rec_url_host",
+            "must be a page on github",
+        ),
+        (_drop("citation", "settings"), "rec_missing", "'citation.settings' must be"),
+        (_drop("citation", "context_rule"), "rec_missing", "'citation.context_rule' must be"),
+        (
+            _drop("citation", "command"),
+            "rec_missing",
+            "'citation.command' must be",
+        ),  # a decode series
+        (_drop("runtime", "version"), "rec_missing", "'runtime.version' must be"),
+        (_drop("model", "quantization"), "rec_missing", "'model.quantization' must be"),
+        (_set("model", "unusual", True), "rec_missing", "'model.architecture_note' must be"),
+        (
+            _set("model", "config", {"model_type": "nope"}),
+            "rec_config",
+            "model.config cannot be read",
+        ),
+    ],
+)
+def test_a_published_run_that_breaks_a_rule_is_refused_on_upload_in_one_sentence(
+    change, code, says
+):
+    from kvcore.recordings.store import store as recordings
+    from kvsite import i18n
+
+    recordings.parse_bytes(_cited(lambda d: None), "run.yaml")  # the run as bundled loads
+    with pytest.raises(recordings.RecordingError) as e:
+        recordings.parse_bytes(_cited(change), "run.yaml")
+    text = str(e.value)
+    assert (
+        e.value.code == code and says in text and text.startswith("run.yaml: ") and "\n" not in text
+    )
+    assert i18n.has("ja", f"errors.{code}")  # the site says it in Japanese too
+    assert "run.yaml" in i18n.error_text("ja", e.value)
+
+
+def test_a_key_written_twice_in_a_run_is_refused_not_read_as_its_last_value():
+    from kvcore.recordings.store import store as recordings
+
+    raw = _cited(lambda d: None).replace(b"kv_format: fp16", b"kv_format: fp16\n  kv_format: q4_0")
+    with pytest.raises(recordings.RecordingError, match="repeats the key 'kv_format' of its") as e:
+        recordings.parse_bytes(raw, "run.yaml")
+    assert e.value.code == "rec_duplicate_key" and "line " in str(e.value)
+    twice = b"sections:\n  decode:\n    - {context: 1, tokens_per_s: 2, context: 3}\n"
+    with pytest.raises(recordings.RecordingError, match="repeats the key 'context'"):
+        recordings.read_yaml(twice.decode(), "run.yaml")
+    recordings.read_yaml(
+        "a: {b: 1}\nc: {b: 2}\nd: [{b: 1}, {b: 1}]\n"
+    )  # the same key in two mappings
+
+
+def test_a_misspelt_preset_is_named_not_reported_as_no_model():
+    """A file that skipped validation (kvcore.recordings.check refuses it on loading): the decode model names the
+    preset rather than saying the run names no model (decode_model once swallowed the error into "no_model")."""
+    import yaml
+
+    from kvcore.recordings.store import Recording
+    from kvcore.timing.estimate import decode_model
+
+    data = yaml.safe_load(_cited(_set("model", "preset", "llama-3.1-8bb")))
+    with pytest.raises(KvError, match="'llama-3.1-8bb'"):
+        decode_model.no_fit_reason(Recording(None, data))
+    named = Recording(None, yaml.safe_load(_cited(_set("hardware", "chip", "M4 Max"))))
+    assert decode_model.chip_for(named) is None  # a family whose variant the source does not state
 
 
 # ---------------------------------------------------------------- families
@@ -228,6 +492,26 @@ def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatc
     )
     with pytest.raises(KvError, match=named):
         parse_config(config)
+
+
+@pytest.mark.parametrize("key", ["mlx-lm", "llama_cpp", "vllm"])
+def test_a_family_stating_window_rules_for_an_unknown_key_is_refused_when_made(key):
+    """A window key no runtime reads (a typo of mlx_lm, llama.cpp, or a runtime not registered) would leave that
+    runtime on `none`, every layer full, without a word: refused when the row is made, in one sentence."""
+    with pytest.raises(
+        KvError, match=f"states window rules for '{key}', which is no runtime's"
+    ) as e:
+        families.Family("throwaway_gemma", windows={"reference": "pattern", key: "pattern"})
+    one_sentence(e.value, key)
+    with pytest.raises(KvError, match=f"'{key}'"):  # a row changed later is made again, and checked
+        dataclasses.replace(families.FAMILIES["llama"], windows={key: "none"})
+
+
+def test_every_runtime_reads_a_window_key_of_the_family_table():
+    """families.WINDOW_KEYS is the list of rule sets; each registered runtime applies one of them."""
+    assert {rt.windows for rt in runtimes.RUNTIMES.values()} <= set(families.WINDOW_KEYS)
+    for family in families.FAMILIES.values():
+        families.check_window_keys(family)
 
 
 def test_a_shared_expert_is_its_own_field_not_the_gated_query():

@@ -19,9 +19,10 @@ from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.gguf_header import read_header
 from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
 from kvcore.measure import real_model
-from kvcore.memory.formats import FORMATS
+from kvcore.memory.formats import FORMATS, llamacpp_types
+from kvcore.memory.weight_formats import GGML_BLOCKS
 from kvcore.model.families import FAMILIES, MODEL_TYPE_ALIASES
-from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.registry import llamacpp_cache as llamacpp
 
 SMOLLM2 = str(
     real_model.gguf_path()
@@ -104,12 +105,21 @@ def test_smollm2_gguf_reads_as_llamacpp_builds_it():
 
 
 def test_kvcore_block_layouts_agree_with_gguf_py():
+    """Every KV format named after a ggml type, and every ggml block kvcore sizes weights with, has gguf-py's
+    (values, bytes) per block; the KV ones checked are exactly stock llama.cpp's block types (never none)."""
+    checked = set()
     for fmt in FORMATS.values():
-        if fmt.kind == "ggml":
+        if fmt.kind == "block" and fmt.name.upper() in GGMLQuantizationType.__members__:
             assert GGML_QUANT_SIZES[GGMLQuantizationType[fmt.name.upper()]] == (
                 fmt.block_values,
                 fmt.block_bytes,
-            )
+            ), fmt.name
+            checked.add(fmt.name)
+    assert (
+        checked == {n for n in llamacpp_types() if FORMATS[n].kind == "block"} and len(checked) == 6
+    )
+    for name, block in GGML_BLOCKS.items():
+        assert GGML_QUANT_SIZES[GGMLQuantizationType[name]] == block, name
 
 
 def test_calc_reads_a_gguf_with_the_llamacpp_runtime_and_refuses_others(tmp_path, capsys):

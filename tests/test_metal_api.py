@@ -18,7 +18,7 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from kvcore.cli import doctor  # noqa: E402
+from kvcore.cli.main import doctor  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.measure import caches as live_memory  # noqa: E402
 from kvcore.measure import machine  # noqa: E402
@@ -121,7 +121,7 @@ def test_a_metal_run_is_labelled_apple_silicon(metal, monkeypatch):
     monkeypatch.setattr(machine.platform, "system", lambda: "Darwin")
     monkeypatch.setattr(machine.platform, "release", lambda: "24.6.0")
     monkeypatch.setattr(machine.platform, "machine", lambda: "arm64")
-    prov = machine.provenance("python -m kvcore record")
+    prov = machine.measured_provenance("python -m kvcore record")
     assert prov["backend"] == "mlx metal" and prov["machine"]["chip"] == "Apple M3 Max"
     assert prov["machine"]["memory_gb"] == 38.7 and prov["machine"]["os"].startswith("Darwin")
     assert live_record.default_label(prov) == "Measured — Apple M3 Max (Metal), live run"
@@ -162,7 +162,7 @@ def test_doctor_without_metal_says_so_on_a_mac(monkeypatch):
 
 def test_the_live_code_prints_no_deprecation_warning():
     code = (
-        "from kvcore.cli import doctor; from kvcore.measure import machine; machine.provenance('x'); machine.available_memory_bytes();"
+        "from kvcore import doctor, machine; machine.measured_provenance('x'); machine.available_memory_bytes();"
         "doctor.rows()"
     )
     r = subprocess.run(

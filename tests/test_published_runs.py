@@ -8,12 +8,13 @@ import math
 
 import pytest
 
+from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import FORMATS
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS, weights_bytes
 from kvcore.recordings import store as recordings
 from kvcore.recordings.store import RecordingError
-from kvcore.timing import decode_model, decode_runs
+from kvcore.timing import decode_model
 
 BUNDLED, ERRORS = recordings.load_all([recordings.BUNDLED_DIR])
 SERIES = [r for r in BUNDLED if r.kind == "published" and len(r.rows("decode")) >= 2]

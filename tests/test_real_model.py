@@ -198,9 +198,12 @@ def test_answers_part_where_the_baseline_was_unsure(model):
             "head_dim 64.",
         ),
         (
-            ["--kv-formats", "mlx-q7"],
-            "mlx cannot quantize the KV cache as mlx-q7: The requested number of bits 7 is not "
-            "supported.",
+            [
+                "--kv-formats",
+                "mlx-q7",
+            ],  # the formats calc sizes, no other (mlx: bits 7 unsupported)
+            "Unknown KV format 'mlx-q7' for quality; valid: fp32, fp16, bf16, mlx-q8, mlx-q6, mlx-q5, "
+            "mlx-q4, mlx-q3, mlx-q2 (mlx_lm's KVCache and QuantizedKVCache).",
         ),
         (["--kv-formats", "q4_0"], "Unknown KV format 'q4_0' for quality;"),
         (

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcore.errors import CODES
-from kvcore.recordings import store as recordings
 from kvcore.recordings.store import RecordingError
+from kvcore.recordings.store import store as recordings
 from kvsite import i18n
 
 VALID = {
@@ -367,10 +367,10 @@ def test_a_methods_fields_are_grouped_by_section_in_recorded_order():
 
 
 def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows():
-    from kvcore.recordings.provenance import method_groups, provenance
+    from kvcore.recordings.provenance import badge_fields, method_groups
 
     recs, _ = recordings.load_all()
-    p = provenance(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))
+    p = badge_fields(next(r for r in recs if r.id == "measured-linux-cpu-demo-mlx-cpu"))
     assert [g for g, _ in method_groups(p["method"])] == [
         "trap",
         "growth",
@@ -383,7 +383,7 @@ def test_provenance_of_a_bundled_measured_run_carries_every_field_the_card_shows
         p["memory_gb"] == 25.3 and p["command"].startswith("python -m kvcore record") and p["date"]
     )
     assert p["weights_format"] == "fp32" and p["kv_format"] == "fp32" and not p["citation"]
-    published = provenance(next(r for r in recs if r.id == "published-article-a-m5-pro"))
+    published = badge_fields(next(r for r in recs if r.id == "published-article-a-m5-pro"))
     assert (
         published["citation"]
         and published["note"]

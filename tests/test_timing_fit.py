@@ -1,4 +1,4 @@
-"""The time model's calibration and its held-out check (kvcore.timing.fit, kvcore/timing/timing_runs.yaml)."""
+"""The time model's calibration and its held-out check (kvcore.fits.shares, kvcore/fits/timing_runs.yaml)."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kvcore.cli.main import main
-from kvcore.timing import fit as timing_fit
+from kvcore.fits import shares as timing_fit
 
 
 def test_held_out_chips_are_chips_the_fit_never_saw_and_every_point_cites_a_url():

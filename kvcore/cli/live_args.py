@@ -139,7 +139,9 @@ def batch_sizes(text: str) -> list[int]:
 
 def require_gguf(a, does: str) -> None:
     """Refuse, before anything runs, a --runtime that runs GGUF files given another --model."""
-    if not a.model.lower().endswith(".gguf"):
+    from kvcore.inputs.gguf import is_gguf_name
+
+    if not is_gguf_name(a.model):
         raise KvError(
             f"--runtime {a.runtime} {does} a GGUF file: give --model FILE.gguf, not {a.model!r}.",
             "gguf_runtime",

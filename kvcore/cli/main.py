@@ -11,6 +11,7 @@ import sys
 
 from kvcore.cli.args import Parser, whole_number
 from kvcore.errors import KvError
+from kvcore.fits import shares as timing_fit
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import load_preset, preset_names
 from kvcore.inputs.source import resolve_model
@@ -20,7 +21,6 @@ from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS, KvSpec
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 from kvcore.timing import estimate as timing
-from kvcore.timing import fit as timing_fit
 from kvcore.timing import hardware
 from kvcore.units import fmt_bytes
 from kvcore.views.calculator import calculate

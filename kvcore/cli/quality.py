@@ -12,9 +12,9 @@ from kvcore.cli.run import (
     checked,
     command_line,
     print_table,
-    provenance,
     save,
     save_sections,
+    this_run_provenance,
     with_bar,
 )
 from kvcore.errors import KvError
@@ -77,7 +77,7 @@ def _cmd_quality(a) -> int:
     )
     method = quality_method(a.text, a.tokens, a.chunk, a.prompt, model)
     result["provenance"] = dict(
-        provenance(), method=method, model=model_info(model, None, result["baseline"])
+        this_run_provenance(), method=method, model=model_info(model, None, result["baseline"])
     )
     if a.json:
         print(json.dumps(result, ensure_ascii=False))

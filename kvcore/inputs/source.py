@@ -11,6 +11,7 @@ from pathlib import Path
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, read_config_file
 from kvcore.inputs.gguf import geometry as gguf_geometry
+from kvcore.inputs.gguf import is_gguf_name
 from kvcore.inputs.presets import load_preset
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
@@ -20,7 +21,7 @@ from kvcore.runtimes.registry import get_runtime, gguf_runtime
 def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry, dict]:
     """A preset name, a path to a config.json or a model folder holding one, or a GGUF file (llama.cpp's runtime
     only: its layers are llama.cpp's reading of the file) -> (geometry, preset metadata or {})."""
-    if model.lower().endswith(".gguf"):
+    if is_gguf_name(model):
         reader = gguf_runtime()  # the runtime a GGUF file is the model format of
         if get_runtime(runtime) is not reader:
             raise KvError(

@@ -8,11 +8,16 @@ fits is about ... tokens".
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcore.errors import KvError
 from kvcore.measure import machine
-from kvcore.memory.formats import mlx_cache_formats
+from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import KvSpec
 from kvcore.model.geometry import Geometry
+
+if TYPE_CHECKING:
+    from kvcore.measure.live_model import LiveModel
 
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as mlx_lm builds it for a 512-token window (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py)
@@ -83,20 +88,18 @@ def kv_spec(kv_format: str, activation_dtype: str) -> KvSpec:
 
 def live_format(kv_format: str) -> str:
     """`kv_format` if an mlx_lm cache class holds it (kvcore.memory.formats, read when asked), else one sentence."""
-    known = mlx_cache_formats()
-    if kv_format not in known:
-        raise KvError(f"Unknown KV format {kv_format!r}; valid here: {', '.join(known)}.")
+    mlx_cache(kv_format)
     return kv_format
 
 
-def make_caches(model, kv_format: str) -> list:
-    """The caches mlx_lm makes for a kvcore.measure.models.LiveModel (make_prompt_cache on its module); mlx-q8/q4
-    -> QuantizedKVCache per layer."""
+def make_caches(model: LiveModel, kv_format: str) -> list:
+    """The caches mlx_lm makes for this model (make_prompt_cache); an mlx-q<bits> format -> QuantizedKVCache(bits)
+    in place of each KVCache (kvcore.memory.formats.mlx_cache)."""
     from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 
+    cache_class, bits = mlx_cache(kv_format)
     caches = make_prompt_cache(model.module)
-    if kv_format.startswith("mlx-q"):
-        bits = int(kv_format[5:])
+    if cache_class == "QuantizedKVCache":
         caches = [QuantizedKVCache(GROUP_SIZE, bits) if type(c) is KVCache else c for c in caches]
     return caches
 

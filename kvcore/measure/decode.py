@@ -15,6 +15,7 @@ from kvcore.measure.caches import fill_caches, guard, kv_spec, make_caches
 from kvcore.measure.live_model import LiveModel
 from kvcore.measure.progress import Progress, StopCheck, Ticker
 from kvcore.measure.timing import SweepOptions, pass_spread, timed_passes, timed_steps
+from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import kv_bytes
 
 # ---------------------------------------------------------------- decode
@@ -84,7 +85,7 @@ def prefill(
 
 def fill_dtype(model: LiveModel, kv_format: str) -> str:
     """Plain KV formats store their own dtype; quantized caches quantize the model's activations."""
-    return model.dtype if kv_format.startswith("mlx-q") else kv_format
+    return model.dtype if mlx_cache(kv_format)[0] == "QuantizedKVCache" else kv_format
 
 
 def _decode_guard(model: LiveModel, max_context: int, kv_format: str, steps: int) -> None:

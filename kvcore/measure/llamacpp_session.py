@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from kvcore.errors import KvError
-from kvcore.measure.machine import provenance
+from kvcore.measure.machine import measured_provenance
 
 LLAMA_CPP_COMMIT = "0c1e570"  # vendored by llama-cpp-python 0.3.36 (its vendor/llama.cpp)
 
@@ -153,7 +153,7 @@ def predicted(geometry, kv_format: str, n_ctx: int, n_batch: int) -> dict:
     """kvcore's llama.cpp rules for this file and a context like Context's: the cache lines and
     bytes per token."""
     from kvcore.memory.formulas import KvSpec
-    from kvcore.runtimes import llamacpp_cache as llamacpp
+    from kvcore.runtimes.registry import llamacpp_cache as llamacpp
     from kvcore.runtimes.registry import runtime_of
 
     options = llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch))
@@ -165,7 +165,7 @@ def run_provenance(command: str, log: list[str]) -> dict:
     """A llama.cpp run's provenance: the machine, llama.cpp's device (Metal when its log names it,
     else the CPU), the versions that ran (mlx not used), and its BLAS as llama.cpp's system info
     reports it."""
-    prov = provenance(command)
+    prov = measured_provenance(command)
     metal = any(
         "Metal" in line or "MTL" in line for line in log
     )  # llama.cpp names its Metal device

@@ -126,7 +126,7 @@ def this_machine() -> dict:
     }
 
 
-def provenance(command: str) -> dict:
+def measured_provenance(command: str) -> dict:
     """Machine, backend and versions of this run, in the recording schema's shape."""
     from datetime import datetime, timezone
     from importlib.metadata import PackageNotFoundError, version

@@ -13,7 +13,6 @@ Example: run_quality(model, ids, [parse_format("mlx-q4")]) -> {"formats": [{"kv_
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
@@ -21,8 +20,8 @@ from kvcore.errors import KvError
 from kvcore.measure.live_model import LiveModel
 from kvcore.measure.progress import Progress, StopCheck, Ticker
 from kvcore.measure.quality import add, chunk_sums, finish, first_divergence, log_softmax
+from kvcore.memory.formats import mlx_cache, mlx_cache_formats
 
-PLAIN = ("fp32", "fp16", "bf16")
 MLX_GROUPS = (32, 64, 128)  # what mx.quantize accepts (mlx 0.32.4)
 DEFAULT_CHUNK = 256
 DEFAULT_PROMPT = "What is the capital of Japan?"
@@ -51,19 +50,21 @@ class KvOption:
 
 
 def parse_format(name: str, group_size: int = 64, start: int = 0, head_dim: int = 64) -> KvOption:
-    """fp32 / fp16 / bf16 / mlx-qN -> a KvOption mlx_lm can apply to this head_dim, or one sentence saying why not."""
+    """A format an mlx_lm cache class holds (kvcore.memory.formats: fp32 / fp16 / bf16 / mlx-q<bits>) -> a KvOption mlx_lm
+    can apply to this head_dim, or one sentence saying why not."""
     name = name.strip()
-    if name in PLAIN:
-        return KvOption(name)
-    m = re.fullmatch(r"mlx-q(\d)", name)
-    if not m:
+    try:
+        bits = mlx_cache(name)[1]
+    except KvError:
+        valid = ", ".join(mlx_cache_formats())
         raise KvError(
-            f"Unknown KV format {name!r} for quality; valid: fp32, fp16, bf16, mlx-q2 ... mlx-q8 "
-            "(mlx_lm's QuantizedKVCache bits).",
+            f"Unknown KV format {name!r} for quality; valid: {valid} (mlx_lm's KVCache and "
+            "QuantizedKVCache).",
             "kv_option",
             detail=f"unknown format {name!r}",
-        )
-    bits = int(m[1])
+        ) from None
+    if bits is None:
+        return KvOption(name)
     if group_size not in MLX_GROUPS:
         raise KvError(
             f"mlx_lm quantizes the KV cache in groups of {', '.join(map(str, MLX_GROUPS))} values, not "

@@ -21,6 +21,7 @@ from kvcore.inputs.presets import load_preset, preset_names
 from kvcore.measure import machine
 from kvcore.measure.caches import GROUP_SIZE, mx_dtype
 from kvcore.measure.live_model import LiveModel
+from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import weights_bytes
 
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
@@ -103,9 +104,10 @@ def _weights_kind(weights_format: str) -> tuple[str | None, int | None]:
         raise KvError(
             f"Unknown weights format {weights_format!r}; valid here: {', '.join(LIVE_WEIGHT_FORMATS)}."
         )
-    if weights_format.startswith("mlx-q"):
-        return None, int(weights_format[5:])
-    return weights_format, None
+    cache_class, bits = mlx_cache(
+        weights_format
+    )  # mlx-q<bits>: quantized with the same bits as its cache
+    return (None, bits) if cache_class == "QuantizedKVCache" else (weights_format, None)
 
 
 def build_random(

@@ -15,6 +15,7 @@ from kvcore.inputs.config import parse_config
 from kvcore.measure.caches import ROTATING_MAX, guard, kv_spec, random_kv, used_bytes
 from kvcore.measure.models import resolve_config
 from kvcore.measure.progress import Progress, StopCheck, Ticker
+from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
 from kvcore.model.geometry import Geometry
 from kvcore.units import MIB
@@ -171,12 +172,13 @@ def cache_classes(model: str | dict) -> list[dict]:
 def _layer_caches(geometry: Geometry, kv_format: str, dtype: str) -> list:
     from mlx_lm.models import cache as c
 
+    bits = mlx_cache(kv_format)[1]  # QuantizedKVCache(bits) for an mlx-q<bits> format, else None
     out = []
     for layer in geometry.layers:
         if layer.kind == "sliding":
             out.append(c.RotatingKVCache(max_size=layer.window))
-        elif kv_format.startswith("mlx-q"):
-            out.append(c.QuantizedKVCache(group_size=64, bits=int(kv_format[5:])))
+        elif bits:
+            out.append(c.QuantizedKVCache(group_size=64, bits=bits))
         else:
             out.append(c.KVCache())
     return out

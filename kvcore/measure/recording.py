@@ -12,12 +12,12 @@ from pathlib import Path
 
 from kvcore.measure.caches import GROUP_SIZE, ROTATING_MAX
 from kvcore.measure.live_model import LiveModel
-from kvcore.measure.machine import provenance
+from kvcore.measure.machine import measured_provenance
 from kvcore.measure.timing import SWEEP_ORDER, SWEEP_SPREAD
 from kvcore.memory.formulas import PREFILL_STEP
 from kvcore.model.geometry import Geometry
-from kvcore.recordings import store as recordings
 from kvcore.recordings.store import is_apple_silicon
+from kvcore.recordings.store import store as recordings
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
@@ -61,7 +61,7 @@ def build_recording(
 ) -> dict:
     """A schema-1 measured recording from probe rows; validated before it is returned. The one path from a run to a
     recording: the command line (`kvcore record`, `--save`) and the site's live mode both call it."""
-    prov = provenance(command)
+    prov = measured_provenance(command)
     data = {
         "schema": recordings.SCHEMA_VERSION,
         "kind": "measured",

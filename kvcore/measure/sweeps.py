@@ -34,6 +34,7 @@ from kvcore.measure.timing import (
     timed_passes,
     timed_steps,
 )
+from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import PREFILL_STEP, kv_bytes
 
 PREFILL_CHUNK = PREFILL_STEP  # mlx_lm generate's prefill_step_size, kvcore's one home for it (kvcore.memory.formulas)
@@ -147,7 +148,7 @@ def _prefill_rows(times: dict[int, list[float]], kv_format: str) -> list[dict]:
 def batch_caches(model: LiveModel, batch: int, context: int, kv_format: str) -> list:
     """`batch` sequences' caches, each filled with context + 1 random K/V rows (a different seed per sequence),
     merged into one batch cache per layer the way mlx_lm's BatchGenerator merges them (cache.merge)."""
-    if kv_format.startswith("mlx-q"):
+    if mlx_cache(kv_format)[0] != "KVCache":
         raise KvError(
             f"mlx_lm batches only plain K/V caches (its batch caches have no quantized form): "
             f"--kv-format {kv_format} cannot be batched; use fp16, bf16 or fp32.",

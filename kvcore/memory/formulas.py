@@ -221,11 +221,7 @@ def weight_bits(weights_format: str) -> int:
         )
     if weights_format in GGUF_WEIGHT_FORMATS:
         return round(GGUF_FORMATS[weights_format].bits_per_weight)
-    return (
-        DTYPE_BYTES[weights_format] * 8
-        if weights_format in DTYPE_BYTES
-        else int(weights_format[5:])
-    )
+    return get_format(weights_format).bits  # a plain dtype's bits, or mlx-q<bits>'s codes
 
 
 def weights_bytes(

@@ -13,6 +13,12 @@ from typing import Any
 
 from kvcore.errors import KvError
 
+# The sets of window rules a family states, one per runtime that reads configs its own way: each runtime's
+# `windows` key (kvcore.runtimes.registry) is one of these. A runtime with rules of its own adds its key here, then states
+# them in the families below; a family naming any other key is refused when it is made (a typo would otherwise
+# leave that runtime on `none`, every layer full, without a word).
+WINDOW_KEYS = ("mlx_lm", "reference", "llama.cpp")
+
 
 @dataclass(frozen=True)
 class Family:
@@ -51,6 +57,19 @@ class Family:
     shared_expert: bool = (
         False  # a Qwen MoE layer also has a shared expert and its gate (Qwen3-Next)
     )
+
+    def __post_init__(self):
+        check_window_keys(self)
+
+
+def check_window_keys(family: Family) -> None:
+    """Refuse a family whose window rules are stated for a key no runtime reads (WINDOW_KEYS), naming it."""
+    for key in family.windows:
+        if key not in WINDOW_KEYS:
+            raise KvError(
+                f"Model family {family.model_type!r} states window rules for {key!r}, which is no runtime's "
+                f"window key; known: {', '.join(WINDOW_KEYS)}."
+            )
 
 
 # Window rules, by name (kvcore.model.geometry.WINDOW_RULES applies them; an unknown one is refused, naming it):

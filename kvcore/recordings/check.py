@@ -8,15 +8,20 @@ RecordingError "run.yaml: model.kv_format 'fp61' is not a KV cache format kvcore
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from urllib.parse import urlsplit
 
 from kvcore.errors import KvError
 from kvcore.memory.formats import FORMATS, get_format
 from kvcore.memory.formulas import ACTIVATION_DTYPES, ALL_WEIGHT_FORMATS
-from kvcore.recordings.schema import CITATION_TEXT, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import preset_names
+from kvcore.timing.hardware import chips, find_chip, variants
+from kvcore.recordings.schema import CHIP_NOT_STATED, CITATION_TEXT, CITED, CITED_SERIES, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, PUBLIC_HOSTS, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
 
 
-def _short(value) -> str:
+def short_repr(value) -> str:
     """A quoted value, cut to 60 characters (a reader's file may hold anything)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -31,8 +36,8 @@ def _unknown(label: str, code: str, what: str, param: str, value, known) -> None
     fail(
         label,
         code,
-        f"unknown {what} {_short(value)} (known: {', '.join(known)})",
-        **{param: _short(value)},
+        f"unknown {what} {short_repr(value)} (known: {', '.join(known)})",
+        **{param: short_repr(value)},
         known=", ".join(known),
     )
 
@@ -46,9 +51,9 @@ def _number(value, where: str, label: str) -> float:
         fail(
             label,
             "rec_number",
-            f"{where} must be a number, not {_short(value)}",
+            f"{where} must be a number, not {short_repr(value)}",
             field=where,
-            value=_short(value),
+            value=short_repr(value),
         )
     if abs(value) > MAX_NUMBER:  # a huge int is compared exactly, never converted to float
         fail(label, "rec_range", f"{where} is out of range", field=where)
@@ -64,10 +69,10 @@ def _mapping(data: dict, key: str, label: str, where: str = "") -> dict:
             fail(
                 label,
                 "rec_missing",
-                f"{where}{key!r} must be a mapping (missing)",
+                f"'{where}{key}' must be a mapping (missing)",
                 field=f"{where}{key}",
             )
-        fail(label, "rec_not_mapping", f"{where}{key!r} must be a mapping", field=f"{where}{key}")
+        fail(label, "rec_not_mapping", f"'{where}{key}' must be a mapping", field=f"{where}{key}")
     return value
 
 
@@ -78,11 +83,11 @@ def _text(data: dict, key: str, label: str, where: str = "") -> str:
             fail(
                 label,
                 "rec_missing",
-                f"{where}{key!r} must be a non-empty text (missing)",
+                f"'{where}{key}' must be a non-empty text (missing)",
                 field=f"{where}{key}",
             )
         fail(
-            label, "rec_not_text", f"{where}{key!r} must be a non-empty text", field=f"{where}{key}"
+            label, "rec_not_text", f"'{where}{key}' must be a non-empty text", field=f"{where}{key}"
         )
     return value
 
@@ -124,11 +129,11 @@ def _not_a_format(key: str, value) -> None:
     what, names = FORMAT_FIELDS[key]
     known = ", ".join(names())
     raise KvError(
-        f"model.{key} {_short(value)} is not {what} kvcore knows (known: {known}); "
+        f"model.{key} {short_repr(value)} is not {what} kvcore knows (known: {known}); "
         f"write 'unknown' if the source does not say",
         "rec_format",
         field=f"model.{key}",
-        value=_short(value),
+        value=short_repr(value),
         known=known,
     )
 
@@ -156,23 +161,146 @@ def _published_extras(data: dict, label: str) -> None:
         fail(
             label,
             "rec_url",
-            f"citation.url must be an https:// address, not {_short(citation['url'])}",
-            value=_short(citation["url"]),
+            f"citation.url must be an https:// address, not {short_repr(citation['url'])}",
+            value=short_repr(citation["url"]),
         )
+    if "url" in citation:
+        _cited(data, citation, label)
+    if "date" in citation:
+        _date(citation["date"], "citation.date", label)
     if "grade" in citation and citation["grade"] not in GRADES:
         fail(
             label,
             "rec_grade",
-            f"citation.grade must be one of {', '.join(GRADES)}, not {_short(citation['grade'])}",
+            f"citation.grade must be one of {', '.join(GRADES)}, not {short_repr(citation['grade'])}",
             grades=", ".join(GRADES),
-            value=_short(citation["grade"]),
+            value=short_repr(citation["grade"]),
         )
     if "runtime" in data:
         _text(_mapping(data, "runtime", label), "name", label, "runtime.")
+    if "hardware" in data:
+        _hardware(_mapping(data, "hardware", label), label)
     model = data.get("model")
     for key in ("hybrid", "unusual"):
         if isinstance(model, dict) and key in model and not isinstance(model[key], bool):
             fail(label, "rec_flag", f"model.{key} must be true or false", field=f"model.{key}")
+        if (
+            isinstance(model, dict) and model.get(key) is True
+        ):  # what kvcore does not model, in words
+            _text(model, "architecture_note", label, "model.")
+
+
+def _cited(data: dict, citation: dict, label: str) -> None:
+    """A run cited by its URL: on a public host, with who, when, grade, settings and context rule stated, its
+    runtime and version, its chip (stated or "not stated"); a decode series quotes its command and quantization
+    too (kvcore.recordings.schema.CITED)."""
+    host = (urlsplit(citation["url"]).hostname or "").lower()
+    if host not in PUBLIC_HOSTS and not host.endswith(tuple("." + h for h in PUBLIC_HOSTS)):
+        fail(
+            label,
+            "rec_url_host",
+            f"citation.url must be a page on {', '.join(PUBLIC_HOSTS)} (a public page anyone can open), "
+            f"not {short_repr(citation['url'])}",
+            hosts=", ".join(PUBLIC_HOSTS),
+            value=short_repr(citation["url"]),
+        )
+    series = isinstance(data.get("sections"), dict) and "decode" in data["sections"]
+    for key in (*CITED, *(CITED_SERIES if series else ())):
+        _text(citation, key, label, "citation.")
+    runtime = _mapping(data, "runtime", label)
+    for key in ("name", "version"):
+        _text(runtime, key, label, "runtime.")
+    hardware = _mapping(data, "hardware", label)
+    if "chip_stated" not in hardware:
+        fail(
+            label,
+            "rec_missing",
+            "'hardware.chip_stated' must be true or false (missing)",
+            field="hardware.chip_stated",
+        )
+    if series:
+        _text(_mapping(data, "model", label), "quantization", label, "model.")
+
+
+def _hardware(hardware: dict, label: str) -> None:
+    """hardware.chip: a chip of kvcore's table (kvcore/hardware.yaml), a family whose variant the source does not
+    state ("M4 Max"), or "not stated" exactly when chip_stated is false; never a guess or a typo."""
+    chip = _text(hardware, "chip", label, "hardware.")
+    stated = hardware.get("chip_stated", chip != CHIP_NOT_STATED)
+    if not isinstance(stated, bool):
+        fail(
+            label,
+            "rec_flag",
+            "hardware.chip_stated must be true or false",
+            field="hardware.chip_stated",
+        )
+    if (chip == CHIP_NOT_STATED) == stated:
+        fail(
+            label,
+            "rec_chip_stated",
+            f"hardware.chip is {short_repr(chip)} but chip_stated is {str(stated).lower()}; a chip the source does "
+            f"not name is written {CHIP_NOT_STATED!r} with chip_stated false",
+            value=short_repr(chip),
+        )
+    if chip == CHIP_NOT_STATED or find_chip(chip) or variants(chip):
+        return
+    known = ", ".join(c.chip for c in chips())
+    fail(
+        label,
+        "rec_chip",
+        f"hardware.chip {short_repr(chip)} is not a chip kvcore knows (known: {known}); write "
+        f"{CHIP_NOT_STATED!r} if the source does not say",
+        value=short_repr(chip),
+        known=known,
+    )
+
+
+def _date(value, where: str, label: str, timestamp: bool = False) -> None:
+    """A real date, YYYY-MM-DD (a measured run's: an ISO timestamp), not after tomorrow (UTC)."""
+    try:
+        when = (dt.datetime if timestamp else dt.date).fromisoformat(value)
+        day = when.date() if timestamp else when
+        real = len(value) >= 10 and day <= dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(
+            days=1
+        )
+    except (TypeError, ValueError):
+        real = False
+    if not real:
+        form = "an ISO date and time (2026-01-31T12:00:00Z)" if timestamp else "YYYY-MM-DD"
+        fail(
+            label,
+            "rec_date",
+            f"{where} {short_repr(value)} is not a real date: write {form}, not after today",
+            field=where,
+            value=short_repr(value),
+        )
+
+
+def _model(model: dict, label: str) -> None:
+    """model.preset a preset kvcore bundles (a misspelling is refused, never read as "no model") and model.config a
+    config.json kvcore reads; their geometry is what a fit of the run's points reads."""
+    if "preset" in model:
+        name = _text(model, "preset", label, "model.")
+        if name not in preset_names():
+            known = ", ".join(preset_names())
+            fail(
+                label,
+                "rec_preset",
+                f"model.preset {short_repr(name)} is not a preset kvcore knows (known: {known})",
+                value=short_repr(name),
+                known=known,
+            )
+    if "config" in model:
+        config = _mapping(model, "config", label, "model.")
+        try:
+            parse_config(config, str(model.get("name", "model.config")))
+        except KvError as e:
+            fail(
+                label,
+                "rec_config",
+                f"model.config cannot be read: {str(e).rstrip('.')}",
+                detail=str(e).rstrip("."),
+            )
 
 
 def validate(data, label: str = "recording") -> dict:
@@ -186,17 +314,17 @@ def validate(data, label: str = "recording") -> dict:
         fail(
             label,
             "rec_schema",
-            f"'schema' must be {SCHEMA_VERSION}, not {_short(data.get('schema'))}",
+            f"'schema' must be {SCHEMA_VERSION}, not {short_repr(data.get('schema'))}",
             version=SCHEMA_VERSION,
-            value=_short(data.get("schema")),
+            value=short_repr(data.get("schema")),
         )
     kind = data.get("kind")
     if kind not in ("measured", "published"):
         fail(
             label,
             "rec_kind",
-            f"'kind' must be 'measured' or 'published', not {_short(kind)}",
-            value=_short(kind),
+            f"'kind' must be 'measured' or 'published', not {short_repr(kind)}",
+            value=short_repr(kind),
         )
     _text(data, "title", label)
     for key in ("label", "short_label"):
@@ -208,6 +336,7 @@ def validate(data, label: str = "recording") -> dict:
         prov = _mapping(data, "provenance", label)
         for key in ("backend", "date", "command"):
             _text(prov, key, label, "provenance.")
+        _date(prov["date"], "provenance.date", label, timestamp=True)
         machine = _mapping(prov, "machine", label, "provenance.")
         (
             _text(machine, "os", label, "provenance.machine."),
@@ -219,6 +348,7 @@ def validate(data, label: str = "recording") -> dict:
         _mapping(data, "method", label)
     _text(_mapping(data, "model", label), "name", label, "model.")
     _formats(data["model"], label)
+    _model(data["model"], label)
     sections = _mapping(data, "sections", label)
     if not sections:
         fail(label, "rec_no_sections", "'sections' is empty")
@@ -244,9 +374,9 @@ def validate(data, label: str = "recording") -> dict:
                         fail(
                             label,
                             "rec_count",
-                            f"{where}.{key} must be a whole number of at least 1, not {_short(value)}",
+                            f"{where}.{key} must be a whole number of at least 1, not {short_repr(value)}",
                             field=f"{where}.{key}",
-                            value=_short(value),
+                            value=short_repr(value),
                         )
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
@@ -270,8 +400,8 @@ def validate(data, label: str = "recording") -> dict:
                     fail(
                         label,
                         "rec_field",
-                        f"{where} has an unknown field {_short(key)}",
+                        f"{where} has an unknown field {short_repr(key)}",
                         field=where,
-                        key=_short(key),
+                        key=short_repr(key),
                     )
     return data

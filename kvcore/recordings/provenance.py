@@ -1,7 +1,7 @@
 """A recording in a reader's terms: its provenance badge's fields, its class (published / measured on
 Apple Silicon / elsewhere), its engine, its method in groups, one colour per recording on every chart.
 
-Example: provenance(rec)["chip"] -> "M5 Pro".
+Example: badge_fields(rec)["chip"] -> "M5 Pro"; source_colors(recs)[rec.id] -> the same colour on every page.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def source_class(rec: Recording) -> str:
     return "apple" if is_apple_silicon(rec.data.get("provenance", {})) else "other"
 
 
-def provenance(rec: Recording) -> dict:
+def badge_fields(rec: Recording) -> dict:
     """The badge's fields: kind, class, label, chip, machine, memory, model, weights and KV format, method (as recorded:
     method_groups reads it), versions, date, command, citation (source, url, note). Empty where the recording is silent."""
     d, prov = rec.data, rec.data.get("provenance", {})
@@ -98,7 +98,7 @@ def recordings_table(recs: list[Recording], local_ids: set[str]) -> pd.DataFrame
 
     rows = []
     for r in recs:
-        p = provenance(r)
+        p = badge_fields(r)
         rows.append(
             {
                 "recording": r.id,

@@ -166,6 +166,14 @@ GRADES = (
     "C",
 )  # A: model, quantization, chip, runtime and depths all stated; C: unusual or 2 points
 CITATION_TEXT = ("url", "note", "author", "date", "command", "settings", "context_rule")
+# A run cited by its URL is one a reader can check: its page is on a public host anyone can open without an
+# account (every bundled source is a GitHub thread or file), and it states who, when, how good (grade), the
+# settings besides the command and how its depths became `context`; its runtime (name, version) and chip
+# (hardware.chip, chip_stated); a decode series also quotes its command and the model's quantization.
+PUBLIC_HOSTS = ("github.com",)
+CITED = ("author", "date", "grade", "settings", "context_rule")
+CITED_SERIES = ("command",)  # citation fields a cited decode series states besides CITED
+CHIP_NOT_STATED = "not stated"  # hardware.chip when the source does not name it (never guessed)
 MAX_LIST = 10_000
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from kvcore.errors import KvError
-from kvcore.recordings.check import fail, model_format, validate  # noqa: F401 - callers ask kvcore.recordings.store
+from kvcore.recordings.check import fail, model_format, short_repr, validate  # noqa: F401 - callers ask kvcore.recordings.store
 from kvcore.recordings.schema import GRADES, ROW_FIELDS, SCHEMA_VERSION, SECTIONS, RecordingError, known_fields, schema_rows
 from kvcore.inputs.textfile import read_file_bytes
 
@@ -164,10 +164,13 @@ def check_events(text: str, label: str = "recording") -> int:
     """Read the YAML's events one at a time (nothing kept) and refuse, at the first event past a limit, what no
     recording holds: an alias (*name, which expands to a copy of what its anchor holds: a 35 kB file can expand
     to millions of values), more than MAX_NODES values, lists or mappings nested deeper than MAX_DEPTH, a value
-    longer than MAX_SCALAR characters. The work done is bounded by the limits, not by what the file would expand to.
+    longer than MAX_SCALAR characters, a key written twice in one mapping (YAML would keep its last value without
+    a word). The work done is bounded by the limits, not by what the file would expand to.
     Returns the number of values. Example: check_events("a: &x [1]\\nb: *x") -> RecordingError code "rec_alias".
     """
     nodes = depth = 0
+    # one entry per open list (None) or mapping (the keys seen, and whether the next value is a key)
+    open_nodes: list[list | None] = []
     events = yaml.parse(text, Loader=_LOADER)
     try:
         for event in events:
@@ -182,11 +185,36 @@ def check_events(text: str, label: str = "recording") -> int:
                 )
             if isinstance(event, _END_EVENTS):
                 depth -= 1
+                open_nodes.pop()
             elif isinstance(event, _NODE_EVENTS):
                 nodes, depth = _count(event, nodes, depth, line, label)
+                _key(open_nodes[-1] if open_nodes else None, event, line, label)
+                if not isinstance(event, yaml.ScalarEvent):
+                    open_nodes.append(
+                        [set(), True] if isinstance(event, yaml.MappingStartEvent) else None
+                    )
     finally:
         events.close()  # the parser is let go at once, also when a limit stopped the walk
     return nodes
+
+
+def _key(mapping: list | None, event, line: int, label: str) -> None:
+    """In a mapping (its keys seen, whether this value is a key), refuse a key it has already."""
+    if mapping is None:
+        return
+    keys, is_key = mapping
+    mapping[1] = not is_key
+    if is_key and isinstance(event, yaml.ScalarEvent):
+        if event.value in keys:
+            fail(
+                label,
+                "rec_duplicate_key",
+                f"line {line} repeats the key {short_repr(event.value)} of its mapping (YAML would keep its "
+                "last value only)",
+                line=line,
+                key=short_repr(event.value),
+            )
+        keys.add(event.value)
 
 
 def _count(event, nodes: int, depth: int, line: int, label: str) -> tuple[int, int]:

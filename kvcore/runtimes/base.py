@@ -150,7 +150,7 @@ class Runtime:
         str, ...
     ] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)
     fit_class: str = (
-        ""  # the class its runs' decode bandwidth share is fitted per (kvcore.timing.fit)
+        ""  # the class its runs' decode bandwidth share is fitted per (kvcore.fits.shares)
     )
     sequence_noun: str = (
         "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)

@@ -13,7 +13,7 @@ Every step costs FLOPs and reads bytes; it takes whichever is longer, and the mo
 * Decode step for B sequences: B x FLOPs per token; bytes = the active weights once (shared by all B)
   + every sequence's KV as the runtime reads it (`kv_read_bytes`): ~2 FLOPs per weight byte at B = 1,
   far below the ridge: memory-bound, until B grows or the KV reads take over.
-* The shares of peak (compute, bandwidth) are fitted on published runs (kvcore.timing.fit), never
+* The shares of peak (compute, bandwidth) are fitted on published runs (kvcore.fits.shares), never
   tuned to one point; the chips' peaks and their sources are in kvcore/timing/hardware.yaml.
 
 Example (M2 Ultra, 27.2 TFLOPS, 800 GB/s): ridge = 34 FLOPs/byte; Llama-2-7B Q4_0 decode at B = 1 does

@@ -76,6 +76,18 @@ def _chips() -> tuple[Chip, ...]:
     )
 
 
+def find_chip(name: str) -> Chip | None:
+    """The table's chip called `name` (any case), or None when the table has no such row (a measured machine's
+    own chip name, a CPU, is often not in it): a lookup that says so rather than an error to catch."""
+    return next((c for c in chips() if c.chip.lower() == name.lower()), None)
+
+
+def variants(name: str) -> list[str]:
+    """The table's chips of which `name` is the family, its variant not stated: variants("M4 Max") ->
+    ["M4 Max (32-core GPU)", "M4 Max (40-core GPU)"] (no peak bandwidth can be chosen for it)."""
+    return [c.chip for c in chips() if c.chip.lower().startswith(name.lower() + " (")]
+
+
 def get_chip(name: str) -> Chip:
     for c in chips():
         if c.chip.lower() == name.lower():

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError
+from kvcore.fits.decode import chip_for, fit_run
 from kvcore.memory.formats import COMPARED
 from kvcore.memory.formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, runtime_of
-from kvcore.timing.decode_runs import chip_for, fit_run
 from kvcore.timing.hardware import Chip, gpu_memory_limit_gb
 from kvcore.units import GIB
 
@@ -226,8 +226,8 @@ def predict_decode(
     one step reads), bound. llama.cpp: `context` is -c and `llama` its options (unified slots share the cells: one
     read serves every slot, so each slot decodes as one slot at -c does and the total is slots x that).
     """
+    from kvcore.fits import shares as timing_fit
     from kvcore.timing import estimate as timing
-    from kvcore.timing import fit as timing_fit
 
     eff = timing.Efficiency(timing_fit.calibration().compute, share, "calculator")
     rows = []

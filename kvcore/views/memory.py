@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kvcore.errors import KvError
+from kvcore.fits.decode import worked_check
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory import allocsim
 from kvcore.memory.formulas import (
@@ -25,7 +26,6 @@ from kvcore.memory.formulas import (
 )
 from kvcore.model.geometry import Geometry
 from kvcore.recordings.store import Recording
-from kvcore.timing.decode_runs import worked_check
 from kvcore.units import GIB, MIB
 from kvcore.views.calculator import doubling_contexts
 

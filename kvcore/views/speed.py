@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from kvcore.fits.decode import chip_for, geometry_for
 from kvcore.memory.formulas import KvSpec, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.recordings.store import Recording
 from kvcore.timing import estimate as timing
-from kvcore.timing.decode_runs import chip_for, geometry_for
 from kvcore.timing.hardware import Chip
 from kvcore.views.calculator import kv_need
 
@@ -292,7 +292,7 @@ def fit_roofline(flops: list[float], n_bytes: list[float], seconds: list[float])
 
 
 def chip_known(rec: Recording) -> bool:
-    """Whether the run's chip is in the hardware table (its peaks known), as kvcore.timing.decode_runs.chip_for reads it."""
+    """Whether the run's chip is in the hardware table (its peaks known), as kvcore.fits.decode.chip_for reads it."""
     return chip_for(rec) is not None
 
 

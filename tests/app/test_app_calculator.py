@@ -16,7 +16,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.runtimes.registry import get_runtime
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views import calculator as calc
+from kvcore.views.memory import calculator as calc
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -251,7 +251,7 @@ def test_mlx_lm_offers_its_own_caches_in_one_box_and_says_what_a_link_asked_for(
     assert [el.value for el in old_link.warning] == [
         note("q8_0", "q8_0", both("growth.f_same_format", k="fp16"))
     ] and {el.key: el.value for el in old_link.selectbox}["k"] == "fp16"
-    assert "mlx-q8, mlx-q4" in old_link.warning[0].value  # what mlx_lm's caches hold
+    assert ", ".join(mlx_cache_formats()) in old_link.warning[0].value  # what mlx_lm's caches hold
     unknown = page(CALC, lang, k="q9_x", v="q9_x", rt="reference")  # a name kvcore does not know
     assert len(unknown.warning) == 1 and "'q9_x'" in unknown.warning[0].value
     ref = page(CALC, lang, k="q8_0", v="q4_0", rt="reference")
@@ -529,7 +529,7 @@ def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_form
     runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
     from kvcore.memory import formats
     from kvcore.memory.formats import CacheFormat
-    from kvcore.runtimes import registry as runtimes
+    from kvcore.runtimes.registry import registry as runtimes
     from kvcore.runtimes.token import TokenRuntime
 
     monkeypatch.setitem(

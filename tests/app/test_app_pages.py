@@ -437,12 +437,13 @@ RERUN_MAY_CALL = {  # by module file name
     "hardware": {
         "chips",
         "get_chip",
+        "find_chip",
         "gpu_memory_limit_gb",
         "mac_gpu_share",
         "efficiency_range",
         "slowest_memory",
     },
-    "provenance": {"provenance", "source_class", "<genexpr>"},
+    "provenance": {"badge_fields", "source_class", "<genexpr>"},
     "calculator": {"runtime_formats"},  # a table lookup
     "formats": {
         "mlx_cache_formats",

@@ -9,9 +9,9 @@ import math
 import pytest
 from app_helpers import charts, page, texts
 
+from kvcore.fits import shares as timing_fit
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec
-from kvcore.timing import fit as timing_fit
 from kvcore.timing import hardware
 from kvcore.units import fmt_num
 from kvcore.views import speed as time_views

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from app_helpers import charts, page, texts
 
+from kvcore.fits import decode as decode_runs
 from kvcore.recordings import store as recordings
-from kvcore.timing import decode_runs
 
 
 def _runs(folder, lang: str) -> list[str]:

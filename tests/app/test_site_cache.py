@@ -9,7 +9,7 @@ import threading
 import pytest
 import streamlit as st
 
-from kvcore.recordings import store as recordings
+from kvcore.recordings.store import store as recordings
 from kvsite import sources
 from kvsite.cache import section_cache
 
@@ -76,10 +76,10 @@ def test_st_cache_resource_clear_empties_it_every_time(counted):
 
 def test_the_site_caches_a_recordings_provenance_in_it():
     recs, _ = recordings.load_all()
-    p = sources.provenance(recs[0])
-    assert sources.provenance(recs[0]) is p
+    p = sources.badge_fields(recs[0])
+    assert sources.badge_fields(recs[0]) is p
     st.cache_resource.clear()
-    assert sources.provenance(recs[0]) is not p and sources.provenance(recs[0]) == p
+    assert sources.badge_fields(recs[0]) is not p and sources.badge_fields(recs[0]) == p
 
 
 def test_threads_calling_at_once_while_one_clears_get_right_results(counted):

@@ -3,8 +3,8 @@ the plot, inside the screen, one entry per run, and a click on an entry selects 
 
 from __future__ import annotations
 
+from kvcore.fits import decode as decode_runs
 from kvcore.recordings import store as recordings
-from kvcore.timing import decode_runs
 
 
 def test_the_legend_sits_below_the_plot_on_a_phone(server, browser, ready):

@@ -15,10 +15,10 @@ from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import ACTIVATION_DTYPES, FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
 from kvcore.model.geometry import FileWeights, Geometry
-from kvcore.recordings.provenance import provenance, runtime_label, source_class
+from kvcore.recordings.provenance import badge_fields, runtime_label, source_class
 from kvcore.recordings.store import Recording, model_format
 from kvcore.timing.decode_model import Fit, bytes_per_generated_token, fit_bandwidth
-from kvcore.timing.hardware import Chip, get_chip
+from kvcore.timing.hardware import Chip, find_chip
 
 if (
     TYPE_CHECKING
@@ -52,15 +52,14 @@ def _fit_model(model: dict) -> tuple[Geometry, str, KvSpec] | str:
 
 
 def _model_geometry(model: dict, weights: str) -> Geometry | None:
-    """The geometry of a recording's model config or preset (a GGUF run's file bytes in it), None if none."""
-    try:
-        if isinstance(model.get("config"), dict):
-            geometry = parse_config(model["config"], model["name"])
-        elif model.get("preset"):
-            geometry = preset_geometry(model["preset"])
-        else:
-            return None
-    except KvError:
+    """The geometry of a recording's model config or preset (a GGUF run's file bytes in it), None if it names
+    neither. A preset or config kvcore cannot read is a KvError naming it (kvcore.recordings.check refuses such a
+    file when it is loaded), never "no model": the run names one."""
+    if isinstance(model.get("config"), dict):
+        geometry = parse_config(model["config"], model["name"])
+    elif model.get("preset"):
+        geometry = preset_geometry(model["preset"])
+    else:
         return None
     if weights == FILE_WEIGHTS and isinstance(
         model.get("weights_bytes"), int
@@ -106,13 +105,12 @@ def no_fit_reason(rec) -> str | None:
 
 
 def chip_for(rec) -> Chip | None:
-    """The hardware-table chip a recording ran on (published: hardware.chip; measured: machine.chip), if known."""
+    """The hardware-table chip a recording ran on (published: hardware.chip; measured: machine.chip), None when the
+    table has no row of that name: a published run's "not stated" or a family whose variant it does not state
+    ("M4 Max"; kvcore.recordings.check refuses any other name), a measured machine's own CPU."""
     machine = rec.data.get("provenance", {}).get("machine", {})
     name = machine.get("chip") or rec.data.get("hardware", {}).get("chip")
-    try:
-        return get_chip(name) if name else None
-    except KvError:
-        return None
+    return find_chip(name) if isinstance(name, str) else None
 
 
 # ---------------------------------------------------------------- a run's decode points, its fit and its slowdown
@@ -234,7 +232,7 @@ def slowdown_vs_bytes(recs: list[Recording]) -> pd.DataFrame:
             continue
         points = points.sort_values("context", kind="stable").reset_index(drop=True)
         first = points.iloc[0]
-        p = provenance(rec)
+        p = badge_fields(rec)
         frames.append(
             pd.DataFrame(
                 {

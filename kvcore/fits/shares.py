@@ -1,5 +1,5 @@
 """The time model's calibration: shares of peak compute and bandwidth fitted on published runs, and the
-held-out check on chips the fit never saw (kvcore/timing/timing_runs.yaml; `benchmarks/timing_heldout.py` prints it).
+held-out check on chips the fit never saw (kvcore/fits/timing_runs.yaml; `benchmarks/timing_heldout.py` prints it).
 
 Each published point implies a share: a prompt-processing point, the model's compute time at 100 % of the
 chip's peak FLOP/s over the measured time; a generation point, the model's memory time at 100 % of peak
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import yaml
 
+from kvcore.fits import decode as decode_runs
 from kvcore.inputs.config import parse_config
 from kvcore.memory.formulas import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.recordings import store as recordings
 from kvcore.runtimes.registry import engine_runtime
-from kvcore.timing import decode_runs
 from kvcore.timing import estimate as timing
 from kvcore.timing.hardware import Chip, get_chip
 
@@ -217,7 +217,7 @@ def _recording_points(run: dict, recs: dict) -> list[Point]:
 
 @lru_cache(maxsize=1)
 def points() -> tuple[Point, ...]:
-    """Every published point of kvcore/timing/timing_runs.yaml (bundled recordings included by id)."""
+    """Every published point of kvcore/fits/timing_runs.yaml (bundled recordings included by id)."""
     table = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
     names = [run["recording"] for run in table["runs"] if "recording" in run]
     recs = {name: recordings.load(recordings.BUNDLED_DIR / f"{name}.yaml") for name in names}
@@ -279,7 +279,7 @@ def calibration() -> Calibration:
     runs = sorted({p.run for p in fit})
     chips = sorted({p.chip.chip for p in fit})
     source = (
-        f"fitted on {len(runs)} published runs ({', '.join(chips)}; kvcore/timing/timing_runs.yaml)"
+        f"fitted on {len(runs)} published runs ({', '.join(chips)}; kvcore/fits/timing_runs.yaml)"
     )
     return Calibration(
         compute,
