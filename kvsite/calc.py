@@ -181,7 +181,7 @@ def config_geometry(
         return _GGUF_UPLOADS[text]
     if isinstance(text, tuple) and text[0] == "gguf-path":  # a local file: its header only
         return kgguf.geometry(name)
-    return parse_config(parse_json_text(text, name), name, runtime)
+    return parse_config(parse_json_text(text, name), name, get_runtime(runtime))
 
 
 def runtime_options(src: tuple, seqs: int):

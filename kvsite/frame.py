@@ -12,8 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from kvcore.recordings import store as recordings
 from kvcore.recordings.store import Recording, is_apple_silicon
-from kvcore.recordings.store import store as recordings
 
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug

@@ -5,9 +5,9 @@ Example: home_decode(rec, key_numbers(rec))["a"] -> "1K" (the worked check's fir
 
 from __future__ import annotations
 
+from kvcore.recordings import provenance as run_info
 from kvcore.recordings.store import Recording
-from kvcore.recordings.store import provenance as run_info
-from kvcore.views.memory import memory as views
+from kvcore.views import memory as views
 
 from .sections import cached
 

@@ -6,10 +6,10 @@ Example: mechanism_work(16, 50, False, "en")["with"] -> 50 (rows computed with a
 
 from __future__ import annotations
 
+from kvcore.recordings import provenance as run_info
 from kvcore.recordings.store import Recording
-from kvcore.recordings.store import provenance as run_info
 from kvcore.units import fmt_num, fmt_ratio
-from kvcore.views.memory import memory as views
+from kvcore.views import memory as views
 
 from . import i18n
 from .chart import make_chart

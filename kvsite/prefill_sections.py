@@ -12,15 +12,15 @@ import math
 
 import pandas as pd
 
+from kvcore.fits import shares as timing_fit
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec
 from kvcore.recordings.store import Recording
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
-from kvcore.timing.estimate import estimate as timing
-from kvcore.timing.estimate import fit as timing_fit
-from kvcore.timing.estimate import hardware
+from kvcore.timing import estimate as timing
+from kvcore.timing import hardware
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
-from kvcore.views.memory import speed as time_views
+from kvcore.views import speed as time_views
 
 from . import i18n
 from .chart import make_chart

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from kvcore.inputs.presets import load_preset, preset_geometry
 from kvcore.memory.formats import FORMATS
+from kvcore.recordings import provenance as run_info
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
-from kvcore.recordings.store import provenance as run_info
 from kvcore.units import fmt_num, fmt_pct
-from kvcore.views.memory import memory as views
-from kvcore.views.memory import savings as savings_views
+from kvcore.views import memory as views
+from kvcore.views import savings as savings_views
 
 from . import i18n
 from .chart import make_chart

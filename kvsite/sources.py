@@ -9,9 +9,9 @@ import importlib.util
 import os
 from pathlib import Path
 
+from kvcore.recordings import store as recordings
 from kvcore.recordings.provenance import badge_fields as engine_badge_fields
 from kvcore.recordings.store import Recording
-from kvcore.recordings.store import store as recordings
 
 from .cache import section_cache
 

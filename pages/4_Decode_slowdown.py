@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.recordings.provenance import badge_fields
-from kvcore.timing.estimate import hardware
+from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.chart import show_chart

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvcore.cli.main import main as cli
+from kvcore.cli import main as cli
 from kvcore.errors import KvError
 from kvcore.inputs import presets
 from kvcore.inputs.config import parse_config
@@ -26,8 +26,8 @@ from kvcore.memory import formats
 from kvcore.memory.formats import CacheFormat
 from kvcore.memory.formulas import KvSpec, kv_bytes
 from kvcore.model import families
+from kvcore.runtimes import registry as runtimes
 from kvcore.runtimes.base import Runtime, Setting
-from kvcore.runtimes.registry import registry as runtimes
 from kvcore.runtimes.token import TokenRuntime
 from kvcore.views.calculator import calculate, formats_that_fit, runtime_formats
 
@@ -249,7 +249,7 @@ def test_a_format_an_mlx_lm_cache_holds_reaches_the_live_probes_and_their_option
     unknown one is refused in one sentence naming the valid ones, the new one among them."""
     import argparse
 
-    from kvcore.cli.main import live_args
+    from kvcore.cli import live_args
     from kvcore.measure import caches as live_memory
 
     assert live_memory.kv_spec("mlx-q1", "fp16") == KvSpec("mlx-q1", "mlx-q1", 64, "fp16")
@@ -356,7 +356,7 @@ def _cited(change) -> bytes:
     bytes."""
     import yaml
 
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     data = yaml.safe_load(CITED_RUN.read_text(encoding="utf-8"))
     change(data)
@@ -412,7 +412,7 @@ def _set(section: str, key: str, value):
 def test_a_published_run_that_breaks_a_rule_is_refused_on_upload_in_one_sentence(
     change, code, says
 ):
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
     from kvsite import i18n
 
     recordings.parse_bytes(_cited(lambda d: None), "run.yaml")  # the run as bundled loads
@@ -427,7 +427,7 @@ def test_a_published_run_that_breaks_a_rule_is_refused_on_upload_in_one_sentence
 
 
 def test_a_key_written_twice_in_a_run_is_refused_not_read_as_its_last_value():
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     raw = _cited(lambda d: None).replace(b"kv_format: fp16", b"kv_format: fp16\n  kv_format: q4_0")
     with pytest.raises(recordings.RecordingError, match="repeats the key 'kv_format' of its") as e:
@@ -447,7 +447,7 @@ def test_a_misspelt_preset_is_named_not_reported_as_no_model():
     import yaml
 
     from kvcore.recordings.store import Recording
-    from kvcore.timing.estimate import decode_model
+    from kvcore.timing import decode_model
 
     data = yaml.safe_load(_cited(_set("model", "preset", "llama-3.1-8bb")))
     with pytest.raises(KvError, match="'llama-3.1-8bb'"):

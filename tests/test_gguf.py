@@ -20,9 +20,9 @@ from kvcore.inputs.gguf_header import read_header
 from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
 from kvcore.measure import real_model
 from kvcore.memory.formats import FORMATS, llamacpp_types
-from kvcore.memory.weight_formats import GGML_BLOCKS
+from kvcore.memory.ggml_blocks import GGML_BLOCKS
 from kvcore.model.families import FAMILIES, MODEL_TYPE_ALIASES
-from kvcore.runtimes.registry import llamacpp_cache as llamacpp
+from kvcore.runtimes import llamacpp_cache as llamacpp
 
 SMOLLM2 = str(
     real_model.gguf_path()

@@ -179,8 +179,8 @@ def test_every_bundled_citation_note_and_method_word_has_its_japanese():
     """kvsite/i18n/data.ja.yaml holds the Japanese of every text a data file shows a reader (keyed by the English):
     a new or edited citation, note, method phrase, format or published source without one fails here."""
     from kvcore.memory.formats import FORMATS
+    from kvcore.recordings import store as recordings
     from kvcore.recordings.published import figures
-    from kvcore.recordings.store import store as recordings
 
     recs, _ = recordings.load_all([recordings.recordings_dir()])
     wanted = set()
@@ -210,7 +210,7 @@ def half_colons(text: str) -> list[str]:
 def test_japanese_labels_write_a_full_width_colon():
     """In the YAML texts and in what code builds from them: every bundled source's name as the pickers, badges,
     legends and the calculator's efficiency caption show it."""
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
     from kvsite.calc_sections import efficiency_sources
     from kvsite.sources import source_label
 
@@ -233,7 +233,7 @@ def test_every_method_field_of_every_bundled_recording_has_words_in_every_langua
     """The Recordings page's card (kvsite.recording_text.provenance_card) says each method field in
     words (`recordings.m_<field>`), not as its bare name (`total_seconds`: 1374.2), for every bundled
     run and every language: a run recording a new method field without words fails here."""
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
     from kvsite.recording_text import provenance_card
 
     recs, _ = recordings.load_all([recordings.BUNDLED_DIR])
@@ -252,7 +252,7 @@ def test_every_method_field_of_every_bundled_recording_has_words_in_every_langua
 
 def test_run_names_are_made_short_not_cut():
     """A legend or the sidebar shows Recording.short_name whole: every bundled one fits without an ellipsis."""
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     recs, _ = recordings.load_all([recordings.recordings_dir()])
     long = {

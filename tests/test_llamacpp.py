@@ -332,7 +332,7 @@ def test_phi3_window_is_disabled_by_llama_cpp_ignored_by_mlx_lm_and_applied_by_t
         "rms_norm_eps": 1e-5,
         "sliding_window": 2047,
     }
-    by_runtime = {rt: parse_config(config, "phi3", rt) for rt in RUNTIMES}
+    by_runtime = {rt: parse_config(config, "phi3", RUNTIMES[rt]) for rt in RUNTIMES}
     assert by_runtime["llama.cpp"].count("full") == by_runtime["mlx_lm"].count("full") == 32
     assert by_runtime["reference"].count("sliding") == 32
     assert [code for code, _ in by_runtime["llama.cpp"].note_codes] == ["sliding_disabled"]
@@ -355,7 +355,7 @@ def test_llama_2_without_num_key_value_heads_is_full_multi_head_attention():
         "vocab_size": 32000,
         "rms_norm_eps": 1e-5,
     }
-    g = parse_config(config, "llama-2-7b", "llama.cpp")
+    g = parse_config(config, "llama-2-7b", RUNTIMES["llama.cpp"])
     assert {(layer.kv_heads, layer.k_dim) for layer in g.layers} == {(32, 128)}
     # -c 4096 f16: 32 layers x 2 x 4096 values x 2 B x 4096 cells = 2048 MiB, as llama.cpp logs for Llama-2-7B
     assert llamacpp.kv_bytes(g, 4096) == 2048 * MIB

@@ -18,7 +18,7 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from kvcore.cli.main import doctor  # noqa: E402
+from kvcore.cli import doctor  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.measure import caches as live_memory  # noqa: E402
 from kvcore.measure import machine  # noqa: E402

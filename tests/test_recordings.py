@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcore.errors import CODES
+from kvcore.recordings import store as recordings
 from kvcore.recordings.store import RecordingError
-from kvcore.recordings.store import store as recordings
 from kvsite import i18n
 
 VALID = {

@@ -119,7 +119,7 @@ def wants_save(a) -> bool:
 
 
 def _out_folder(a) -> Path:
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     return Path(a.out).expanduser() if a.out else recordings.local_dir()
 
@@ -133,7 +133,7 @@ def check_destination(a) -> None:
         raise KvError("--no-save and --save contradict each other: give one of them.")
     if not wants_save(a):
         return
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     if recordings.read_only():
         return  # the run is measured and printed; save() says why nothing was written
@@ -163,7 +163,7 @@ def save(a, data: dict, name: str | None = None) -> None:
     """Save a built recording where the command asks (nothing unless it wants saving; nothing in
     read-only mode, said in one line)."""
     from kvcore.measure.recording import save_run
-    from kvcore.recordings.store import store as recordings
+    from kvcore.recordings import store as recordings
 
     if not wants_save(a):
         return

@@ -137,12 +137,12 @@ class Calibration:
 
 
 def _geometry(model: str, runtime: str, models: dict) -> Geometry:
-    geo_runtime = engine_runtime(runtime).name
+    geo_runtime = engine_runtime(runtime)
     if model in models:
         return parse_config(models[model]["config"], model, geo_runtime)
     from kvcore.inputs.source import resolve_model
 
-    return resolve_model(model, geo_runtime)[0]
+    return resolve_model(model, geo_runtime.name)[0]
 
 
 def _table_points(run: dict, models: dict) -> list[Point]:

@@ -18,8 +18,8 @@ from kvcore.model.families import family_for
 from kvcore.model.geometry import Geometry
 from kvcore.model.layers import check_family, layers_of
 from kvcore.model.params import count_params, layer_ffn
-from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
-from kvcore.runtimes.registry import get_runtime
+from kvcore.runtimes.base import Runtime
+from kvcore.runtimes.mlx_lm import MLX_LM
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
 MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
@@ -103,11 +103,14 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     return data
 
 
-def parse_config(
-    config: Any, name: str = "config.json", runtime: str = DEFAULT_RUNTIME
-) -> Geometry:
-    """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts."""
-    rt = get_runtime(runtime)
+def parse_config(config: Any, name: str = "config.json", runtime: Runtime = MLX_LM) -> Geometry:
+    """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts under `runtime`'s rules
+    (the runtime object, looked up once by whoever named it: kvcore.runtimes.registry.get_runtime)."""
+    if not isinstance(runtime, Runtime):
+        raise KvError(
+            f"parse_config takes a runtime object, not {runtime!r} (get_runtime looks one up)."
+        )
+    rt = runtime
     if not isinstance(config, dict):
         raise KvError("config.json must be a JSON object.", "config_object")
     flat = flatten(config)
@@ -136,7 +139,7 @@ def parse_config(
     return Geometry(
         name=name,
         model_type=model_type,
-        runtime=runtime,
+        runtime=rt.name,
         layers=tuple(layers),
         hidden_size=cfg.int("hidden_size"),
         num_attention_heads=cfg.int("num_attention_heads"),

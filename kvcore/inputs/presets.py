@@ -14,6 +14,7 @@ from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
+from kvcore.runtimes.registry import get_runtime
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -48,4 +49,4 @@ def preset_geometry(name: str, runtime: str = DEFAULT_RUNTIME) -> Geometry:
 
     Example: preset_geometry("llama-3.2-1b").count("full") -> 16.
     """
-    return parse_config(load_preset(name)["config"], name, runtime)
+    return parse_config(load_preset(name)["config"], name, get_runtime(runtime))

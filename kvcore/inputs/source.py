@@ -34,6 +34,6 @@ def resolve_model(model: str, runtime: str = DEFAULT_RUNTIME) -> tuple[Geometry,
     if (
         model.endswith(".json") or "/" in model or Path(model).exists()
     ):  # a file, a model folder, or a device the reader refuses
-        return parse_config(read_config_file(model), Path(model).name, runtime), {}
+        return parse_config(read_config_file(model), Path(model).name, get_runtime(runtime)), {}
     preset = load_preset(model)
-    return parse_config(preset["config"], preset["name"], runtime), preset
+    return parse_config(preset["config"], preset["name"], get_runtime(runtime)), preset

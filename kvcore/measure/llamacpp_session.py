@@ -153,7 +153,7 @@ def predicted(geometry, kv_format: str, n_ctx: int, n_batch: int) -> dict:
     """kvcore's llama.cpp rules for this file and a context like Context's: the cache lines and
     bytes per token."""
     from kvcore.memory.formulas import KvSpec
-    from kvcore.runtimes.registry import llamacpp_cache as llamacpp
+    from kvcore.runtimes import llamacpp_cache as llamacpp
     from kvcore.runtimes.registry import runtime_of
 
     options = llamacpp.Options(1, batch=n_batch, ubatch=min(512, n_batch))

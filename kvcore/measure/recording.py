@@ -16,8 +16,8 @@ from kvcore.measure.machine import measured_provenance
 from kvcore.measure.timing import SWEEP_ORDER, SWEEP_SPREAD
 from kvcore.memory.formulas import PREFILL_STEP
 from kvcore.model.geometry import Geometry
+from kvcore.recordings import store as recordings
 from kvcore.recordings.store import is_apple_silicon
-from kvcore.recordings.store import store as recordings
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"

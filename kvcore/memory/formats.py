@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from kvcore.errors import KvError
-from kvcore.memory.weight_formats import GGML_BLOCKS
+from kvcore.memory.ggml_blocks import GGML_BLOCKS
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 

@@ -29,31 +29,13 @@ projections of MLA and linear-attention layers are kept at the file's base type 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kvcore.errors import KvError
-
-if TYPE_CHECKING:  # the geometry's type only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
-    from kvcore.model.geometry import Geometry
+from kvcore.memory.ggml_blocks import GGML_BLOCKS
+from kvcore.model.geometry import Geometry
 
 SOURCE = "ggml-org/llama.cpp @ 0c1e570: ggml/src/ggml-common.h (block layouts), src/llama-quant.cpp (which tensor gets which)"
 
-# ggml type name -> (values per block, bytes per block): the same pairs as the gguf package's GGML_QUANT_SIZES
-GGML_BLOCKS: dict[str, tuple[int, int]] = {
-    "F32": (1, 4),
-    "F16": (1, 2),
-    "BF16": (1, 2),
-    "Q8_0": (32, 34),
-    "Q4_0": (32, 18),
-    "Q4_1": (32, 20),
-    "Q5_0": (32, 22),
-    "Q5_1": (32, 24),
-    "IQ4_NL": (32, 18),
-    "Q4_K": (256, 144),
-    "Q5_K": (256, 176),
-    "Q6_K": (256, 210),
-    "MXFP4": (32, 17),
-}
 FALLBACK = {
     "Q4_K": "Q5_0",
     "Q5_K": "Q5_1",

@@ -16,7 +16,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.runtimes.registry import get_runtime
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views.memory import calculator as calc
+from kvcore.views import calculator as calc
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -529,7 +529,7 @@ def test_a_throwaway_format_and_runtime_reach_the_pages_choices_and_a_wrong_form
     runtime are the page's choices and its numbers; a 256-value-block format on 64-value rows is refused in words."""
     from kvcore.memory import formats
     from kvcore.memory.formats import CacheFormat
-    from kvcore.runtimes.registry import registry as runtimes
+    from kvcore.runtimes import registry as runtimes
     from kvcore.runtimes.token import TokenRuntime
 
     monkeypatch.setitem(

@@ -9,7 +9,7 @@ import threading
 import pytest
 import streamlit as st
 
-from kvcore.recordings.store import store as recordings
+from kvcore.recordings import store as recordings
 from kvsite import sources
 from kvsite.cache import section_cache
 
