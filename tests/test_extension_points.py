@@ -1,6 +1,6 @@
 """Where a new cache format, model family or runtime goes: one entry, and it reaches the engine, the calculator,
 the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs' weights); a wrong one is
-refused with a sentence (the README's "Where things go"; the Calculator page's choices are held by
+refused with a sentence (docs/contributing.md, "Where things go"; the Calculator page's choices are held by
 tests/app/test_app_calculator.py, a chapter's and a language's registry by tests/app/test_chapters.py).
 
 Every entry here is monkeypatched into its registry for one test: nothing is written into the repository."""
