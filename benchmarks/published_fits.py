@@ -1,7 +1,10 @@
 """The decode fit on every bundled published run: effective bandwidth, fixed cost, residuals and verdict,
 and where the run sits against the bytes model (measured slowdown ÷ predicted at its longest context).
 
-    .venv/bin/python benchmarks/published_fits.py [--markdown]
+    .venv/bin/python benchmarks/published_fits.py [--markdown [PATH]]
+
+`--markdown` prints the table in markdown; `--markdown docs/methods.md` writes it, with the command
+and commit, into its section of that page (benchmarks/doc_tables.py).
 
 Not a timing benchmark: it reads the recordings and fits time/token = bytes/BW_eff (+ c, with 3+ points)
 with kvcore.decode_model.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
@@ -17,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.doc_tables import Section  # noqa: E402
 from kvcore import decode_model, recordings  # noqa: E402
 
 
@@ -70,8 +74,17 @@ def rows() -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown", action="store_true", help="print a markdown table (the README's)")
+    ap.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the table in markdown: printed, or written into its section of PATH",
+    )
     args = ap.parse_args()
+    section = Section(
+        None if args.markdown in (None, "-") else args.markdown, "published_fits", False
+    )
     cols = [
         "run",
         "grade",
@@ -100,16 +113,19 @@ def main() -> None:
     ]
     table = rows()
     if args.markdown:
-        print("| " + " | ".join(heads) + " |")
-        print("|" + "|".join("---:" if c in ("points",) else ":---" for c in cols) + "|")
+        lines = ["| " + " | ".join(heads) + " |"]
+        lines.append("|" + "|".join("---:" if c in ("points",) else ":---" for c in cols) + "|")
         for r in table:
-            print(
+            lines.append(
                 "| "
                 + " | ".join(
                     str(r.get(c, r.get("why", "—") if c == "verdict" else "—")) for c in cols
                 )
                 + " |"
             )
+        if section.path is None:
+            print("\n".join(lines))
+        section.write("\n".join(lines))
         return
     for r in table:
         print(f"{r['run']}  [{r['grade']}, {r['chip']}, {r['points']} points, {r['contexts']}]")

@@ -64,7 +64,7 @@ def test_a_missing_mlx_is_one_line_saying_what_to_install():
 @pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
 def test_the_docs_run_the_cli_with_the_projects_python(doc):
     text = (ROOT / doc).read_text(encoding="utf-8")
-    commands = re.findall(r"^(\S*python\S*) -m kvcore ", text, flags=re.M)
+    commands = re.findall(r"^`?([^\s`]*python\S*) -m kvcore ", text, flags=re.M)  # code or inline
     assert commands and set(commands) == {".venv/bin/python"}, set(commands)
     assert "PyYAML" in text and "mlx" in text  # the line on what to install
 
