@@ -113,8 +113,9 @@ def computed(started: datetime.datetime) -> str:
 class Section:
     """Made before measuring (it notes the time and the load); write() the table once measured."""
 
-    def __init__(self, path: str | None, name: str, timed: bool = True):
+    def __init__(self, path: str | None, name: str, timed: bool = True, script: str | None = None):
         self.path, self.name, self.timed = (Path(path) if path else None), name, timed
+        self.script = script or name  # the benchmark that writes it: benchmarks/<script>.py
         self.started = datetime.datetime.now(datetime.UTC)
         self.load = os.getloadavg()
         if self.path is not None:
@@ -127,7 +128,7 @@ class Section:
         if not begin or not end or end.start() < begin.end():
             raise SystemExit(
                 f"{self.path} has no section for {self.name}: add the lines '<!-- {self.name}: "
-                f"written by benchmarks/{self.name}.py --markdown {self.path} -->' and "
+                f"written by benchmarks/{self.script}.py --markdown {self.path} -->' and "
                 f"'<!-- {self.name}: end -->' where its table goes."
             )
         return text[: begin.end()], text[end.start() :]
