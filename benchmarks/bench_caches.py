@@ -144,8 +144,8 @@ def main() -> int:
     ]
     section.write(
         table(heads, rows, right=(1, 2))
-        + f"\n\n{a.rounds} paired rounds, a rerun's websocket round trip. Server CPU per rerun, all "
-        f"threads: section_cache {cpu['section_cache']:.1f} ms, plain "
+        + f"\n\n{a.rounds} paired rounds, a rerun's websocket round trip. Server CPU per rerun, "
+        f"all threads: section_cache {cpu['section_cache']:.1f} ms, plain "
         f"{cpu['st.cache_resource']:.1f} ms."
     )
     return 0

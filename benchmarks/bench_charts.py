@@ -4,7 +4,8 @@ kvcore as it was at an earlier commit (--before, default 15e3ef8: before its cha
 its layer charts took their height as an argument and with_points put its points beside a layer chart's own layers
 rather than the chart inside a new one), in one run.
 
-    .venv/bin/python benchmarks/bench_charts.py [--rounds 15] [--before REV] [--markdown docs/benchmarks.md]
+    .venv/bin/python benchmarks/bench_charts.py [--rounds 15] [--before REV]
+        [--markdown docs/benchmarks.md]
 
 Why it matters: a reader's new state (a slider step, another format) is built once, then cached; most of that
 build is chart construction (the Calculator's two charts were ~54 % of its state sweep's time, by py-spy). Altair
@@ -173,7 +174,8 @@ def main() -> int:
     ]
     section.write(
         table(["", "median of the paired ratios (range)", "ms a chart"], rows)
-        + f"\n\n{n} charts from {len(STATES)} states, {args.rounds} rounds, Altair {alt.__version__}."
+        + f"\n\n{n} charts from {len(STATES)} states, {args.rounds} rounds, "
+        f"Altair {alt.__version__}."
     )
     return 0
 

@@ -48,13 +48,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.doc_tables import Section, add_option  # noqa: E402
-from kvcore.live_decode import (
+from kvcore.live_decode import (  # noqa: E402
     decode_sweep,
     generate_step_ms,
     paired_steps,
     prefill,
     synthetic_ms,
-)  # noqa: E402
+)
 from kvcore.live_memory import fill_caches, make_caches  # noqa: E402
 from kvcore.live_models import get_model  # noqa: E402
 from kvcore.live_timing import SweepOptions, quartiles  # noqa: E402
@@ -319,8 +319,8 @@ def main() -> int:
     ]
     (out / f"{a.out_name}.md").write_text("\n".join(md) + "\n")
     section.write(
-        "\n".join(md[4:])
-        + f"\n\nModel: {model.name} (random weights, {model.weights_format}); {a.rounds} paired rounds."
+        "\n".join(md[4:]) + f"\n\nModel: {model.name} (random weights, {model.weights_format}); "
+        f"{a.rounds} paired rounds."
     )
     print(f"wrote {out / (a.out_name + '.json')} and .md ({summary['wall_s']:.0f} s)")
     return 0

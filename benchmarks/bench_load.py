@@ -22,8 +22,8 @@ run), is a reference row. Per rerun: the server's CPU time (/proc, every thread)
     .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000] [--steps 20]
         [--parts load,interactions,trip,soak,live] [--markdown docs/benchmarks.md]
 
-`--markdown PATH` writes the parts run, as tables, with their provenance into the bench_load section of PATH
-(benchmarks/doc_tables.py).
+`--markdown PATH` writes the parts run, as tables, with their provenance into the bench_load section
+of PATH (benchmarks/doc_tables.py).
 """
 
 from __future__ import annotations
@@ -386,8 +386,8 @@ def load_part(a, servers: dict, say, md: list) -> None:
     ]
     md.append(
         table(heads, rows)
-        + f"\n\n{a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds. Against the "
-        "one-line page on Streamlit's default settings (postScriptGC on): throughput "
+        + f"\n\n{a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds. "
+        "Against the one-line page on Streamlit's default settings (postScriptGC on): throughput "
         f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 "
         f"{spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}."
     )
@@ -422,9 +422,9 @@ def interactions_part(a, app, one, say, md: list) -> None:
         "a full rerun of the page",
     ]
     md.append(
-        f"One reader at a time, {a.steps} slider steps per page and round (the one-line page's full rerun: "
-        f"{statistics.median(ones):.1f} ms of CPU), median of {a.rounds} interleaved rounds:\n\n"
-        + table(heads, rows)
+        f"One reader at a time, {a.steps} slider steps per page and round (the one-line page's "
+        f"full rerun: {statistics.median(ones):.1f} ms of CPU), median of {a.rounds} interleaved "
+        "rounds:\n\n" + table(heads, rows)
     )
 
 
@@ -497,8 +497,8 @@ def trip_part(a, app, one, tmp: str, stack: ExitStack, say, md: list) -> None:
         for x, y in zip(trips["app", "Nagle off", "direct"], trips["app", "Nagle on", "direct"])
     ]
     md.append(
-        "One reader's rerun round trip, nobody else on the server (median ms of 3 interleaved rounds; the "
-        "app's page is the .nbytes trap):\n\n"
+        "One reader's rerun round trip, nobody else on the server (median ms of 3 interleaved "
+        "rounds; the app's page is the .nbytes trap):\n\n"
         + table(heads, rows)
         + f"\n\nThe app's round trip, Nagle off ÷ on, direct: {spread(off_on)}."
     )
@@ -578,12 +578,13 @@ def live_part(a, app, say, md: list) -> None:
         f"throughput with / without: {spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])}; "
         f"errors {sum(len(x['errors']) for x in w + wo)}"
     )
+    p95 = spread([x["p95"] / y["p95"] for x, y in zip(w, wo)])
+    throughput = spread([x["throughput"] / y["throughput"] for x, y in zip(w, wo)])
     md.append(
-        f"Live sweep: {a.readers} readers × {a.reruns} reruns, 2 interleaved rounds, on a server that is not "
-        "read-only, with and without another session's live decode sweep (cpu-demo, the page's defaults): "
-        f"readers' p95 {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])} and throughput "
-        f"{spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])} of the same load without; "
-        f"errors {sum(len(x['errors']) for x in w + wo)}."
+        f"Live sweep: {a.readers} readers × {a.reruns} reruns, 2 interleaved rounds, on a server "
+        "that is not read-only, with and without another session's live decode sweep (cpu-demo, "
+        f"the page's defaults): readers' p95 {p95} and throughput {throughput} of the same load "
+        f"without; errors {sum(len(x['errors']) for x in w + wo)}."
     )
 
 

@@ -4,8 +4,8 @@ comparison on chips the fit never saw (the table in docs/methods.md).
     .venv/bin/python benchmarks/timing_heldout.py [--markdown [PATH]]
 
 `--markdown` prints the tables in markdown; `--markdown docs/methods.md` writes the shares and the
-held-out table, with the command and commit, into its section of that page (benchmarks/doc_tables.py),
-where tests/test_timing_fit.py holds it to what this prints now.
+held-out table, with the command and commit, into its section of that page
+(benchmarks/doc_tables.py), where tests/test_timing_fit.py holds it to what this prints now.
 
 Not a timing benchmark: it reads kvcore/timing_runs.yaml (and the bundled recordings it names), fits with
 kvcore.timing_fit and prints predicted vs measured tokens/s per point; error = predicted / measured - 1.
