@@ -2,7 +2,7 @@
 kvsite.cache.section_cache (the site as it is) against the same site whose section_cache is plain
 st.cache_resource (same max_entries, the same cheap hash_funcs for recordings and geometries), in one run.
 
-    .venv/bin/python benchmarks/bench_caches.py [--rounds 15]
+    .venv/bin/python benchmarks/bench_caches.py [--rounds 15] [--markdown docs/benchmarks.md]
 
 Two servers, both with Nagle's algorithm off (deploy/nodelay, as the replicas run; otherwise a ~40 ms TCP wait
 hides the difference) and the project's settings; the second runs a copy of the repository in a temporary
@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server import _socket, rerun  # noqa: E402
 
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import PAGES, ROOT, streamlit_server  # noqa: E402
 
 NODELAY = {"PYTHONPATH": str(ROOT / "deploy" / "nodelay"), "KVCORE_READ_ONLY": "1"}
@@ -69,7 +70,9 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
+    add_option(ap)
     a = ap.parse_args()
+    section = Section(a.markdown, "bench_caches")
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         dirs = {"section_cache": ROOT, "st.cache_resource": plain_copy(Path(tmp))}
         bases = {
@@ -108,7 +111,7 @@ def main() -> int:
     print(
         f"{'page':<16} {'section_cache ms':>16} {'st.cache_resource ms':>20} {'plain / own, median (IQR)':>28}"
     )
-    ratios_all = []
+    ratios_all, rows = [], []
     for page in PAGES:
         own, plain = t["section_cache", page], t["st.cache_resource", page]
         ratios = [p / o for p, o in zip(plain, own)]
@@ -118,11 +121,32 @@ def main() -> int:
             f"{page:<16} {statistics.median(own):16.1f} {statistics.median(plain):20.1f} "
             f"{q2:>12.2f} ({q1:.2f}-{q3:.2f})"
         )
+        rows.append(
+            [
+                page,
+                f"{statistics.median(own):.1f}",
+                f"{statistics.median(plain):.1f}",
+                f"×{q2:.2f} ({q1:.2f}–{q3:.2f})",
+            ]
+        )
     q1, q2, q3 = quartiles(ratios_all)
     print(f"{'every page':<16} {'':16} {'':20} {q2:>12.2f} ({q1:.2f}-{q3:.2f})")
     print(
         f"server CPU per rerun (all threads): section_cache {cpu['section_cache']:.1f} ms, "
         f"st.cache_resource {cpu['st.cache_resource']:.1f} ms"
+    )
+    rows.append(["every page", "", "", f"**×{q2:.2f}** ({q1:.2f}–{q3:.2f})"])
+    heads = [
+        "page",
+        "section_cache, median ms",
+        "plain st.cache_resource, median ms",
+        "plain ÷ section_cache: median of the paired ratios (IQR)",
+    ]
+    section.write(
+        table(heads, rows, right=(1, 2))
+        + f"\n\n{a.rounds} paired rounds, a rerun's websocket round trip. Server CPU per rerun, "
+        f"all threads: section_cache {cpu['section_cache']:.1f} ms, plain "
+        f"{cpu['st.cache_resource']:.1f} ms."
     )
     return 0
 

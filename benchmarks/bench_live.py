@@ -30,6 +30,7 @@ beyond, else "not resolved at this spread".
    so a harness step slipped between its yields would be timed inside its gaps. Expected: within 10 %.
 
 Usage: .venv/bin/python benchmarks/bench_live.py [--model cpu-demo] [--weights-format fp32] [--rounds 15]
+    [--markdown docs/benchmarks.md]
 Writes benchmarks/out/bench_live.json and .md (git-ignored), or --out-name NAME.json/.md.
 """
 
@@ -46,6 +47,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.doc_tables import Section, add_option  # noqa: E402
 from kvcore.measure.caches import fill_caches, make_caches  # noqa: E402
 from kvcore.measure.decode import (  # noqa: E402
     decode_sweep,
@@ -246,7 +248,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--rounds", type=int, default=15, help="A/B pairs per paired check")
     p.add_argument("--out-name", default="bench_live", help="file stem under benchmarks/out/")
+    add_option(p, "its table of the three checks")
     a = p.parse_args()
+    section = Section(a.markdown, "bench_live")
     model = get_model(a.model, "random", a.weights_format)
     print(
         f"model {model.name}, {model.weights_format} weights, {model.dtype} activations, {backend()['backend']}"
@@ -314,6 +318,10 @@ def main() -> int:
         f"Extrapolation: {two['extrapolation']}.",
     ]
     (out / f"{a.out_name}.md").write_text("\n".join(md) + "\n")
+    section.write(
+        "\n".join(md[4:]) + f"\n\nModel: {model.name} (random weights, {model.weights_format}); "
+        f"{a.rounds} paired rounds."
+    )
     print(f"wrote {out / (a.out_name + '.json')} and .md ({summary['wall_s']:.0f} s)")
     return 0
 

@@ -20,7 +20,10 @@ not the server. A third, the one-line page on Streamlit's default (postScriptGC 
 run), is a reference row. Per rerun: the server's CPU time (/proc, every thread) and the bytes it sent.
 
     .venv/bin/python benchmarks/bench_load.py [--readers 40] [--rounds 4] [--reruns 6] [--soak 10000] [--steps 20]
-        [--parts load,interactions,trip,soak,live]
+        [--parts load,interactions,trip,soak,live] [--markdown docs/benchmarks.md]
+
+`--markdown PATH` writes the parts run, as tables, with their provenance into the bench_load section
+of PATH (benchmarks/doc_tables.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.reader import Reader  # noqa: E402
 from harness.server import ROOT, nginx_server, streamlit_server  # noqa: E402
 
@@ -231,11 +235,13 @@ def main() -> int:
         default=",".join(PARTS),
         help=f"the parts to run, comma-separated, among {','.join(PARTS)} (default: all)",
     )
+    add_option(ap, "the parts' tables")
     a = ap.parse_args()
+    section = Section(a.markdown, "bench_load")
     parts = a.parts.split(",")
     if unknown := [p for p in parts if p not in PARTS]:
         ap.error(f"unknown part {', '.join(unknown)}: choose among {', '.join(PARTS)}")
-    out = []
+    out, md = [], []  # what is printed; the markdown for the docs page
 
     def say(line: str = "") -> None:
         print(line, flush=True)
@@ -252,20 +258,21 @@ def main() -> int:
                 "one-line page": (one, ONE_VISITS),
                 "one-line, GC on": (one_default, ONE_VISITS),
             }
-            load_part(a, servers, say)
+            load_part(a, servers, say, md)
         if "interactions" in parts:
-            interactions_part(a, app, one, say)
+            interactions_part(a, app, one, say, md)
         if "trip" in parts:
-            trip_part(a, app, one, tmp, stack, say)
+            trip_part(a, app, one, tmp, stack, say, md)
         if "soak" in parts:
-            soak_part(a, app, say)
+            soak_part(a, app, say, md)
         if "live" in parts:
             # on a server of its own that is not read-only: the hosted demo offers no live decode
             live = stack.enter_context(streamlit_server(env={"KVCORE_READ_ONLY": ""}))
             with Reader(live) as r:  # warm-up, as the app's
                 for page, query in APP_VISITS:
                     r.rerun(page, query)
-            live_part(a, live, say)
+            live_part(a, live, say, md)
+    section.write("\n\n".join(md))
     return 0
 
 
@@ -289,7 +296,7 @@ def warm_servers(tmp: str, stack: ExitStack, say) -> tuple:
     return app, one, one_default
 
 
-def load_part(a, servers: dict, say) -> None:
+def load_part(a, servers: dict, say, md: list) -> None:
     # ---- load: interleaved rounds, the order alternating
     res = {name: [] for name in servers}
     for k in range(a.rounds):
@@ -323,8 +330,70 @@ def load_part(a, servers: dict, say) -> None:
         for e in sorted({e for x in rs for e in x["errors"]})[:5]:
             say(f"  error ({name}): {e}")
 
+    def med(rs: list, key: str) -> float:
+        return statistics.median(x[key] for x in rs)
 
-def interactions_part(a, app, one, say) -> None:
+    def ratio(
+        key: str,
+    ) -> str:  # "—" where the one-line page's figure is 0 (below the clock's tick)
+        pairs = list(zip(app_r, one_r))
+        return spread([x[key] / y[key] for x, y in pairs]) if all(y[key] for _, y in pairs) else "—"
+
+    rows = [
+        [
+            "throughput",
+            f"{med(app_r, 'throughput'):.1f} reruns/s",
+            f"{med(one_r, 'throughput'):.1f} reruns/s",
+            ratio("throughput"),
+        ],
+        [
+            "p50 of a rerun",
+            f"{med(app_r, 'p50'):,.0f} ms",
+            f"{med(one_r, 'p50'):,.0f} ms",
+            ratio("p50"),
+        ],
+        [
+            "p95 of a rerun",
+            f"{med(app_r, 'p95'):,.0f} ms",
+            f"{med(one_r, 'p95'):,.0f} ms",
+            ratio("p95"),
+        ],
+        ["errors", sum(len(x["errors"]) for x in app_r), sum(len(x["errors"]) for x in one_r), ""],
+        [
+            "resident memory per open session",
+            f"{med(app_r, 'mib_per_reader'):.2f} MiB",
+            f"{med(one_r, 'mib_per_reader'):.2f} MiB",
+            "",
+        ],
+        [
+            "server CPU per rerun (all threads)",
+            f"{med(app_r, 'cpu_ms'):.1f} ms",
+            f"{med(one_r, 'cpu_ms'):.1f} ms",
+            ratio("cpu_ms"),
+        ],
+        [
+            "bytes sent per rerun",
+            f"{med(app_r, 'kib'):.1f} KiB",
+            f"{med(one_r, 'kib'):.1f} KiB",
+            "",
+        ],
+    ]
+    heads = [
+        f"{a.readers} readers at once",
+        "app",
+        "one-line page",
+        f"app / one-line (median of {a.rounds} paired rounds, range)",
+    ]
+    md.append(
+        table(heads, rows)
+        + f"\n\n{a.readers} readers × {a.reruns} reruns, {a.rounds} interleaved rounds. "
+        "Against the one-line page on Streamlit's default settings (postScriptGC on): throughput "
+        f"{spread([x['throughput'] / y['throughput'] for x, y in zip(app_r, gc_on)])}, p95 "
+        f"{spread([x['p95'] / y['p95'] for x, y in zip(app_r, gc_on)])}."
+    )
+
+
+def interactions_part(a, app, one, say, md: list) -> None:
     # ---- one reader's interactions: server CPU per slider step against a one-line page's rerun, interleaved
     steps = {name: [] for name, _ in SLIDERS}
     full = {name: [] for name, _ in SLIDERS}
@@ -343,9 +412,23 @@ def interactions_part(a, app, one, say) -> None:
         say(
             f"  {page:<16} {key:<7} step {spread(steps[page])}; a full rerun of the page {spread(full[page])}"
         )
+    rows = [
+        [f"{page} ({key})", spread(steps[page]), f"×{statistics.median(full[page]):.2f}"]
+        for page, key in SLIDERS
+    ]
+    heads = [
+        "slider",
+        "server CPU per step × one-line page's rerun (range)",
+        "a full rerun of the page",
+    ]
+    md.append(
+        f"One reader at a time, {a.steps} slider steps per page and round (the one-line page's "
+        f"full rerun: {statistics.median(ones):.1f} ms of CPU), median of {a.rounds} interleaved "
+        "rounds:\n\n" + table(heads, rows)
+    )
 
 
-def trip_part(a, app, one, tmp: str, stack: ExitStack, say) -> None:
+def trip_part(a, app, one, tmp: str, stack: ExitStack, say, md: list) -> None:
     # ---- one reader's round trip: direct and through nginx, app page and one-line page, Nagle on and off
     variants = {
         ("app", "Nagle on"): app,
@@ -385,8 +468,43 @@ def trip_part(a, app, one, tmp: str, stack: ExitStack, say) -> None:
         f"  app, Nagle off / on, direct: {spread([x / y for x, y in zip(trips['app', 'Nagle off', 'direct'], trips['app', 'Nagle on', 'direct'])])}"
     )
 
+    def cells(nagle: str, via: str) -> list:
+        app_v, one_v = trips["app", nagle, via], trips["one-line page", nagle, via]
+        return [
+            f"{statistics.median(app_v):.1f}",
+            f"{statistics.median(one_v):.1f}",
+            spread([x / y for x, y in zip(app_v, one_v)]),
+        ]
 
-def soak_part(a, app, say) -> None:
+    rows = [
+        [label, *cells(nagle, "direct"), *cells(nagle, "nginx")]
+        for nagle, label in (
+            ("Nagle on", "as Streamlit starts it (Nagle on)"),
+            ("Nagle off", "Nagle off (`deploy/nodelay`)"),
+        )
+    ]
+    heads = [
+        "server",
+        "app",
+        "one-line page",
+        "app / one-line, direct",
+        "through nginx: app",
+        "one-line",
+        "app / one-line",
+    ]
+    off_on = [
+        x / y
+        for x, y in zip(trips["app", "Nagle off", "direct"], trips["app", "Nagle on", "direct"])
+    ]
+    md.append(
+        "One reader's rerun round trip, nobody else on the server (median ms of 3 interleaved "
+        "rounds; the app's page is the .nbytes trap):\n\n"
+        + table(heads, rows)
+        + f"\n\nThe app's round trip, Nagle off ÷ on, direct: {spread(off_on)}."
+    )
+
+
+def soak_part(a, app, say, md: list) -> None:
     # ---- soak: >= a.soak reruns by the same N open sessions on the app server, memory sampled every ~1,000
     # (the same sessions throughout: a closed session's state is kept for server.disconnectedSessionTTL, 120 s)
     soakers = [Reader(app, timeout_s=120) for _ in range(a.readers)]
@@ -407,9 +525,15 @@ def soak_part(a, app, say) -> None:
     half = samples[len(samples) // 2 :]
     slope = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
     say(f"  second half: {slope:+.2f} MiB per 1,000 reruns")
+    md.append(
+        f"Soak: {done:,} reruns by {a.readers} open sessions in {time.perf_counter() - t0:.0f} s, "
+        f"errors {soak_errors}; resident memory "
+        + ", ".join(f"{m:.0f}" for _, m in samples)
+        + f" MiB every ~1,000 reruns ({slope:+.2f} MiB per 1,000 over the second half)."
+    )
 
 
-def live_part(a, app, say) -> None:
+def live_part(a, app, say, md: list) -> None:
     # ---- the same load with one live decode sweep running in another session, interleaved
     live = {"without": [], "with": []}
     for k in range(2):
@@ -453,6 +577,14 @@ def live_part(a, app, say) -> None:
         f"  p95 with / without: {spread([x['p95'] / y['p95'] for x, y in zip(w, wo)])}; "
         f"throughput with / without: {spread([x['throughput'] / y['throughput'] for x, y in zip(w, wo)])}; "
         f"errors {sum(len(x['errors']) for x in w + wo)}"
+    )
+    p95 = spread([x["p95"] / y["p95"] for x, y in zip(w, wo)])
+    throughput = spread([x["throughput"] / y["throughput"] for x, y in zip(w, wo)])
+    md.append(
+        f"Live sweep: {a.readers} readers × {a.reruns} reruns, 2 interleaved rounds, on a server "
+        "that is not read-only, with and without another session's live decode sweep (cpu-demo, "
+        f"the page's defaults): readers' p95 {p95} and throughput {throughput} of the same load "
+        f"without; errors {sum(len(x['errors']) for x in w + wo)}."
     )
 
 

@@ -2,6 +2,7 @@
 measured in the same run (AppTest, warm caches: a reader's rerun with unchanged inputs). Goal: ratio <= 3.
 
     .venv/bin/python benchmarks/bench_pages.py [--runs 30] [--seed 1] [--json benchmarks/out/pages.json]
+        [--markdown docs/benchmarks.md]
 
 Design. Every script goes through the same harness: AppTest in one process, one warm-up run each. Then
 --runs rounds, each visiting every script in a shuffled (seeded) order; a visit is an untimed run and then
@@ -57,6 +58,7 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from kvsite.chapters import CHAPTERS  # noqa: E402
 
 APP = str(ROOT / "streamlit_app.py")
@@ -183,6 +185,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--lang", default="en", choices=("en", "ja"))
     ap.add_argument("--json", help="also write the results here")
+    add_option(ap)
     ap.add_argument("--seed", type=int, default=1, help="the order of the scripts in each round")
     ap.add_argument(
         "--compile-each-run",
@@ -190,6 +193,7 @@ def main() -> int:
         help="AppTest's default: recompile the scripts on every run",
     )
     a = ap.parse_args()
+    section = Section(a.markdown, "bench_pages")
     if not a.compile_each_run:
         share_bytecode()
     rows = measure(a.runs, a.lang, a.seed)
@@ -207,6 +211,21 @@ def main() -> int:
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(rows, indent=2))
+    heads = ["page", "median ms", "script thread ms", "elements", "× one-line page"]
+    cells = [
+        [
+            r["page"],
+            f"{r['median_ms']:.1f}",
+            f"{r['script_ms']:.1f}",
+            r["elements"],
+            f"{r['ratio']:.2f}",
+        ]
+        for r in rows
+    ]
+    section.write(
+        table(heads, cells, right=(1, 2, 3, 4))
+        + f"\n\n{a.runs} runs each, {mode}, pages in {a.lang}."
+    )
     return 0
 
 

@@ -7,7 +7,7 @@ websocket to the script_finished message, for every page, in one run, on three s
   pyarrow, ...) and so delays the run's own messages, already queued, until it is done,
 - a one-line page on its own server, for scale.
 
-    .venv/bin/python benchmarks/bench_server.py [--runs 20]
+    .venv/bin/python benchmarks/bench_server.py [--runs 20] [--markdown docs/benchmarks.md]
 
 Part of every round trip here is TCP, not Streamlit: the server's sockets (uvicorn under Streamlit 1.67)
 have Nagle's algorithm on (TCP_NODELAY 0, seen from inside the server), so when a run's messages leave
@@ -36,6 +36,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import PAGES, streamlit_server  # noqa: E402
 
 ONE_LINE = 'import streamlit as st\nst.write("hello")\n'
@@ -72,7 +73,9 @@ def rss_mib(pid: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
+    add_option(ap)
     a = ap.parse_args()
+    section = Section(a.markdown, "bench_server")
     servers = {"configured": {}, "postScriptGC on": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         Path(tmp, "streamlit_app.py").write_text(ONE_LINE, encoding="utf-8")
@@ -117,6 +120,22 @@ def main() -> int:
         print(
             f"resident memory, {name}: {rss0[name]:.0f} MiB after warm-up, {rss1[name]:.0f} MiB after the runs"
         )
+    rows = [
+        [
+            page,
+            f"{med['configured', page]:.1f} ms",
+            f"{med['postScriptGC on', page]:.1f} ms",
+            f"{med['postScriptGC on', page] / med['configured', page]:.2f}",
+        ]
+        for page in PAGES
+    ]
+    heads = ["page", "configured (postScriptGC off)", "Streamlit's default (on)", "on / off"]
+    memory = "; ".join(f"{name} {rss0[name]:.0f} → {rss1[name]:.0f} MiB" for name in bases)
+    section.write(
+        table(heads, rows, right=(1, 2, 3))
+        + f"\n\nMedian of {a.runs} reruns a page. A one-line page on its own server: {one:.1f} ms. "
+        f"Resident memory after the warm-up → after the runs: {memory}."
+    )
     return 0
 
 

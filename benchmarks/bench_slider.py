@@ -8,7 +8,7 @@ left in odd ones (a warm-up round first, untimed); a step is timed from the key 
 SVG has changed. The result per chapter is the median of the paired ratios chapter / baseline with the
 interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
 
-Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15
+Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15 [--markdown docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
 
 # chapter URL path and query -> which slider to step (its label's position among the page's sliders)
@@ -73,7 +74,9 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
+    add_option(ap)
     a = ap.parse_args()
+    section = Section(a.markdown, "bench_slider")
     base_dir = Path(tempfile.mkdtemp(prefix="bench-slider-"))
     (base_dir / "streamlit_app.py").write_text(BASELINE_PAGE, encoding="utf-8")
     (base_dir / ".streamlit").mkdir()
@@ -112,10 +115,15 @@ def main() -> int:
                 ratios[name].append(t_page / t_base)
         browser.close()
     print(f"{'page':<36} {'median ms':>9} {'x one-line page (median of paired ratios, IQR)':>48}")
+    rows = []
     for name, values in times.items():
         q = statistics.quantiles(ratios[name], n=4) if name in ratios else None
         paired = f"{statistics.median(ratios[name]):.2f} (IQR {q[0]:.2f}-{q[2]:.2f})" if q else "1"
         print(f"{name:<36} {statistics.median(values) * 1e3:9.0f} {paired:>48}")
+        paired_md = f"{statistics.median(ratios[name]):.2f} ({q[0]:.2f}–{q[2]:.2f})" if q else "1"
+        rows.append([name, f"{statistics.median(values) * 1e3:.0f} ms", paired_md])
+    heads = ["slider", "median", f"× one-line page (median of {a.rounds} paired ratios, IQR)"]
+    section.write(table(heads, rows, right=(1,)))
     return 0
 
 

@@ -1,7 +1,10 @@
 """The decode fit on every bundled published run: effective bandwidth, fixed cost, residuals and verdict,
 and where the run sits against the bytes model (measured slowdown ÷ predicted at its longest context).
 
-    .venv/bin/python benchmarks/published_fits.py [--markdown]
+    .venv/bin/python benchmarks/published_fits.py [--markdown [PATH]]
+
+`--markdown` prints the table in markdown; `--markdown docs/methods.md` writes it, with the command
+and commit, into its section of that page (benchmarks/doc_tables.py).
 
 Not a timing benchmark: it reads the recordings and fits time/token = bytes/BW_eff (+ c, with 3+ points)
 with kvcore.fits.decode.fit_run, the same fit the Decode page shows. Residuals are (measured - fitted) /
@@ -17,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.doc_tables import Section  # noqa: E402
 from kvcore.fits import decode as decode_runs
 from kvcore.recordings import store as recordings  # noqa: E402
 
@@ -69,10 +73,8 @@ def rows() -> list[dict]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown", action="store_true", help="print a markdown table (the README's)")
-    args = ap.parse_args()
+def markdown(table: list[dict]) -> str:
+    """The table as docs/methods.md holds it (tests/test_docs.py compares the two)."""
     cols = [
         "run",
         "grade",
@@ -99,18 +101,33 @@ def main() -> None:
         "measured vs predicted slowdown (ratio)",
         "residuals",
     ]
+    lines = ["| " + " | ".join(heads) + " |"]
+    lines.append("|" + "|".join("---:" if c in ("points",) else ":---" for c in cols) + "|")
+    for r in table:
+        cells = [str(r.get(c, r.get("why", "—") if c == "verdict" else "—")) for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the table in markdown: printed, or written into its section of PATH",
+    )
+    args = ap.parse_args()
+    section = Section(
+        None if args.markdown in (None, "-") else args.markdown, "published_fits", False
+    )
     table = rows()
     if args.markdown:
-        print("| " + " | ".join(heads) + " |")
-        print("|" + "|".join("---:" if c in ("points",) else ":---" for c in cols) + "|")
-        for r in table:
-            print(
-                "| "
-                + " | ".join(
-                    str(r.get(c, r.get("why", "—") if c == "verdict" else "—")) for c in cols
-                )
-                + " |"
-            )
+        text = markdown(table)
+        if section.path is None:
+            print(text)
+        section.write(text)
         return
     for r in table:
         print(f"{r['run']}  [{r['grade']}, {r['chip']}, {r['points']} points, {r['contexts']}]")

@@ -43,7 +43,7 @@ def one_line(r, words: str) -> str:
     return err
 
 
-# ---------------------------------------------------------------- what to install, and the README's commands
+# ------------------------------------------------------ what to install, and the documented commands
 
 
 def test_a_missing_pyyaml_is_one_line_saying_what_to_install():
@@ -61,11 +61,12 @@ def test_a_missing_mlx_is_one_line_saying_what_to_install():
     assert "mlx-lm" in err and "calc" in err
 
 
-def test_the_readme_runs_the_cli_with_the_projects_python():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    commands = re.findall(r"^(\S*python\S*) -m kvcore ", readme, flags=re.M)
+@pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
+def test_the_docs_run_the_cli_with_the_projects_python(doc):
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    commands = re.findall(r"^`?([^\s`]*python\S*) -m kvcore ", text, flags=re.M)  # code or inline
     assert commands and set(commands) == {".venv/bin/python"}, set(commands)
-    assert "PyYAML" in readme and "mlx" in readme  # the line on what to install
+    assert "PyYAML" in text and "mlx" in text  # the line on what to install
 
 
 # ---------------------------------------------------------------- files that are not files

@@ -1,6 +1,6 @@
 """Where a new cache format, model family, runtime, language or published run goes: one entry, and it reaches the
 engine, the calculator, the CLI and the chapters' format choices (Linear growth, the .nbytes trap, the live runs'
-weights); a wrong one is refused by the code in one sentence naming it (the README's "Where things go"; the
+weights); a wrong one is refused by the code in one sentence naming it (docs/contributing.md, "Where things go"; the
 Calculator page's choices are held by tests/app/test_app_calculator.py, a chapter's and a language's registry by
 tests/app/test_chapters.py).
 
@@ -446,14 +446,14 @@ def test_a_misspelt_preset_is_named_not_reported_as_no_model():
     preset rather than saying the run names no model (decode_model once swallowed the error into "no_model")."""
     import yaml
 
+    from kvcore.fits import decode as decode_runs
     from kvcore.recordings.store import Recording
-    from kvcore.timing import decode_model
 
     data = yaml.safe_load(_cited(_set("model", "preset", "llama-3.1-8bb")))
     with pytest.raises(KvError, match="'llama-3.1-8bb'"):
-        decode_model.no_fit_reason(Recording(None, data))
+        decode_runs.no_fit_reason(Recording(None, data))
     named = Recording(None, yaml.safe_load(_cited(_set("hardware", "chip", "M4 Max"))))
-    assert decode_model.chip_for(named) is None  # a family whose variant the source does not state
+    assert decode_runs.chip_for(named) is None  # a family whose variant the source does not state
 
 
 # ---------------------------------------------------------------- families

@@ -39,7 +39,7 @@ EXTRA = (
     "Python",
     "Browse files",
     "Drag and drop file here",
-    "Drag and drop files here",  # Streamlit's own, not settable (README)
+    "Drag and drop files here",  # Streamlit's own, not settable (docs/site.md)
     "mlx_lm",
     "mlx-lm",
     "llama.cpp",

@@ -1,4 +1,4 @@
-"""As a host runs the site (README "Hosting"): requirements.txt installed into a fresh virtual environment,
+"""As a host runs the site (docs/hosting.md): requirements.txt installed into a fresh virtual environment,
 then `python -m streamlit run streamlit_app.py` with KVCORE_READ_ONLY = "1" in its Secrets (as Streamlit Community
 Cloud sets it); the health endpoint answers and pages are served without an exception, read-only. And requirements.txt resolves for Apple Silicon (macOS arm64) too.
 
