@@ -11,14 +11,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .errors import KvError
+from .errors import KvError, quote
 from .families import Family
+from .limits import MAX_DIGITS, MAX_FIELD, MAX_LAYERS  # re-exported: any count or size; layers
 from .textfile import decode_text, read_text_file
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
 MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
-MAX_FIELD = 10**9  # any count or size in a config
-MAX_LAYERS = 1024  # the largest real models have ~130; the engine loops over layers
 
 
 def flatten(config: dict) -> dict:
@@ -36,6 +35,7 @@ class Cfg:
 
     def __init__(self, config: dict, family: Family):
         self.c, self.d = dict(config), family.defaults
+        self._sets: dict[str, frozenset[int]] = {}
         for (
             old,
             new,
@@ -63,31 +63,59 @@ class Cfg:
             or value != int(value)
         ):
             raise KvError(
-                f"config.json field {key!r} must be a whole number, not {value!r}.",
+                f"config.json field {key!r} must be a whole number, not {quote(value)}.",
                 "config_not_whole",
                 field=key,
-                value=value,
+                value=quote(value),
             )
         limit = MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD
         if int(value) < minimum or int(value) > limit:
             raise KvError(
-                f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).",
+                f"config.json field {key!r} = {quote(value)} is out of range ({minimum} to {limit:,}).",
                 "config_range",
                 field=key,
-                value=value,
+                value=quote(value),
                 minimum=minimum,
                 limit=limit,
             )
         return int(value)
 
+    def index_set(self, key: str) -> frozenset[int]:
+        """A list of layer indices (mlp_only_layers) as a set, read and checked once (a layer loop asks per layer):
+        at most MAX_LAYERS whole numbers; absent or null -> empty."""
+        if key not in self._sets:
+            value = self.get(key) or []
+            if not isinstance(value, list) or len(value) > MAX_LAYERS:
+                raise KvError(
+                    f"config.json field {key!r} must list at most {MAX_LAYERS:,} layer numbers, not {quote(value)}.",
+                    "config_list",
+                    field=key,
+                    limit=MAX_LAYERS,
+                    value=quote(value),
+                )
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_LAYERS
+                for v in value
+            ):
+                raise KvError(
+                    f"config.json field {key!r} must list layer numbers from 0 to {MAX_LAYERS - 1:,}, not "
+                    f"{quote(value)}.",
+                    "config_list",
+                    field=key,
+                    limit=MAX_LAYERS,
+                    value=quote(value),
+                )
+            self._sets[key] = frozenset(value)
+        return self._sets[key]
+
     def bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
             raise KvError(
-                f"config.json field {key!r} must be true or false, not {value!r}.",
+                f"config.json field {key!r} must be true or false, not {quote(value)}.",
                 "config_not_bool",
                 field=key,
-                value=value,
+                value=quote(value),
             )
         return value
 
@@ -131,6 +159,21 @@ def _nesting_depth(text: str) -> int:
     return deepest
 
 
+def _json_int(digits: str, label: str) -> int:
+    """A JSON integer of at most MAX_DIGITS digits (Python refuses 4,301+ with a ValueError; no config field needs
+    more than ten)."""
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise KvError(
+            f"{label} holds an integer of {len(digits.lstrip('-')):,} digits; a config.json number has at most "
+            f"{MAX_DIGITS}.",
+            "json_digits",
+            label=label,
+            n=len(digits.lstrip("-")),
+            limit=MAX_DIGITS,
+        )
+    return int(digits)
+
+
 def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     """JSON text (or an uploaded file's bytes) -> dict, or a KvError naming the problem: too large, binary,
     not UTF-8, nested deeper than MAX_JSON_DEPTH, or the line and column of the mistake.
@@ -151,7 +194,7 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
             f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
         )
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=lambda digits: _json_int(digits, label))
     except json.JSONDecodeError as e:
         raise KvError(
             f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import KvError
+from .errors import KvError, quote
 
 
 @dataclass(frozen=True)
@@ -170,9 +170,9 @@ def family_for(model_type: str) -> Family:
     if family is None:
         known = ", ".join(sorted(set(FAMILIES) | set(MODEL_TYPE_ALIASES)))
         raise KvError(
-            f"model_type {model_type!r} is not a model family kvcore knows; known: {known}.",
+            f"model_type {quote(model_type)} is not a model family kvcore knows; known: {known}.",
             "model_unknown",
-            model_type=model_type,
+            model_type=quote(model_type),
             known=known,
         )
     return family

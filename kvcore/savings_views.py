@@ -132,7 +132,9 @@ def format_table(
                 "format": name,
                 "bits_per_value": get_format(name).bits_per_value(dim),
                 "bytes_per_token": per,
-                "vs_fp16": per / fp16,
+                "vs_fp16": per / fp16
+                if fp16
+                else 1.0,  # no attention layer: every format costs 0 B per token
                 "source": get_format(name).source,
             }
         )
