@@ -39,7 +39,6 @@ CODES = frozenset(
         "updates_none",
         "updates_digits",
         "updates_long",
-        "url_number",
         "kv_heads",
         "no_attention",
         "total_range",

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import streamlit as st
 
 from kvcore import gguf as kgguf
-from kvcore.errors import KvError
-from kvcore.limits import MAX_CONTEXT
 from kvcore.config import parse_json_text
+from kvcore.errors import KvError
 from kvcore.formulas import KvSpec
 from kvcore.geometry import Geometry, parse_config, preset_geometry
-from kvcore.runtimes import get_runtime, gguf_runtime
 from kvcore.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
+from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
+from kvcore.runtimes import get_runtime, gguf_runtime
 from kvcore.units import GIB
 
 from . import i18n
@@ -239,7 +239,9 @@ def context_inputs(f, col_log, col_exact) -> int:
     if "ctx" not in state:
         url = st.query_params.get("ctx", "")
         state["ctx"] = (
-            int(url) if url.isdigit() and 1 <= int(url) <= MAX_CONTEXT else DEFAULT_CONTEXT
+            int(url)
+            if url.isdigit() and len(url) <= MAX_DIGITS and 1 <= int(url) <= MAX_CONTEXT
+            else DEFAULT_CONTEXT
         )
 
     def to_url() -> None:

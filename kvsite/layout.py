@@ -4,9 +4,22 @@ consecutive headings and paragraphs as one markdown element.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
+
+# Markdown's punctuation (CommonMark escapes any of it with a backslash): links, images, emphasis, code, HTML,
+# headings, lists, tables, Streamlit's :directives[...] and $math$
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
+
+
+def plain(value) -> str:
+    """Text from outside (an uploaded run's title or note, a link's value) as markdown that shows it as written:
+    every markdown mark escaped, line breaks made spaces, so no image loads, no link forms and nothing is bold.
+
+    Example: plain("![x](https://a.b/c.png)") -> "\\!\\[x\\]\\(https\\:/...\\)" (shown as typed)."""
+    return _MARKDOWN.sub(r"\\\1", str(value)).replace("\r", " ").replace("\n", " ")
 
 
 def row(**kwargs):
