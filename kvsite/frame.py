@@ -162,8 +162,9 @@ class Frame:
                 return
             p = provenance(rec)
             self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
+            name = self.label(rec) if rec.path else plain(self.label(rec))  # an upload's name: text
             st.markdown(
-                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"
+                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{name}**"
             )
             if full:
                 st.markdown(recording_text.provenance_card(rec, self.lang))
@@ -177,7 +178,7 @@ class Frame:
                         runtime=p["runtime"],
                         grade=p["grade"] or "—",
                     )
-                    if p["kind"] == "published" and p["url"]
+                    if p["kind"] == "published" and p["url"] and rec.path  # an upload's: no link
                     else ""
                 )
                 st.caption(recording_text.badge_line(rec, section, self.lang) + source)
