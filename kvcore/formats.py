@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import KvError
+from .errors import KvError, quote
 from .gguf_weights import (
     GGML_BLOCKS,
 )  # ggml's block layouts (values, bytes): one table for KV and weights
@@ -224,5 +224,5 @@ def get_format(name: str) -> CacheFormat:
         return FORMATS[name] if name in FORMATS else FORMATS[aliases().get(name, name)]
     except (KeyError, TypeError):
         raise KvError(
-            f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}."
+            f"Unknown cache format {quote(name)}; valid formats: {', '.join(FORMATS)}."
         ) from None

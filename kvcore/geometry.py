@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Cfg, flatten
-from .errors import KvError
+from .errors import KvError, quote
 from .families import FAMILIES, Family, family_for
 from .params import Params, check_layouts, count_params, layer_ffn
 from .runtime import Runtime
@@ -370,7 +370,7 @@ def load_preset(name: str) -> dict:
             if close
             else " Run `python -m kvcore presets` for the list."
         )
-        raise KvError(f"Unknown model preset {name!r}.{hint}")
+        raise KvError(f"Unknown model preset {quote(name)}.{hint}")
     return json.loads(files[name].read_text(encoding="utf-8"))
 
 

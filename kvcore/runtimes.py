@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import formulas
-from .errors import KvError
+from .errors import KvError, quote
 from .formats import FORMATS, mlx_cache_formats
 from .limits import MAX_SEQUENCES
 from .runtime import DecodeRead, Runtime
@@ -151,9 +151,9 @@ def get_runtime(name: str) -> Runtime:
     except (KeyError, TypeError):
         known = ", ".join(RUNTIMES)
         raise KvError(
-            f"Unknown runtime {name!r}; valid runtimes: {known}.",
+            f"Unknown runtime {quote(name)}; valid runtimes: {known}.",
             "runtime_unknown",
-            runtime=name,
+            runtime=quote(name),
             known=known,
         ) from None
 
