@@ -430,6 +430,7 @@ RERUN_MAY_CALL = {
         "title",
         "has",
         "rows",
+        "is_recording_name",  # the folder's signature: which names are recordings (a name check per file)
     },
     "geometry": {"preset_names"},
     "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"},
