@@ -230,8 +230,9 @@ UNESCAPED = re.compile(
 
 
 def shown_as(markdown: str) -> str:
-    """What a reader sees of escaped markdown (a backslash before punctuation is dropped)."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """What a reader sees of escaped markdown (a backslash before punctuation dropped, and the invisible word joiner
+    that keeps an address from becoming a link)."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
 
 def test_an_uploaded_runs_title_and_note_render_as_plain_text(rec_dir):
