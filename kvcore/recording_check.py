@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import KvError
+from .errors import KvError, quote
 from .formats import FORMATS, get_format
 from .formulas import ACTIVATION_DTYPES, ALL_WEIGHT_FORMATS
 from .recording_schema import (
@@ -30,9 +30,8 @@ from .recording_schema import (
 
 
 def _short(value) -> str:
-    """A quoted value, cut to 60 characters (a reader's file may hold anything)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A quoted value, cut to a short prefix (a reader's file may hold anything): kvcore.errors.quote."""
+    return quote(value)
 
 
 def fail(label: str, code: str, problem: str, **params):
