@@ -1,10 +1,14 @@
-"""One exception type for input the engine refuses, carrying a sentence for the reader."""
+"""One exception type for input the engine refuses, carrying a sentence for the reader; `quote`, the one way a
+sentence echoes what it was given (at most a short prefix)."""
+
+from kvcore.limits import MAX_QUOTE
 
 # The errors a reader of the site can cause, by code: a front end says them in the reader's language
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset(
     {
         "config_missing",
+        "format_unknown",
         "config_not_whole",
         "config_range",
         "config_not_bool",
@@ -25,6 +29,8 @@ CODES = frozenset(
         "json_too_large",
         "json_invalid",
         "json_nested",
+        "json_digits",
+        "config_list",
         "json_not_object",
         "format_group",
         "model_missing",
@@ -32,6 +38,11 @@ CODES = frozenset(
         "updates_bad",
         "updates_many",
         "updates_none",
+        "updates_digits",
+        "updates_long",
+        "kv_heads",
+        "no_attention",
+        "total_range",
         "model_build",
         "model_load",
         "guard_decode_fits",
@@ -125,3 +136,35 @@ class KvError(ValueError):
         super().__init__(message)
         self.code = code
         self.params = params
+
+
+class Quoted(str):
+    """A quoted input: its text is the quote, and so is its repr (a translation's {value!r} shows the same)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def quote(value, limit: int = MAX_QUOTE) -> Quoted:
+    """repr(value) cut to a short prefix (with how much was left out): what an error sentence may repeat of a
+    reader's input, here and in every translation (a 1 MB architecture name is quoted, never echoed whole).
+
+    The marks are the same in every language: a cut string ends in …, a huge number is ~10^digits.
+    Example: quote("x" * 1000) -> 'xxxx…xxxx…' (60 x's); quote("ab") -> 'ab'; quote(10**5000) -> ~10^5000.
+    """
+    if isinstance(value, Quoted):
+        return value
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return Quoted(repr(value))
+        text = repr(value[:limit])
+        return Quoted(f"{text[:-1]}…{text[-1]}")
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return Quoted(f"{'-' if value < 0 else ''}~10^{int(value.bit_length() * 0.30103)}")
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        text = repr(type(value)(value[:8]))
+        return Quoted(f"{text[:limit]}…")
+    if isinstance(value, dict) and len(value) > 8:
+        return Quoted(f"{repr(dict(list(value.items())[:8]))[:limit]}…")
+    text = repr(value)
+    return Quoted(text if len(text) <= limit else text[:limit] + "…")

@@ -1,6 +1,24 @@
-"""The engine's limits on what it is asked: the longest context and the most sequences any calculation takes
-(beyond any real model or machine; a larger request is refused in one sentence, never computed).
+"""The engine's limits on what it is asked, in one place: every number, list and text that reaches the engine
+from a link, a widget, a config field, a GGUF key, a recording or the command line is checked against one of
+these before anything proportional to it is built (beyond any real model or machine; a larger request is
+refused in one sentence naming the field and the limit, never computed).
 """
 
 MAX_CONTEXT = 100_000_000  # 1e8 tokens: beyond any model's position limit
 MAX_SEQUENCES = 100_000
+MAX_FIELD = (
+    10**9
+)  # any count or size in a config.json or a GGUF key (ranks, dimensions, heads, vocabulary)
+MAX_LAYERS = 1024  # decoder layers in a config.json: the largest real models have ~130; the engine loops over layers
+MAX_UPDATES = 4096  # cache updates in a chunking pattern (the Nbytes trap: a demo, not a fuzzer)
+MAX_DIGITS = 40  # digits of one number given as text (a link, a pasted list, a JSON integer): 10^40 is past every limit
+MAX_QUOTE = 60  # characters of a reader's input an error sentence quotes (kvcore.errors.quote)
+MAX_GGUF_TENSORS = (
+    1 << 16
+)  # tensor entries in a GGUF header: DeepSeek V3 has ~1,900, per-expert layouts ~14,000
+MAX_LIST_TEXT = (
+    65_536  # characters of a pasted list of numbers (4,096 updates written out in full fit)
+)
+MAX_BYTES = (
+    1 << 60
+)  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)

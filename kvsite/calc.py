@@ -18,7 +18,7 @@ from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.presets import preset_geometry
-from kvcore.limits import MAX_CONTEXT
+from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
 from kvcore.memory.formulas import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
@@ -240,7 +240,9 @@ def context_inputs(f, col_log, col_exact) -> int:
     if "ctx" not in state:
         url = st.query_params.get("ctx", "")
         state["ctx"] = (
-            int(url) if url.isdigit() and 1 <= int(url) <= MAX_CONTEXT else DEFAULT_CONTEXT
+            int(url)
+            if url.isdigit() and len(url) <= MAX_DIGITS and 1 <= int(url) <= MAX_CONTEXT
+            else DEFAULT_CONTEXT
         )
 
     def to_url() -> None:

@@ -7,18 +7,23 @@ Example (a page):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+from streamlit.runtime.state.session_state_proxy import get_session_state
 
+from kvcore.errors import quote
+from kvcore.limits import MAX_DIGITS
 from kvcore.recordings import store as recordings
 from kvcore.recordings.store import Recording, is_apple_silicon
 
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
-from .layout import style, text
+from .layout import plain, style, text
 from .sources import badge_fields, live_status, load_recordings, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,8 +164,9 @@ class Frame:
                 return
             p = badge_fields(rec)
             self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
+            name = self.label(rec) if rec.path else plain(self.label(rec))  # an upload's name: text
             st.markdown(
-                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"
+                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{name}**"
             )
             if full:
                 st.markdown(recording_text.provenance_card(rec, self.lang))
@@ -174,7 +180,7 @@ class Frame:
                         runtime=p["runtime"],
                         grade=p["grade"] or "—",
                     )
-                    if p["kind"] == "published" and p["url"]
+                    if p["kind"] == "published" and p["url"] and rec.path  # an upload's: no link
                     else ""
                 )
                 st.caption(recording_text.badge_line(rec, section, self.lang) + source)
@@ -274,6 +280,62 @@ def browser_language() -> str:
     )
 
 
+def odd_number(value: str) -> bool:
+    """A URL value a number widget cannot take: one that reads as a number but is not finite (inf, -inf, nan,
+    1e400, 5,000 digits: Streamlit's own binding turns these into an OverflowError), or a numeral of more than
+    MAX_DIGITS digits. Text that is not a number at all is left to its widget."""
+    text = value.strip()
+    digits = sum(ch.isdigit() for ch in text)
+    if digits > MAX_DIGITS and len(text) - digits <= 3:  # 999...9, -999...9, 9.99...9
+        return True
+    try:
+        return not math.isfinite(float(text))
+    except (ValueError, OverflowError):
+        return False
+
+
+def drop_odd_numbers() -> list[tuple[str, str]]:
+    """Before any widget reads the link: every query value that is an odd number (odd_number) is taken out of the
+    link and of what Streamlit seeds widgets from, so the widget opens at its default; returns (key, value) for
+    each one, for the page's one sentence. Streamlit keeps the first load's values apart from st.query_params
+    (QueryParams._initial_query_params, streamlit 1.67), and only there does taking a value out stop the seeding."""
+    dropped = []
+    with get_session_state().query_params() as qp:
+        initial = getattr(qp, "_initial_query_params", {})
+        for key in [k for k in qp if k != "lang"]:
+            values = qp.get_all(key)
+            bad = next((v for v in values if odd_number(v)), None)
+            if bad is None:
+                continue
+            dropped.append((key, bad))
+            initial.pop(key, None)
+            if not qp.is_bound(key):
+                qp.pop(key, None)
+        for key in [k for k, values in initial.items() if any(odd_number(v) for v in values)]:
+            dropped.append((key, initial.pop(key)[0]))
+    return dropped
+
+
+def last_line(lang: str):
+    """The site's last line of defence, for an exception no page caught: Streamlit has already logged it with its
+    traceback on the server; the reader gets one sentence in the page's language (an engine error's own sentence,
+    else that the page failed and the error was logged) and never a traceback or a server path. Installed as the
+    run's on_script_error (what streamlit.App(on_script_error=...) sets; `streamlit run` has no option for it)."""
+
+    def handler(ex: Exception) -> bool:
+        from kvcore.errors import KvError
+
+        text = (
+            i18n.error_text(lang, ex)
+            if isinstance(ex, KvError) and ex.code
+            else i18n.translate(lang, "site.failed")
+        )
+        st.error(text)
+        return True  # no traceback on the page
+
+    return handler
+
+
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
     url = st.query_params.get("lang")
@@ -287,6 +349,7 @@ def setup(page: str) -> Frame:
         initial_sidebar_state=SIDEBAR_PX,
     )
     style()
+    odd = drop_odd_numbers()  # before any widget is made: Streamlit would raise on them
     with st.sidebar:
         lang = (
             url_choice(
@@ -301,6 +364,10 @@ def setup(page: str) -> Frame:
             or lang
         )
         t = i18n.translator(lang)
+    ctx = get_script_run_ctx()
+    if ctx is not None:  # None in bare mode (a page imported, not run)
+        ctx.on_script_error = last_line(lang)
+    with st.sidebar:
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.
         st.page_link(
@@ -333,5 +400,14 @@ def setup(page: str) -> Frame:
     if errors:
         st.warning(
             t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors)
+        )
+    for key, value in odd[:1]:  # one sentence, for the first such value
+        st.warning(
+            t(
+                "site.url_number",
+                param=plain(quote(key)),
+                value=plain(quote(value)),
+                digits=MAX_DIGITS,
+            )
         )
     return frame

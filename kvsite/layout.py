@@ -4,9 +4,29 @@ consecutive headings and paragraphs as one markdown element.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
+
+# Markdown's punctuation (CommonMark escapes any of it with a backslash): links, images, emphasis, code, HTML,
+# headings, lists, tables, Streamlit's :directives[...] and $math$
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
+
+
+# What GitHub-flavoured markdown links by itself, escaped or not (its autolink literals: http://, https://, www.,
+# an e-mail address): a word joiner (U+2060, invisible) after the scheme or before the @ keeps it text
+_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|www)(?=[:.])|(?<=\S)(@)(?=\S)")
+
+
+def plain(value) -> str:
+    """Text from outside (an uploaded run's title or note, a link's value) as markdown that shows it as written:
+    every markdown mark escaped, line breaks made spaces, an address kept from becoming a link, so no image loads,
+    no link forms and nothing is bold.
+
+    Example: plain("![x](https://a.b/c.png)") -> "\\!\\[x\\]\\(https\\:/...\\)" (shown as typed)."""
+    text = _AUTOLINK.sub(lambda m: (m[1] or "") + "\u2060" + (m[2] or ""), str(value))
+    return _MARKDOWN.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
 
 
 def row(**kwargs):

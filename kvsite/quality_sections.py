@@ -53,20 +53,24 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     )
     keep = ["format", "bytes_per_token", "kl_vs_baseline", "top1_agreement", "perplexity"]
     keep += ["runtime"] if several else []
-    shown = df[df["kl_vs_baseline"] > 0][[*keep, "top1"]]
-    chart = make_chart(
-        shown[keep].rename(columns=titles),
-        "quality_trade",
-        shown,
-        "bytes_per_token",
-        "kl_vs_baseline",
-        "format",
-        "top1",
-        t("savings.quality_x"),
-        t("savings.quality_y"),
-        titles=titles,
-        tooltip=("top1_agreement", "perplexity"),
-        shape="runtime" if several else None,
+    shown = df[(df["kl_vs_baseline"] > 0) & df["bytes_per_token"].notna()][[*keep, "top1"]]
+    chart = (
+        None
+        if shown.empty
+        else make_chart(
+            shown[keep].rename(columns=titles),
+            "quality_trade",
+            shown,
+            "bytes_per_token",
+            "kl_vs_baseline",
+            "format",
+            "top1",
+            t("savings.quality_x"),
+            t("savings.quality_y"),
+            titles=titles,
+            tooltip=("top1_agreement", "perplexity"),
+            shape="runtime" if several else None,
+        )
     )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
     table = md_table(

@@ -14,6 +14,7 @@ from kvcore.units import fmt_num
 
 from . import i18n
 from .cache import section_cache
+from .layout import plain
 from .sources import badge_fields
 
 cached = section_cache(max_entries=128)
@@ -88,22 +89,29 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
     the method of the section shown, versions, date)."""
     p = badge_fields(rec)
     t = i18n.translator(lang)
+    shown = as_text(rec)
     if p["kind"] == "published":
         return t(
             "badge.published",
-            citation=i18n.data_text(lang, p["citation"]),
-            chip=p["chip"],
-            model=p["model"],
+            citation=shown(i18n.data_text(lang, p["citation"])),
+            chip=shown(p["chip"]),
+            model=shown(p["model"]),
         )
     return t(
         "badge.measured",
-        machine=p["machine"],
-        chip=p["chip"],
-        model=p["model"],
-        method=method_words(rec, section, lang) or "—",
-        versions=p["versions"],
-        date=_date(p["date"]),
+        machine=shown(p["machine"]),
+        chip=shown(p["chip"]),
+        model=shown(p["model"]),
+        method=shown(method_words(rec, section, lang) or "—"),
+        versions=shown(p["versions"]),
+        date=shown(_date(p["date"])),
     )
+
+
+def as_text(rec: Recording):
+    """How a recording's own words go into markdown: as written for a file of the site's (bundled or saved here),
+    escaped (kvsite.layout.plain: no image, link or emphasis) for a reader's upload, which has no file."""
+    return plain if rec.path is None else (lambda value: value)
 
 
 @cached
@@ -112,6 +120,7 @@ def provenance_card(rec: Recording, lang: str) -> str:
     method in words (one line per group), versions, date, command, citation. Fields the recording lacks are left out."""
     p = badge_fields(rec)
     t = i18n.translator(lang)
+    shown = as_text(rec)
     machine = p["machine"] + (t("recordings.memory", gb=p["memory_gb"]) if p["memory_gb"] else "")
     fields = [
         ("machine", machine),
@@ -125,12 +134,12 @@ def provenance_card(rec: Recording, lang: str) -> str:
         ("method", None),
         ("versions", p["versions"]),
         ("date", _date(p["date"])),
-        ("command", f"`{p['command']}`" if p["command"] else ""),
+        ("command", f"`{p['command']}`" if p["command"] and rec.path else p["command"]),
         (
             "citation",
             f"[{i18n.data_text(lang, p['citation'])}]({p['url']})"
-            if p["url"]
-            else i18n.data_text(lang, p["citation"]),
+            if p["url"] and rec.path
+            else " ".join(filter(None, (i18n.data_text(lang, p["citation"]), p["url"]))),
         ),
         ("author", p.get("author", "")),
         ("published", _date(p.get("published", ""))),
@@ -150,6 +159,9 @@ def provenance_card(rec: Recording, lang: str) -> str:
                     else f"  - **{group_name(lang, group)}**{t('recordings.colon')}{words}"
                 )
         elif value:
+            value = (
+                value if rec.path or name == "method" else shown(value)
+            )  # an upload's words, as text
             lines.append(f"- **{t('recordings.f_' + name)}**{t('recordings.colon')}{value}")
     return "\n".join(lines)
 

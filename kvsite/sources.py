@@ -17,14 +17,15 @@ from .cache import section_cache
 
 
 def _signature(folders: tuple[str, ...]) -> tuple:
-    """(path, mtime, size) of every recording file: an edit or a new file changes it."""
+    """(path, mtime, size) of every recording file (recordings.is_recording_name: a save's temporary file, written
+    and removed while it saves, is not one): an edit or a new file changes it."""
     sig = []
     for folder in folders:
         root = Path(folder)
         if root.is_dir():
             with os.scandir(root) as entries:  # scandir: no Path objects, no glob, per rerun
                 for e in sorted(entries, key=lambda e: e.name):
-                    if e.name.endswith(".yaml"):
+                    if recordings.is_recording_name(e.name):
                         try:
                             s = e.stat()
                             sig.append((e.path, s.st_mtime_ns, s.st_size))

@@ -15,6 +15,7 @@ from kvcore.recordings import store as recordings
 from kvcore.recordings.store import Recording, RecordingError
 
 from . import i18n
+from .layout import plain
 from .sources import load_recordings
 
 UPLOADER = "rec_upload"  # the file_uploader's widget key
@@ -84,4 +85,4 @@ def show(f) -> None:
         st.error(i18n.error_text(f.lang, result))
     elif result in st.session_state.get(STORE, {}):
         rec = st.session_state[STORE][result]
-        st.success(f.t("recordings.uploaded", label=f.label(rec), title=rec.title))
+        st.success(f.t("recordings.uploaded", label=plain(f.label(rec)), title=plain(rec.title)))

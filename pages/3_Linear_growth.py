@@ -89,7 +89,9 @@ def body(rec) -> None:
     st.header(f.t("growth.layers_title"))
     contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
     asked = st.query_params.get("lctx", "")
-    layer_ctx = int(asked) if asked.isdigit() and int(asked) in contexts else 32768
+    layer_ctx = next(
+        (c for c in contexts if str(c) == asked), 32768
+    )  # compared as text: no int() of 5,000 digits
     show_chart(
         f,
         growth_sections.growth_layers(model, contexts, layer_ctx, kv, seqs, f.lang)["chart"],

@@ -137,7 +137,8 @@ if qrec is None or qrec == LIVE:
     st.info(f.t("savings.quality_none", install=f.t("savings.quality_install")))
 else:
     q = quality_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
-    show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
+    if q["chart"] is not None:  # a run without bytes per token has its table only
+        show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
     st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
     if q["runtimes_note"]:

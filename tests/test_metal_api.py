@@ -162,7 +162,7 @@ def test_doctor_without_metal_says_so_on_a_mac(monkeypatch):
 
 def test_the_live_code_prints_no_deprecation_warning():
     code = (
-        "from kvcore import doctor, machine; machine.measured_provenance('x'); machine.available_memory_bytes();"
+        "from kvcore.cli import doctor; from kvcore.measure import machine; machine.measured_provenance('x'); machine.available_memory_bytes();"
         "doctor.rows()"
     )
     r = subprocess.run(

@@ -196,3 +196,135 @@ def test_every_bundled_recording_is_well_inside_the_limits():
         assert (
             recordings.check_events(path.read_text(encoding="utf-8"), path.name) < MAX_NODES // 5
         ), path.name
+
+
+# ---------------------------------------------------------------- saves invisible until whole (kill -9)
+
+SAVE_STEPS = ("mkstemp", "write", "fsync", "link", "unlink")
+# A child that saves VALID into a folder and stops at one step of recordings.save (after that step's call; "write":
+# half the text written and flushed), says so, and waits to be killed.
+CHILD = """
+import json, os, sys, tempfile, time
+from kvcore import recordings
+
+folder, step, source = sys.argv[1], sys.argv[2], sys.argv[3]
+data = json.loads(open(source, encoding="utf-8").read())
+
+def stop(at):
+    if at == step:
+        print("at", at, flush=True)
+        time.sleep(120)
+
+def after(name, call):
+    def wrapped(*args, **kwargs):
+        result = call(*args, **kwargs)
+        stop(name)
+        return result
+    return wrapped
+
+class HalfWriter:
+    def __init__(self, f):
+        self.f = f
+    def write(self, text):
+        self.f.write(text[: len(text) // 2])
+        self.f.flush()
+        stop("write")
+        return self.f.write(text[len(text) // 2 :])
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+    def __enter__(self):
+        self.f.__enter__()
+        return self
+    def __exit__(self, *exc):
+        return self.f.__exit__(*exc)
+
+tempfile.mkstemp = after("mkstemp", tempfile.mkstemp)
+os.fsync = after("fsync", os.fsync)
+os.link = after("link", os.link)
+os.unlink = after("unlink", os.unlink)
+fdopen = os.fdopen
+os.fdopen = lambda *a, **k: HalfWriter(fdopen(*a, **k))
+print("saved", recordings.save(data, folder, stem="new-run"), flush=True)
+"""
+
+
+@pytest.mark.parametrize("step", SAVE_STEPS)
+def test_a_save_killed_at_any_step_loses_nothing_and_shows_nothing_half_done(tmp_path, step):
+    """A real process, killed with SIGKILL at each step of a save: the earlier run is still there, byte for byte;
+    the folder holds no file the site loads but whole recordings (the new one whole, or not at all); the loader
+    warns about nothing; and the next save still works."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_recordings import VALID
+
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "local"
+    earlier = recordings.save(VALID, folder, stem="earlier-run")
+    before = earlier.read_bytes()
+    source = tmp_path / "data.json"
+    source.write_text(json.dumps(VALID), encoding="utf-8")
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(folder), step, str(source)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = child.stdout.readline()
+        assert line.startswith(f"at {step}"), (line, child.stderr.read() if child.poll() else "")
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(30)
+    assert child.returncode == -signal.SIGKILL
+    left = sorted(p.name for p in folder.iterdir())
+    if step in ("mkstemp", "write", "fsync", "link"):
+        assert any(n.startswith(recordings.TEMP_PREFIX) for n in left), (
+            left
+        )  # the kill left its temp file
+    recs, errors = recordings.load_all([folder])
+    assert errors == [], errors  # nothing warns on every page
+    assert earlier.read_bytes() == before
+    ids = sorted(r.id for r in recs)
+    assert ids in (["earlier-run"], ["earlier-run", "new-run"]), ids
+    for r in recs:
+        assert r.data == recordings.load(earlier).data  # each whole
+    assert (step in ("link", "unlink")) == ("new-run" in ids)
+    again = recordings.save(VALID, folder, stem="after-run")
+    assert recordings.load(again).data == VALID
+
+
+def test_a_leftover_temporary_file_is_not_a_recording_and_a_stale_one_is_removed(tmp_path):
+    """An empty temp file warned on every page; a whole one showed the same run twice."""
+    import os
+    import time
+
+    from test_recordings import VALID
+
+    folder = tmp_path / "local"
+    recordings.save(VALID, folder, stem="run")
+    empty = folder / f"{recordings.TEMP_PREFIX}abc123.yaml"
+    empty.write_text("", encoding="utf-8")
+    whole = folder / f"{recordings.TEMP_PREFIX}def456.yaml"
+    whole.write_text(recordings.dump_text(VALID), encoding="utf-8")
+    hidden = folder / ".run.yaml"
+    hidden.write_text(recordings.dump_text(VALID), encoding="utf-8")
+    recs, errors = recordings.load_all([folder])
+    assert [r.id for r in recs] == ["run"] and errors == []
+    old = time.time() - recordings.STALE_TEMP_S - 60
+    os.utime(empty, (old, old))
+    recordings.save(
+        VALID, folder, stem="run"
+    )  # the next save removes the stale one, not the fresh one
+    assert not empty.exists() and whole.exists()
+    assert not recordings.is_recording_name(".tmp-x.yaml") and recordings.is_recording_name(
+        "a-b.yaml"
+    )
+    path = recordings.save(VALID, folder, stem="../../escape")
+    assert path.parent == folder and recordings.is_recording_name(path.name)

@@ -10,12 +10,16 @@ import argparse
 import difflib
 import re
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
+from kvcore.limits import MAX_DIGITS, MAX_QUOTE
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
         hint = ""
+        message = re.sub(  # a long value is quoted by its prefix, as every error quotes input
+            rf"'([^']{{{MAX_QUOTE + 1},}})'", lambda m: quote(m[1]), message
+        )
         wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if wrong:  # a mistyped command or choice: name the nearest
             close = difflib.get_close_matches(
@@ -32,12 +36,13 @@ def whole_number(label: str, low: int, high: int):
 
     def parse(text: str) -> int:
         try:
-            value = int(text.strip().replace("_", "").replace(",", ""))
+            digits = text.strip().replace("_", "").replace(",", "")
+            value = int(digits) if len(digits) <= MAX_DIGITS else None
         except ValueError:
             value = None
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(
-                f"{label} must be a whole number from {low:,} to {high:,}, not {text!r}"
+                f"{label} must be a whole number from {low:,} to {high:,}, not {quote(text)}"
             )
         return value
 

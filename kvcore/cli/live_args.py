@@ -10,7 +10,7 @@ import argparse
 import re
 
 from kvcore.cli.args import whole_number  # one wording for every whole-number option
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 
 DEFAULT_MODEL = "llama-3.2-1b"  # the live commands' --model (kvcore.cli.doctor checks its default run from these)
 DEFAULT_WEIGHTS_FORMAT = "mlx-q4"  # random weights' --weights-format, like the article
@@ -46,7 +46,7 @@ def parse_contexts(text: str) -> list[int]:
     if not text.strip() or "" in items:
         raise KvError(
             "contexts must be whole numbers separated by single commas (e.g. 256,1024,4K), "
-            f"not {text!r}"
+            f"not {quote(text)}"
         )
     try:
         values = [
@@ -56,11 +56,11 @@ def parse_contexts(text: str) -> list[int]:
         ]
     except ValueError:
         raise KvError(
-            f"contexts must be whole numbers separated by commas (e.g. 256,1024,4K), not {text!r}"
+            f"contexts must be whole numbers separated by commas (e.g. 256,1024,4K), not {quote(text)}"
         ) from None
     if any(not 1 <= v <= MAX_LIVE_CONTEXT for v in values):
         raise KvError(
-            f"every context must be a whole number from 1 to {MAX_LIVE_CONTEXT:,}, not {text!r}"
+            f"every context must be a whole number from 1 to {MAX_LIVE_CONTEXT:,}, not {quote(text)}"
         )
     return sorted(set(values))
 
@@ -75,7 +75,7 @@ def kv_format(text: str) -> str:
     known = mlx_cache_formats()  # read when asked: a format added to kvcore.memory.formats counts
     if text not in known:
         raise argparse.ArgumentTypeError(
-            f"--kv-format must be one of {', '.join(known)}, not {text!r}"
+            f"--kv-format must be one of {', '.join(known)}, not {quote(text)}"
         )
     return text
 
@@ -103,7 +103,7 @@ def formats(text: str) -> list[str]:
     if not text.strip() or "" in items:
         raise argparse.ArgumentTypeError(
             f"--kv-formats must be format names separated by commas (e.g. fp16,mlx-q4), "
-            f"not {text!r}"
+            f"not {quote(text)}"
         )
     return list(dict.fromkeys(items))
 
@@ -111,7 +111,7 @@ def formats(text: str) -> list[str]:
 def stem(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
         raise argparse.ArgumentTypeError(
-            f"--name must be letters, digits, '.', '_' or '-' (no folders), not {text!r}"
+            f"--name must be letters, digits, '.', '_' or '-' (no folders), not {quote(text)}"
         )
     return text
 
@@ -123,7 +123,7 @@ def sections(text: str) -> tuple[str, ...]:
     bad = [t for t in items if t not in SWEEPS]
     if bad or not items:
         raise argparse.ArgumentTypeError(
-            f"--sections must be some of {','.join(SWEEPS)} separated by commas, not {text!r}"
+            f"--sections must be some of {','.join(SWEEPS)} separated by commas, not {quote(text)}"
         )
     return items
 
@@ -132,7 +132,7 @@ def batch_sizes(text: str) -> list[int]:
     values = contexts(text)
     if values[-1] > MAX_BATCH:
         raise argparse.ArgumentTypeError(
-            f"every batch size must be a whole number from 1 to {MAX_BATCH}, not {text!r}"
+            f"every batch size must be a whole number from 1 to {MAX_BATCH}, not {quote(text)}"
         )
     return values
 
@@ -143,7 +143,7 @@ def require_gguf(a, does: str) -> None:
 
     if not is_gguf_name(a.model):
         raise KvError(
-            f"--runtime {a.runtime} {does} a GGUF file: give --model FILE.gguf, not {a.model!r}.",
+            f"--runtime {a.runtime} {does} a GGUF file: give --model FILE.gguf, not {quote(a.model)}.",
             "gguf_runtime",
             label=a.model,
             runtime=a.runtime,

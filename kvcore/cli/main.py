@@ -10,7 +10,7 @@ import json
 import sys
 
 from kvcore.cli.args import Parser, whole_number
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import load_preset, preset_names
@@ -177,7 +177,7 @@ def _cmd_calc(a) -> int:
     result["source"] = preset.get("source", a.model)
     _time(a, geometry, result, spec, options)
     if a.json:
-        print(json.dumps(result, ensure_ascii=False))
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
     else:
         _print_calc(result)
     return 0
@@ -205,7 +205,7 @@ def _cmd_presets(a) -> int:
             }
         )
     if a.json:
-        print(json.dumps(rows))
+        print(json.dumps(rows, allow_nan=False))
         return 0
     print(f"{'preset':<22}{'layers':<28}{'heads':>6}{'kv':>4}{'dim':>5}{'params':>18}")
     for r in rows:
@@ -218,7 +218,7 @@ def _cmd_presets(a) -> int:
 def _cmd_chips(a) -> int:
     rows = [c.as_dict() for c in hardware.chips()]
     if a.json:
-        print(json.dumps(rows, ensure_ascii=False))
+        print(json.dumps(rows, ensure_ascii=False, allow_nan=False))
         return 0
     print(f"{'chip':<24}{'GB/s':>7}{'FP16 TFLOPS':>13}{'ridge':>7}  sources (bandwidth; compute)")
     for c in rows:
@@ -372,3 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing was saved.", file=sys.stderr)
         return 130
+    except (
+        Exception
+    ) as e:  # the last line: one sentence, never a traceback (a bug is still named by its type)
+        print(
+            f"error: kvcore could not handle this input ({type(e).__name__}: {quote(str(e))}).",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT

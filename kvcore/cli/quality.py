@@ -80,7 +80,7 @@ def _cmd_quality(a) -> int:
         this_run_provenance(), method=method, model=model_info(model, None, result["baseline"])
     )
     if a.json:
-        print(json.dumps(result, ensure_ascii=False))
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
     else:
         print(
             f"model      {model.name} ({model.weights_note}); {backend()['backend']}; "
@@ -124,7 +124,9 @@ def _cmd_quality_gguf(a) -> int:
     )
     data = recording(a.model, result, command_line(), Path(a.text).name, a.title, a.label)
     if a.json:
-        print(json.dumps({k: data[k] for k in ("sections", "method", "provenance")}))
+        print(
+            json.dumps({k: data[k] for k in ("sections", "method", "provenance")}, allow_nan=False)
+        )
     else:
         print(
             f"model      {Path(a.model).name} in llama.cpp ({data['provenance']['backend']}, "

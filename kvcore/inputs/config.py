@@ -13,10 +13,11 @@ from typing import Any
 
 from kvcore.errors import KvError
 from kvcore.inputs.textfile import decode_text, read_text_file
+from kvcore.limits import MAX_DIGITS
 from kvcore.model.config import Cfg, flatten
 from kvcore.model.families import family_for
 from kvcore.model.geometry import Geometry
-from kvcore.model.layers import check_family, layers_of
+from kvcore.model.layers import BOOL_FIELDS, check_family, layers_of
 from kvcore.model.params import count_params, layer_ffn
 from kvcore.runtimes.base import Runtime
 from kvcore.runtimes.mlx_lm import MLX_LM
@@ -64,6 +65,21 @@ def _nesting_depth(text: str) -> int:
     return deepest
 
 
+def _json_int(digits: str, label: str) -> int:
+    """A JSON integer of at most MAX_DIGITS digits (Python refuses 4,301+ with a ValueError; no config field needs
+    more than ten)."""
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise KvError(
+            f"{label} holds an integer of {len(digits.lstrip('-')):,} digits; a config.json number has at most "
+            f"{MAX_DIGITS}.",
+            "json_digits",
+            label=label,
+            n=len(digits.lstrip("-")),
+            limit=MAX_DIGITS,
+        )
+    return int(digits)
+
+
 def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     """JSON text (or an uploaded file's bytes) -> dict, or a KvError naming the problem: too large, binary,
     not UTF-8, nested deeper than MAX_JSON_DEPTH, or the line and column of the mistake.
@@ -84,7 +100,7 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
             f"{label} is nested too deeply to be a config.json.", "json_nested", label=label
         )
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=lambda digits: _json_int(digits, label))
     except json.JSONDecodeError as e:
         raise KvError(
             f"{label} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.",
@@ -123,6 +139,11 @@ def parse_config(config: Any, name: str = "config.json", runtime: Runtime = MLX_
     check_family(family)
     model_type = family.model_type
     cfg = Cfg(flat, family)
+    for key in (
+        BOOL_FIELDS
+    ):  # read or not under this runtime's rules, a flag is true or false ("yes" is neither)
+        if flat.get(key) is not None:
+            cfg.bool(key, False)
     try:
         layers, notes = layers_of(cfg, family, rt.windows, rt.ignored_window_note)
         params, active, tied = count_params(cfg, family, layers)

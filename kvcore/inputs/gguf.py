@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
-from kvcore.model.config import MAX_FIELD
+from kvcore.limits import MAX_FIELD
 from kvcore.model.geometry import FileWeights, Geometry, Layer, Params
-from kvcore.model.layers import window_note
+from kvcore.model.layers import check_kv_heads, window_note
 from kvcore.runtimes.registry import gguf_runtime
 
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h
@@ -98,11 +98,11 @@ class _Meta:
             or not minimum <= value <= MAX_FIELD
         ):
             raise KvError(
-                f"{self.label}: {key} = {value!r} is not a whole number from {minimum} to {MAX_FIELD:,}.",
+                f"{self.label}: {key} = {quote(value)} is not a whole number from {minimum} to {MAX_FIELD:,}.",
                 "gguf_value",
                 label=self.label,
                 key=key,
-                value=value,
+                value=quote(value),
             )
         return value
 
@@ -141,10 +141,10 @@ def _architecture(header: Header, label: str) -> tuple[str, Arch]:
     if arch not in ARCHS:
         known = ", ".join(ARCHS)
         raise KvError(
-            f"{label} is a {arch!r} model, an architecture kvcore does not know; known: {known}.",
+            f"{label} is a {quote(arch)} model, an architecture kvcore does not know; known: {known}.",
             "gguf_arch",
             label=label,
-            arch=arch,
+            arch=quote(arch),
             known=known,
         )
     return arch, ARCHS[arch]
@@ -245,8 +245,22 @@ def _layers(meta: _Meta, spec: Arch) -> tuple[list[Layer], list]:
                 )
             layers.append(Layer(il, "mla", 1, latent, k_full - latent))
         elif sliding[il]:
+            check_kv_heads(
+                meta.label,
+                meta.key("{arch}.attention.head_count"),
+                heads[il],
+                meta.key("{arch}.attention.head_count_kv"),
+                kv_heads[il],
+            )
             layers.append(Layer(il, "sliding", kv_heads[il], k_swa, v_swa, n_swa))
         else:
+            check_kv_heads(
+                meta.label,
+                meta.key("{arch}.attention.head_count"),
+                heads[il],
+                meta.key("{arch}.attention.head_count_kv"),
+                kv_heads[il],
+            )
             layers.append(Layer(il, "full", kv_heads[il], k_full, v_full))
     return layers, notes
 
@@ -263,19 +277,19 @@ def tensor_bytes(tensor: TensorInfo, label: str = "the file") -> int:
         block, size = GGML_QUANT_SIZES[ggml_type]
     except (ValueError, KeyError):
         raise KvError(
-            f"{label}: the tensor {tensor.name!r} has a ggml type ({tensor.ggml_type}) gguf-py does not know.",
+            f"{label}: the tensor {quote(tensor.name)} has a ggml type ({tensor.ggml_type}) gguf-py does not know.",
             "gguf_tensor_type",
             label=label,
-            tensor=tensor.name,
+            tensor=quote(tensor.name),
             type=tensor.ggml_type,
         ) from None
     if tensor.shape[0] % block:
         raise KvError(
-            f"{label}: the tensor {tensor.name!r} has rows of {tensor.shape[0]} values, not a multiple of "
+            f"{label}: the tensor {quote(tensor.name)} has rows of {tensor.shape[0]} values, not a multiple of "
             f"{ggml_type.name}'s {block}.",
             "gguf_tensor_block",
             label=label,
-            tensor=tensor.name,
+            tensor=quote(tensor.name),
             type=ggml_type.name,
             block=block,
             dim=tensor.shape[0],
@@ -307,11 +321,11 @@ def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Para
         size = tensor_bytes(t, label)
         if t.offset % header.alignment or header.data_offset + t.offset + size > header.file_bytes:
             raise KvError(
-                f"{label}: the tensor {t.name!r} lies past the end of the file ({header.file_bytes:,} bytes): the "
+                f"{label}: the tensor {quote(t.name)} lies past the end of the file ({header.file_bytes:,} bytes): the "
                 "file is truncated or not a valid GGUF file.",
                 "gguf_tensor_past_end",
                 label=label,
-                tensor=t.name,
+                tensor=quote(t.name),
                 size=header.file_bytes,
             )
         values = 1

@@ -18,14 +18,15 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.inputs.textfile import open_regular
+from kvcore.limits import MAX_GGUF_TENSORS
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # gguf.cpp reads 2 and 3 (version 1 had 32-bit counts)
 MAX_HEADER_BYTES = 512 * 1024 * 1024  # a real header (a 262k-token vocabulary) is tens of MB
 MAX_KV = 1 << 16  # real files carry ~40 keys
-MAX_TENSORS = 1 << 20  # DeepSeek V3 has ~1,900 tensors; per-expert layouts tens of thousands
+MAX_TENSORS = MAX_GGUF_TENSORS  # DeepSeek V3 has ~1,900 tensors; per-expert layouts ~14,000
 MAX_STRING = 64 * 1024 * 1024  # one string (a chat template is ~100 kB)
 MAX_KEPT = 4096  # arrays up to this long are kept (per-layer values); longer ones only counted
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -154,6 +155,18 @@ class _Cursor:
         self.pos += n
         return text
 
+    def skip(self, n: int) -> None:
+        """Step over `n` bytes without keeping them (a long array whose length is all that matters): within the
+        buffer, or by seeking past it; bounded by the file and MAX_HEADER_BYTES as a read is."""
+        if self.pos + n <= len(self.buf):
+            self.pos += n
+            return
+        end = self.offset + n
+        if end > min(self.size, MAX_HEADER_BYTES):
+            self._ensure(n)  # raises the truncated or too-large sentence
+        self.f.seek(end)
+        self.buf, self.pos, self.base = b"", 0, end
+
     def skip_strings(self, count: int) -> None:
         """Walk `count` strings without keeping them (a fast loop inside the buffer)."""
         while count:
@@ -183,11 +196,11 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
     if value_type in _SCALARS:
         return cur.unpack(_SCALARS[value_type])
     if value_type == _STRING:
-        return cur.string(f"the string {key!r}")
+        return cur.string(f"the string {quote(key)}")
     if value_type != _ARRAY:
-        raise _corrupt(cur.label, f"the key {key!r} has an unknown value type {value_type}")
+        raise _corrupt(cur.label, f"the key {quote(key)} has an unknown value type {value_type}")
     if depth >= MAX_NESTING:
-        raise _corrupt(cur.label, f"the key {key!r} nests arrays deeper than {MAX_NESTING}")
+        raise _corrupt(cur.label, f"the key {quote(key)} nests arrays deeper than {MAX_NESTING}")
     item_type, count = cur.unpack("I"), cur.unpack("Q")
     smallest = (
         struct.calcsize("<" + _SCALARS[item_type])
@@ -197,26 +210,30 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
         else 0
     )
     if not smallest:
-        raise _corrupt(cur.label, f"the array {key!r} has an unknown element type {item_type}")
+        raise _corrupt(cur.label, f"the array {quote(key)} has an unknown element type {item_type}")
     if count * smallest > cur.left():
         raise _corrupt(
-            cur.label, f"the array {key!r} claims {count:,} elements, more than the file holds"
+            cur.label, f"the array {quote(key)} claims {count:,} elements, more than the file holds"
         )
     if item_type in _SCALARS:
         size = smallest * count
+        if count > MAX_KEPT:  # only its length matters: stepped over, never read into memory
+            cur.skip(size)
+            return LongArray(item_type, count)
         cur._ensure(size)
-        values = (
-            struct.unpack_from(f"<{count}{_SCALARS[item_type]}", cur.buf, cur.pos)
-            if count <= MAX_KEPT
-            else None
-        )
+        values = struct.unpack_from(f"<{count}{_SCALARS[item_type]}", cur.buf, cur.pos)
         cur.pos += size
-        return list(values) if values is not None else LongArray(item_type, count)
+        return list(values)
     if item_type == _STRING and count > MAX_KEPT:
         cur.skip_strings(count)
         return LongArray(item_type, count)
-    values = [_value(cur, item_type, key, depth + 1) for _ in range(count)]
-    return values if count <= MAX_KEPT else LongArray(item_type, count)
+    if (
+        count > MAX_KEPT
+    ):  # a long array of arrays: walked, each element dropped as soon as it is read
+        for _ in range(count):
+            _value(cur, item_type, key, depth + 1)
+        return LongArray(item_type, count)
+    return [_value(cur, item_type, key, depth + 1) for _ in range(count)]
 
 
 def _parse(stream, size: int, label: str) -> Header:
@@ -269,7 +286,7 @@ def _parse(stream, size: int, label: str) -> Header:
     for _ in range(n_kv):
         key = cur.string("a key", 65535)
         if key in metadata:
-            raise _corrupt(label, f"the key {key!r} appears twice")
+            raise _corrupt(label, f"the key {quote(key)} appears twice")
         metadata[key] = _value(cur, cur.unpack("I"), key)
     tensors, names = [], set()
     for _ in range(n_tensors):
@@ -277,12 +294,13 @@ def _parse(stream, size: int, label: str) -> Header:
         n_dims = cur.unpack("I")
         if not 1 <= n_dims <= MAX_DIMS:
             raise _corrupt(
-                label, f"the tensor {name!r} has {n_dims} dimensions (ggml allows 1 to {MAX_DIMS})"
+                label,
+                f"the tensor {quote(name)} has {n_dims} dimensions (ggml allows 1 to {MAX_DIMS})",
             )
         shape = tuple(cur.unpack("Q") for _ in range(n_dims))
         ggml_type, offset = cur.unpack("I"), cur.unpack("Q")
         if name in names:
-            raise _corrupt(label, f"the tensor {name!r} appears twice")
+            raise _corrupt(label, f"the tensor {quote(name)} appears twice")
         names.add(name)
         tensors.append(TensorInfo(name, shape, ggml_type, offset))
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -292,7 +310,7 @@ def _parse(stream, size: int, label: str) -> Header:
         or alignment < 1
         or alignment & (alignment - 1)
     ):
-        raise _corrupt(label, f"general.alignment = {alignment!r} is not a power of two")
+        raise _corrupt(label, f"general.alignment = {quote(alignment)} is not a power of two")
     data_offset = -(-cur.offset // alignment) * alignment
     return Header(version, metadata, tuple(tensors), data_offset, size, alignment)
 

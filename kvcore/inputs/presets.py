@@ -10,7 +10,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
@@ -39,7 +39,7 @@ def load_preset(name: str) -> dict:
             if close
             else " Run `python -m kvcore presets` for the list."
         )
-        raise KvError(f"Unknown model preset {name!r}.{hint}")
+        raise KvError(f"Unknown model preset {quote(name)}.{hint}")
     return json.loads(files[name].read_text(encoding="utf-8"))
 
 

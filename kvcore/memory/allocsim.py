@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcore.errors import KvError
-from kvcore.limits import MAX_CONTEXT  # one update holds at most the engine's context limit
+from kvcore.errors import KvError, quote
+from kvcore.limits import (
+    MAX_CONTEXT,  # one update holds at most the engine's context limit
+    MAX_DIGITS,
+    MAX_LIST_TEXT,
+    MAX_UPDATES,
+)
 
 STEP = 256  # KVCache.step
 CACHE_CLASSES = ("KVCache", "QuantizedKVCache", "RotatingKVCache")
@@ -111,30 +116,53 @@ def nbytes(capacity: int, row_bytes_k: int, row_bytes_v: int, kv_heads: int, bat
     return batch * kv_heads * capacity * (row_bytes_k + row_bytes_v)
 
 
-MAX_UPDATES = 4096  # a chunking pattern longer than this is refused (it is a demo, not a fuzzer)
-
-
 def parse_updates(text: str) -> list[int]:
-    """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else."""
-    out: list[int] = []
+    """'300, 300' -> [300, 300]; '2048+2047+1' and '500x8' work too. KvError on anything else.
+
+    Bounded before work (kvcore.limits): the text's length, each number's digits and the count of updates are
+    checked before the list is built, so '1x100000000' costs what '1x1' does.
+    """
+    if len(text) > MAX_LIST_TEXT:
+        raise KvError(
+            f"The updates are {len(text):,} characters long; at most {MAX_LIST_TEXT:,}, please.",
+            "updates_long",
+            n=len(text),
+            limit=MAX_LIST_TEXT,
+        )
+    parts: list[tuple[int, int]] = []
+    total = 0
     for part in text.replace("+", ",").replace(" ", "").split(","):
         if not part:
             continue
-        count = 1
-        if "x" in part:
-            part, _, times = part.partition("x")
-            count = int(times) if times.isdigit() else -1
-        if not part.isdigit() or count < 1 or int(part) < 1 or int(part) > MAX_CONTEXT:
+        part, _, times = part.partition("x") if "x" in part else (part, "", "1")
+        if max(len(part), len(times)) > MAX_DIGITS and part.isdigit() and times.isdigit():
             raise KvError(
-                f"{text!r} is not a list of positive token counts such as '300, 300' or '500x8'.",
-                "updates_bad",
-                text=text,
+                f"An update in {quote(text)} has more than {MAX_DIGITS} digits; one update holds at most "
+                f"{MAX_CONTEXT:,} tokens.",
+                "updates_digits",
+                text=quote(text),
+                digits=MAX_DIGITS,
+                limit=MAX_CONTEXT,
             )
-        out += [int(part)] * count
-        if len(out) > MAX_UPDATES:
+        count = int(times) if times.isdigit() and len(times) <= MAX_DIGITS else -1
+        if (
+            not part.isdigit()
+            or len(part) > MAX_DIGITS
+            or count < 1
+            or not 1 <= int(part) <= MAX_CONTEXT
+        ):
+            raise KvError(
+                f"{quote(text)} is not a list of positive token counts such as '300, 300' or '500x8'.",
+                "updates_bad",
+                text=quote(text),
+            )
+        total += count
+        if total > MAX_UPDATES:  # checked before the list is built: '1x100000000' builds nothing
             raise KvError(
                 f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES
             )
+        parts.append((int(part), count))
+    out = [n for n, count in parts for _ in range(count)]
     if not out:
         raise KvError("Give at least one update, such as '1, 256'.", "updates_none")
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.memory.ggml_blocks import GGML_BLOCKS
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -293,8 +293,12 @@ def get_format(name: str) -> CacheFormat:
     try:
         return FORMATS[name] if name in FORMATS else FORMATS[aliases().get(name, name)]
     except (KeyError, TypeError):
+        valid = ", ".join(FORMATS)
         raise KvError(
-            f"Unknown cache format {name!r}; valid formats: {', '.join(FORMATS)}."
+            f"Unknown cache format {quote(name)}; valid formats: {valid}.",
+            "format_unknown",
+            name=quote(name),
+            valid=valid,
         ) from None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory import weight_formats as gguf_weights
 from kvcore.memory.allocsim import simulate, trace
@@ -48,7 +48,7 @@ class KvSpec:
             raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
         if self.activation_dtype not in ACTIVATION_DTYPES:
             raise KvError(
-                f"activation dtype must be fp16, bf16 or fp32, not {self.activation_dtype!r}."
+                f"activation dtype must be fp16, bf16 or fp32, not {quote(self.activation_dtype)}."
             )
 
 
@@ -59,7 +59,9 @@ def check_context(context: int, sequences: int = 1) -> None:
         ("sequences", sequences, MAX_SEQUENCES),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-            raise KvError(f"{label} must be a whole number from 1 to {limit:,}, not {value!r}.")
+            raise KvError(
+                f"{label} must be a whole number from 1 to {limit:,}, not {quote(value)}."
+            )
 
 
 def tokens_held(layer: Layer, context: int) -> int:
@@ -217,7 +219,7 @@ ALL_WEIGHT_FORMATS = DOWNLOAD_WEIGHT_FORMATS + (FILE_WEIGHTS,)
 def weight_bits(weights_format: str) -> int:
     if weights_format not in ALL_WEIGHT_FORMATS:
         raise KvError(
-            f"Unknown weights format {weights_format!r}; valid formats: {', '.join(ALL_WEIGHT_FORMATS)}."
+            f"Unknown weights format {quote(weights_format)}; valid formats: {', '.join(ALL_WEIGHT_FORMATS)}."
         )
     if weights_format in GGUF_WEIGHT_FORMATS:
         return round(GGUF_FORMATS[weights_format].bits_per_weight)

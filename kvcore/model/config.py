@@ -9,11 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
+from kvcore.limits import MAX_FIELD, MAX_LAYERS
 from kvcore.model.families import Family
-
-MAX_FIELD = 10**9  # any count or size in a config
-MAX_LAYERS = 1024  # the largest real models have ~130; the engine loops over layers
 
 
 def flatten(config: dict) -> dict:
@@ -31,6 +29,7 @@ class Cfg:
 
     def __init__(self, config: dict, family: Family):
         self.c, self.d = dict(config), family.defaults
+        self._sets: dict[str, frozenset[int]] = {}
         for (
             old,
             new,
@@ -58,30 +57,58 @@ class Cfg:
             or value != int(value)
         ):
             raise KvError(
-                f"config.json field {key!r} must be a whole number, not {value!r}.",
+                f"config.json field {key!r} must be a whole number, not {quote(value)}.",
                 "config_not_whole",
                 field=key,
-                value=value,
+                value=quote(value),
             )
         limit = MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD
         if int(value) < minimum or int(value) > limit:
             raise KvError(
-                f"config.json field {key!r} = {value!r} is out of range ({minimum} to {limit:,}).",
+                f"config.json field {key!r} = {quote(value)} is out of range ({minimum} to {limit:,}).",
                 "config_range",
                 field=key,
-                value=value,
+                value=quote(value),
                 minimum=minimum,
                 limit=limit,
             )
         return int(value)
 
+    def index_set(self, key: str) -> frozenset[int]:
+        """A list of layer indices (mlp_only_layers) as a set, read and checked once (a layer loop asks per layer):
+        at most MAX_LAYERS whole numbers; absent or null -> empty."""
+        if key not in self._sets:
+            value = self.get(key) or []
+            if not isinstance(value, list) or len(value) > MAX_LAYERS:
+                raise KvError(
+                    f"config.json field {key!r} must list at most {MAX_LAYERS:,} layer numbers, not {quote(value)}.",
+                    "config_list",
+                    field=key,
+                    limit=MAX_LAYERS,
+                    value=quote(value),
+                )
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_LAYERS
+                for v in value
+            ):
+                raise KvError(
+                    f"config.json field {key!r} must list layer numbers from 0 to {MAX_LAYERS - 1:,}, not "
+                    f"{quote(value)}.",
+                    "config_list",
+                    field=key,
+                    limit=MAX_LAYERS,
+                    value=quote(value),
+                )
+            self._sets[key] = frozenset(value)
+        return self._sets[key]
+
     def bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
             raise KvError(
-                f"config.json field {key!r} must be true or false, not {value!r}.",
+                f"config.json field {key!r} must be true or false, not {quote(value)}.",
                 "config_not_bool",
                 field=key,
-                value=value,
+                value=quote(value),
             )
         return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 
 # The sets of window rules a family states, one per runtime that reads configs its own way: each runtime's
 # `windows` key (kvcore.runtimes.registry) is one of these. A runtime with rules of its own adds its key here, then states
@@ -193,9 +193,9 @@ def family_for(model_type: str) -> Family:
     if family is None:
         known = ", ".join(sorted(set(FAMILIES) | set(MODEL_TYPE_ALIASES)))
         raise KvError(
-            f"model_type {model_type!r} is not a model family kvcore knows; known: {known}.",
+            f"model_type {quote(model_type)} is not a model family kvcore knows; known: {known}.",
             "model_unknown",
-            model_type=model_type,
+            model_type=quote(model_type),
             known=known,
         )
     return family

@@ -66,7 +66,7 @@ def _rule_full(
 def _rule_max_window(
     cfg: Cfg, n: int, ignored_note: str
 ):  # Qwen2/3 in transformers, when use_sliding_window
-    if cfg.get("use_sliding_window"):
+    if cfg.bool("use_sliding_window", False):
         start = cfg.int("max_window_layers", 0, minimum=0)
         return [i >= start for i in range(n)], []
     return None
@@ -109,6 +109,26 @@ def check_family(family: Family) -> None:
     check_layouts(family)
 
 
+# The config flags any family reads (kvcore.model.params, the window rules): each must be JSON true or false when given
+BOOL_FIELDS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "mlp_bias", "no_bias")
+
+
+def check_kv_heads(label: str, heads_key: str, heads: int, kv_key: str, kv_heads: int) -> None:
+    """Refuse KV heads that contradict the heads (0, or more KV heads than query heads): one check for a config.json
+    and a GGUF file alike. Example: check_kv_heads("m.gguf", "head_count", 4, "head_count_kv", 64) -> KvError."""
+    if not 1 <= kv_heads <= heads:
+        raise KvError(
+            f"{label}: {kv_key} = {kv_heads:,} must be from 1 to {heads_key} ({heads:,}); a model has at least one "
+            "KV head and no more KV heads than query heads.",
+            "kv_heads",
+            label=label,
+            heads_key=heads_key,
+            heads=heads,
+            kv_key=kv_key,
+            kv_heads=kv_heads,
+        )
+
+
 def _sliding_flags(
     cfg: Cfg, family: Family, n_layers: int, windows: str, ignored_note: str
 ) -> tuple[list[bool], list[tuple[str, int, str]]]:
@@ -116,7 +136,9 @@ def _sliding_flags(
     order); notes are (code, window, text)."""
     layer_types = cfg.get("layer_types")
     if layer_types is not None and (
-        not isinstance(layer_types, list) or len(layer_types) != n_layers
+        not isinstance(layer_types, list)
+        or len(layer_types) != n_layers
+        or not all(isinstance(t, str) for t in layer_types)
     ):
         raise KvError(
             f"config.json field 'layer_types' must list {n_layers} layer types.",
@@ -151,6 +173,7 @@ def layers_of(
                 "config_head_dim",
             )
         head_dim = hidden // n_heads
+    check_kv_heads("config.json", "num_attention_heads", n_heads, "num_key_value_heads", kv_heads)
     if n_heads % kv_heads:
         raise KvError(
             f"config.json: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({kv_heads}).",

@@ -21,7 +21,9 @@ def _mlp(h: int, inter: int) -> Params:
 def _attention(cfg: Cfg, family: Family, layer: Layer) -> Params:
     h, nh = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     if layer.kind == "mla":
-        q_lora = cfg.get("q_lora_rank")
+        q_lora = (
+            cfg.int("q_lora_rank") if cfg.get("q_lora_rank") is not None else 0
+        )  # null: no Q LoRA
         nope, rope, v_head = (
             cfg.int("qk_nope_head_dim"),
             cfg.int("qk_rope_head_dim"),
@@ -99,7 +101,7 @@ def _moe_layer(cfg: Cfg, i: int, first_dense: str | None = None) -> bool:
         )
     return (
         bool(cfg.int("num_experts", 0, minimum=0))
-        and i not in (cfg.get("mlp_only_layers") or [])
+        and i not in cfg.index_set("mlp_only_layers")
         and (i + 1) % cfg.int("decoder_sparse_step", 1) == 0
     )
 

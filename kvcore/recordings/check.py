@@ -19,12 +19,7 @@ from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_names
 from kvcore.timing.hardware import chips, find_chip, variants
 from kvcore.recordings.schema import CHIP_NOT_STATED, CITATION_TEXT, CITED, CITED_SERIES, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, PUBLIC_HOSTS, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
-
-
-def short_repr(value) -> str:
-    """A quoted value, cut to 60 characters (a reader's file may hold anything)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+from kvcore.errors import quote
 
 
 def fail(label: str, code: str, problem: str, **params):
@@ -36,8 +31,8 @@ def _unknown(label: str, code: str, what: str, param: str, value, known) -> None
     fail(
         label,
         code,
-        f"unknown {what} {short_repr(value)} (known: {', '.join(known)})",
-        **{param: short_repr(value)},
+        f"unknown {what} {quote(value)} (known: {', '.join(known)})",
+        **{param: quote(value)},
         known=", ".join(known),
     )
 
@@ -51,9 +46,9 @@ def _number(value, where: str, label: str) -> float:
         fail(
             label,
             "rec_number",
-            f"{where} must be a number, not {short_repr(value)}",
+            f"{where} must be a number, not {quote(value)}",
             field=where,
-            value=short_repr(value),
+            value=quote(value),
         )
     if abs(value) > MAX_NUMBER:  # a huge int is compared exactly, never converted to float
         fail(label, "rec_range", f"{where} is out of range", field=where)
@@ -129,11 +124,11 @@ def _not_a_format(key: str, value) -> None:
     what, names = FORMAT_FIELDS[key]
     known = ", ".join(names())
     raise KvError(
-        f"model.{key} {short_repr(value)} is not {what} kvcore knows (known: {known}); "
+        f"model.{key} {quote(value)} is not {what} kvcore knows (known: {known}); "
         f"write 'unknown' if the source does not say",
         "rec_format",
         field=f"model.{key}",
-        value=short_repr(value),
+        value=quote(value),
         known=known,
     )
 
@@ -161,8 +156,8 @@ def _published_extras(data: dict, label: str) -> None:
         fail(
             label,
             "rec_url",
-            f"citation.url must be an https:// address, not {short_repr(citation['url'])}",
-            value=short_repr(citation["url"]),
+            f"citation.url must be an https:// address, not {quote(citation['url'])}",
+            value=quote(citation["url"]),
         )
     if "url" in citation:
         _cited(data, citation, label)
@@ -172,9 +167,9 @@ def _published_extras(data: dict, label: str) -> None:
         fail(
             label,
             "rec_grade",
-            f"citation.grade must be one of {', '.join(GRADES)}, not {short_repr(citation['grade'])}",
+            f"citation.grade must be one of {', '.join(GRADES)}, not {quote(citation['grade'])}",
             grades=", ".join(GRADES),
-            value=short_repr(citation["grade"]),
+            value=quote(citation["grade"]),
         )
     if "runtime" in data:
         _text(_mapping(data, "runtime", label), "name", label, "runtime.")
@@ -200,9 +195,9 @@ def _cited(data: dict, citation: dict, label: str) -> None:
             label,
             "rec_url_host",
             f"citation.url must be a page on {', '.join(PUBLIC_HOSTS)} (a public page anyone can open), "
-            f"not {short_repr(citation['url'])}",
+            f"not {quote(citation['url'])}",
             hosts=", ".join(PUBLIC_HOSTS),
-            value=short_repr(citation["url"]),
+            value=quote(citation["url"]),
         )
     series = isinstance(data.get("sections"), dict) and "decode" in data["sections"]
     for key in (*CITED, *(CITED_SERIES if series else ())):
@@ -238,9 +233,9 @@ def _hardware(hardware: dict, label: str) -> None:
         fail(
             label,
             "rec_chip_stated",
-            f"hardware.chip is {short_repr(chip)} but chip_stated is {str(stated).lower()}; a chip the source does "
+            f"hardware.chip is {quote(chip)} but chip_stated is {str(stated).lower()}; a chip the source does "
             f"not name is written {CHIP_NOT_STATED!r} with chip_stated false",
-            value=short_repr(chip),
+            value=quote(chip),
         )
     if chip == CHIP_NOT_STATED or find_chip(chip) or variants(chip):
         return
@@ -248,9 +243,9 @@ def _hardware(hardware: dict, label: str) -> None:
     fail(
         label,
         "rec_chip",
-        f"hardware.chip {short_repr(chip)} is not a chip kvcore knows (known: {known}); write "
+        f"hardware.chip {quote(chip)} is not a chip kvcore knows (known: {known}); write "
         f"{CHIP_NOT_STATED!r} if the source does not say",
-        value=short_repr(chip),
+        value=quote(chip),
         known=known,
     )
 
@@ -270,9 +265,9 @@ def _date(value, where: str, label: str, timestamp: bool = False) -> None:
         fail(
             label,
             "rec_date",
-            f"{where} {short_repr(value)} is not a real date: write {form}, not after today",
+            f"{where} {quote(value)} is not a real date: write {form}, not after today",
             field=where,
-            value=short_repr(value),
+            value=quote(value),
         )
 
 
@@ -286,8 +281,8 @@ def _model(model: dict, label: str) -> None:
             fail(
                 label,
                 "rec_preset",
-                f"model.preset {short_repr(name)} is not a preset kvcore knows (known: {known})",
-                value=short_repr(name),
+                f"model.preset {quote(name)} is not a preset kvcore knows (known: {known})",
+                value=quote(name),
                 known=known,
             )
     if "config" in model:
@@ -314,17 +309,17 @@ def validate(data, label: str = "recording") -> dict:
         fail(
             label,
             "rec_schema",
-            f"'schema' must be {SCHEMA_VERSION}, not {short_repr(data.get('schema'))}",
+            f"'schema' must be {SCHEMA_VERSION}, not {quote(data.get('schema'))}",
             version=SCHEMA_VERSION,
-            value=short_repr(data.get("schema")),
+            value=quote(data.get("schema")),
         )
     kind = data.get("kind")
     if kind not in ("measured", "published"):
         fail(
             label,
             "rec_kind",
-            f"'kind' must be 'measured' or 'published', not {short_repr(kind)}",
-            value=short_repr(kind),
+            f"'kind' must be 'measured' or 'published', not {quote(kind)}",
+            value=quote(kind),
         )
     _text(data, "title", label)
     for key in ("label", "short_label"):
@@ -374,9 +369,9 @@ def validate(data, label: str = "recording") -> dict:
                         fail(
                             label,
                             "rec_count",
-                            f"{where}.{key} must be a whole number of at least 1, not {short_repr(value)}",
+                            f"{where}.{key} must be a whole number of at least 1, not {quote(value)}",
                             field=f"{where}.{key}",
-                            value=short_repr(value),
+                            value=quote(value),
                         )
                 elif key in LIST_FIELDS.get(name, ()):
                     if not isinstance(value, list) or not value or len(value) > MAX_LIST:
@@ -400,8 +395,8 @@ def validate(data, label: str = "recording") -> dict:
                     fail(
                         label,
                         "rec_field",
-                        f"{where} has an unknown field {short_repr(key)}",
+                        f"{where} has an unknown field {quote(key)}",
                         field=where,
-                        key=short_repr(key),
+                        key=quote(key),
                     )
     return data

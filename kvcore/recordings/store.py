@@ -3,8 +3,9 @@ schema allows is kvcore.recordings.schema (checked by kvcore.recordings.check).
 
 Load with a bounded YAML reader (read_yaml: no aliases, at most MAX_NODES values, MAX_DEPTH levels, MAX_SCALAR
 characters a value, checked on the parser's events before any data is built) and validate; a broken file gives one
-RecordingError naming the file and the problem, and the other files still load. Save atomically (temporary file + rename),
-never overwriting, and never at all in read-only mode (KVCORE_READ_ONLY=1).
+RecordingError naming the file and the problem, and the other files still load. Save atomically (a temporary file,
+fsynced, then linked to its name: a save killed at any step leaves either no recording or a whole one, and the
+loader never takes the temporary file), never overwriting, and never at all in read-only mode (KVCORE_READ_ONLY=1).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import functools
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from kvcore.errors import KvError
-from kvcore.recordings.check import fail, model_format, short_repr, validate  # noqa: F401 - callers ask kvcore.recordings.store
+from kvcore.errors import quote
+from kvcore.recordings.check import fail, model_format, validate  # noqa: F401 - callers ask kvcore.recordings.store
 from kvcore.recordings.schema import GRADES, ROW_FIELDS, SCHEMA_VERSION, SECTIONS, RecordingError, known_fields, schema_rows
 from kvcore.inputs.textfile import read_file_bytes
 
@@ -209,10 +212,10 @@ def _key(mapping: list | None, event, line: int, label: str) -> None:
             fail(
                 label,
                 "rec_duplicate_key",
-                f"line {line} repeats the key {short_repr(event.value)} of its mapping (YAML would keep its "
+                f"line {line} repeats the key {quote(event.value)} of its mapping (YAML would keep its "
                 "last value only)",
                 line=line,
-                key=short_repr(event.value),
+                key=quote(event.value),
             )
         keys.add(event.value)
 
@@ -322,12 +325,27 @@ def load(path: Path) -> Recording:
     return rec
 
 
+TEMP_PREFIX = ".tmp-"  # a save's temporary file: never a recording, whole or not
+STALE_TEMP_S = (
+    3600  # a temporary file this old was left by a save that was killed: save() removes it
+)
+_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a stem save() writes as given
+
+
+def is_recording_name(name: str) -> bool:
+    """Whether a file name is one save() writes (and the bundled files have): `<stem>.yaml`, the stem starting with
+    a letter or digit. A save's temporary file (.tmp-*.yaml) and any hidden file are not recordings."""
+    return name.endswith(".yaml") and bool(_STEM.fullmatch(name[: -len(".yaml")]))
+
+
 def load_all(folders: list[Path] | None = None) -> tuple[list[Recording], list[str]]:
-    """Every *.yaml in the folders (default: bundled, then local): (recordings, one error line per broken file)."""
+    """Every recording file in the folders (default: bundled, then local; is_recording_name: a save's leftover
+    temporary file is neither loaded nor warned about): (recordings, one error line per broken file)."""
     folders = folders if folders is not None else [BUNDLED_DIR, LOCAL_DIR]
     recordings, errors = [], []
     for folder in folders:
-        for path in sorted(Path(folder).glob("*.yaml")) if Path(folder).is_dir() else []:
+        paths = sorted(Path(folder).glob("*.yaml")) if Path(folder).is_dir() else []
+        for path in (p for p in paths if is_recording_name(p.name)):
             try:
                 recordings.append(load(path))
             except RecordingError as e:
@@ -350,6 +368,17 @@ def _slug(text: str, limit: int = 60) -> str:
     return stem or "run"
 
 
+def _remove_stale_temps(folder: Path) -> None:
+    """Temporary files a killed save left (older than STALE_TEMP_S: a save in progress is seconds old)."""
+    now = time.time()
+    for path in folder.glob(f"{TEMP_PREFIX}*.yaml"):
+        try:
+            if now - path.lstat().st_mtime > STALE_TEMP_S:
+                path.unlink()
+        except OSError:
+            pass  # gone already, or not ours to remove: the loader ignores it either way
+
+
 def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:
     """Validate and write a recording atomically into `folder`; never overwrites an existing file.
 
@@ -360,10 +389,15 @@ def save(data: dict, folder: Path = LOCAL_DIR, stem: str | None = None) -> Path:
     validate(data)
     folder = Path(folder)
     text = dump_text(data)
-    base = stem or _slug(f"{data.get('provenance', {}).get('date', '')}-{data['title']}")
+    base = (
+        stem
+        if stem and _STEM.fullmatch(stem)
+        else _slug(stem or f"{data.get('provenance', {}).get('date', '')}-{data['title']}")
+    )  # a name the loader takes (is_recording_name), never a hidden or temporary one, never a path
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".yaml")
+        _remove_stale_temps(folder)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=".yaml")
         try:
             umask = os.umask(0)
             os.umask(umask)

@@ -54,7 +54,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format, ggml_name, llamacpp_types
 
 if TYPE_CHECKING:  # the geometry's types only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
@@ -86,10 +86,10 @@ class Options:
             or not 1 <= self.sequences <= LLAMA_MAX_SEQ
         ):
             raise KvError(
-                f"llama.cpp runs 1 to {LLAMA_MAX_SEQ} sequences (-np), not {self.sequences!r}.",
+                f"llama.cpp runs 1 to {LLAMA_MAX_SEQ} sequences (-np), not {quote(self.sequences)}.",
                 "llamacpp_seq_max",
                 limit=LLAMA_MAX_SEQ,
-                value=self.sequences,
+                value=quote(self.sequences),
             )
         for value in (self.batch, self.ubatch):
             if (
@@ -98,10 +98,10 @@ class Options:
                 or not 1 <= value <= MAX_UBATCH
             ):
                 raise KvError(
-                    f"llama.cpp's batch and micro-batch must be whole numbers from 1 to {MAX_UBATCH:,}, not {value!r}.",
+                    f"llama.cpp's batch and micro-batch must be whole numbers from 1 to {MAX_UBATCH:,}, not {quote(value)}.",
                     "llamacpp_ubatch",
                     limit=MAX_UBATCH,
-                    value=value,
+                    value=quote(value),
                 )
 
 
@@ -164,9 +164,9 @@ def row_bytes(type_name: str, width: int) -> int:
     if not fmt.llamacpp:
         valid = ", ".join(map(ggml_name, llamacpp_types()))
         raise KvError(
-            f"{type_name!r} is not a llama.cpp KV cache type; valid types: {valid}.",
+            f"{quote(type_name)} is not a llama.cpp KV cache type; valid types: {valid}.",
             "llamacpp_format",
-            format=type_name,
+            format=quote(type_name),
             valid=valid,
         )
     return fmt.row_bytes(width)
@@ -281,7 +281,7 @@ def caches(
     """The caches llama.cpp allocates for this model at `-c n_ctx`: one `kv` cache, or `non-swa` + `swa` (iSWA),
     plus a `recurrent` state cache for linear-attention layers (kvcore.runtimes.registry checks the geometry is llama.cpp's)."""
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
-        raise KvError(f"context must be a whole number from 1, not {n_ctx!r}.")
+        raise KvError(f"context must be a whole number from 1, not {quote(n_ctx)}.")
     if k_type != v_type and any(
         layer.kind == "mla" for layer in geometry.layers
     ):  # src/llama-context.cpp:3835 @ 0c1e570

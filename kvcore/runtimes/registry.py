@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
 from kvcore.model.families import FAMILIES
 from kvcore.runtimes.base import Runtime
@@ -62,9 +62,9 @@ def get_runtime(name: str) -> Runtime:
     except (KeyError, TypeError):
         known = ", ".join(RUNTIMES)
         raise KvError(
-            f"Unknown runtime {name!r}; valid runtimes: {known}.",
+            f"Unknown runtime {quote(name)}; valid runtimes: {known}.",
             "runtime_unknown",
-            runtime=name,
+            runtime=quote(name),
             known=known,
         ) from None
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 
 TABLE = Path(__file__).parent / "hardware.yaml"
 
@@ -92,7 +92,7 @@ def get_chip(name: str) -> Chip:
     for c in chips():
         if c.chip.lower() == name.lower():
             return c
-    raise KvError(f"Unknown chip {name!r}; valid chips: {', '.join(c.chip for c in chips())}.")
+    raise KvError(f"Unknown chip {quote(name)}; valid chips: {', '.join(c.chip for c in chips())}.")
 
 
 def mac_gpu_share(ram_gb: float) -> tuple[float, str]:

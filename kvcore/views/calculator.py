@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError
 from kvcore.fits.decode import chip_for, fit_run
+from kvcore.limits import MAX_BYTES
 from kvcore.memory.formats import COMPARED
 from kvcore.memory.formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from kvcore.model.geometry import Geometry
@@ -53,7 +54,7 @@ def calculate(
     """
     check_context(context, sequences)
     report = runtime_of(geometry).report(geometry, context, spec, sequences, options)
-    return {
+    result = {
         "model": geometry.name,
         "runtime": geometry.runtime,
         "context": context,
@@ -83,6 +84,24 @@ def calculate(
         "max_position_embeddings": geometry.max_position_embeddings,
         "beyond_max_position": beyond_max_position(geometry, context),
     }
+    for key in ("kv_bytes", "kv_prefill_peak_bytes", "weights_bytes"):
+        check_bytes(key, result[key])
+    return result
+
+
+def check_bytes(what: str, value: int | float) -> None:
+    """Refuse a byte count that is not finite, is negative or exceeds MAX_BYTES (a config of 1,024 layers of 10^9
+    values each is inside every field's limit, but its sums are not inside any machine or a 64-bit table)."""
+    if not (isinstance(value, int) or math.isfinite(value)) or not 0 <= value <= MAX_BYTES:
+        shown = f"{value:,.0f}" if isinstance(value, int) or math.isfinite(value) else str(value)
+        raise KvError(
+            f"{what} comes to {shown} bytes, outside the range 0 to {MAX_BYTES:,} this calculator takes; give a "
+            "smaller model, context or number of sequences.",
+            "total_range",
+            what=what,
+            value=shown,
+            limit=f"{MAX_BYTES:,}",
+        )
 
 
 def kv_need(

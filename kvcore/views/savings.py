@@ -127,7 +127,9 @@ def format_table(
                 "format": name,
                 "bits_per_value": get_format(name).bits_per_value(dim),
                 "bytes_per_token": per,
-                "vs_fp16": per / fp16,
+                "vs_fp16": per / fp16
+                if fp16
+                else 1.0,  # no attention layer: every format costs 0 B per token
                 "source": get_format(name).source,
             }
         )
@@ -239,6 +241,10 @@ def turbo_padding() -> pd.DataFrame:
 # ---------------------------------------------------------------- 6 savings: what a smaller cache costs
 
 
+# the quality rows' optional numbers (kvcore.recordings.schema), present as columns whether a run gave them or not
+QUALITY_OPTIONAL = ("bits", "group_size", "quantized_kv_start", "bytes_per_token", "seconds")
+
+
 def quality_trade(recs: list[Recording]) -> pd.DataFrame:
     """Each KV format of each run with a quality section, at the run's largest scored length: bytes per token
     (measured from the cache, or by llama.cpp's rules for its preallocated one), KL from the run's own baseline,
@@ -250,6 +256,11 @@ def quality_trade(recs: list[Recording]) -> pd.DataFrame:
             continue
         longest = max(row["tokens"] for row in rows)
         df = pd.DataFrame([row for row in rows if row["tokens"] == longest])
+        for (
+            name
+        ) in QUALITY_OPTIONAL:  # an optional number a run left out is missing (NaN), not a KeyError
+            if name not in df:
+                df[name] = float("nan")
         frames.append(
             df.assign(
                 source=r.label,

@@ -71,6 +71,9 @@ ODD_TEXT = [
     "null",
     '{"num_hidden_layers": -1}',
 ]
+# What a link may carry into any bound widget besides its own odd values: not a finite number (Streamlit's binding
+# raised OverflowError on these), 5,000 digits, nothing. Each is refused or reset with at most one sentence.
+HOSTILE_URL = ["inf", "-inf", "nan", "1e400", "9" * 5000, ""]
 # Widgets the sweep must find (a floor: discovery finds these and anything added later). The Recordings page's
 # comparison picker and the live controls are not URL state; they are driven by interaction.
 EXPECTED = {
@@ -250,7 +253,7 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
         vals = _range_values(lo, hi, step, default, is_int)
         if param is None:
             return Knob(kind, key, None, [lo, hi, default], base=base)
-        outside = [_num(lo - step, is_int), _num(hi + step, is_int), "abc"]
+        outside = [_num(lo - step, is_int), _num(hi + step, is_int), "abc", *HOSTILE_URL]
         if is_int:
             strat = hs.integers(int(lo), int(hi)).map(
                 lambda v: str(int(lo + (v - lo) // step * step))
@@ -313,7 +316,7 @@ def _knob(kind: str, el, key: str, param: str | None, base: dict) -> Knob | None
             key,
             param,
             valid + ODD_TEXT,
-            [],
+            HOSTILE_URL,
             base,
             hs.one_of(hs.sampled_from(valid + ODD_TEXT), hs.text(max_size=40)),
             "text",
@@ -385,7 +388,10 @@ def run(path: str | None, lang: str, params: dict) -> AppTest:
 
 
 def where(path: str | None, lang: str, params: dict, action_text: str = "") -> str:
-    return f"{path or 'streamlit_app.py'} ?{urlencode({'lang': lang, **params}, doseq=True)}{action_text}"
+    short = {
+        k: v[:40] + "…" if isinstance(v, str) and len(v) > 40 else v for k, v in params.items()
+    }
+    return f"{path or 'streamlit_app.py'} ?{urlencode({'lang': lang, **short}, doseq=True)}{action_text}"
 
 
 def verdicts(lang: str) -> list[re.Pattern]:
@@ -432,6 +438,10 @@ def problems(at: AppTest, lang: str, invalid: str | None = None) -> list[str]:
     if out:
         return out
     errors = [str(e.value) for e in at.error]
+    if (
+        i18n.translate(lang, "site.failed") in errors
+    ):  # an exception the page let through to the last line
+        return ["the site's last line of defence fired (an exception no page caught)"]
     unexplained = [e for e in errors if not any(v.fullmatch(e.strip()) for v in verdicts(lang))]
     if unexplained and invalid is None:
         out.append(f"error shown on valid input: {unexplained[0][:160]!r}")

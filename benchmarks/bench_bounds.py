@@ -1,0 +1,117 @@
+"""What a hostile input costs the engine, as a ratio to a plain input measured in the same run (issue 29).
+
+Two pairs, each timed in alternation so that the shared machine's noise falls on both sides alike:
+- the Nbytes trap's `updates` link: '1x100000000' (built a 1.5 GB list before its size was checked) against the
+  plain '256x16' (kvcore.memory.allocsim.parse_updates);
+- a qwen3_moe config.json of 1,024 layers with a 300,000-entry `mlp_only_layers` list (6-8 s of CPU when the list
+  was scanned once per layer) against the same config without the list (kvcore.inputs.config.parse_json_text, then
+  kvcore.inputs.config.parse_config: what the calculator does with a pasted config).
+Each round times one call of each (a refusal counts: it is the work the server does); the result is the median
+of the paired ratios hostile / plain with the interquartile range, and the peak memory of one call of each
+(tracemalloc). The issue's bounds: the link within a few MB of a plain one; the config within ~3x a plain config's
+time.
+
+Run: .venv/bin/python benchmarks/bench_bounds.py --rounds 31 [--markdown docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
+from kvcore.errors import KvError  # noqa: E402
+from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
+from kvcore.inputs.presets import load_preset  # noqa: E402
+from kvcore.memory.allocsim import parse_updates  # noqa: E402
+
+
+def _config_text(mlp_only: int) -> str:
+    config = dict(load_preset("qwen3-30b-a3b")["config"], num_hidden_layers=1024)
+    if mlp_only:
+        config["mlp_only_layers"] = [0] * mlp_only
+    return json.dumps(config)
+
+
+def _pasted(text: str):
+    return lambda: parse_config(parse_json_text(text))
+
+
+PAIRS = {
+    "updates link (1x100000000 vs 256x16)": (
+        lambda: parse_updates("1x100000000"),
+        lambda: parse_updates("256x16"),
+    ),
+    "config (300,000 mlp_only_layers vs none, 1,024 layers)": (
+        _pasted(_config_text(300_000)),
+        _pasted(_config_text(0)),
+    ),
+}
+
+
+def timed(call) -> float:
+    start = time.perf_counter()
+    try:
+        call()
+    except KvError:
+        pass
+    return time.perf_counter() - start
+
+
+def peak(call) -> int:
+    tracemalloc.start()
+    try:
+        try:
+            call()
+        except KvError:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=31)
+    add_option(parser)
+    args = parser.parse_args()
+    rounds, section = args.rounds, Section(args.markdown, "bench_bounds")
+    rows = []
+    for name, (hostile, plain) in PAIRS.items():
+        timed(hostile), timed(plain)  # warm-up, untimed
+        ratios, plain_s = [], []
+        for i in range(rounds):
+            if i % 2:  # alternate which goes first
+                h, p = timed(hostile), timed(plain)
+            else:
+                p, h = timed(plain), timed(hostile)
+            ratios.append(h / p)
+            plain_s.append(p)
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        median, plain_ms = statistics.median(ratios), statistics.median(plain_s) * 1000
+        peaks = peak(hostile) / 2**20, peak(plain) / 2**20
+        print(
+            f"{name}: time ratio median {median:.2f} (IQR {q1:.2f}-{q3:.2f}, {rounds} "
+            f"rounds; plain median {plain_ms:.3g} ms); peak memory "
+            f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"
+        )
+        rows.append(
+            [name, f"**×{median:.2f}** ({q1:.2f}–{q3:.2f})", f"{plain_ms:.3g} ms"]
+            + [f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"]
+        )
+    heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "plain", "peak memory"]
+    section.write(
+        table(heads, rows, right=(1, 2)) + f"\n\n{rounds} rounds, alternating which goes first."
+    )
+
+
+if __name__ == "__main__":
+    main()
