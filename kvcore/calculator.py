@@ -44,6 +44,7 @@ def calculate(
     spec: KvSpec = KvSpec(),
     weights_format: str = "bf16",
     options: Any = None,
+    flash_attn: str = "auto",
 ) -> dict:
     """Everything `calc --json` prints, as a dict; the calculator page shows the same numbers.
 
@@ -52,8 +53,12 @@ def calculate(
     cache's sizes, rows and formula (kvcore.runtimes).
     """
     check_context(context, sequences)
-    report = runtime_of(geometry).report(geometry, context, spec, sequences, options)
-    return {
+    runtime = runtime_of(geometry)
+    report = runtime.report(geometry, context, spec, sequences, options)
+    weights = weights_bytes(geometry, weights_format)
+    # every buffer the runtime allocates (llama.cpp: model, KV, output, compute), where the engine has a plan
+    plan = runtime.memory_plan(geometry, context, spec, sequences, options, weights, flash_attn)
+    result = {
         "model": geometry.name,
         "runtime": geometry.runtime,
         "context": context,
@@ -73,7 +78,7 @@ def calculate(
             )
         },
         "weights_format": weights_format,
-        "weights_bytes": weights_bytes(geometry, weights_format),
+        "weights_bytes": weights,
         "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
         "params": geometry.params.total,
         "active_params": geometry.active_params.total,
@@ -83,6 +88,9 @@ def calculate(
         "max_position_embeddings": geometry.max_position_embeddings,
         "beyond_max_position": beyond_max_position(geometry, context),
     }
+    if plan is not None:
+        result["plan"] = plan
+    return result
 
 
 def kv_need(

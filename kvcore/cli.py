@@ -55,7 +55,13 @@ def _print_calc(r: dict) -> None:
         f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
         f" {r['active_params']:,} read per token)"
     )
-    print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
+    if "plan" in r:  # the runtime's whole plan: its buffers beside the weights and the KV cache
+        print(
+            f"total      {fmt_bytes(r['plan']['total_bytes'])} (weights, KV, output and compute buffers;"
+            f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
+        )
+    else:
+        print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
     print(f"formula    {r['formula']}")
     if "decode_tokens_per_s" in r:
         _print_time(r)
@@ -157,6 +163,11 @@ def _cmd_calc(a) -> int:
                 f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
                 f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}."
             )
+    if a.flash_attn and not runtime.flash_attention:
+        owners = [r.name for r in RUNTIMES.values() if r.flash_attention]
+        raise KvError(
+            f"--flash-attn is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
+        )
     geometry, preset = resolve_model(a.model, runtime.name)
     # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
     options = runtime.options(
@@ -169,6 +180,7 @@ def _cmd_calc(a) -> int:
         spec,
         a.weights_format or preset.get("default_weights_format", "bf16"),
         options,
+        a.flash_attn or "auto",
     )
     result["source"] = preset.get("source", a.model)
     _time(a, geometry, result, spec, options)
@@ -291,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
                     type=whole_number(s.flag.lstrip("-"), s.low, s.high),
                     help=s.help,
                 )
+    c.add_argument(
+        "--flash-attn",
+        choices=("on", "off", "auto"),
+        help="llama.cpp: flash attention (-fa, default auto: on where the backend runs it); "
+        "it sizes the compute buffer of the memory plan",
+    )
     c.add_argument(
         "--chip",
         help="adds decode speed at the context on this chip (see `python -m kvcore chips`)",

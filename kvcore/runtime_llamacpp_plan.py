@@ -214,12 +214,15 @@ def plan(
         weights_bytes = geometry.file_weights.bytes
     caches = llamacpp.caches(geometry, n_ctx, k_type, v_type, options)
     buffer = "CPU_Mapped" if mmap else "CPU"
+    from_file = geometry.file_weights is not None and weights_bytes == geometry.file_weights.bytes
     parts = [
         Part(
             f"{buffer} model buffer",
             "weights",
             weights_bytes,
-            "the file's tensors, as stored (the tensor table's bytes: llama_model_size)",
+            "the file's tensors, as stored (the tensor table's bytes: llama_model_size)"
+            if from_file
+            else "the weights in the chosen format (parameters x bytes per value; a GGUF file gives them exactly)",
             f"{SOURCE}/src/llama-model.cpp#L1930",
             f"load_tensors: {buffer:>12s} model buffer size = {_mib(weights_bytes):8.2f} MiB",
         )

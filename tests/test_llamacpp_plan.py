@@ -116,3 +116,44 @@ def test_a_quantized_v_cache_without_flash_attention_is_refused_in_one_sentence(
     text = str(refused.value)
     assert "flash attention" in text and text.count(". ") == 0 and "\n" not in text
     assert plan(g, 4096, "f16", "q8_0", flash_attn="on", weights_bytes=1).flash_attn
+
+
+def test_calc_prints_the_plan_and_the_lines_llamacpp_prints_for_a_gguf(files):
+    """`calc FILE.gguf --runtime llama.cpp --flash-attn off --json`: the plan's parts and its log lines, against the
+    real build's for that file and settings."""
+    import json
+    import subprocess
+    import sys
+
+    arch, keys = gguf_files.metadata(load_preset("llama-3.2-1b")["config"], full=True)
+    path = files / "cli-llama-3.2-1b.gguf"
+    gguf_files.complete_for(path, arch, keys)
+    request = Request(n_ctx=32768, n_seq_max=2, n_ubatch=1024, flash_attn="off")
+    (built,) = run_isolated(str(path), [request])
+    args = [sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--runtime", "llama.cpp"]
+    args += ["--context", "32768", "--sequences", "2", "--ubatch", "1024", "--flash-attn", "off"]
+    plan_json = json.loads(
+        subprocess.run(args + ["--json"], capture_output=True, text=True).stdout
+    )["plan"]
+    assert {p["name"] for p in plan_json["parts"]} == {
+        "CPU_Mapped model buffer",
+        "CPU KV buffer (kv)",
+        "CPU output buffer",
+        "CPU compute buffer",
+    }
+    assert all(
+        p["source"].startswith("https://github.com/ggml-org/llama.cpp/") for p in plan_json["parts"]
+    )
+    assert plan_json["total_bytes"] == sum(
+        plan_json[k] for k in ("weights_bytes", "kv_bytes", "output_bytes", "compute_bytes")
+    )
+    assert plan_json["weights_bytes"] == built["model_bytes"]
+    lines = plan_json["log_lines"]
+    assert built["caches"][0] in lines
+    output = next(line for line in built["buffers"] if "output buffer" in line)
+    assert any(line.endswith(output.split(": ", 1)[1]) for line in lines)
+    real = log_mib(next(line for line in built["buffers"] if "compute" in line))
+    assert abs(plan_json["compute_bytes"] / llamacpp.MIB - real) <= COMPUTE_TOLERANCE * real
+    text = subprocess.run(args, capture_output=True, text=True).stdout
+    assert "what llama.cpp will print:" in text and "CPU compute buffer" in text
+    assert "sched_reserve:        CPU compute buffer size =" in text
