@@ -2,7 +2,7 @@
 
 For one preset per family, a full-geometry GGUF (tests/gguf_files.py with `full=True`: the real embedding,
 feed-forward, expert and vocabulary widths and the tensor table llama.cpp asks for; the data a hole, so a
-671B-shaped file is a few hundred kB on disk) is loaded by llama-cpp-python 0.3.36 (llama.cpp 0c1e570) with
+671B-shaped file takes tens of kB of disk) is loaded by llama-cpp-python 0.3.36 (llama.cpp 0c1e570) with
 no_alloc, and one context per case of GRID is created (kvcore.llamacpp_probe). What llama.cpp prints is held to
 the plan: the weights (llama_model_size), every KV cache line and the output buffer line equal to the byte and
 to the character; the compute buffer within COMPUTE_TOLERANCE of the MiB it prints. A quantized V cache without
