@@ -63,6 +63,8 @@ def _print_calc(r: dict) -> None:
     else:
         print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
     print(f"formula    {r['formula']}")
+    if "fit" in r:
+        _print_fit(r["fit"])
     if "decode_tokens_per_s" in r:
         _print_time(r)
     for note in r["notes"]:
@@ -145,6 +147,64 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
             result[key] = t[key]
 
 
+def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
+    """Adds the plan's verdict against the GPU's memory for `calc --ram [--wired-limit-mb]` (a "fit" block)."""
+    if a.ram is None:
+        if a.wired_limit_mb is not None:
+            raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
+        return
+    if "plan" not in result:
+        owners = [r.name for r in RUNTIMES.values() if r.flash_attention]
+        raise KvError(
+            f"--ram judges a runtime's whole memory plan, which the engine has for {' and '.join(owners)}; "
+            f"add --runtime {owners[0]}."
+        )
+    from .memory_fit import fit, gpu_limit, levers
+
+    limit = gpu_limit(a.ram, True, a.wired_limit_mb)
+    verdict = fit(result["plan"], limit)
+    out = verdict.as_dict()
+    if verdict.status != "fits":
+        out["levers"] = levers(
+            runtime,
+            geometry,
+            a.context,
+            spec,
+            a.sequences,
+            options,
+            result["weights_bytes"],
+            a.flash_attn or "auto",
+            limit,
+            MAX_CONTEXT,
+        )
+    result["fit"] = out
+
+
+def _print_fit(f: dict) -> None:
+    limit = f["limit"]
+    where = f"; {f['blocking']} does not fit" if f["blocking"] else ""
+    print(
+        f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (compute buffer +/- "
+        f"{fmt_bytes(f['allowance_bytes'])}) of the {fmt_bytes(limit['bytes'])} the GPU may use{where}"
+    )
+    print(f"GPU limit  {limit['source']}")
+    names = {
+        "flash_attn": "flash attention {}",
+        "ubatch": "-ub {}",
+        "context": "-c {:,}",
+        "sequences": "-np {}",
+        "kv_format": "KV type {}",
+    }
+    if f["status"] != "fits" and not f["levers"]:
+        print(
+            "lever      none of the context's settings: the weights alone, or with one token, do not fit"
+        )
+    for lever in f["levers"]:
+        value = lever["value"]
+        value = " or ".join(value) if isinstance(value, list) else value
+        print(f"lever      {names[lever['lever']].format(value)} fits")
+
+
 def _cmd_calc(a) -> int:
     if a.kv_format and (a.k_format or a.v_format):
         raise KvError("Give either --kv-format or --k-format/--v-format, not both.")
@@ -183,6 +243,7 @@ def _cmd_calc(a) -> int:
         a.flash_attn or "auto",
     )
     result["source"] = preset.get("source", a.model)
+    _fit(a, geometry, result, spec, options, runtime)
     _time(a, geometry, result, spec, options)
     if a.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -308,6 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("on", "off", "auto"),
         help="llama.cpp: flash attention (-fa, default auto: on where the backend runs it); "
         "it sizes the compute buffer of the memory plan",
+    )
+    c.add_argument(
+        "--ram",
+        type=float,
+        help="the Mac's RAM in GB: adds the verdict of the runtime's memory plan against the memory its GPU "
+        "may use (macOS's default working set for that RAM; llama.cpp)",
+    )
+    c.add_argument(
+        "--wired-limit-mb",
+        type=_positive_int("wired-limit-mb", 1 << 30),
+        help="with --ram: the GPU limit set with sudo sysctl iogpu.wired_limit_mb instead of macOS's default",
     )
     c.add_argument(
         "--chip",

@@ -130,6 +130,7 @@ class Plan:
             "flash_attn": self.flash_attn,
             "n_tokens": self.n_tokens,
             "compute_tolerance": self.tolerance,
+            "compute_tolerance_share": COMPUTE_TOLERANCE,
             "parts": [p.as_dict() for p in self.parts],
             "log_lines": self.log_lines(),
         }
@@ -227,17 +228,7 @@ def plan(
             f"load_tensors: {buffer:>12s} model buffer size = {_mib(weights_bytes):8.2f} MiB",
         )
     ]
-    for cache in caches:
-        parts.append(
-            Part(
-                f"CPU KV buffer ({cache.name})",
-                "kv",
-                cache.bytes,
-                f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
-                f"{SOURCE}/src/llama-kv-cache.cpp#L291",
-                cache.log_line(),
-            )
-        )
+    # in llama.cpp's order: the output buffer (llama-context.cpp:377), the caches, the compute buffer
     output = FLOAT * geometry.vocab_size * options.sequences
     parts.append(
         Part(
@@ -249,6 +240,17 @@ def plan(
             f"llama_context: {'CPU':>10s}  output buffer size = {_mib(output):8.2f} MiB",
         )
     )
+    for cache in caches:
+        parts.append(
+            Part(
+                f"CPU KV buffer ({cache.name})",
+                "kv",
+                cache.bytes,
+                f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
+                f"{SOURCE}/src/llama-kv-cache.cpp#L291",
+                cache.log_line(),
+            )
+        )
     n_tokens = llamacpp.micro_batch(n_ctx, options)
     compute = compute_bytes(geometry, n_ctx, caches, options, fa)
     parts.append(
