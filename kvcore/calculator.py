@@ -1,9 +1,12 @@
 """Will it fit, how far can it go, how fast will it decode: the calculator's engine.
 
-need = weights (all parameters) + KV(context, sequences). Verdict against the memory available:
-fits when need <= 90 % of it (10 % kept for activations, runtime buffers and the prefill peak),
-tight up to 100 %, does not fit above. The levers (largest context, most sequences, KV formats)
-are solved against the "fits" line, so every suggested answer fits and one more does not.
+A runtime with a memory plan (llama.cpp: kvcore.runtime_llamacpp_plan, every buffer it allocates) is judged by
+its plan, with no margin (kvcore.memory_fit): need = the plan's total, fits when need plus the compute buffer's
+measured tolerance is within the memory available, does not fit when need minus it is above, tight between.
+A runtime without one yet (mlx_lm, reference: need = weights + KV(context, sequences)) keeps the old rule:
+fits when need <= 90 % of the memory (FIT_SHARE: 10 % kept for activations, runtime buffers and the prefill
+peak), tight up to 100 %. The levers (largest context, most sequences, KV formats) are solved against the
+"fits" line the same way, so every suggested answer fits and one more does not.
 
 Each number comes from the geometry's runtime (kvcore.runtimes): mlx_lm and reference count the tokens
 each layer holds; llama.cpp preallocates padded caches, where `context` is its `-c` and `sequences` its
@@ -22,6 +25,7 @@ from .formats import COMPARED
 from .formulas import KvSpec, check_context, kv_bytes, weights_bytes
 from .geometry import Geometry
 from .hardware import Chip, gpu_memory_limit_gb
+from .limits import MAX_CONTEXT
 from .runtimes import get_runtime, runtime_of
 from .units import GIB
 
@@ -30,7 +34,7 @@ if (
 ):  # pandas only where a table is made: `python -m kvcore` starts ~0.6 s sooner without it
     import pandas as pd
 
-FIT_SHARE = 0.90  # need <= 90 % of available: fits
+FIT_SHARE = 0.90  # runtimes without a memory plan: need <= 90 % of available fits
 # The share of peak bandwidth assumed when no recording says otherwise: a round figure inside the published range
 # (kvcore/hardware.yaml `apple_silicon_efficiency`: 40-85 % in llama.cpp's Apple Silicon table, discussion #4167),
 # the page saying it is an assumption and citing that range (tests/test_calculator.py holds it inside it).
@@ -90,6 +94,11 @@ def calculate(
     }
     if plan is not None:
         result["plan"] = plan
+    # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV (FIT_SHARE)
+    result["need_bytes"] = plan["total_bytes"] if plan else weights + result["kv_bytes"]
+    result["fit_allowance_bytes"] = (
+        int(plan["compute_bytes"] * plan["compute_tolerance_share"]) if plan else None
+    )
     return result
 
 
@@ -118,11 +127,22 @@ class Verdict:
     share: float  # need / available
 
 
-def verdict(need_bytes: int, available_bytes: int) -> Verdict:
-    """fits (<= 90 % of available) / tight (<= 100 %) / no (> 100 %)."""
+def verdict(need_bytes: int, available_bytes: int, allowance_bytes: int | None = None) -> Verdict:
+    """A memory plan's need (calculate()'s need_bytes) with its allowance (fit_allowance_bytes): fits when
+    need + allowance <= available, no when need - allowance > available, tight between (kvcore.memory_fit).
+    Without an allowance (a runtime without a plan; need = weights + KV): fits <= 90 %, tight <= 100 %, no above."""
     if available_bytes <= 0:
         raise KvError("Available memory must be positive.")
     share = need_bytes / available_bytes
+    if allowance_bytes is not None:
+        status = (
+            "fits"
+            if need_bytes + allowance_bytes <= available_bytes
+            else "no"
+            if need_bytes - allowance_bytes > available_bytes
+            else "tight"
+        )
+        return Verdict(status, need_bytes, available_bytes, share)
     status = (
         "fits"
         if need_bytes <= available_bytes * FIT_SHARE
@@ -137,6 +157,14 @@ def _budget_for_kv(available_bytes: int, weights: int) -> int:
     return int(available_bytes * FIT_SHARE) - weights
 
 
+def _limit(available_bytes: int):
+    from .memory_fit import Limit
+
+    if available_bytes <= 0:
+        raise KvError("Available memory must be positive.")
+    return Limit(int(available_bytes), "the memory given")
+
+
 def max_context(
     geometry: Geometry,
     spec: KvSpec,
@@ -145,8 +173,24 @@ def max_context(
     available_bytes: int,
     options: Any = None,
 ) -> int:
-    """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context)."""
-    return runtime_of(geometry).largest_context(
+    """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context): a runtime's
+    whole plan where it has one (flash attention as the runtime's default), else weights + KV under FIT_SHARE."""
+    runtime = runtime_of(geometry)
+    if runtime.plans_memory:
+        from .memory_fit import largest_context
+
+        return largest_context(
+            runtime,
+            geometry,
+            spec,
+            sequences,
+            options,
+            weights,
+            "auto",
+            _limit(available_bytes),
+            MAX_CONTEXT,
+        )
+    return runtime.largest_context(
         geometry, spec, sequences, _budget_for_kv(available_bytes, weights), options
     )
 
@@ -160,8 +204,23 @@ def max_sequences(
     options: Any = None,
 ) -> int:
     """The most concurrent sequences at `context` whose total fits (0: not even one); how a runtime shares its
-    context among sequences is its own (llama.cpp: -c context x slots, -np slots)."""
-    return runtime_of(geometry).most_sequences(
+    context among sequences is its own (llama.cpp: -c context x slots, -np slots; its whole plan)."""
+    runtime = runtime_of(geometry)
+    if runtime.plans_memory:
+        from .memory_fit import most_sequences
+
+        return most_sequences(
+            runtime,
+            geometry,
+            spec,
+            context,
+            options,
+            weights,
+            "auto",
+            _limit(available_bytes),
+            MAX_CONTEXT,
+        )
+    return runtime.most_sequences(
         geometry, spec, context, _budget_for_kv(available_bytes, weights), options
     )
 
@@ -182,7 +241,23 @@ def formats_that_fit(
     spec: KvSpec,
     options: Any = None,
 ) -> list[str]:
-    """KV formats (same for K and V) whose total fits, from the largest to the smallest cache."""
+    """KV formats (same for K and V) whose total fits, from the largest to the smallest cache (a runtime's whole
+    plan where it has one)."""
+    runtime = runtime_of(geometry)
+    if runtime.plans_memory:
+        from .memory_fit import kv_types_that_fit
+
+        return kv_types_that_fit(
+            runtime,
+            geometry,
+            context,
+            spec,
+            sequences,
+            options,
+            weights,
+            "auto",
+            _limit(available_bytes),
+        )
     fits = []
     for name in runtime_formats(geometry):
         try:

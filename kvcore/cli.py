@@ -154,7 +154,7 @@ def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
             raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
         return
     if "plan" not in result:
-        owners = [r.name for r in RUNTIMES.values() if r.flash_attention]
+        owners = [r.name for r in RUNTIMES.values() if r.plans_memory]
         raise KvError(
             f"--ram judges a runtime's whole memory plan, which the engine has for {' and '.join(owners)}; "
             f"add --runtime {owners[0]}."

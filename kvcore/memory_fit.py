@@ -114,9 +114,61 @@ def fit(plan: dict, limit: Limit) -> Fit:
 def _fits(runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit) -> bool:
     try:
         plan = runtime.memory_plan(geometry, context, spec, sequences, options, weights, flash_attn)
-    except KvError:
+    except KvError:  # a setting the runtime refuses (a quantized V cache without flash attention)
         return False
     return fit(plan, limit).status == "fits"
+
+
+def largest_context(
+    runtime, geometry, spec, sequences, options, weights, flash_attn, limit, max_context
+) -> int:
+    """The longest -c whose plan fits (0: not even one token; max_context: any). Every part of the plan grows or
+    stays as -c grows (the cells, the micro-batch up to -ub, the scores), so the first that does not fit bounds it."""
+
+    def ok(c):
+        return _fits(runtime, geometry, c, spec, sequences, options, weights, flash_attn, limit)
+
+    if not ok(1):
+        return 0
+    if ok(max_context):
+        return max_context
+    lo, hi = 1, max_context
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def most_sequences(
+    runtime, geometry, spec, context, options, weights, flash_attn, limit, max_context
+) -> int:
+    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits;
+    padding makes the need step, so every count is tried."""
+    most = 0
+    for n in range(1, min(runtime.max_sequences, max_context // context) + 1):
+        if _fits(runtime, geometry, context * n, spec, n, options, weights, flash_attn, limit):
+            most = n
+    return most
+
+
+def kv_types_that_fit(
+    runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit
+) -> list[str]:
+    """The runtime's KV types (K = V) whose plan fits, from the largest plan to the smallest."""
+    from .formulas import KvSpec
+
+    fits = []
+    for name in runtime.kv_formats:
+        trial = KvSpec(name, name, spec.group_size, spec.activation_dtype)
+        try:
+            plan = runtime.memory_plan(
+                geometry, context, trial, sequences, options, weights, flash_attn
+            )
+        except KvError:
+            continue
+        if fit(plan, limit).status == "fits":
+            fits.append((plan["total_bytes"], name))
+    return [name for _, name in sorted(fits, reverse=True)]
 
 
 def levers(
@@ -134,45 +186,32 @@ def levers(
     """The settings that make the plan fit, one change at a time, each solved with the plan (never a margin):
     flash attention on; the largest -ub; the longest context (-c); the most sequences (-np, each with `context`
     tokens); the KV types (K = V) that fit."""
-    from .formulas import KvSpec
-
-    def ok(c=context, s=spec, n=sequences, o=options, fa=flash_attn, w=weights):
-        return _fits(runtime, geometry, c, s, n, o, w, fa, limit)
-
     out = []
     if (
         weights > limit.bytes
     ):  # no setting of the context helps: a smaller weight format or more memory
         return out
-    if flash_attn == "off" and ok(fa="on"):
+    args = (geometry, context, spec, sequences)
+    if flash_attn == "off" and _fits(runtime, *args, options, weights, "on", limit):
         out.append({"lever": "flash_attn", "value": "on"})
     base = runtime.options(sequences, options)
     for ub in UBATCHES:
-        if ub < base.ubatch and ok(o=replace(base, ubatch=ub)):
+        if ub < base.ubatch and _fits(
+            runtime, *args, replace(base, ubatch=ub), weights, flash_attn, limit
+        ):
             out.append({"lever": "ubatch", "value": ub})
             break
-    if ok(c=1):
-        lo, hi = 1, max_context
-        if ok(c=hi):
-            lo = hi
-        while (
-            hi - lo > 1
-        ):  # every part grows or stays as -c grows: the first that does not fit bounds it
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if ok(c=mid) else (lo, mid)
-        if lo < context:
-            out.append({"lever": "context", "value": lo})
-    most = 0
-    for slots in range(1, min(runtime.max_sequences, max_context // context) + 1):
-        if ok(c=context * slots, n=slots, o=replace(base, sequences=slots)):
-            most = slots
+    common = (options, weights, flash_attn, limit, max_context)
+    longest = largest_context(runtime, geometry, spec, sequences, *common)
+    if 0 < longest < context:
+        out.append({"lever": "context", "value": longest})
+    most = most_sequences(runtime, geometry, spec, context, *common)
     if 0 < most < sequences:
         out.append({"lever": "sequences", "value": most})
     formats = [
         name
-        for name in runtime.kv_formats
+        for name in kv_types_that_fit(runtime, *args, options, weights, flash_attn, limit)
         if (name, name) != (spec.k_format, spec.v_format)
-        and ok(s=KvSpec(name, name, spec.group_size, spec.activation_dtype))
     ]
     if formats:
         out.append({"lever": "kv_format", "value": formats})

@@ -101,6 +101,9 @@ class Runtime:
         False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.gguf)
     )
     flash_attention: bool = False  # True: -fa on/off/auto sizes its compute buffer (memory_plan; the CLI's --flash-attn)
+    plans_memory: bool = (
+        False  # True: memory_plan() gives every buffer; verdicts and levers use it, no margin
+    )
     engines: tuple[
         str, ...
     ] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)

@@ -24,7 +24,7 @@ class LlamaCppRuntime(Runtime):
     sequence_noun = "slot"
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
-    preallocates = reads_gguf = flash_attention = True
+    preallocates = reads_gguf = flash_attention = plans_memory = True
     # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
     default_kv_format = "fp16"
     settings = (
