@@ -11,8 +11,10 @@ between. The part that does not fit is the first, in the order llama.cpp allocat
 the limit; the levers are the settings that make the plan fit (flash attention, `-ub`, the context, the
 sequences, the KV type), each with the plan it gives.
 
-Example: fit(plan(llama-3.1-8b, 131072, flash_attn="off"), gpu_limit(16)) -> "no": the CPU compute buffer
-(33,968 MiB) does not fit 10.67 GB; levers: flash attention on, -ub 512, -c ...
+Example: Llama-3.1-8B (Q4_K_M) at `-c 131072` on a 16 GB Mac -> "no": the plan needs 20.84 GiB of the 10.67
+GiB the GPU may use, and the CPU KV buffer is the part that does not fit; levers: `-c 47,104` (with 2 unified
+sequences), or a q4_0/q4_1/iq4_nl/q5_0 cache (`calc --model llama-3.1-8b --weights-format gguf-q4_k_m --runtime
+llama.cpp --context 131072 --sequences 2 --kv-unified --ram 16`).
 """
 
 from __future__ import annotations
