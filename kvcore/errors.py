@@ -26,6 +26,8 @@ CODES = frozenset(
         "llamacpp_mla_types",
         "llamacpp_seq_max",
         "llamacpp_ubatch",
+        "llamacpp_flash_attn",
+        "llamacpp_quantized_v_needs_fa",
         "json_too_large",
         "json_invalid",
         "json_nested",

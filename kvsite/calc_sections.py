@@ -15,7 +15,7 @@ from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formulas import KvSpec, formula_terms
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime, runtime_of
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views import calculator
+from kvcore.views import calculator, what_if
 from kvcore.views import savings as savings_views
 
 from . import i18n
@@ -122,7 +122,7 @@ def chart_end(ctx: int) -> int:
 
 
 def chart_contexts(ctx: int) -> list[int]:
-    return calculator.log_contexts(1024, chart_end(ctx))
+    return what_if.log_contexts(1024, chart_end(ctx))
 
 
 @cached
@@ -132,10 +132,10 @@ def memory_chart(
     """Weights + KV vs context up to `end` (chart_end of the reader's context, which the chart does not mark: a new
     context below 128K redraws nothing) for several formats (the reader's first), the available memory dashed."""
     g, t = config_geometry(*src), i18n.translator(lang)
-    contexts = calculator.log_contexts(1024, end)
-    formats = list(dict.fromkeys([k if k == v else "fp16", *calculator.CURVE_FORMATS]))
+    contexts = what_if.log_contexts(1024, end)
+    formats = list(dict.fromkeys([k if k == v else "fp16", *what_if.CURVE_FORMATS]))
     curves = pd.DataFrame(
-        calculator.memory_curves(
+        what_if.memory_curves(
             g, contexts, weights, seqs, KvSpec(k, v), formats, runtime_options(src, seqs)
         )
     )
@@ -177,12 +177,12 @@ def decode_chart(
     contexts = (
         chart_contexts(ctx)
         if fits
-        else calculator.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
+        else what_if.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
     )
     llama = runtime_options(src, seqs)
-    rows = calculator.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
+    rows = what_if.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
     at = (
-        calculator.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0]
+        what_if.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0]
         if fits
         else None
     )
@@ -220,18 +220,18 @@ def decode_chart(
 
 
 @section_cache(max_entries=8)
-def efficiency(recs: list) -> calculator.Efficiency:
+def efficiency(recs: list) -> what_if.Efficiency:
     """BW_eff / peak from the recordings on known chips (recordings hash by content)."""
-    return calculator.efficiency(recs)
+    return what_if.efficiency(recs)
 
 
 @section_cache(max_entries=8)
 def efficiency_sources(recs: list, lang: str) -> str:
-    """The recordings calculator.efficiency fitted, named as the site names them everywhere (not their English titles)."""
+    """The recordings what_if.efficiency fitted, named as the site names them everywhere (not their English titles)."""
     from .sources import source_label
 
     return i18n.translate(lang, "recordings.list_sep").join(
-        source_label(r, lang) for r in recs if calculator.efficiency([r]).source != "assumption"
+        source_label(r, lang) for r in recs if what_if.efficiency([r]).source != "assumption"
     )
 
 

@@ -15,8 +15,8 @@ from kvcore.recordings.store import Recording
 from kvcore.timing import hardware
 from kvcore.timing.decode_model import FAR_BELOW_PEAK, Fit
 from kvcore.units import GIB, fmt_num, fmt_pct, fmt_size
-from kvcore.views import calculator
 from kvcore.views import memory as views
+from kvcore.views import what_if as decode_what_if
 
 from . import i18n
 from .chart import make_chart
@@ -142,7 +142,7 @@ def verdict_text(fit: Fit, lang: str) -> str:
 @cached
 def default_efficiency(rec: Recording | None) -> float:
     """The efficiency Article A's run implies on its M5 Pro (the calculator's assumption without it)."""
-    return round(calculator.efficiency([rec] if rec is not None else []).share, 2)
+    return round(decode_what_if.efficiency([rec] if rec is not None else []).share, 2)
 
 
 @cached
@@ -150,8 +150,8 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
     """Predicted tok/s on a chip where the model fits and supports the context; why not, where it does not."""
     t = i18n.translator(lang)
     g, c = preset_geometry(model), hardware.get_chip(chip)
-    pred = calculator.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
-    memory = calculator.chip_memory_bytes(c)
+    pred = decode_what_if.what_if(g, weights, KvSpec(), c, eff, WHAT_IF_MAX)
+    memory = decode_what_if.chip_memory_bytes(c)
     caveat = t("decode.caveat" if c.unified else "decode.caveat_gpu")
     if pred.empty:
         return {

@@ -42,9 +42,10 @@ WIDE = (
 TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(WIDTH - 3)]
 
 
-def metadata(config: dict) -> tuple[str, dict]:
+def metadata(config: dict, full: bool = False) -> tuple[str, dict]:
     """(GGUF architecture, {key: value}) for a config.json, in the converter's terms (keys without the arch prefix
-    start with '.': '.block_count' -> 'llama.block_count')."""
+    start with '.': '.block_count' -> 'llama.block_count'). `full`: the real embedding, feed-forward and vocabulary
+    widths too (the converter's values), for files whose every buffer llama.cpp sizes as the real model's."""
     flat = flatten(config)
     family = family_for(flat["model_type"])
     c = Cfg(flat, family)
@@ -116,7 +117,28 @@ def metadata(config: dict) -> tuple[str, dict]:
             ".expert_feed_forward_length": WIDTH,
             ".expert_gating_func": 2,
         }
+    if full:
+        keys |= full_widths(c, family.model_type)
     return arch, keys
+
+
+def full_widths(c: Cfg, model_type: str) -> dict:
+    """The converter's embedding, feed-forward, expert and vocabulary widths (conversion/*.py set_gguf_parameters)."""
+    ffn = c.int("intermediate_size")
+    keys = {
+        ".embedding_length": c.int("hidden_size"),
+        ".feed_forward_length": ffn // 2
+        if model_type == "qwen"
+        else ffn,  # qwen.py QwenModel halves it
+        ".vocab_size": c.int("vocab_size"),
+    }
+    if model_type in ("qwen3_moe", "qwen3_next", "deepseek_v3"):
+        keys[".expert_feed_forward_length"] = c.int("moe_intermediate_size")
+    if model_type == "gpt_oss":
+        keys[".expert_feed_forward_length"] = ffn
+    if model_type == "qwen3_next":
+        keys[".expert_shared_feed_forward_length"] = c.int("shared_expert_intermediate_size")
+    return keys
 
 
 def basic_tensors(
@@ -171,7 +193,11 @@ def write(
             w.add_string(name, value)
         else:
             w.add_array(name, value)
-    if vocab:
+    if (
+        vocab and keys.get(".vocab_size") != WIDTH
+    ):  # llama-vocab.cpp: model "none" makes vocab_size dummy tokens
+        w.add_tokenizer_model("none")
+    elif vocab:
         w.add_tokenizer_model("llama")
         w.add_token_list(TOKENS)
         w.add_token_scores([0.0] * len(TOKENS))

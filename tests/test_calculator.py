@@ -9,16 +9,8 @@ from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.recordings.store import load_all
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip
-from kvcore.views.calculator import (
-    ASSUMED_EFFICIENCY,
-    FIT_SHARE,
-    efficiency,
-    formats_that_fit,
-    max_context,
-    max_sequences,
-    predict_decode,
-    verdict,
-)
+from kvcore.views.calculator import FIT_SHARE, formats_that_fit, max_context, max_sequences, verdict
+from kvcore.views.what_if import ASSUMED_EFFICIENCY, efficiency, predict_decode
 
 GB = 10**9
 
@@ -146,7 +138,7 @@ def test_decode_what_if_equals_the_engine_prediction():
 
 
 def test_memory_curves_are_the_forward_calculation_per_format():
-    from kvcore.views.calculator import log_contexts, memory_curves
+    from kvcore.views.what_if import log_contexts, memory_curves
 
     g = geometry("qwen3-8b")
     contexts = log_contexts(1024, 1_048_576)

@@ -428,15 +428,35 @@ def test_calculate_takes_the_runtime_and_its_options():
     assert sum(row["kv_bytes"] for row in r["per_layer"]) == r["kv_bytes"]
 
 
+def plan_fits(g, context, spec, n, weights, available, options=None) -> str:
+    """The verdict of llama.cpp's whole plan (model, KV, output, compute buffers) against `available`."""
+    plan = RUNTIMES["llama.cpp"].memory_plan(g, context, spec, n, options, weights, "auto")
+    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    return calculator.verdict(plan["total_bytes"], available, allowance).status
+
+
+def test_llama_cpp_verdict_is_its_plan_with_no_flat_margin():
+    g = geometry("llama-3.1-8b")
+    r = calculator.calculate(g, 32768, 1, KvSpec(), "gguf-q4_k_m")
+    need, allowance = r["need_bytes"], r["fit_allowance_bytes"]
+    assert need == r["plan"]["total_bytes"] > r["weights_bytes"] + r["kv_bytes"]
+    assert calculator.verdict(need, need + allowance, allowance).status == "fits"
+    assert calculator.verdict(need, need + allowance - 1, allowance).status == "tight"
+    assert calculator.verdict(need, need - allowance - 1, allowance).status == "no"
+    # a runtime without a plan keeps weights + KV under FIT_SHARE
+    m = calculator.calculate(preset_geometry("llama-3.1-8b", "mlx_lm"), 32768, 1, KvSpec())
+    assert "plan" not in m and m["fit_allowance_bytes"] is None
+    assert m["need_bytes"] == m["weights_bytes"] + m["kv_bytes"]
+
+
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "qwen-7b-chat", "gemma-2-2b", "deepseek-v3"])
 def test_llama_cpp_largest_context_fits_and_one_more_token_does_not(name):
     g, spec = geometry(name), KvSpec("q8_0", "q8_0")
     weights, available = 1 << 30, 12 << 30
     t = calculator.max_context(g, spec, 2, weights, available)
-    need = lambda c: weights + calculator.kv_need(g, c, spec, 2)  # noqa: E731
     assert 0 < t < MAX_CONTEXT
-    assert calculator.verdict(need(t), available).status == "fits"
-    assert calculator.verdict(need(t + 1), available).status != "fits"
+    assert plan_fits(g, t, spec, 2, weights, available) == "fits"
+    assert plan_fits(g, t + 1, spec, 2, weights, available) != "fits"
 
 
 def test_llama_cpp_most_slots_each_get_the_context_and_one_more_does_not_fit():
@@ -444,10 +464,7 @@ def test_llama_cpp_most_slots_each_get_the_context_and_one_more_does_not_fit():
     s = calculator.max_sequences(g, spec, 4096, weights, available)
 
     def fits(n):
-        return (
-            calculator.verdict(weights + calculator.kv_need(g, 4096 * n, spec, n), available).status
-            == "fits"
-        )
+        return plan_fits(g, 4096 * n, spec, n, weights, available) == "fits"
 
     assert s >= 1 and fits(s) and not fits(s + 1)
 
@@ -469,9 +486,11 @@ def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
         r = calculator.calculate(g, 8192, 2, spec)
         assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
         weights = r["weights_bytes"]
-        available = (
-            int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE) + 1
-        )  # room for four times this cache
+        available = (  # room for four times this cache (and, under llama.cpp, its other buffers twice)
+            int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE)
+            + 2 * (r["need_bytes"] - weights - r["kv_bytes"] + (r["fit_allowance_bytes"] or 0))
+            + 1
+        )
         assert calculator.max_context(g, spec, 2, weights, available) >= 8192, name
         assert calculator.max_sequences(g, spec, 8192, weights, available) >= 2, name
 

@@ -194,7 +194,7 @@ LAYERS = (
     "cli",
 )
 BASE = {"kvcore", "kvcore.errors", "kvcore.limits", "kvcore.units"}
-MAX_CHAIN = 16  # modules in the longest chain of imports (22 in the flat layout this replaced)
+MAX_CHAIN = 17  # modules in the longest chain of imports (22 in the flat layout this replaced)
 MAX_LINES = 430  # the longest today: kvcore/views/charts.py; aim for 400
 
 

@@ -205,7 +205,7 @@ SAVE_STEPS = ("mkstemp", "write", "fsync", "link", "unlink")
 # half the text written and flushed), says so, and waits to be killed.
 CHILD = """
 import json, os, sys, tempfile, time
-from kvcore import recordings
+from kvcore.recordings import store as recordings
 
 folder, step, source = sys.argv[1], sys.argv[2], sys.argv[3]
 data = json.loads(open(source, encoding="utf-8").read())

@@ -9,178 +9,23 @@ import argparse
 import json
 import sys
 
+from kvcore.cli import calc as calc_command
 from kvcore.cli.args import Parser, whole_number
 from kvcore.errors import KvError, quote
-from kvcore.fits import shares as timing_fit
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import load_preset, preset_names
-from kvcore.inputs.source import resolve_model
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory.formats import FORMATS
-from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS, KvSpec
+from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
-from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
-from kvcore.timing import estimate as timing
+from kvcore.runtimes.registry import RUNTIMES
 from kvcore.timing import hardware
-from kvcore.units import fmt_bytes
-from kvcore.views.calculator import calculate
 
 EXIT_BAD_INPUT = 2
 
 
 def _positive_int(label: str, limit: int):
     return whole_number(label, 1, limit)
-
-
-def _print_calc(r: dict) -> None:
-    runtime = get_runtime(r["runtime"])
-    print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
-    for line in runtime.describe_options(
-        r
-    ):  # llama.cpp: its options and the lines it logs for its caches
-        print(line)
-    print(
-        f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}"
-    )
-    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
-    if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
-        print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
-    else:  # sliding layers stop growing once their window is full
-        print(
-            f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
-            f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
-            f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}"
-        )
-    for line in runtime.describe_sizes(
-        r
-    ):  # mlx_lm: the chunked prefill's peak above the steady state
-        print(line)
-    print(
-        f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
-        f" {r['active_params']:,} read per token)"
-    )
-    print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
-    print(f"formula    {r['formula']}")
-    if "decode_tokens_per_s" in r:
-        _print_time(r)
-    for note in r["notes"]:
-        print(f"note       {note}")
-    print("\nlayer  kind      tokens held        KV bytes")
-    for row in r["per_layer"]:
-        print(
-            f"{row['layer']:>5}  {row['kind']:<8} {row['tokens_held']:>12,} {row['kv_bytes']:>15,}"
-        )
-
-
-def _print_time(r: dict) -> None:
-    """The time model's lines: time to the first token, decode per sequence and for all, the bounds, the shares used."""
-    t = r["time"]
-    if t.get("prefill_s") is not None:
-        print(
-            f"prefill    {t['prompt']:,}-token prompt: {t['prefill_s']:.3g} s to the first token ({t['prefill_bound']}-bound,"
-            f" {t['compute_efficiency']:.0%} of {t['peak_tflops']:g} TFLOPS on {t['chip']})"
-        )
-    elif "prompt" in t:
-        print(f"prefill    unknown: the hardware table has no compute figure for {t['chip']}")
-    n = t["decode_sequences"]
-    each = f"per {get_runtime(r['runtime']).sequence_noun}"
-    total = f", {t['decode_tokens_per_s_total']:,.1f} tok/s for all {n}" if n > 1 else ""
-    where = (
-        f"over {t['decode_context']:,} cells shared by {n} slots"
-        if t["decode_shared_cache"]
-        else f"at {t['decode_context']:,} tokens"
-    )
-    print(
-        f"decode     {where}: {t['decode_tokens_per_s']:,.1f} tok/s {each}{total}"
-        f" ({t['decode_bound']}-bound, {t['bandwidth_efficiency']:.0%} of {t['peak_gbps']:g} GB/s"
-        f" + {t['decode_overhead_s'] * 1e3:.1f} ms per step; {fmt_bytes(t['decode_bytes_per_step'])} read per step)"
-    )
-    print(f"shares     {t['efficiency_source']}")
-
-
-def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
-    """Adds the time model's figures to `result` for `calc --chip [--prompt]` (flat keys and a "time" block)."""
-    if a.prompt and not a.chip:
-        raise KvError(
-            "--prompt needs --chip: the time to the first token depends on the chip's compute."
-        )
-    if not a.chip:
-        return
-    chip = hardware.get_chip(a.chip)
-    per_slot = runtime_of(geometry).sequence_share(result["context"], result["sequences"], llama)
-    if a.prompt and a.prompt > per_slot:
-        raise KvError(
-            f"--prompt {a.prompt:,} is longer than the {per_slot:,} tokens a sequence can hold here."
-        )
-    eff = timing_fit.efficiency(chip, geometry.runtime)
-    t = timing.estimate(
-        geometry,
-        a.prompt or min(512, per_slot),
-        chip,
-        eff,
-        spec,
-        result["weights_format"],
-        result["context"],
-        result["sequences"],
-        llama,
-    )
-    if not a.prompt:
-        for key in ("prompt", "prefill_s", "prefill_bound", "prefill_intensity", "prefill"):
-            t.pop(key)
-    result["time"] = t
-    for key in (
-        "prefill_s",
-        "prefill_bound",
-        "decode_tokens_per_s",
-        "decode_tokens_per_s_total",
-        "decode_bound",
-        "compute_efficiency",
-        "bandwidth_efficiency",
-        "decode_overhead_s",
-        "chip",
-    ):
-        if key in t:
-            result[key] = t[key]
-
-
-def _cmd_calc(a) -> int:
-    if a.kv_format and (a.k_format or a.v_format):
-        raise KvError("Give either --kv-format or --k-format/--v-format, not both.")
-    k = a.k_format or a.kv_format or "fp16"
-    v = a.v_format or a.kv_format or "fp16"
-    spec = KvSpec(k, v, a.group_size, a.activation_dtype)
-    runtime = get_runtime(a.runtime)
-    for other in RUNTIMES.values():  # another runtime's settings, given: say whose they are
-        changed = [
-            s.flag
-            for s in other.settings
-            if other is not runtime and getattr(a, s.name) != s.default
-        ]
-        if changed:
-            raise KvError(
-                f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
-                f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}."
-            )
-    geometry, preset = resolve_model(a.model, runtime.name)
-    # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
-    options = runtime.options(
-        a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings}
-    )
-    result = calculate(
-        geometry,
-        a.context,
-        a.sequences,
-        spec,
-        a.weights_format or preset.get("default_weights_format", "bf16"),
-        options,
-    )
-    result["source"] = preset.get("source", a.model)
-    _time(a, geometry, result, spec, options)
-    if a.json:
-        print(json.dumps(result, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
-    else:
-        _print_calc(result)
-    return 0
 
 
 def _cmd_presets(a) -> int:
@@ -296,6 +141,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help=s.help,
                 )
     c.add_argument(
+        "--flash-attn",
+        choices=("on", "off", "auto"),
+        help="llama.cpp: flash attention (-fa, default auto: on where the backend runs it); "
+        "it sizes the compute buffer of the memory plan",
+    )
+    c.add_argument(
+        "--ram",
+        type=float,
+        help="the Mac's RAM in GB: adds the verdict of the runtime's memory plan against the memory its GPU "
+        "may use (macOS's default working set for that RAM; llama.cpp)",
+    )
+    c.add_argument(
+        "--wired-limit-mb",
+        type=_positive_int("wired-limit-mb", 1 << 30),
+        help="with --ram: the GPU limit set with sudo sysctl iogpu.wired_limit_mb instead of macOS's default",
+    )
+    c.add_argument(
         "--chip",
         help="adds decode speed at the context on this chip (see `python -m kvcore chips`)",
     )
@@ -305,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="prompt tokens: adds prefill_s, the time to the first token (needs --chip)",
     )
     c.add_argument("--json", action="store_true")
-    c.set_defaults(run=_cmd_calc)
+    c.set_defaults(run=calc_command.run)
     ps = sub.add_parser("presets", help="list the bundled model presets")
     ps.add_argument("--json", action="store_true")
     ps.set_defaults(run=_cmd_presets)

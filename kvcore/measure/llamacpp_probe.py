@@ -25,6 +25,8 @@ ECHO = bool(
     os.environ.get("KVCORE_LLAMACPP_ECHO")
 )  # echo llama.cpp's log to stderr as it comes (debugging a crash)
 CACHE_LINES = ("llama_kv_cache: size =", "llama_memory_recurrent: size =")
+# the buffer lines of a context: its output buffer (llama_context), KV buffers and the compute buffer (sched_reserve)
+BUFFER_LINES = ("output buffer size =", "compute buffer size =", "KV buffer size =")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ def allocations(path: str, requests: list[Request]):
                 llama_cpp.llama_free(ctx)
             yield {
                 "caches": [line for line in _log if line.startswith(CACHE_LINES)],
+                "buffers": [line for line in _log if any(b in line for b in BUFFER_LINES)],
                 "model_bytes": model_bytes,
                 "error": error,
                 "log": [line for line in _log if "flash_attn" in line or "n_ctx" in line],

@@ -146,6 +146,10 @@ class Runtime:
     reads_gguf: bool = (
         False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.inputs.gguf)
     )
+    flash_attention: bool = False  # True: -fa on/off/auto sizes its compute buffer (memory_plan; the CLI's --flash-attn)
+    plans_memory: bool = (
+        False  # True: memory_plan() gives every buffer; verdicts and levers use it, no margin
+    )
     engines: tuple[
         str, ...
     ] = ()  # programs whose recorded runs follow its rules (a recording's runtime.name, any case)
@@ -274,6 +278,20 @@ class Runtime:
     def prefill_chunk(self, prompt: int, options: Any = None) -> int:
         """Tokens one prefill step processes of a `prompt`-token prompt (mlx_lm's prefill step, llama.cpp's -ub)."""
         raise NotImplementedError
+
+    def memory_plan(
+        self,
+        geometry: Geometry,
+        context: int,
+        spec: KvSpec,
+        sequences: int,
+        options: Any,
+        weights_bytes: int,
+        flash_attn: str = "auto",
+    ) -> dict | None:
+        """Every buffer the runtime allocates, part by part (llama.cpp: kvcore.runtimes.llamacpp_plan); None where
+        the engine has no plan for this runtime."""
+        return None
 
     def describe_options(self, result: dict) -> list[str]:
         """The CLI's lines, under the model's, for this runtime's options and caches (llama.cpp: its log lines)."""

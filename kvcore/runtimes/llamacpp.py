@@ -24,7 +24,7 @@ class LlamaCppRuntime(Runtime):
     sequence_noun = "slot"
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
-    preallocates = reads_gguf = True
+    preallocates = reads_gguf = flash_attention = plans_memory = True
     # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
     default_kv_format = "fp16"
     settings = (
@@ -115,6 +115,24 @@ class LlamaCppRuntime(Runtime):
             },
         }
 
+    def memory_plan(
+        self, geometry, context, spec, sequences, options, weights_bytes, flash_attn="auto"
+    ):
+        """Model, KV, output and compute buffers as llama.cpp logs them (kvcore.runtimes.llamacpp_plan)."""
+        from kvcore.runtimes.llamacpp_plan import plan
+
+        self.check(geometry)
+        options = self.options(sequences, options)
+        return plan(
+            geometry,
+            context,
+            spec.k_format,
+            spec.v_format,
+            options,
+            flash_attn,
+            weights_bytes,
+        ).as_dict()
+
     def largest_context(self, geometry, spec, sequences, budget, options=None):
         self.check(geometry)
         options = self.options(sequences, options)
@@ -188,7 +206,23 @@ class LlamaCppRuntime(Runtime):
             f"llama.cpp  -c {result['context']} -np {o['sequences']}{' --kv-unified' if o['unified'] else ''} "
             f"-ub {o['ubatch']} (micro-batch used: {o['ubatch_used']}){' --swa-full' if o['swa_full'] else ''}"
         ]
-        return lines + [
+        lines += [
             f"  {cache['name']:<9} {line}"
             for cache, line in zip(result["caches"], result["log_lines"])
         ]
+        plan = result.get("plan")
+        if plan:  # every buffer, and the lines llama.cpp will print for them
+            fa = "on" if plan["flash_attn"] else "off"
+            lines.append(
+                f"memory plan (flash attention {fa}, micro-batch {plan['n_tokens']:,} tokens):"
+            )
+            lines += [
+                f"  {part['name']:<26} {part['bytes']:>16,} B  {part['rule']}"
+                for part in plan["parts"]
+            ]
+            lines.append(
+                f"  {'total':<26} {plan['total_bytes']:>16,} B  (compute buffer {plan['compute_tolerance']})"
+            )
+            lines.append("what llama.cpp will print:")
+            lines += [f"  {line}" for line in plan["log_lines"]]
+        return lines

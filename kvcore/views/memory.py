@@ -27,7 +27,7 @@ from kvcore.memory.formulas import (
 from kvcore.model.geometry import Geometry
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB, MIB
-from kvcore.views.calculator import doubling_contexts
+from kvcore.views.what_if import doubling_contexts
 
 ARTICLE_MODEL = "llama-3.2-1b"  # Article A's model (mlx-community/Llama-3.2-1B-Instruct-4bit)
 

@@ -20,7 +20,10 @@ from kvcore.model.geometry import Geometry
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB
-from kvcore.views.calculator import doubling_contexts, max_context, memory_curves
+from kvcore.views.calculator import max_context
+
+# ---------------------------------------------------------------- 5 savings
+from kvcore.views.what_if import doubling_contexts, memory_curves
 
 # ---------------------------------------------------------------- 5 savings
 

@@ -17,6 +17,7 @@ from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
 from kvcore.runtimes.registry import get_runtime
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views import calculator as calc
+from kvcore.views import what_if
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -173,10 +174,10 @@ def test_verdict_changes_at_its_stated_thresholds(rec_dir):
 
 def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     at = page(CALC, model="qwen3-8b", ctx=65536, chip="M4 Max (40-core GPU)", ram=128)
-    eff = calc.efficiency(
+    eff = what_if.efficiency(
         __import__("kvcore.recordings.store", fromlist=["load_all"]).load_all([rec_dir])[0]
     )
-    want = calc.predict_decode(
+    want = what_if.predict_decode(
         geometry("qwen3-8b"), [65536], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share
     )[0]
     assert metric(at, "Predicted decode") == f"{want['tokens_per_s']:,.1f} tok/s"
@@ -187,9 +188,9 @@ def test_decode_what_if_equals_the_engine_prediction(rec_dir):
     row = decode[decode["context"] == 1048576].iloc[0]
     g = geometry("qwen3-8b")
     assert row["tokens_per_s"] == pytest.approx(
-        calc.predict_decode(g, [1048576], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[0][
-            "tokens_per_s"
-        ]
+        what_if.predict_decode(g, [1048576], KvSpec(), "mlx-q4", "M4 Max (40-core GPU)", eff.share)[
+            0
+        ]["tokens_per_s"]
     )
 
 

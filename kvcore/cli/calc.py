@@ -1,0 +1,242 @@
+"""`python -m kvcore calc`: a model's KV cache, weights and fit under a runtime's rules, its memory plan where the
+runtime has one, and the time from the prompt to the last token; text for a terminal or `--json`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kvcore.errors import KvError
+from kvcore.fits import shares as timing_fit
+from kvcore.inputs.source import resolve_model
+from kvcore.limits import MAX_CONTEXT
+from kvcore.memory.formulas import KvSpec
+from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
+from kvcore.timing import estimate as timing
+from kvcore.timing import hardware
+from kvcore.units import fmt_bytes
+from kvcore.views.calculator import calculate
+
+
+def _print_calc(r: dict) -> None:
+    runtime = get_runtime(r["runtime"])
+    print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
+    for line in runtime.describe_options(
+        r
+    ):  # llama.cpp: its options and the lines it logs for its caches
+        print(line)
+    print(
+        f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}"
+    )
+    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
+    if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
+        print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
+    else:  # sliding layers stop growing once their window is full
+        print(
+            f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
+            f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
+            f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}"
+        )
+    for line in runtime.describe_sizes(
+        r
+    ):  # mlx_lm: the chunked prefill's peak above the steady state
+        print(line)
+    print(
+        f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
+        f" {r['active_params']:,} read per token)"
+    )
+    if "plan" in r:  # the runtime's whole plan: its buffers beside the weights and the KV cache
+        print(
+            f"total      {fmt_bytes(r['plan']['total_bytes'])} (weights, KV, output and compute buffers;"
+            f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
+        )
+    else:
+        print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
+    print(f"formula    {r['formula']}")
+    if "fit" in r:
+        _print_fit(r["fit"])
+    if "decode_tokens_per_s" in r:
+        _print_time(r)
+    for note in r["notes"]:
+        print(f"note       {note}")
+    print("\nlayer  kind      tokens held        KV bytes")
+    for row in r["per_layer"]:
+        print(
+            f"{row['layer']:>5}  {row['kind']:<8} {row['tokens_held']:>12,} {row['kv_bytes']:>15,}"
+        )
+
+
+def _print_time(r: dict) -> None:
+    """The time model's lines: time to the first token, decode per sequence and for all, the bounds, the shares used."""
+    t = r["time"]
+    if t.get("prefill_s") is not None:
+        print(
+            f"prefill    {t['prompt']:,}-token prompt: {t['prefill_s']:.3g} s to the first token ({t['prefill_bound']}-bound,"
+            f" {t['compute_efficiency']:.0%} of {t['peak_tflops']:g} TFLOPS on {t['chip']})"
+        )
+    elif "prompt" in t:
+        print(f"prefill    unknown: the hardware table has no compute figure for {t['chip']}")
+    n = t["decode_sequences"]
+    each = f"per {get_runtime(r['runtime']).sequence_noun}"
+    total = f", {t['decode_tokens_per_s_total']:,.1f} tok/s for all {n}" if n > 1 else ""
+    where = (
+        f"over {t['decode_context']:,} cells shared by {n} slots"
+        if t["decode_shared_cache"]
+        else f"at {t['decode_context']:,} tokens"
+    )
+    print(
+        f"decode     {where}: {t['decode_tokens_per_s']:,.1f} tok/s {each}{total}"
+        f" ({t['decode_bound']}-bound, {t['bandwidth_efficiency']:.0%} of {t['peak_gbps']:g} GB/s"
+        f" + {t['decode_overhead_s'] * 1e3:.1f} ms per step; {fmt_bytes(t['decode_bytes_per_step'])} read per step)"
+    )
+    print(f"shares     {t['efficiency_source']}")
+
+
+def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
+    """Adds the time model's figures to `result` for `calc --chip [--prompt]` (flat keys and a "time" block)."""
+    if a.prompt and not a.chip:
+        raise KvError(
+            "--prompt needs --chip: the time to the first token depends on the chip's compute."
+        )
+    if not a.chip:
+        return
+    chip = hardware.get_chip(a.chip)
+    per_slot = runtime_of(geometry).sequence_share(result["context"], result["sequences"], llama)
+    if a.prompt and a.prompt > per_slot:
+        raise KvError(
+            f"--prompt {a.prompt:,} is longer than the {per_slot:,} tokens a sequence can hold here."
+        )
+    eff = timing_fit.efficiency(chip, geometry.runtime)
+    t = timing.estimate(
+        geometry,
+        a.prompt or min(512, per_slot),
+        chip,
+        eff,
+        spec,
+        result["weights_format"],
+        result["context"],
+        result["sequences"],
+        llama,
+    )
+    if not a.prompt:
+        for key in ("prompt", "prefill_s", "prefill_bound", "prefill_intensity", "prefill"):
+            t.pop(key)
+    result["time"] = t
+    for key in (
+        "prefill_s",
+        "prefill_bound",
+        "decode_tokens_per_s",
+        "decode_tokens_per_s_total",
+        "decode_bound",
+        "compute_efficiency",
+        "bandwidth_efficiency",
+        "decode_overhead_s",
+        "chip",
+    ):
+        if key in t:
+            result[key] = t[key]
+
+
+def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
+    """Adds the plan's verdict against the GPU's memory for `calc --ram [--wired-limit-mb]` (a "fit" block)."""
+    if a.ram is None:
+        if a.wired_limit_mb is not None:
+            raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
+        return
+    if "plan" not in result:
+        owners = [r.name for r in RUNTIMES.values() if r.plans_memory]
+        raise KvError(
+            f"--ram judges a runtime's whole memory plan, which the engine has for {' and '.join(owners)}; "
+            f"add --runtime {owners[0]}."
+        )
+    from kvcore.views.memory_fit import fit, gpu_limit, levers
+
+    limit = gpu_limit(a.ram, True, a.wired_limit_mb)
+    verdict = fit(result["plan"], limit)
+    out = verdict.as_dict()
+    if verdict.status != "fits":
+        out["levers"] = levers(
+            runtime,
+            geometry,
+            a.context,
+            spec,
+            a.sequences,
+            options,
+            result["weights_bytes"],
+            a.flash_attn or "auto",
+            limit,
+            MAX_CONTEXT,
+        )
+    result["fit"] = out
+
+
+def _print_fit(f: dict) -> None:
+    limit = f["limit"]
+    where = f"; {f['blocking']} does not fit" if f["blocking"] else ""
+    print(
+        f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (compute buffer +/- "
+        f"{fmt_bytes(f['allowance_bytes'])}) of the {fmt_bytes(limit['bytes'])} the GPU may use{where}"
+    )
+    print(f"GPU limit  {limit['source']}")
+    names = {
+        "flash_attn": "flash attention {}",
+        "ubatch": "-ub {}",
+        "context": "-c {:,}",
+        "sequences": "-np {}",
+        "kv_format": "KV type {}",
+    }
+    if f["status"] != "fits" and not f["levers"]:
+        print(
+            "lever      none of the context's settings: the weights alone, or with one token, do not fit"
+        )
+    for lever in f["levers"]:
+        value = lever["value"]
+        value = " or ".join(value) if isinstance(value, list) else value
+        print(f"lever      {names[lever['lever']].format(value)} fits")
+
+
+def run(a) -> int:
+    if a.kv_format and (a.k_format or a.v_format):
+        raise KvError("Give either --kv-format or --k-format/--v-format, not both.")
+    k = a.k_format or a.kv_format or "fp16"
+    v = a.v_format or a.kv_format or "fp16"
+    spec = KvSpec(k, v, a.group_size, a.activation_dtype)
+    runtime = get_runtime(a.runtime)
+    for other in RUNTIMES.values():  # another runtime's settings, given: say whose they are
+        changed = [
+            s.flag
+            for s in other.settings
+            if other is not runtime and getattr(a, s.name) != s.default
+        ]
+        if changed:
+            raise KvError(
+                f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
+                f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}."
+            )
+    if a.flash_attn and not runtime.flash_attention:
+        owners = [r.name for r in RUNTIMES.values() if r.flash_attention]
+        raise KvError(
+            f"--flash-attn is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
+        )
+    geometry, preset = resolve_model(a.model, runtime.name)
+    # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
+    options = runtime.options(
+        a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings}
+    )
+    result = calculate(
+        geometry,
+        a.context,
+        a.sequences,
+        spec,
+        a.weights_format or preset.get("default_weights_format", "bf16"),
+        options,
+        a.flash_attn or "auto",
+    )
+    result["source"] = preset.get("source", a.model)
+    _fit(a, geometry, result, spec, options, runtime)
+    _time(a, geometry, result, spec, options)
+    if a.json:
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
+    else:
+        _print_calc(result)
+    return 0

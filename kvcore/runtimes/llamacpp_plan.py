@@ -1,0 +1,275 @@
+"""llama.cpp's whole memory plan: every buffer it allocates for a model and a context, named as its log names it.
+
+(Moves to kvcore/runtimes/llamacpp_plan.py with the package move.) What `llama-cli`/`llama-server` print when
+they load a model and create a context, part by part, with the rule behind each number and its source line in
+ggml-org/llama.cpp at commit 0c1e570 (the llama.cpp inside llama-cpp-python 0.3.36):
+
+    load_tensors:   CPU_Mapped model buffer size =  1252.41 MiB   the weights: the file's tensor table
+    llama_context:        CPU  output buffer size =     0.49 MiB   logits for one token per sequence
+    llama_kv_cache:        CPU KV buffer size =  1024.00 MiB      the caches (kvcore.runtimes.llamacpp_cache)
+    sched_reserve:        CPU compute buffer size =  2134.01 MiB  the worst micro-batch's graph
+
+(Llama-3.2-1B, Q8_0 weights, `-c 32768 -ub 512 -fa off`; with `-fa on` the compute buffer is 258.50 MiB.)
+
+The rules:
+
+* Model buffer -- `src/llama-model.cpp:1930` logs each weight buffer; its bytes are the tensor table's
+  (`llama_model_size()`, `src/llama-model.cpp:3283`), mapped from the file by default (`CPU_Mapped`; `--no-mmap`:
+  `CPU`). The CPU backend's default extra buffer types add a `CPU_REPACK` copy of the Q4_0/Q4_K/IQ4_NL tensors it
+  repacks; GPU backends (Metal) do not: this plan is without it.
+* Output buffer -- `src/llama-context.cpp:2141` `logits.size = n_vocab*n_outputs_max`, floats, where
+  `n_outputs_max = max(n_outputs, n_seq_max)` (line 2120) and the context reserves `n_seq_max` outputs (line 377);
+  logged at line 381. Embeddings (`--embeddings`) would add `n_embd` floats per output: not planned here.
+* KV buffers -- kvcore.runtimes.llamacpp_cache (cells, streams, sliding-window and recurrent caches, to the byte), logged at
+  `src/llama-kv-cache.cpp:291`.
+* Compute buffer -- `sched_reserve` (`src/llama-context.cpp:640-745`) builds the graph of the worst micro-batch,
+  `n_tokens = min(n_ctx, n_ubatch)` tokens of `n_seq_max` sequences with every token an output (line 670), over
+  the whole cache (`init_full`), and ggml's graph allocator (`ggml/src/ggml-alloc.c`) sizes one buffer for it:
+  the high-water mark of the tensors alive at once, freed after their last use and reused in place where an op
+  allows (`ggml_op_can_inplace`: soft_max, rope, add, mul, scale, unary). Its log line: line 740. The peak is the
+  larger of two moments of the graph (f32 activations, 4 bytes):
+    - the logits: `4 x n_tokens x (n_vocab + 2 n_embd)` (the output projection, beside the final norm and the
+      last residual);
+    - one attention layer: the masks (`src/llama-graph.cpp` `build_attn_inp_kq_mask`: `n_kv x n_tokens`, f16 with
+      flash attention, else f32; one per cache, the sliding-window one too), the layer's activations
+      (`4 x n_tokens x (3 n_embd + 2 q_width + k_width + v_width)`: the residual, the normed input and the
+      attention output; Q twice, K, V), and without flash attention the scores `kq = mul_mat(k, q)` of every head
+      (`build_attn_mha`: `4 x n_kv x n_tokens x n_head`, soft_max in place), where `n_kv` is the cells of one
+      stream (a split cache, `-np N` without `-kvu`, attends to its own `n_ctx/N` cells) of the largest cache.
+  The allocator packs tensors into one buffer, so the real figure moves by some MiB around this (fragmentation,
+  small inputs, family-specific tensors: MoE routing, recurrent scans); tests/test_llamacpp_plan.py holds the
+  formula to the real build over its grid and states the tolerance (COMPUTE_TOLERANCE).
+* Flash attention -- `-fa auto` (the default, `src/llama-context.cpp:230`) is on wherever the device runs the
+  fused op (`resolve_fused_ops`, line 557): on the CPU and Metal backends, so auto plans as on. A quantized V cache
+  without flash attention is refused at context creation (line 460: "quantized V cache was requested, but this
+  requires Flash Attention").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcore.errors import KvError
+from kvcore.memory.formats import get_format
+from kvcore.runtimes import llamacpp_cache as llamacpp
+
+SOURCE = "https://github.com/ggml-org/llama.cpp/blob/0c1e570"
+FLOAT = 4  # bytes of an f32 activation, logit
+FLASH_ATTN = ("on", "off", "auto")
+# The measured spread of the compute-buffer formula against the real build (tests/test_llamacpp_plan.py, 11 families
+# x 9 settings, and a 432-context sweep): |plan - llama.cpp| <= COMPUTE_TOLERANCE x llama.cpp. The worst seen was
+# 18.4 % (Phi-3 with flash attention: 392.05 MiB printed, 320.00 planned, its fused QKV projection's tensors);
+# every other family within 12.5 %, and within 2 % wherever the attention scores (flash attention off) dominate.
+COMPUTE_TOLERANCE = 0.20
+
+
+@dataclass(frozen=True)
+class Part:
+    """One buffer llama.cpp allocates: its name as the log prints it, its bytes, the rule and its source line."""
+
+    name: str
+    kind: str  # "weights", "kv", "output", "compute"
+    bytes: int
+    rule: str
+    source: str
+    log_line: str
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "bytes": self.bytes,
+            "rule": self.rule,
+            "source": self.source,
+            "log_line": self.log_line,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything llama.cpp holds for one model and context; `flash_attn` is what it runs with (auto resolved)."""
+
+    parts: tuple[Part, ...]
+    flash_attn: bool
+    n_tokens: int  # the worst-case micro-batch the compute buffer is sized for
+    tolerance: str  # how close the compute buffer is (the measured spread)
+
+    def _sum(self, kind: str) -> int:
+        return sum(p.bytes for p in self.parts if p.kind == kind)
+
+    @property
+    def weights_bytes(self) -> int:
+        return self._sum("weights")
+
+    @property
+    def kv_bytes(self) -> int:
+        return self._sum("kv")
+
+    @property
+    def output_bytes(self) -> int:
+        return self._sum("output")
+
+    @property
+    def compute_bytes(self) -> int:
+        return self._sum("compute")
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+    def log_lines(self) -> list[str]:
+        return [p.log_line for p in self.parts]
+
+    def as_dict(self) -> dict:
+        return {
+            "weights_bytes": self.weights_bytes,
+            "kv_bytes": self.kv_bytes,
+            "output_bytes": self.output_bytes,
+            "compute_bytes": self.compute_bytes,
+            "total_bytes": self.total_bytes,
+            "flash_attn": self.flash_attn,
+            "n_tokens": self.n_tokens,
+            "compute_tolerance": self.tolerance,
+            "compute_tolerance_share": COMPUTE_TOLERANCE,
+            "parts": [p.as_dict() for p in self.parts],
+            "log_lines": self.log_lines(),
+        }
+
+
+def _mib(n_bytes: int) -> float:
+    """bytes / 1024.0 / 1024.0 as llama.cpp's buffer lines compute it (a size_t divided in double)."""
+    return n_bytes / 1024.0 / 1024.0
+
+
+def flash_attention(value: str | bool, v_type: str) -> bool:
+    """-fa on|off|auto as llama.cpp resolves it on the CPU and Metal backends (auto: on); a quantized V cache
+    without it is refused, as llama.cpp refuses it."""
+    if isinstance(value, bool):
+        value = "on" if value else "off"
+    if value not in FLASH_ATTN:
+        raise KvError(
+            f"llama.cpp's flash attention is on, off or auto, not {value!r}.",
+            "llamacpp_flash_attn",
+            value=value,
+        )
+    on = value != "off"
+    if not on and get_format(v_type).kind == "block":
+        raise KvError(
+            f"llama.cpp refuses a quantized V cache ({get_format(v_type).name}) without flash attention: "
+            "turn flash attention on or keep V in f16.",
+            "llamacpp_quantized_v_needs_fa",
+            v=get_format(v_type).name,
+        )
+    return on
+
+
+def compute_bytes(
+    geometry, n_ctx: int, caches: list, options: llamacpp.Options, flash_attn: bool
+) -> int:
+    """The compute buffer ggml's allocator sizes for the worst micro-batch (see the module's rule)."""
+    n_tokens = llamacpp.micro_batch(n_ctx, options)
+    e = geometry.hidden_size
+    logits = FLOAT * n_tokens * (geometry.vocab_size + 2 * e)
+    attention = [c for c in caches if c.name != "recurrent"]
+    if not attention:
+        return logits
+    mask = sum((2 if flash_attn else FLOAT) * c.cells * n_tokens for c in attention)
+    heads = geometry.num_attention_heads
+    fa_out = 1 if flash_attn else 0  # flash attention's f32 output per head, beside its inputs
+    widths = []
+    for layer in geometry.layers:
+        if layer.kind in ("full", "sliding"):
+            q, out = heads * layer.k_dim, heads * layer.v_dim
+            widths.append(2 * q + layer.kv_heads * (layer.k_dim + layer.v_dim) + fa_out * out)
+        elif (
+            layer.kind == "mla"
+        ):  # absorbed MLA: Q per head over latent + rope, the latent output per head
+            latent = layer.k_dim + layer.v_dim
+            widths.append(2 * heads * latent + latent + heads * layer.k_dim)
+    activations = FLOAT * n_tokens * (3 * e + max(widths, default=0))
+    scores = 0 if flash_attn else FLOAT * max(c.cells for c in attention) * n_tokens * heads
+    return max(logits, mask + activations + scores)
+
+
+def plan(
+    geometry,
+    n_ctx: int,
+    k_type: str = "f16",
+    v_type: str = "f16",
+    options: llamacpp.Options = llamacpp.Options(),
+    flash_attn: str | bool = "auto",
+    weights_bytes: int | None = None,
+    mmap: bool = True,
+) -> Plan:
+    """llama.cpp's memory plan for `geometry` at `-c n_ctx` (the runtime must be llama.cpp's: kvcore.runtimes.registry).
+
+    `weights_bytes`: the weights as stored (a GGUF's tensor table; default the geometry's file_weights).
+    Example: plan(llama_3_2_1b, 32768, flash_attn="off").compute_bytes -> about 2,134 MiB.
+    """
+    fa = flash_attention(flash_attn, v_type)
+    if weights_bytes is None:
+        if geometry.file_weights is None:
+            raise KvError(
+                f"llama.cpp's plan needs the weights' bytes for {geometry.name}: give a GGUF file or a weights format."
+            )
+        weights_bytes = geometry.file_weights.bytes
+    caches = llamacpp.caches(geometry, n_ctx, k_type, v_type, options)
+    buffer = "CPU_Mapped" if mmap else "CPU"
+    from_file = geometry.file_weights is not None and weights_bytes == geometry.file_weights.bytes
+    parts = [
+        Part(
+            f"{buffer} model buffer",
+            "weights",
+            weights_bytes,
+            "the file's tensors, as stored (the tensor table's bytes: llama_model_size)"
+            if from_file
+            else "the weights in the chosen format (parameters x bytes per value; a GGUF file gives them exactly)",
+            f"{SOURCE}/src/llama-model.cpp#L1930",
+            f"load_tensors: {buffer:>12s} model buffer size = {_mib(weights_bytes):8.2f} MiB",
+        )
+    ]
+    # in llama.cpp's order: the output buffer (llama-context.cpp:377), the caches, the compute buffer
+    output = FLOAT * geometry.vocab_size * options.sequences
+    parts.append(
+        Part(
+            "CPU output buffer",
+            "output",
+            output,
+            f"logits: n_vocab {geometry.vocab_size:,} x {options.sequences} output(s) (one per sequence) x 4 bytes",
+            f"{SOURCE}/src/llama-context.cpp#L2141",
+            f"llama_context: {'CPU':>10s}  output buffer size = {_mib(output):8.2f} MiB",
+        )
+    )
+    for cache in caches:
+        parts.append(
+            Part(
+                f"CPU KV buffer ({cache.name})",
+                "kv",
+                cache.bytes,
+                f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
+                f"{SOURCE}/src/llama-kv-cache.cpp#L291",
+                cache.log_line(),
+            )
+        )
+    n_tokens = llamacpp.micro_batch(n_ctx, options)
+    compute = compute_bytes(geometry, n_ctx, caches, options, fa)
+    parts.append(
+        Part(
+            "CPU compute buffer",
+            "compute",
+            compute,
+            f"the graph of one micro-batch of {n_tokens:,} tokens: the larger of the logits "
+            f"(n_tokens x (n_vocab + 2 n_embd) floats) and one attention layer (masks, activations"
+            f"{'' if fa else ', the scores of every head: n_kv x n_tokens x n_head floats'}); "
+            f"flash attention {'on' if fa else 'off'}",
+            f"{SOURCE}/src/llama-context.cpp#L740",
+            f"sched_reserve: {'CPU':>10s} compute buffer size = {_mib(compute):8.2f} MiB",
+        )
+    )
+    tolerance = f"within {COMPUTE_TOLERANCE:.0%} of what the real build prints"
+    return Plan(tuple(parts), fa, n_tokens, tolerance)
+
+
+def log_mib(line: str) -> float:
+    """The MiB figure of a buffer line llama.cpp printed ("... size =  2134.01 MiB")."""
+    return float(line.rsplit("=", 1)[1].split()[0])

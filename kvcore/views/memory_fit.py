@@ -1,0 +1,220 @@
+"""Does the runtime's whole memory plan fit the memory its GPU may use? (Moves to kvcore/memory/fit.py.)
+
+The limit on a Mac is Metal's recommended working set, not all RAM: macOS lets the GPU wire a share of unified
+memory that depends on the RAM size (kvcore/hardware.yaml `mac_gpu_working_set`, with the reports it comes from),
+and `sudo sysctl iogpu.wired_limit_mb=N` raises it. Elsewhere the limit is the GPU's own memory.
+
+The verdict compares the plan's total (kvcore.runtimes.llamacpp_plan: model, output, KV and compute buffers) with
+that limit. No flat margin: the only allowance is the compute buffer's measured tolerance, so a plan fits when
+its total plus that tolerance is within the limit, does not fit when its total minus it is above, and is tight in
+between. The part that does not fit is the first, in the order llama.cpp allocates them, whose running sum passes
+the limit; the levers are the settings that make the plan fit (flash attention, `-ub`, the context, the
+sequences, the KV type), each with the plan it gives.
+
+Example: Llama-3.1-8B (Q4_K_M) at `-c 131072` on a 16 GB Mac -> "no": the plan needs 20.84 GiB of the 10.67
+GiB the GPU may use, and the CPU KV buffer is the part that does not fit; levers: `-c 47,104` (with 2 unified
+sequences), or a q4_0/q4_1/iq4_nl/q5_0 cache (`calc --model llama-3.1-8b --weights-format gguf-q4_k_m --runtime
+llama.cpp --context 131072 --sequences 2 --kv-unified --ram 16`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvcore.errors import KvError
+from kvcore.timing.hardware import gpu_memory_limit_gb
+from kvcore.units import GIB, MIB
+
+UBATCHES = (4096, 2048, 1024, 512, 256, 128, 64)  # -ub values a lever tries, largest first
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The memory the GPU may use, and why."""
+
+    bytes: int
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"bytes": self.bytes, "source": self.source}
+
+
+def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = None) -> Limit:
+    """The GPU's memory limit for a machine of `ram_gb` GB (vendors' GB are GiB): on a Mac, macOS's default working
+    set for that RAM size (kvcore.timing.hardware), or the wired limit the reader set with sysctl iogpu.wired_limit_mb."""
+    for value, label in ((ram_gb, "RAM"), (wired_limit_mb, "iogpu.wired_limit_mb")):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+        ):
+            raise KvError(f"The {label} must be a positive number, not {value!r}.")
+    if wired_limit_mb is not None:
+        if not unified:
+            raise KvError(
+                "iogpu.wired_limit_mb is a Mac's setting; a dedicated GPU has its own memory."
+            )
+        if wired_limit_mb * MIB > ram_gb * GIB:
+            raise KvError(
+                f"iogpu.wired_limit_mb = {wired_limit_mb:,} is more than the {ram_gb:g} GB of RAM."
+            )
+        return Limit(
+            int(wired_limit_mb * MIB),
+            f"iogpu.wired_limit_mb = {wired_limit_mb:,} (set with sudo sysctl; the default is a share of RAM)",
+        )
+    gb, source = gpu_memory_limit_gb(float(ram_gb), unified)
+    return Limit(int(gb * GIB), f"{source}; raise it with sudo sysctl iogpu.wired_limit_mb=N")
+
+
+@dataclass(frozen=True)
+class Fit:
+    status: str  # "fits" | "tight" | "no"
+    need_bytes: int  # the plan's total
+    allowance_bytes: int  # the compute buffer's measured tolerance, either way
+    limit: Limit
+    blocking: (
+        str | None
+    )  # the part whose running sum first passes the limit (None when the plan fits)
+    levers: tuple[dict, ...] = ()
+
+    @property
+    def over_bytes(self) -> int:
+        """How far the plan (with its allowance) is above the limit (0 when within)."""
+        return max(0, self.need_bytes + self.allowance_bytes - self.limit.bytes)
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "need_bytes": self.need_bytes,
+            "allowance_bytes": self.allowance_bytes,
+            "limit": self.limit.as_dict(),
+            "over_bytes": self.over_bytes,
+            "blocking": self.blocking,
+            "levers": list(self.levers),
+        }
+
+
+def fit(plan: dict, limit: Limit) -> Fit:
+    """The verdict for a plan (a runtime plan's as_dict()) against the GPU's limit (no levers: see levers())."""
+    need = plan["total_bytes"]
+    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    status = (
+        "fits"
+        if need + allowance <= limit.bytes
+        else "no"
+        if need - allowance > limit.bytes
+        else "tight"
+    )
+    blocking, running = None, 0
+    if status != "fits":
+        for part in plan["parts"]:
+            running += part["bytes"] + (allowance if part["kind"] == "compute" else 0)
+            if running > limit.bytes:
+                blocking = part["name"]
+                break
+    return Fit(status, need, allowance, limit, blocking)
+
+
+def _fits(runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit) -> bool:
+    try:
+        plan = runtime.memory_plan(geometry, context, spec, sequences, options, weights, flash_attn)
+    except KvError:  # a setting the runtime refuses (a quantized V cache without flash attention)
+        return False
+    return fit(plan, limit).status == "fits"
+
+
+def largest_context(
+    runtime, geometry, spec, sequences, options, weights, flash_attn, limit, max_context
+) -> int:
+    """The longest -c whose plan fits (0: not even one token; max_context: any). Every part of the plan grows or
+    stays as -c grows (the cells, the micro-batch up to -ub, the scores), so the first that does not fit bounds it."""
+
+    def ok(c):
+        return _fits(runtime, geometry, c, spec, sequences, options, weights, flash_attn, limit)
+
+    if not ok(1):
+        return 0
+    if ok(max_context):
+        return max_context
+    lo, hi = 1, max_context
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def most_sequences(
+    runtime, geometry, spec, context, options, weights, flash_attn, limit, max_context
+) -> int:
+    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits;
+    padding makes the need step, so every count is tried."""
+    most = 0
+    for n in range(1, min(runtime.max_sequences, max_context // context) + 1):
+        if _fits(runtime, geometry, context * n, spec, n, options, weights, flash_attn, limit):
+            most = n
+    return most
+
+
+def kv_types_that_fit(
+    runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit
+) -> list[str]:
+    """The runtime's KV types (K = V) whose plan fits, from the largest plan to the smallest."""
+    from kvcore.memory.formulas import KvSpec
+
+    fits = []
+    for name in runtime.kv_formats:
+        trial = KvSpec(name, name, spec.group_size, spec.activation_dtype)
+        try:
+            plan = runtime.memory_plan(
+                geometry, context, trial, sequences, options, weights, flash_attn
+            )
+        except KvError:
+            continue
+        if fit(plan, limit).status == "fits":
+            fits.append((plan["total_bytes"], name))
+    return [name for _, name in sorted(fits, reverse=True)]
+
+
+def levers(
+    runtime,
+    geometry,
+    context: int,
+    spec,
+    sequences: int,
+    options,
+    weights: int,
+    flash_attn: str,
+    limit: Limit,
+    max_context: int,
+) -> list[dict]:
+    """The settings that make the plan fit, one change at a time, each solved with the plan (never a margin):
+    flash attention on; the largest -ub; the longest context (-c); the most sequences (-np, each with `context`
+    tokens); the KV types (K = V) that fit."""
+    out = []
+    if (
+        weights > limit.bytes
+    ):  # no setting of the context helps: a smaller weight format or more memory
+        return out
+    args = (geometry, context, spec, sequences)
+    if flash_attn == "off" and _fits(runtime, *args, options, weights, "on", limit):
+        out.append({"lever": "flash_attn", "value": "on"})
+    base = runtime.options(sequences, options)
+    for ub in UBATCHES:
+        if ub < base.ubatch and _fits(
+            runtime, *args, replace(base, ubatch=ub), weights, flash_attn, limit
+        ):
+            out.append({"lever": "ubatch", "value": ub})
+            break
+    common = (options, weights, flash_attn, limit, max_context)
+    longest = largest_context(runtime, geometry, spec, sequences, *common)
+    if 0 < longest < context:
+        out.append({"lever": "context", "value": longest})
+    most = most_sequences(runtime, geometry, spec, context, *common)
+    if 0 < most < sequences:
+        out.append({"lever": "sequences", "value": most})
+    formats = [
+        name
+        for name in kv_types_that_fit(runtime, *args, options, weights, flash_attn, limit)
+        if (name, name) != (spec.k_format, spec.v_format)
+    ]
+    if formats:
+        out.append({"lever": "kv_format", "value": formats})
+    return out

@@ -1,0 +1,160 @@
+"""The whole llama.cpp memory plan (kvcore.runtimes.llamacpp_plan) against the real build.
+
+For one preset per family, a full-geometry GGUF (tests/gguf_files.py with `full=True`: the real embedding,
+feed-forward, expert and vocabulary widths and the tensor table llama.cpp asks for; the data a hole, so a
+671B-shaped file takes tens of kB of disk) is loaded by llama-cpp-python 0.3.36 (llama.cpp 0c1e570) with
+no_alloc, and one context per case of GRID is created (kvcore.measure.llamacpp_probe). What llama.cpp prints is held to
+the plan: the weights (llama_model_size), every KV cache line and the output buffer line equal to the byte and
+to the character; the compute buffer within COMPUTE_TOLERANCE of the MiB it prints. A quantized V cache without
+flash attention: llama.cpp refuses it, and so does the plan.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+if not os.environ.get("KVSITE_REQUIRE_LLAMACPP"):
+    pytest.importorskip("llama_cpp")
+
+import gguf_files  # noqa: E402
+
+from kvcore.errors import KvError  # noqa: E402
+from kvcore.inputs import gguf
+from kvcore.inputs.presets import load_preset, preset_geometry  # noqa: E402
+from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
+from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
+from kvcore.runtimes.llamacpp_plan import COMPUTE_TOLERANCE, log_mib, plan  # noqa: E402
+
+PRESETS = [  # one per family llama.cpp loads (tests/test_llamacpp_build.py has the same families)
+    "llama-3.2-1b",
+    "qwen-7b-chat",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
+    "phi-3-mini-4k",
+    "gemma-2-2b",
+    "gemma-3-27b",
+    "gpt-oss-20b",
+    "deepseek-v3",
+]
+
+# Each axis covered without the full product (9 contexts a family, 99 in all): context 4,096-131,072,
+# -ub 512/2048, flash attention on/off/auto, 1-4 sequences split and unified, f16/q8_0 caches, --swa-full.
+GRID = [
+    Request(n_ctx=131072, n_ubatch=2048, flash_attn="off"),
+    Request(n_ctx=131072, n_ubatch=512, flash_attn="on"),
+    Request(n_ctx=32768, n_ubatch=512, flash_attn="off", n_seq_max=4),
+    Request(n_ctx=32768, n_ubatch=2048, flash_attn="on", n_seq_max=4, kv_unified=True),
+    Request(n_ctx=4096, flash_attn="on", n_seq_max=2, type_k="q8_0", type_v="q8_0"),
+    Request(
+        n_ctx=8192, n_ubatch=2048, flash_attn="off", n_seq_max=3, kv_unified=True, type_k="q8_0"
+    ),
+    Request(n_ctx=16384, flash_attn="on", swa_full=True),
+    Request(n_ctx=65536, flash_attn="auto", n_seq_max=2, swa_full=True, kv_unified=True),
+    Request(n_ctx=4096, flash_attn="off", type_v="q8_0"),  # refused by both
+]
+
+
+def planned(g, r: Request):
+    options = llamacpp.Options(r.n_seq_max, r.kv_unified, r.n_batch, r.n_ubatch, r.swa_full)
+    return plan(g, r.n_ctx, r.type_k, r.type_v, options, r.flash_attn)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return tmp_path_factory.mktemp("gguf-full")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_plan_is_what_the_real_llamacpp_allocates(files, preset):
+    arch, keys = gguf_files.metadata(load_preset(preset)["config"], full=True)
+    path = files / f"{preset}.gguf"
+    gguf_files.complete_for(path, arch, keys)
+    assert (
+        path.stat().st_blocks * 512 < 2**20 < path.stat().st_size
+    )  # sparse: the data is never written
+    g = gguf.geometry(path)
+    results = run_isolated(str(path), GRID)
+    compared = 0
+    for r, built in zip(GRID, results):
+        assert not built.get("crashed"), (r, built)
+        if built[
+            "error"
+        ]:  # llama.cpp refuses: quantized V without flash attention, MLA with K != V
+            with pytest.raises(KvError):
+                planned(g, r)
+            continue
+        p = planned(g, r)
+        assert built["model_bytes"] == p.weights_bytes  # llama_model_size: the tensor table
+        kv_lines = [part.log_line for part in p.parts if part.kind == "kv"]
+        assert built["caches"] == kv_lines, r
+        printed = {
+            kind: [line for line in built["buffers"] if f"{kind} buffer size" in line]
+            for kind in ("output", "compute")
+        }
+        output_line = next(part.log_line for part in p.parts if part.kind == "output")
+        assert [line.split(": ", 1)[1] for line in printed["output"]] == [
+            output_line.split(": ", 1)[1]
+        ], r
+        (compute_line,) = printed["compute"]
+        real = log_mib(compute_line)
+        assert abs(p.compute_bytes / llamacpp.MIB - real) <= COMPUTE_TOLERANCE * real, (
+            r,
+            compute_line,
+            p.compute_bytes / llamacpp.MIB,
+        )
+        compared += 1
+    assert compared >= len(GRID) - 2  # at most the refused cases
+
+
+def test_a_quantized_v_cache_without_flash_attention_is_refused_in_one_sentence():
+    g = preset_geometry("llama-3.2-1b", runtime="llama.cpp")
+    with pytest.raises(KvError) as refused:
+        plan(g, 4096, "f16", "q8_0", flash_attn="off", weights_bytes=1)
+    text = str(refused.value)
+    assert "flash attention" in text and text.count(". ") == 0 and "\n" not in text
+    assert plan(g, 4096, "f16", "q8_0", flash_attn="on", weights_bytes=1).flash_attn
+
+
+def test_calc_prints_the_plan_and_the_lines_llamacpp_prints_for_a_gguf(files):
+    """`calc FILE.gguf --runtime llama.cpp --flash-attn off --json`: the plan's parts and its log lines, against the
+    real build's for that file and settings."""
+    import json
+    import subprocess
+    import sys
+
+    arch, keys = gguf_files.metadata(load_preset("llama-3.2-1b")["config"], full=True)
+    path = files / "cli-llama-3.2-1b.gguf"
+    gguf_files.complete_for(path, arch, keys)
+    request = Request(n_ctx=32768, n_seq_max=2, n_ubatch=1024, flash_attn="off")
+    (built,) = run_isolated(str(path), [request])
+    args = [sys.executable, "-m", "kvcore", "calc", "--model", str(path), "--runtime", "llama.cpp"]
+    args += ["--context", "32768", "--sequences", "2", "--ubatch", "1024", "--flash-attn", "off"]
+    plan_json = json.loads(
+        subprocess.run(args + ["--json"], capture_output=True, text=True).stdout
+    )["plan"]
+    assert {p["name"] for p in plan_json["parts"]} == {
+        "CPU_Mapped model buffer",
+        "CPU KV buffer (kv)",
+        "CPU output buffer",
+        "CPU compute buffer",
+    }
+    assert all(
+        p["source"].startswith("https://github.com/ggml-org/llama.cpp/") for p in plan_json["parts"]
+    )
+    assert plan_json["total_bytes"] == sum(
+        plan_json[k] for k in ("weights_bytes", "kv_bytes", "output_bytes", "compute_bytes")
+    )
+    assert plan_json["weights_bytes"] == built["model_bytes"]
+    lines = plan_json["log_lines"]
+    assert built["caches"][0] in lines
+    output = next(line for line in built["buffers"] if "output buffer" in line)
+    assert any(line.endswith(output.split(": ", 1)[1]) for line in lines)
+    real = log_mib(next(line for line in built["buffers"] if "compute" in line))
+    assert abs(plan_json["compute_bytes"] / llamacpp.MIB - real) <= COMPUTE_TOLERANCE * real
+    text = subprocess.run(args, capture_output=True, text=True).stdout
+    assert "what llama.cpp will print:" in text and "CPU compute buffer" in text
+    assert "sched_reserve:        CPU compute buffer size =" in text

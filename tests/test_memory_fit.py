@@ -1,0 +1,130 @@
+"""The plan's verdict against the memory a Mac's GPU may use (kvcore.views.memory_fit): the limit and its source, the
+allowance (the compute buffer's measured tolerance, no flat margin), the part that does not fit, and levers that
+each make the plan fit while one step further does not."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvcore.errors import KvError
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.registry import get_runtime
+from kvcore.timing.hardware import mac_gpu_share
+from kvcore.units import GIB, MIB
+from kvcore.views.memory_fit import Limit, fit, gpu_limit, levers
+
+RT = get_runtime("llama.cpp")
+G = preset_geometry("llama-3.1-8b", runtime="llama.cpp")
+W = weights_bytes(G, "gguf-q4_k_m")
+
+
+def plan(context=32768, spec=KvSpec(), sequences=1, options=None, fa="auto"):
+    return RT.memory_plan(G, context, spec, sequences, options, W, fa)
+
+
+def test_the_limit_is_macos_default_working_set_for_that_ram_or_the_wired_limit():
+    share, source = mac_gpu_share(16)
+    limit = gpu_limit(16)
+    assert limit.bytes == int(16 * share * GIB) and source in limit.source
+    assert "iogpu.wired_limit_mb" in limit.source  # the lever a reader can pull
+    assert gpu_limit(128).bytes > gpu_limit(64).bytes > gpu_limit(16).bytes
+    raised = gpu_limit(16, wired_limit_mb=14000)
+    assert raised.bytes == 14000 * MIB and "14,000" in raised.source
+    assert gpu_limit(24, unified=False).bytes == 24 * GIB
+    for bad in (
+        lambda: gpu_limit(0),
+        lambda: gpu_limit(16, wired_limit_mb=-1),
+        lambda: gpu_limit(16, wired_limit_mb=20000),
+        lambda: gpu_limit(16, unified=False, wired_limit_mb=1000),
+    ):
+        with pytest.raises(KvError) as refused:
+            bad()
+        assert "\n" not in str(refused.value)
+
+
+def test_fits_tight_and_no_are_the_plan_and_its_compute_allowance_against_the_limit():
+    p = plan()
+    allowance = int(p["compute_bytes"] * p["compute_tolerance_share"])
+    assert 0 < allowance < p["compute_bytes"]
+    total = p["total_bytes"]
+    assert fit(p, Limit(total + allowance, "t")).status == "fits"
+    assert fit(p, Limit(total + allowance - 1, "t")).status == "tight"
+    assert fit(p, Limit(total - allowance, "t")).status == "tight"
+    no = fit(p, Limit(total - allowance - 1, "t"))
+    assert no.status == "no" and no.over_bytes > 0
+    # the part that does not fit: the first whose running sum (in llama.cpp's order) passes the limit
+    assert fit(p, Limit(W - 1, "t")).blocking == "CPU_Mapped model buffer"
+    assert fit(p, Limit(W + 1, "t")).blocking == "CPU output buffer"
+    kv_end = W + p["output_bytes"] + p["kv_bytes"]
+    assert fit(p, Limit(kv_end - 1, "t")).blocking == "CPU KV buffer (kv)"
+    assert fit(p, Limit(kv_end + 1, "t")).blocking == "CPU compute buffer"
+    assert fit(p, Limit(10**15, "t")).blocking is None
+
+
+def test_each_lever_fits_and_one_step_further_does_not():
+    limit = Limit(16 * GIB, "t")
+    options = llamacpp.Options(ubatch=2048)
+    p = plan(65536, options=options, fa="off")
+    assert fit(p, limit).status == "no"
+    found = {
+        lever["lever"]: lever["value"]
+        for lever in levers(RT, G, 65536, KvSpec(), 1, options, W, "off", limit, 131072)
+    }
+    assert found["flash_attn"] == "on"
+    assert fit(plan(65536, options=options, fa="on"), limit).status == "fits"
+    ub = found["ubatch"]
+    assert fit(plan(65536, options=llamacpp.Options(ubatch=ub), fa="off"), limit).status == "fits"
+    assert (
+        fit(plan(65536, options=llamacpp.Options(ubatch=ub * 2), fa="off"), limit).status != "fits"
+    )
+    c = found["context"]
+    assert fit(plan(c, options=options, fa="off"), limit).status == "fits"
+    assert fit(plan(c + 1, options=options, fa="off"), limit).status != "fits"
+    assert (
+        "kv_format" not in found
+    )  # without flash attention llama.cpp refuses every quantized V cache
+    kv_types = next(
+        lever["value"]
+        for lever in levers(RT, G, 131072, KvSpec(), 1, None, W, "auto", limit, 131072)
+        if lever["lever"] == "kv_format"
+    )
+    assert kv_types and "f32" not in kv_types
+    for name in kv_types:
+        assert fit(plan(131072, KvSpec(name, name)), limit).status == "fits"
+    # weights larger than the limit: no setting of the context helps
+    assert levers(RT, G, 4096, KvSpec(), 1, None, W, "auto", Limit(W - 1, "t"), 131072) == []
+
+
+def _calc(*args):
+    done = subprocess.run(
+        [sys.executable, "-m", "kvcore", "calc", *args], capture_output=True, text=True
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_calc_ram_gives_the_verdict_with_its_limit_and_levers():
+    common = [
+        "--model",
+        "llama-3.1-8b",
+        "--weights-format",
+        "gguf-q4_k_m",
+        "--runtime",
+        "llama.cpp",
+    ]
+    code, out, _ = _calc(*common, "--context", "131072", "--ram", "16", "--json")
+    f = json.loads(out)["fit"]
+    assert code == 0 and f["status"] == "no" and f["blocking"] == "CPU KV buffer (kv)"
+    assert f["limit"]["bytes"] == gpu_limit(16).bytes and {x["lever"] for x in f["levers"]} >= {
+        "context",
+        "kv_format",
+    }
+    code, out, _ = _calc(*common, "--context", "8192", "--ram", "16")
+    assert code == 0 and "fit        fits:" in out and "GPU limit  macOS default GPU limit" in out
+    code, _, err = _calc("--model", "llama-3.1-8b", "--context", "8192", "--ram", "16")
+    assert code != 0 and "--runtime llama.cpp" in err and "Traceback" not in err
+    code, _, err = _calc(*common, "--context", "8192", "--wired-limit-mb", "9000")
+    assert code != 0 and "--ram" in err and "Traceback" not in err
