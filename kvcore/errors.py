@@ -8,6 +8,7 @@ from kvcore.limits import MAX_QUOTE
 CODES = frozenset(
     {
         "config_missing",
+        "setting_texts",
         "format_unknown",
         "config_not_whole",
         "config_range",

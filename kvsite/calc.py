@@ -270,3 +270,18 @@ def context_inputs(f, col_log, col_exact) -> int:
         on_change=from_log,
     )
     return int(ctx)
+
+
+def setting_labels(runtime, lang: str) -> list[tuple[str, str]]:
+    """Each of the runtime's settings as (label, help) in `lang`. A setting with no text in that language is refused
+    in one sentence naming the keys (a label never shows ⟨calc.block_size⟩ to a reader)."""
+    keys = [(f"calc.{s.name}", f"calc.{s.name}_help") for s in runtime.settings]
+    missing = [k for pair in keys for k in pair if not i18n.has(lang, k)]
+    if missing:
+        raise KvError(
+            f"The runtime {runtime.name} has settings without their text in this language: {', '.join(missing)}.",
+            "setting_texts",
+            runtime=runtime.name,
+            keys=", ".join(missing),
+        )
+    return [(i18n.translate(lang, a), i18n.translate(lang, b)) for a, b in keys]

@@ -12,7 +12,7 @@ from kvcore.units import fmt_bytes
 from kvcore.views import calculator as calc
 from kvsite import calc as calc_site
 from kvsite import calc_sections, i18n
-from kvsite.calc import CUSTOM, available_memory, chip_names
+from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
 from kvsite.chart import show_chart
 from kvsite.frame import setup, url_choice
 from kvsite.layout import row
@@ -147,9 +147,26 @@ def calculator() -> None:
 
     settings = []  # the runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; -np is the sequences)
     lc = row() if rt.settings else None
-    for s in rt.settings:
-        name, tip = f.t(f"calc.{s.name}"), f.t(f"calc.{s.name}_help")
-        if s.switch:
+    try:
+        labels = setting_labels(rt, f.lang)
+    except KvError as e:
+        st.error(i18n.error_text(f.lang, e))
+        st.stop()
+    for s, (name, tip) in zip(rt.settings, labels):
+        if s.choices:
+            settings.append(
+                int(
+                    lc.selectbox(
+                        name,
+                        s.choices,
+                        s.choices.index(s.default),
+                        key=s.key,
+                        bind="query-params",
+                        help=tip,
+                    )
+                )
+            )
+        elif s.switch:
             settings.append(
                 bool(lc.checkbox(name, s.default, key=s.key, bind="query-params", help=tip))
             )

@@ -630,3 +630,34 @@ def test_a_runtime_whose_report_does_not_add_up_is_refused():
         KvError, match=r"Runtime leaky_rt's report for llama-3.2-1b does not add up"
     ):
         rt.report(g, 4096, KvSpec(), 1, None)
+
+
+def test_a_setting_with_choices_takes_only_those():
+    """A whole-number setting that takes only some values (a block size of 16, 32, 64 or 128) refuses 17 in one
+    sentence, and a setting whose default is not among its choices is refused when it is made."""
+    block = Setting(
+        "block", "--block-size", 32, "block size", "bs", 1, 256, choices=(16, 32, 64, 128)
+    )
+    assert block.check(64) == 64
+    with pytest.raises(KvError, match=r"--block-size must be one of 16, 32, 64, 128, not 17\."):
+        block.check(17)
+    with pytest.raises(KvError, match="its choices must hold its default"):
+        Setting("block", "--block-size", 17, "block size", "bs", 1, 256, choices=(16, 32))
+
+
+def test_a_runtime_setting_without_its_texts_is_one_sentence_on_the_page(monkeypatch):
+    """A runtime whose setting has no label in the page's language: the Calculator says which keys are missing,
+    in that language, instead of showing a label like ⟨calc.block_size⟩."""
+
+    class Blocky(TokenRuntime):
+        settings = (
+            Setting("block", "--block-size", 32, "size", "bs", 1, 256, choices=(16, 32, 64)),
+        )
+
+    rt = Blocky("blocky_rt", "blocky_rt (a test's runtime)", "sliding_ignored", windows="reference")
+    monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
+    for lang in ("en", "ja"):
+        at = chapter("pages/7_Calculator.py", lang=lang, rt="blocky_rt")
+        shown = " ".join(e.value for e in at.error)
+        assert not at.exception and "calc.block_size" in shown and "⟨" not in shown
+        assert ("設定" in shown) == (lang == "ja")

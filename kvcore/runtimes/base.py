@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ class Setting:
     key: str  # the page's URL key
     low: int = 0
     high: int = 0
+    choices: tuple[
+        int, ...
+    ] = ()  # a whole-number setting that takes only these values (e.g. powers of two)
 
     def __post_init__(self) -> None:
         where = f"Runtime setting {self.flag!r}"
@@ -45,6 +48,12 @@ class Setting:
             raise KvError(f"{where}: its flag must start with '--' (e.g. '--ubatch').")
         if not (self.field and self.help and self.key):
             raise KvError(f"{where} needs its options field, its help text and its URL key.")
+        if self.choices and (
+            isinstance(self.default, bool)
+            or self.default not in self.choices
+            or not all(self.low <= c <= self.high for c in self.choices)
+        ):
+            raise KvError(f"{where}: its choices must hold its default and lie within its range.")
         if not isinstance(self.default, bool) and not (
             isinstance(self.default, int) and 0 < self.low <= self.default <= self.high
         ):
@@ -66,7 +75,7 @@ class Setting:
         """The value as the runtime takes it, or a KvError naming the flag and its range."""
         if self.switch:
             if not isinstance(value, bool):
-                raise KvError(f"{self.flag} is on or off (true or false), not {value!r}.")
+                raise KvError(f"{self.flag} is on or off (true or false), not {quote(value)}.")
             return value
         if (
             isinstance(value, bool)
@@ -74,7 +83,11 @@ class Setting:
             or not self.low <= value <= self.high
         ):
             raise KvError(
-                f"{self.flag} must be a whole number from {self.low:,} to {self.high:,}, not {value!r}."
+                f"{self.flag} must be a whole number from {self.low:,} to {self.high:,}, not {quote(value)}."
+            )
+        if self.choices and value not in self.choices:
+            raise KvError(
+                f"{self.flag} must be one of {', '.join(f'{c:,}' for c in self.choices)}, not {quote(value)}."
             )
         return value
 
