@@ -40,11 +40,11 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
     """calc --json's numbers, the verdict, and (when it does not fit) the three levers."""
     g, spec, opts = config_geometry(*src), KvSpec(k, v), runtime_options(src, seqs)
     result = calculator.calculate(g, ctx, seqs, spec, w, opts)
-    need = result["weights_bytes"] + result["kv_bytes"]
+    need = result["need_bytes"]  # the runtime's whole plan where it has one, else weights + KV
     out = {
         "result": result,
         "need": need,
-        "verdict": calculator.verdict(need, mem_bytes),
+        "verdict": calculator.verdict(need, mem_bytes, result["fit_allowance_bytes"]),
         "layers": pd.DataFrame(result["per_layer"]),
     }
     if out["verdict"].status != "fits":
@@ -280,3 +280,42 @@ def formula(src: tuple, ctx: int, seqs: int, k: str, v: str, lang: str) -> str:
     """The KV formula with this model's numbers, written out in `lang` (mlx_lm and reference rules)."""
     g, spec = config_geometry(*src), KvSpec(k, v)
     return formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang)
+
+
+@cached
+def plan_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str):
+    """The runtime's memory plan in `lang`: a markdown table (each buffer as the runtime's log names it, its size,
+    its exact bytes and the rule behind it, linked to its source line), the log lines it will print and the compute
+    buffer's tolerance; None when the runtime has no plan."""
+    plan = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"].get("plan")
+    if plan is None:
+        return None
+    t = i18n.translator(lang)
+
+    def rule(part: dict) -> str:
+        words = part["rule"] if lang == "en" else t(f"calc.plan_rule_{part['kind']}")
+        return f"[{words}]({part['source']})"
+
+    rows = [
+        {"part": p["name"], "size": fmt_bytes(p["bytes"]), "bytes": p["bytes"], "rule": rule(p)}
+        for p in plan["parts"]
+    ]
+    rows.append(
+        {
+            "part": t("calc.plan_total"),
+            "size": fmt_bytes(plan["total_bytes"]),
+            "bytes": plan["total_bytes"],
+            "rule": "",
+        }
+    )
+    columns = {
+        "part": (t("calc.plan_part"), None),
+        "size": (t("calc.plan_size"), None),
+        "bytes": (t("calc.plan_bytes"), "{:,}"),
+        "rule": (t("calc.plan_rule"), None),
+    }
+    return {
+        "table": md_table(pd.DataFrame(rows), columns, lang),
+        "log": "\n".join(plan["log_lines"]),
+        "tolerance": f"{plan['compute_tolerance_share']:.0%}",
+    }

@@ -216,16 +216,27 @@ def calculator() -> None:
         + ": "
         + mem.reason
     )
+    plan = calc_sections.plan_table(
+        src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
+    )  # everything the runtime allocates, where the engine has its plan (llama.cpp)
     show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
     show(
         f.t(
-            f"calc.verdict_{verdict.status}",
+            f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
             share=f"{verdict.share:.0%}",
             need=fmt_bytes(need),
             available=fmt_bytes(mem.bytes),
+            runtime=runtime,
         )
     )
-    st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
+    if plan:
+        st.caption(f.t("calc.thresholds_plan", tolerance=plan["tolerance"], runtime=runtime))
+        with st.expander(f.t("calc.plan_title", runtime=runtime)):
+            st.markdown(plan["table"])
+            st.caption(f.t("calc.plan_log", runtime=runtime))
+            st.code(plan["log"], language=None)
+    else:
+        st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
     if result["beyond_max_position"]:
         st.warning(
             f.t(

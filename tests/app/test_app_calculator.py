@@ -586,7 +586,8 @@ def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path)
     at = page(CALC, msrc="gguf", ctx=131072)
     at.text_input(key="gguf_path").set_value(str(path)).run()
     assert not at.exception and not at.error
-    log = next(c.value for c in at.code if "llama_kv_cache" in c.value)
+    log = next(c.value for c in at.code if c.value.startswith("llama_kv_cache"))
+    plan_log = next(c.value for c in at.code if c.value.startswith("load_tensors"))
     cli = subprocess.run(
         [
             sys.executable,
@@ -607,6 +608,9 @@ def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path)
         check=True,
     )
     assert log.splitlines() == json.loads(cli.stdout)["log_lines"]
+    assert (
+        plan_log.splitlines() == json.loads(cli.stdout)["plan"]["log_lines"]
+    )  # what llama.cpp will print
     assert (
         numbers(at)["weights_bytes"] == json.loads(cli.stdout)["weights_bytes"]
     )  # the file's own tensors
