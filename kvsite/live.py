@@ -62,6 +62,7 @@ class Job:
     model: dict | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     saved: str = ""
+    method: dict = field(default_factory=dict)  # what the runner measured with
 
     def progress(self, done: int, total: int, text: str) -> None:
         self.done, self.total, self.text = done, total, text
@@ -69,26 +70,13 @@ class Job:
     def recording(self) -> Recording | None:
         if not any(self.sections.values()) or self.model is None:
             return None
-        from kvcore.measure.recording import build_recording, decode_method
+        from kvcore.measure.recording import build_recording
 
-        p = self.params  # the decode sweep's method as the CLI's record writes it (one builder), and the page's choices
-        if self.kind == "throughput":
-            from kvcore.measure.sweeps import BATCH_METHOD, PREFILL_METHOD
-
-            settings = {k: v for k, v in p.items() if k != "model"}
-            method = {
-                "prefill": {**PREFILL_METHOD, "repeats": 1},
-                "batch": {**BATCH_METHOD, "repeats": 1},
-                "settings": settings,
-            }
-        else:
-            method = {
-                "decode": decode_method(
-                    p["warmup"], p["steps"], p["repeats"], self.model.get("kv_format", "")
-                ),
-                "contexts": p["contexts"],
-                "weights_format": p["weights_format"],
-            }
+        p = (
+            self.params
+        )  # the page's choices beside the method the one runner wrote (kvcore.measure.suite)
+        settings = {k: v for k, v in p.items() if k != "model"}
+        method = {**self.method, "settings": settings}
         data = build_recording(self.sections, self.model, method, "streamlit live mode")
         return Recording(None, data)
 
@@ -101,81 +89,44 @@ def _run(job: Job) -> None:
 
 
 def _measure(job: Job) -> None:
-    from kvcore.measure import decode as live_decode
+    """The page's run through the one runner the command line's `record` uses (kvcore.measure.suite.measure_suite):
+    decode (a decode sweep), suite (decode, growth, mechanism) or throughput (prefill and batch); rows reach the
+    page as each sweep's visits finish."""
     from kvcore.measure import models as live_models
-    from kvcore.measure import probes as live
+    from kvcore.measure import real_model
     from kvcore.measure.progress import Interrupted
-    from kvcore.measure.timing import SweepOptions
+    from kvcore.measure.suite import measure_suite
 
     p = job.params
+    sections = {
+        "decode": ("decode",),
+        "suite": ("growth", "decode", "mechanism"),
+        "throughput": ("prefill", "batch"),
+    }[job.kind]
     try:
-        from kvcore.measure import real_model
-
         real = p["model"] == real_model.NAME  # the installed GGUF's real weights; the others random
         model = live_models.get_model(p["model"], None if real else "random", p["weights_format"])
         job.model = {**model.summary(), "kv_format": model.dtype}
-        stop = job.stop.is_set
-        if job.kind in ("decode", "suite"):
-            job.sections["decode"] = []
-            after = 2 if job.kind == "suite" else 0  # growth and mechanism follow in a suite
-
-            def progress(done: int, total: int, text: str) -> None:
-                job.progress(done, total + after, text)
-
-            def show(
-                rows: list[dict],
-            ) -> None:  # rows arrive as they are measured (passes visit contexts shuffled)
-                job.sections["decode"] = rows
-
-            job.sections["decode"] = live_decode.decode_sweep(
-                model,
-                p["contexts"],
-                options=SweepOptions(p["warmup"], p["steps"], p["repeats"]),
-                progress=progress,
-                should_stop=stop,
-                on_rows=show,
-            )
-        if job.kind == "throughput":  # the prefill-and-decode chapter: both sweeps, prefill first
-            from kvcore.measure import sweeps as live_sweeps
-
-            n_pre, n_batch = len(p["prompts"]), len(p["batches"]) * len(p["contexts"])
-
-            def part(offset: int):
-                return lambda done, total, text: job.progress(
-                    offset + done, n_pre + n_batch + 1, text
-                )
-
-            job.sections["prefill"] = live_sweeps.prefill_sweep(
-                model,
-                p["prompts"],
-                options=SweepOptions(repeats=1),
-                progress=part(0),
-                should_stop=stop,
-                on_rows=lambda rows: job.sections.__setitem__("prefill", rows),
-            )
-            job.sections["batch"] = live_sweeps.batch_sweep(
-                model,
-                p["batches"],
-                p["contexts"],
-                options=SweepOptions(p["warmup"], p["steps"], repeats=1),
-                progress=part(n_pre + 1),
-                should_stop=stop,
-                on_rows=lambda rows: job.sections.__setitem__("batch", rows),
-            )
-        if job.kind == "suite":
-            job.sections["growth"] = live.growth_probe(
-                model.geometry,
-                p["contexts"],
-                kv_format=model.dtype,
-                dtype=model.dtype,
-                should_stop=stop,
-            )
-            text = (
-                real_model.sample_ids(model.tokenizer, 32) if model.tokenizer is not None else None
-            )
-            job.sections["mechanism"] = live_decode.mechanism_probe(
-                model, new_tokens=32, prompt_tokens=32, should_stop=stop, prompt_ids=text
-            )
+        rows, job.model, job.method = measure_suite(
+            model,
+            model.geometry,
+            sections=sections,
+            kv_contexts=list(p.get("contexts", [])),
+            contexts=list(p.get("contexts", [])),
+            geometry_kv_format=model.dtype,
+            warmup=p.get("warmup", 3),
+            steps=p.get("steps", 16),
+            repeats=p.get("repeats", 1),
+            new_tokens=32,
+            prompt_tokens=32,
+            prompts=p.get("prompts"),
+            batches=p.get("batches"),
+            batch_contexts=p.get("contexts"),
+            progress=job.progress,
+            should_stop=job.stop.is_set,
+            on_rows=job.sections.__setitem__,
+        )
+        job.sections.update(rows)
         job.state = "done"
     except Interrupted:
         job.state = "stopped"

@@ -8,6 +8,8 @@ Example: data = record_suite(model, "llama-3.2-1b", command="python -m kvcore re
 
 from __future__ import annotations
 
+from typing import Callable
+
 from kvcore.errors import KvError
 from kvcore.measure.decode import (
     decode_sweep,
@@ -32,10 +34,9 @@ from kvcore.measure.timing import SUITE, SWEEPS, SweepOptions
 from kvcore.model.geometry import Geometry
 
 
-def record_suite(
+def measure_suite(
     model: LiveModel,
     geometry: Geometry | str,
-    command: str,
     *,
     trap_tokens: int = 1025,
     kv_contexts: list[int],
@@ -48,20 +49,24 @@ def record_suite(
     new_tokens: int = 64,
     prompt_tokens: int = 32,
     check_context: int | None = None,
-    title: str | None = None,
-    label: str | None = None,
     progress: Progress | None = None,
     should_stop: StopCheck | None = None,
     sections: tuple[str, ...] = SUITE,
     prompts: list[int] | None = None,
     batches: list[int] | None = None,
     batch_contexts: list[int] | None = None,
-) -> dict:
+    on_rows: Callable[[str, list[dict]], None] | None = None,
+) -> tuple[dict, dict, dict]:
     """trap + growth (cache geometry of `geometry`, random tensors) + decode sweep + mechanism (on `model`), or the
     `sections` asked for, among them prefill (a real prefill at each of `prompts`) and batch (`batches` sequences
-    decoding together at each of `batch_contexts`); optionally the two decode cross-checks at `check_context`;
-    one recording dict.
+    decoding together at each of `batch_contexts`); optionally the two decode cross-checks at `check_context`.
+    Returns (rows by section, model info, method): what build_recording makes a recording of. The one runner of the
+    command line's `record` and the site's live mode; on_rows(section, rows) is called as a sweep's rows arrive.
     """
+
+    def rows_of(section: str):
+        return None if on_rows is None else (lambda rows: on_rows(section, rows))
+
     from kvcore.measure.sweeps import BATCH_METHOD, PREFILL_METHOD, batch_sweep, prefill_sweep
 
     unknown = [s for s in sections if s not in SWEEPS]
@@ -112,7 +117,7 @@ def record_suite(
         method["growth"] = growth_method(geometry_kv_format)
     if "decode" in sections:
         rows["decode"] = decode_sweep(
-            model, contexts, kv_format, timing, phase("decode"), should_stop
+            model, contexts, kv_format, timing, phase("decode"), should_stop, rows_of("decode")
         )
         method["decode"] = decode_method(warmup, steps, repeats, kv_format)
     if "mechanism" in sections:
@@ -135,6 +140,7 @@ def record_suite(
             SweepOptions(repeats=repeats),
             progress=phase("prefill"),
             should_stop=should_stop,
+            on_rows=rows_of("prefill"),
         )
         method["prefill"] = {**PREFILL_METHOD, "repeats": repeats, "kv_format": kv_format}
     if "batch" in sections:
@@ -146,6 +152,7 @@ def record_suite(
             timing,
             progress=phase("batch"),
             should_stop=should_stop,
+            on_rows=rows_of("batch"),
         )
         method["batch"] = {
             **BATCH_METHOD,
@@ -179,4 +186,16 @@ def record_suite(
     info = model_info(model, g if geometry_used else None, kv_format)
     if geometry_used:
         info["geometry_kv_format"] = geometry_kv_format
-    return build_recording(rows, info, method, command, title, label)
+    return rows, info, method
+
+
+def record_suite(
+    model: LiveModel,
+    geometry: Geometry | str,
+    command: str,
+    title: str | None = None,
+    label: str | None = None,
+    **settings,
+) -> dict:
+    """measure_suite(model, geometry, **settings) as one recording dict (built and validated by build_recording)."""
+    return build_recording(*measure_suite(model, geometry, **settings), command, title, label)
