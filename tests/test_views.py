@@ -11,7 +11,7 @@ from kvcore.memory import allocsim
 from kvcore.memory.formulas import KvSpec, formula_terms, kv_bytes
 from kvcore.recordings.store import load
 from kvcore.timing import hardware
-from kvcore.views import calculator, chart_parts
+from kvcore.views import chart_parts, what_if
 from kvcore.views import memory as views
 from kvcore.views import savings as savings_views
 from kvcore.views.chart_parts import MAX_ROWS
@@ -74,24 +74,24 @@ def test_mechanism_totals_are_a_runs_last_cumulative_row_and_its_speedup_comes_f
 def test_what_if_predicts_nothing_where_the_weights_do_not_fit_the_chip():
     h100 = hardware.get_chip("NVIDIA H100 SXM")
     big = preset_geometry("llama-3.1-70b")
-    assert calculator.what_if(
+    assert what_if.what_if(
         big, "bf16", KvSpec(), h100, 0.7, 131072
     ).empty  # 141 GB of weights, 80 GB of memory
-    q8 = calculator.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
+    q8 = what_if.what_if(big, "mlx-q8", KvSpec(), h100, 0.7, 131072)
     top = int(q8["context"].max())
     assert 0 < top < 131072  # 8-bit weights fit; the KV of the longest contexts does not
     from kvcore.memory.formulas import weights_bytes
 
     assert (
         weights_bytes(big, "mlx-q8") + kv_bytes(big, top)
-        <= calculator.chip_memory_bytes(h100)
+        <= what_if.chip_memory_bytes(h100)
         < weights_bytes(big, "mlx-q8") + kv_bytes(big, 2 * top)
     )
 
 
 def test_what_if_stops_at_the_models_own_limit():
     qwen = preset_geometry("qwen3-4b")
-    df = calculator.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
+    df = what_if.what_if(qwen, "mlx-q4", KvSpec(), hardware.get_chip("M5 Pro"), 0.7, 131072)
     assert df["context"].max() == qwen.max_position_embeddings == 40960
 
 

@@ -81,9 +81,12 @@ class Step:
         return self.flops / self.bytes
 
     def as_dict(self) -> dict:
+        """The step's figures for --json; a time the chip's figures cannot give (no FP16 compute: inf) is None."""
         d = asdict(self)
         d.update(time_s=self.time_s, bound=self.bound, intensity_flops_per_byte=self.intensity)
-        return d
+        return {
+            k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()
+        }
 
 
 # ---------------------------------------------------------------- FLOPs
