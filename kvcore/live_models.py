@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from . import machine
 from .errors import KvError
@@ -64,6 +64,12 @@ class LiveModel:
     )  # a real model's own (kvcore.real_model.Tokenizer), else None
     weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.real_model)
     weights_note: str = ""  # how its weights were made ready, for the recording
+    built: ClassVar[int] = (
+        0  # models made in this process, every way one is made (the hosted demo's test reads it)
+    )
+
+    def __post_init__(self) -> None:
+        LiveModel.built += 1
 
     def weights_bytes(self) -> int:
         """Bytes of the parameters as they sit in memory (measured from the arrays)."""

@@ -18,7 +18,9 @@ DEFAULT_CHIP = "M4 Max (40-core GPU)"
 
 f = setup("prefill_decode")
 f.intro()
-rec = f.pick_source("batch", default=DEFAULT_RUN, live=True)
+rec = f.pick_source(
+    "batch", default=DEFAULT_RUN, live=True, live_model=True
+)  # both sweeps build a model: not on the hosted demo
 if rec == LIVE:
     job = live.job_panel(f, "throughput")
     rec = job.recording() if job is not None else None
