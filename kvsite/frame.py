@@ -19,13 +19,14 @@ from . import i18n, recording_text, uploads
 from . import chapters
 from .chapters import HOME, by_slug
 from .chart import Export
-from .layout import style, text
+from .layout import row, style, text
 from .sources import live_status, load_recordings, provenance, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
-SIDEBAR_PX = 350  # the sidebar's width on a desktop (a phone folds it away): the data-source picker shows a whole run name
+SIDEBAR_PX = 300  # the sidebar's width on a desktop (a phone folds it away): the chapter list and the language
+SOURCE_PX = 420  # the data-source picker's width in the page body: a whole run name (a phone's column is narrower)
 
 
 @dataclass
@@ -88,25 +89,33 @@ class Frame:
             return None
         by_id = {r.id: r for r in self.recs}
         index = options.index(default) if default in options else 0
-        with st.sidebar:
-            chosen = url_choice(
-                st.selectbox,
-                self.t("source.label"),
-                options,
-                options[index],
-                "src",
-                format_func=lambda o: self.short_label(by_id.get(o, o)),
-                help=self.t("source.help"),
-            )
+        # in the page body, not the sidebar: a phone folds the sidebar away, and the source is part of the story
+        chosen = url_choice(
+            st.selectbox,
+            self.t("source.label"),
+            options,
+            options[index],
+            "src",
+            format_func=lambda o: self.short_label(by_id.get(o, o)),
+            help=self.t("source.help"),
+            width=SOURCE_PX,
+        )
         if live and not self.live_ok:
-            st.sidebar.caption(self.t(self.live_reason))
+            st.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
         asked = st.query_params.get("src")
         if asked and asked not in options:
             self._missing_source(asked, rec, live and asked == LIVE)
         self.badge(rec, section)
         if rec == LIVE:
-            st.caption(":material/dns: " + self.t("live.server_note"))
+            st.caption(
+                ":material/dns: "
+                + i18n.join(
+                    self.lang,
+                    self.t("live.server_note"),
+                    self.run_yourself("python -m kvcore record"),
+                )
+            )
         return rec
 
     def _missing_source(self, asked: str, shown, live_refused: bool) -> None:
@@ -222,6 +231,36 @@ class Frame:
                 for q in questions
             ),
         )
+
+    def chapter_end(self) -> None:
+        """The previous and the next chapter (kvsite/chapters.py: number and title as the navigation names them), at
+        the end of every chapter: the reading path does not depend on the sidebar a phone folds away."""
+        pages = chapters.all_pages()
+        i = [c.slug for c in pages].index(self.page)
+        st.divider()
+        c = row(horizontal_alignment="distribute")
+        if i > 0:
+            before = pages[i - 1]
+            c.page_link(
+                before.path,
+                label=self.t("nav.previous", name=self.t("nav." + before.slug)),
+                icon=":material/arrow_back:",
+                query_params={"lang": self.lang},
+            )
+        if i + 1 < len(pages):
+            after = pages[i + 1]
+            c.page_link(
+                after.path,
+                label=self.t("nav.next", name=self.t("nav." + after.slug)),
+                icon=":material/arrow_forward:",
+                icon_position="right",
+                query_params={"lang": self.lang},
+            )
+
+    def run_yourself(self, command: str) -> str:
+        """How a reader runs `command` on their own machine: the project (this repository), its install command,
+        then the command (one text, appended wherever a page says "run it yourself")."""
+        return self.t("site.get_project", command=command)
 
     def selected(self, event, field_name: str) -> list[str]:
         """Legend values the reader picked in a chart (empty: nothing picked)."""

@@ -74,3 +74,5 @@ if rec is not None:
         st.caption(real["note"])
 
 f.faq(("what", "speed"))
+
+f.chapter_end()

@@ -105,3 +105,5 @@ def body(rec) -> None:
 
 body(rec)
 f.faq(("why", "how_much"))
+
+f.chapter_end()

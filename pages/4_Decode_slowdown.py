@@ -19,6 +19,7 @@ if rec == LIVE:
     job = live.job_panel(f, "decode")
     rec = job.recording() if job is not None else None
     if rec is None:
+        f.chapter_end()
         st.stop()
 
 # the chosen run, with Article A's two points beside it as the reference (every run is on the chart at the end)
@@ -26,6 +27,7 @@ runs = [rec] + [r for r in f.recs if r.id == DEFAULT_SOURCE and r.id != getattr(
 dec = decode_sections.decode(runs, f.lang, f.recs)
 if dec is None:
     st.info(f.t("decode.no_model"))
+    f.chapter_end()
     st.stop()
 event = show_chart(f, dec["chart"], "decode_chart", "kv-decode-vs-context")
 if picked := f.selected(event, "series"):
@@ -124,3 +126,5 @@ if (sb := decode_sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
     st.markdown(sb["table"])
     st.caption(f.t("decode.sb_table_note"))
 st.markdown(f.t("decode.sb_where"))
+
+f.chapter_end()

@@ -97,3 +97,5 @@ if pptg:
         f.t("prefill.pptg_lead"),
         *(f"**{head}**\n\n{table}" for head, table in pptg),
     )
+
+f.chapter_end()

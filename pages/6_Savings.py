@@ -189,3 +189,5 @@ else:
     st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)
+
+f.chapter_end()

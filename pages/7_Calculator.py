@@ -394,3 +394,5 @@ def decode_what_if(
 
 
 calculator()
+
+f.chapter_end()

@@ -8,7 +8,7 @@ from kvsite import live, recordings_sections, uploads
 from kvsite.sources import yaml_bytes
 from kvsite.tables import csv_bytes
 from kvsite.chart import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import DEFAULT_SOURCE, setup, url_choice
 from kvsite.layout import text
 
 f = setup("recordings")
@@ -26,7 +26,9 @@ if ids:
         st.selectbox,
         f.t("recordings.pick"),
         ids,
-        ids[0],
+        DEFAULT_SOURCE
+        if DEFAULT_SOURCE in ids
+        else ids[0],  # Article A's Mac run first, as every chapter
         "rec",
         format_func=lambda i: f.label(by_id[i]),
     )
@@ -84,7 +86,11 @@ if ids:
         )
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
-text("## " + f.t("recordings.upload_title"), f.t("recordings.upload_lead"))
+text(
+    "## " + f.t("recordings.upload_title"),
+    f.t("recordings.upload_lead"),
+    f.run_yourself("python -m kvcore record"),
+)
 st.file_uploader(
     f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000),
     type=["yaml", "yml"],
@@ -97,6 +103,9 @@ uploads.show(f)
 if not f.live_ok or f.demo:  # the suite builds models: never on the hosted demo
     st.header(f.t("recordings.live_title"))
     st.info(f.t("recordings.live_demo" if f.live_ok else f.live_reason))
+    st.caption(f.run_yourself("python -m kvcore record"))
 else:
     text("## " + f.t("recordings.live_title"), f.t("recordings.live_lead"))
     live.job_panel(f, "suite")
+
+f.chapter_end()

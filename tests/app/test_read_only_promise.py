@@ -44,7 +44,7 @@ def test_read_only_builds_no_model_and_starts_no_sweep(rec_dir, monkeypatch, pat
     assert not at.exception
     offered = {b.key for b in at.button if b.key and b.key.startswith("live_")}
     assert offered <= KEPT, f"{path}: live controls on the hosted demo: {sorted(offered - KEPT)}"
-    for box in at.sidebar.selectbox:  # a data source "live" only where it builds no model
+    for box in at.selectbox:  # a data source "live" only where it builds no model
         if "live" in box.options:
             assert path == "pages/2_Nbytes_trap.py", f"{path} offers live measurement"
     _drive(at)
@@ -68,3 +68,17 @@ def test_the_counters_see_a_model_and_a_sweep(rec_dir):
         if thread.name.startswith("kvsite-live-"):
             thread.join(120)
     assert LiveModel.built == built + 1
+
+
+def test_run_it_yourself_ends_with_the_project_the_install_and_the_command(rec_dir, monkeypatch):
+    """Where the demo sends a reader to their own machine, it says how: this repository, the install command from
+    its README, the command."""
+    from app_helpers import texts
+
+    monkeypatch.setenv("KVCORE_READ_ONLY", "1")
+    readme = APP.rsplit("/", 1)[0] + "/README.md"
+    install = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+    assert install in open(readme, encoding="utf-8").read()
+    for lang, repo in (("en", "this repository"), ("ja", "このリポジトリ")):
+        shown = texts(page("pages/8_Recordings.py", lang))
+        assert repo in shown and install in shown and ".venv/bin/python -m kvcore record" in shown
