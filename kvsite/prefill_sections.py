@@ -16,6 +16,7 @@ from kvcore import hardware, time_views, timing, timing_fit
 from kvcore.formulas import KvSpec
 from kvcore.runtimes import DEFAULT as DEFAULT_RUNTIME
 from kvcore.geometry import preset_geometry
+from kvcore.provenance import source_class
 from kvcore.recordings import Recording
 from kvcore.units import fmt_bytes, fmt_num, fmt_pct
 
@@ -259,6 +260,17 @@ def prefill_measured(rec: Recording, lang: str) -> dict | None:
         residual=residual_text(fitted["fit"]["residuals"]),
     )
     return {"chart": chart, "caption": caption}
+
+
+@cached
+def prefill_section(rec, fallback: Recording | None, lang: str) -> dict | None:
+    """The prefill sweep of the chosen run, else of `fallback` (the bundled run that sweeps the prompt length);
+    "elsewhere": the fallback's short name when it is shown and is not a Mac run (the page puts it one click away)."""
+    for run in (rec, fallback):
+        if isinstance(run, Recording) and (p := prefill_measured(run, lang)) is not None:
+            other = run is not rec and source_class(run) == "other"
+            return {**p, "elsewhere": source_label(run, lang, short=True) if other else None}
+    return None
 
 
 @cached
