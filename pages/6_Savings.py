@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore.calculator import FIT_SHARE
 from kvcore.formats import COMPARED, FORMATS
 from kvcore.published import source
-from kvsite import quality_sections, savings_sections
+from kvsite import i18n, quality_sections, savings_sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import LIVE, setup
@@ -155,18 +155,10 @@ else:
         st.subheader(f.t("savings.quality_answers_title"))
         c = row()
         prompts = list(q["answers"])
-        parted = next(
-            (
-                i
-                for i, p in enumerate(prompts)
-                if any("first_divergence" in r for r in q["answers"][p])
-            ),
-            0,
-        )
         prompt = c.selectbox(
             f.t("savings.quality_answers_prompt"),
             prompts,
-            index=parted,
+            index=quality_sections.default_question(q["answers"]),
             key="qprompt",
             bind="query-params",
         )
@@ -185,7 +177,13 @@ else:
         left.code(rows[0]["answer"], language="text", wrap_lines=True)
         right.markdown(f"**{pick}**")
         right.code(chosen["answer"], language="text", wrap_lines=True)
-        st.caption(quality_sections.answer_text(chosen, f.lang))
+        st.caption(
+            i18n.join(
+                f.lang,
+                quality_sections.answer_text(chosen, f.lang),
+                quality_sections.agreement_line(q["answers"], f.lang),
+            )
+        )
     st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)

@@ -82,3 +82,15 @@ def test_run_it_yourself_ends_with_the_project_the_install_and_the_command(rec_d
     for lang, repo in (("en", "this repository"), ("ja", "このリポジトリ")):
         shown = texts(page("pages/8_Recordings.py", lang))
         assert repo in shown and install in shown and ".venv/bin/python -m kvcore record" in shown
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_mechanism_points_to_live_measurement_only_where_it_runs(rec_dir, monkeypatch, lang):
+    from app_helpers import texts
+    from kvsite import i18n
+
+    live_here = i18n.translate(lang, "mechanism.measured_live")
+    assert live_here in texts(page("pages/1_Mechanism.py", lang))
+    monkeypatch.setenv("KVCORE_READ_ONLY", "1")
+    shown = texts(page("pages/1_Mechanism.py", lang))
+    assert live_here not in shown and "kvcore record" in shown
