@@ -66,4 +66,5 @@ for (
         icon=":material/menu_book:",
         query_params={"lang": f.lang, "rec": home_sections.ARTICLES[article]},
     )
+    st.caption(f.t(f"home.{article}_note"))
 f.chapter_end()

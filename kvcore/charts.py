@@ -319,6 +319,8 @@ def slowdown_scatter(
     height: int = 380,
     colors: dict | None = None,
     titles: dict | None = None,
+    detail: str | None = None,
+    faded: str | None = None,
 ) -> alt.LayerChart:
     """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
     tooltip). The legend sits under the plot, one run per line, and selects; autosize fit-x keeps the plot's
@@ -326,9 +328,15 @@ def slowdown_scatter(
 
     Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
     memory read; above it something besides bytes grows with the context; below it a fixed cost hides growth.
+    detail: the column that tells one run's line from another's where `color` groups several (default `color`);
+    faded: the `color` value of runs drawn in grey, thin and faint, behind the others (the reader picks which runs
+    keep a colour of their own: at most about eight colours can be told apart).
     Example: slowdown_scatter(decode_model.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
     """
-    domain = list(dict.fromkeys(df[color]))
+    domain = [c for c in dict.fromkeys(df[color]) if c != faded]
+    if faded is not None and (df[color] == faded).any():
+        colors = {**(colors or {}), faded: "#c7c7c7"}
+        domain.append(faded)
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     enc_color = alt.Color(
@@ -358,7 +366,7 @@ def slowdown_scatter(
             opacity=opacity,
             order=alt.Order(f"{order}:Q"),
             tooltip=tip,
-            detail=alt.Detail(f"{color}:N"),
+            detail=alt.Detail(f"{detail or color}:N"),
         )
         .add_params(sel)
     )

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
 SIDEBAR_PX = 300  # the sidebar's width on a desktop (a phone folds it away): the chapter list and the language
-SOURCE_PX = 420  # the data-source picker's width in the page body: a whole run name (a phone's column is narrower)
+SOURCE_PX = 340  # the data-source picker's width in the page body: a whole run name, within a phone's 358 px column
 
 
 @dataclass
@@ -89,24 +89,29 @@ class Frame:
             return None
         by_id = {r.id: r for r in self.recs}
         index = options.index(default) if default in options else 0
-        # in the page body, not the sidebar: a phone folds the sidebar away, and the source is part of the story
-        chosen = url_choice(
-            st.selectbox,
-            self.t("source.label"),
-            options,
-            options[index],
-            "src",
-            format_func=lambda o: self.short_label(by_id.get(o, o)),
-            help=self.t("source.help"),
-            width=SOURCE_PX,
-        )
-        if live and not self.live_ok:
-            st.caption(self.t(self.live_reason))
+        # one line in the page body (a phone folds the sidebar away): the picker, then the source's badge, whose
+        # provenance opens on a click (method and every field are on the run's card on the Recordings page)
+        line = row(vertical_alignment="center")
+        with line:
+            chosen = url_choice(
+                st.selectbox,
+                self.t("source.label"),
+                options,
+                options[index],
+                "src",
+                format_func=lambda o: self.short_label(by_id.get(o, o)),
+                help=self.t("source.help"),
+                width=SOURCE_PX,
+                label_visibility="collapsed",
+            )
         rec = by_id.get(chosen, LIVE)
         asked = st.query_params.get("src")
         if asked and asked not in options:
             self._missing_source(asked, rec, live and asked == LIVE)
-        self.badge(rec, section)
+        with line:
+            self.badge(rec, section)
+        if live and not self.live_ok:
+            st.caption(self.t(self.live_reason))
         if rec == LIVE:
             st.caption(
                 ":material/dns: "
@@ -145,49 +150,72 @@ class Frame:
         )  # the kind, kvcore's short name, where it is kept
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
-        """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
-        date or citation, in one line; full: every field as a list (the Recordings page)."""
-        with st.container(border=True):
-            if rec == LIVE:
-                import platform
+        """The visible provenance of what the page shows. A chapter: one line, the source's kind and name, which opens
+        on a click to machine, chip, model, method (of `section`), versions, date or citation, and a link to the run's
+        card; a run not on Apple Silicon says so beside it. full: every field as a list (the Recordings page)."""
+        if full:
+            with st.container(border=True):
+                self._badge_body(rec, section, full)
+            return
+        if rec == LIVE:
+            import platform
 
-                self.source_text = (
-                    f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
+            title = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
+            icon = "bolt"
+        else:
+            title = self.label(rec)
+            icon = "menu_book" if provenance(rec)["kind"] == "published" else "science"
+        with st.popover(title, icon=f":material/{icon}:", width="content", wrap=True):
+            self._badge_body(rec, section, full)
+            if rec != LIVE:
+                st.page_link(
+                    by_slug("recordings").path,
+                    label=self.t("source.card"),
+                    icon=":material/arrow_forward:",
+                    query_params={"lang": self.lang, "rec": rec.id},
                 )
-                st.markdown(
-                    f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
-                    f"Python {platform.python_version()}"
-                )
-                from kvcore.machine import this_machine  # live mode: mlx is in use here already
+        if rec != LIVE and provenance(rec)["class"] == "other":  # measured, not on Apple Silicon
+            st.caption(":material/warning: " + self.t("badge.not_apple"))
 
-                if not is_apple_silicon(
-                    {"machine": this_machine()}
-                ):  # the one rule a recording is labelled by
-                    st.caption(":material/warning: " + self.t("badge.not_apple"))
-                return
-            p = provenance(rec)
-            self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
+    def _badge_body(self, rec: Recording | str, section: str | None, full: bool) -> None:
+        if rec == LIVE:
+            import platform
+
+            self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
             st.markdown(
-                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"
+                f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
+                f"Python {platform.python_version()}"
             )
-            if full:
-                st.markdown(recording_text.provenance_card(rec, self.lang))
-            else:
-                source = (
-                    self.t(
-                        "badge.source",
-                        url=p["url"],
-                        author=p["author"],
-                        date=p["published"],
-                        runtime=p["runtime"],
-                        grade=p["grade"] or "—",
-                    )
-                    if p["kind"] == "published" and p["url"]
-                    else ""
-                )
-                st.caption(recording_text.badge_line(rec, section, self.lang) + source)
-            if p["class"] == "other":  # measured, not on Apple Silicon
+            from kvcore.machine import this_machine  # live mode: mlx is in use here already
+
+            if not is_apple_silicon(
+                {"machine": this_machine()}
+            ):  # the one rule a recording is labelled by
                 st.caption(":material/warning: " + self.t("badge.not_apple"))
+            return
+        p = provenance(rec)
+        self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
+        st.markdown(
+            f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{self.label(rec)}**"
+        )
+        if full:
+            st.markdown(recording_text.provenance_card(rec, self.lang))
+        else:
+            source = (
+                self.t(
+                    "badge.source",
+                    url=p["url"],
+                    author=p["author"],
+                    date=p["published"],
+                    runtime=p["runtime"],
+                    grade=p["grade"] or "—",
+                )
+                if p["kind"] == "published" and p["url"]
+                else ""
+            )
+            st.caption(recording_text.badge_line(rec, section, self.lang) + source)
+        if full and p["class"] == "other":  # measured, not on Apple Silicon
+            st.caption(":material/warning: " + self.t("badge.not_apple"))
 
     def export(self, key: str, settings: dict | None = None, source: str | None = None):
         """What a chart's downloads say about themselves (kvsite.chart.Export): its title (`export.<key>`), the
@@ -224,13 +252,15 @@ class Frame:
         """The chapter's readers' questions, each answered in place, as one markdown element (a heading per
         question gives each answer an anchor to link to; one element, where an expander per question costs
         ~0.3 ms a rerun each)."""
-        text(
-            f"## {self.t('faq.title')}",
-            *(
-                f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}"
-                for q in questions
-            ),
-        )
+        with st.expander(
+            self.t("faq.title"), icon=":material/help:"
+        ):  # evidence on demand, not the story
+            text(
+                *(
+                    f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}"
+                    for q in questions
+                ),
+            )
 
     def chapter_end(self) -> None:
         """The previous and the next chapter (kvsite/chapters.py: number and title as the navigation names them), at

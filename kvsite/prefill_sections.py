@@ -130,7 +130,7 @@ def roofline(
         log_y=True,
         rules=rules,
         titles=titles,
-        height=380,
+        height=220,
     )
     values = _chip_values(chip, lang)
     caption = t("roof_caption", **values, article_chip=article_chip or "—")

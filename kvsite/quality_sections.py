@@ -67,6 +67,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
         titles=titles,
         tooltip=("top1_agreement", "perplexity"),
         shape="runtime" if several else None,
+        height=230,
     )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
     table = md_table(

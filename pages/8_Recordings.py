@@ -13,11 +13,33 @@ from kvsite.layout import text
 
 f = setup("recordings")
 f.intro()
-st.dataframe(
-    recordings_sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
-    hide_index=True,
-    width="stretch",
+st.subheader(f.t("recordings.compare_title"))
+by_id = {r.id: r for r in f.recs}
+decode_ids = [r.id for r in f.recs if r.has("decode")]
+chosen = st.multiselect(
+    f.t("recordings.compare"),
+    decode_ids,
+    recordings_sections.compare_default(
+        f.recs
+    ),  # Mac runs, six of them: each in a colour of its own
+    key="cmp",
+    format_func=lambda i: f.short_label(by_id[i]),  # a chip is ~200 px wide: the short name
 )
+if chosen:
+    show_chart(
+        f,
+        recordings_sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
+        "compare_chart",
+        "kv-recordings-decode",
+        source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),
+    )
+
+with st.expander(f.t("recordings.all_runs", n=len(f.recs)), icon=":material/table:"):
+    st.dataframe(
+        recordings_sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
+        hide_index=True,
+        width="stretch",
+    )
 
 ids = [r.id for r in f.recs]
 if ids:
@@ -66,24 +88,6 @@ if ids:
                     key=f"rec_csv_{section}",
                     on_click="ignore",
                 )
-
-    st.header(f.t("recordings.compare_title"))
-    decode_ids = [r.id for r in f.recs if r.has("decode")]
-    chosen = st.multiselect(
-        f.t("recordings.compare"),
-        decode_ids,
-        decode_ids,
-        key="cmp",
-        format_func=lambda i: f.short_label(by_id[i]),  # a chip is ~200 px wide: the short name
-    )
-    if chosen:
-        show_chart(
-            f,
-            recordings_sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
-            "compare_chart",
-            "kv-recordings-decode",
-            source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),
-        )
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
 text(

@@ -68,7 +68,7 @@ TERMS = {
     # (the two articles' own titles are quoted as they are written)
     "KV cache": (
         "KV キャッシュ",
-        [r"KVキャッシュ(?!は記憶のコスト」|とは？仕組みと必要メモリの計算」)"],
+        [r"KVキャッシュ(?!は記憶のコスト」|とは？)"],
     ),
     "decode, prefill": ("decode / prefill", [r"デコード", r"プリフィル"]),
     "chunked prefill": ("チャンク分割", [r"区切って行う", r"区切り方"]),
@@ -279,3 +279,18 @@ def test_run_names_are_made_short_not_cut():
     }
     assert not long, long
     assert recordings._shorten("Intel Xeon Processor with a long name", 20) == "Intel Xeon…"
+
+
+def test_a_number_and_its_counter_are_spaced_as_article_a_writes_them():
+    """Article A writes 「1,024 トークン」「32 倍」: a space between a number (or a placeholder for one) and its
+    Japanese counter, never 「131,072トークン」."""
+    counters = "トークン|回|層|秒|ステップ|倍|件"
+    tight = re.compile(rf"(?:\d|\{{(?:v|n|limit)\}})(?:{counters})")
+    found = {k: m.group(0) for k, v in ja_texts().items() if (m := tight.search(v))}
+    assert not found, found
+
+
+def test_the_phrases_the_editor_flagged_are_gone():
+    flagged = ("1 人の読者と大勢の読者", "律するもの", "私たちの読み", "線の上", "線の下")
+    found = {k: p for k, v in ja_texts().items() for p in flagged if p in v}
+    assert not found, found

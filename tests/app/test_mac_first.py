@@ -42,7 +42,8 @@ def test_the_prefill_chapter_opens_on_the_published_m3_ultra_run(rec_dir):
     assert at.selectbox(key="src__w").value == "published-mlx-vlm-2153-m3-ultra-batch"
     assert any("AMD EPYC" in o for o in at.selectbox(key="src__w").options)  # still pickable
     # the prompt-length sweep exists only on a Linux CPU: one click away, said so
-    assert [e.label for e in at.expander if "Linux CPU" in e.label]
+    prefill = next(e for e in at.expander if e.label == "Prompt processing: the O(T²) term")
+    assert any("Linux CPU" in c.value for c in prefill.caption)
 
 
 def test_the_recordings_page_opens_on_article_a(rec_dir):
