@@ -400,7 +400,13 @@ def quality_trade(
     df = df.assign(label_place=label_places(list(df[x]), list(df[y]), [str(v) for v in df[labels]]))
     domain = list(dict.fromkeys(df[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
+    # legend marks a reader can tell apart: large swatches of the colour with no outline (the points' black
+    # outline, at a legend's size, left a dot of colour too small to read), and the shapes in grey
+    enc_color = alt.Color(
+        f"{color}:N",
+        legend=legend(symbolSize=160, symbolStrokeWidth=0, symbolType="square"),
+        scale=color_scale(domain, colors),
+    )
     x_enc = alt.X(f"{x}:Q", axis=axis_for(True, df[x], x_title), scale=axis_scale(True, df[x]))
     y_enc = alt.Y(f"{y}:Q", axis=axis_for(True, df[y], y_title), scale=axis_scale(True, df[y]))
     opacity = picked(sel, 0.15)
@@ -408,7 +414,9 @@ def quality_trade(
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
     marks = {"color": enc_color}
     if shape:
-        marks["shape"] = alt.Shape(f"{shape}:N", legend=legend())
+        marks["shape"] = alt.Shape(
+            f"{shape}:N", legend=legend(symbolFillColor="#666666", symbolStrokeWidth=0)
+        )
     points = (
         base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
         .encode(**marks)

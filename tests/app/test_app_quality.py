@@ -118,3 +118,16 @@ def test_the_default_question_shows_what_the_agreement_table_says(rec_dir, lang)
     words = texts(at)
     mlx_q8 = sum("first_divergence" not in q[2] for q in answers.values())
     assert (f"mlx-q8 (group 64) {mlx_q8} of 3" if lang == "en" else f"3 問中 {mlx_q8} 問") in words
+
+
+def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
+    """The colour legend draws swatches large and without the points' black outline (a small dot inside a thick
+    outline could not be told from its neighbours); the runtime's shapes are drawn in grey."""
+    at = page(SAVINGS, "en")
+    spec = next(c["spec"] for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    points = next(
+        layer for layer in spec["layer"] if (layer.get("mark") or {}).get("type") == "point"
+    )
+    colour = points["encoding"]["color"]["legend"]
+    assert colour["symbolStrokeWidth"] == 0 and colour["symbolSize"] >= 100
+    assert points["encoding"]["shape"]["legend"]["symbolFillColor"]
