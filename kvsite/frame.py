@@ -207,7 +207,7 @@ class Frame:
                     url=p["url"],
                     author=p["author"],
                     date=p["published"],
-                    runtime=p["runtime"],
+                    runtime=i18n.data_text(self.lang, p["runtime"]),
                     grade=p["grade"] or "—",
                 )
                 if p["kind"] == "published" and p["url"]

@@ -294,3 +294,19 @@ def test_the_phrases_the_editor_flagged_are_gone():
     flagged = ("1 人の読者と大勢の読者", "律するもの", "私たちの読み", "線の上", "線の下")
     found = {k: p for k, v in ja_texts().items() for p in flagged if p in v}
     assert not found, found
+
+
+def test_every_published_runs_runtime_is_japanese_on_a_japanese_card():
+    """A runtime's version written in words ("not stated", "master as of ...") has its Japanese rendering."""
+    from kvcore import recordings
+    from kvcore.provenance import provenance
+
+    recs, _ = recordings.load_all()
+    english = re.compile(r"\b(?:not stated|as of|merged|in the file)\b")
+    left = [
+        p["runtime"]
+        for r in recs
+        if english.search((p := provenance(r))["runtime"])
+        and english.search(i18n.data_text("ja", p["runtime"]))
+    ]
+    assert not left, left
