@@ -76,6 +76,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
         colors=source_colors(all_recs, lang),
         titles=titles,
         error=("tokens_per_s_low", "tokens_per_s_high"),
+        height=280,  # the worked check's numbers under it stay in the first screen
     )
     first = runs_decode[0]
     return {

@@ -37,6 +37,7 @@ def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
             t("mechanism.x_step"),
             t(f"mechanism.y_{y}"),
             titles=titles,
+            height=280,  # the totals under it stay in the first screen
         ),
         "with": int(last["with_cache"]),
         "without": int(last["without_cache"]),
