@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
 from kvsite import home_sections, sections
-from kvsite.chapters import CHAPTERS
+from kvsite.chapters import CHAPTERS, by_slug
 from kvsite.frame import DEFAULT_SOURCE, setup
 from kvsite.layout import row, text
 
@@ -56,4 +56,15 @@ for chapter in CHAPTERS:
         )
         st.caption(f.t(f"home.ch.{chapter.slug}", **geo))
 
-text("### " + f.t("home.data_title"), f.t("home.data"))
+text("### " + f.t("home.data_title"), f.t("home.data"), "#### " + f.t("home.articles_title"))
+for (
+    article
+) in home_sections.ARTICLES:  # the two articles the site quotes: each one's card on Recordings
+    st.page_link(
+        by_slug("recordings").path,
+        label=f.t(f"home.{article}"),
+        icon=":material/menu_book:",
+        query_params={"lang": f.lang, "rec": home_sections.ARTICLES[article]},
+    )
+    st.caption(f.t(f"home.{article}_note"))
+f.chapter_end()

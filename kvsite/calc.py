@@ -198,7 +198,12 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
     sentence and what the page shows instead, read before the boxes are made: a bound select box drops a
     value it does not offer, silently."""
     kv_formats = list(rt.kv_formats)  # llama.cpp stores its own -ctk/-ctv types only
-    asked = {key: st.query_params.get(key, "") for key in ("k", "v")}
+    # a link's formats are read once, on the session's first run of this page: a box the reader set (or a runtime
+    # the reader switched) is not a link, and a warning given once does not come back on every rerun
+    state = st.session_state
+    first = "calc_link_read" not in state
+    state["calc_link_read"] = True
+    asked = {key: st.query_params.get(key, "") if first else "" for key in ("k", "v")}
     keys = ("k",) if rt.one_kv_format else ("k", "v")
     label = {
         "k": "calc.kv_one_format" if rt.one_kv_format else "calc.k_format",

@@ -147,7 +147,9 @@ def memory_chart(
         ]
     )
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
-    return memory_curves(data, data, g, contexts[-1], lang, dashed=t("calc.available_line"))
+    return memory_curves(
+        data, data, g, contexts[-1], lang, dashed=t("calc.available_line"), height=220
+    )
 
 
 @cached

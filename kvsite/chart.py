@@ -19,7 +19,7 @@ import pyarrow as pa
 import streamlit as st
 import vl_convert as vlc
 
-from kvcore.views import charts
+from kvcore.views import charts, run_charts
 
 from .layout import row
 from .tables import arrow, csv_bytes
@@ -95,8 +95,10 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
 
 
 def make_chart(data: pd.DataFrame, builder: str, *args, **kwargs) -> Chart:
-    """kvcore.views.charts.<builder>(*args, **kwargs) with `data` as its table and CSV. Call it inside a cached section."""
-    return Chart(to_spec(getattr(charts, builder)(*args, **kwargs)), data, arrow(data))
+    """kvcore.views.charts.<builder> (or kvcore.views.run_charts.<builder>)(*args, **kwargs) with `data` as its table
+    and CSV. Call it inside a cached section."""
+    build = getattr(charts, builder, None) or getattr(run_charts, builder)
+    return Chart(to_spec(build(*args, **kwargs)), data, arrow(data))
 
 
 def _spec(chart: alt.TopLevelMixin | dict) -> dict:

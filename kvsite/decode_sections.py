@@ -11,6 +11,7 @@ import pandas as pd
 from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.recordings.provenance import source_class
 from kvcore.recordings.store import Recording
 from kvcore.timing import hardware
 from kvcore.timing.decode_model import FAR_BELOW_PEAK, Fit
@@ -78,6 +79,7 @@ def decode(runs: list[Recording], lang: str, all_recs: list[Recording]) -> dict 
         colors=source_colors(all_recs, lang),
         titles=titles,
         error=("tokens_per_s_low", "tokens_per_s_high"),
+        height=280,  # the worked check's numbers under it stay in the first screen
     )
     first = runs_decode[0]
     return {
@@ -186,8 +188,25 @@ def what_if(chip: str, model: str, weights: str, eff: float, lang: str) -> dict:
 WHAT_IF_MAX = 131072  # the what-if's longest context, unless the model's own limit is shorter
 
 
+MOST_COLOURED = 8  # runs drawn in a colour of their own at once; the rest grey, behind them
+
+
 @cached
-def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
+def slowdown_runs(recs: list[Recording], lang: str) -> tuple[list[str], list[str]]:
+    """(every run the slowdown-vs-bytes chart can draw, by its site name; the runs coloured by default: the
+    published and Apple Silicon ones, at most MOST_COLOURED)."""
+    frame = decode_runs.slowdown_vs_bytes(recs)
+    names = source_names(recs, lang)
+    ids = list(dict.fromkeys(frame["recording"]))
+    by_id = {r.id: r for r in recs}
+    mac = [i for i in ids if source_class(by_id[i]) != "other"]
+    return [names[i] for i in ids], [names[i] for i in mac[:MOST_COLOURED]]
+
+
+@cached
+def slowdown_vs_bytes(
+    recs: list[Recording], lang: str, coloured: tuple[str, ...] | None = None
+) -> dict | None:
     """Every run's measured slowdown against the bytes model's (decode_runs.slowdown_vs_bytes): the chart (each run named
     and coloured as everywhere on the site), a table of each run's longest context, and the runs shown.
     None when no run has two points and a model."""
@@ -196,6 +215,13 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         return None
     t, names = i18n.translator(lang, "decode."), source_names(recs, lang)
     frame = frame.assign(run=frame["recording"].map(names))
+    # at most about eight colours can be told apart: the runs the reader picked keep theirs, the others are grey
+    other = t("sb_other")
+    frame = frame.assign(
+        shown=frame["run"].where(
+            frame["run"].isin(coloured if coloured is not None else frame["run"]), other
+        )
+    )
     fields = [
         "run",
         "chip",
@@ -213,13 +239,15 @@ def slowdown_vs_bytes(recs: list[Recording], lang: str) -> dict | None:
         frame,
         "predicted_slowdown",
         "measured_slowdown",
-        "run",
+        "shown",
         t("sb_x"),
         t("sb_y"),
         t("sb_identity"),
-        tooltip=("chip", "runtime", "model", "context", "tokens_per_s"),
+        tooltip=("run", "chip", "runtime", "model", "context", "tokens_per_s"),
         colors=source_colors(recs, lang),
-        titles=titles,
+        titles={**titles, "shown": titles["run"]},
+        detail="run",
+        faded=other,
     )
     summary = decode_runs.slowdown_summary(frame)
     # one column for the contexts compared: with a From and a To column the ratio was pushed off a phone's screen

@@ -7,13 +7,11 @@ Example (a page):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-from streamlit.runtime.state.session_state_proxy import get_session_state
 
 from kvcore.errors import quote
 from kvcore.limits import MAX_DIGITS
@@ -23,13 +21,15 @@ from kvcore.recordings.store import Recording, is_apple_silicon
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
-from .layout import plain, style, text
+from .guard import drop_odd_numbers, last_line
+from .layout import plain, row, style, text
 from .sources import badge_fields, live_status, load_recordings, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
 LIVE = "live"
-SIDEBAR_PX = 350  # the sidebar's width on a desktop (a phone folds it away): the data-source picker shows a whole run name
+SIDEBAR_PX = 300  # the sidebar's width on a desktop (a phone folds it away): the chapter list and the language
+SOURCE_PX = 340  # the data-source picker's width in the page body: a whole run name, within a phone's 358 px column
 
 
 @dataclass
@@ -92,7 +92,10 @@ class Frame:
             return None
         by_id = {r.id: r for r in self.recs}
         index = options.index(default) if default in options else 0
-        with st.sidebar:
+        # one line in the page body (a phone folds the sidebar away): the picker, then the source's badge, whose
+        # provenance opens on a click (method and every field are on the run's card on the Recordings page)
+        line = row(vertical_alignment="center")
+        with line:
             chosen = url_choice(
                 st.selectbox,
                 self.t("source.label"),
@@ -101,16 +104,26 @@ class Frame:
                 "src",
                 format_func=lambda o: self.short_label(by_id.get(o, o)),
                 help=self.t("source.help"),
+                width=SOURCE_PX,
+                label_visibility="collapsed",
             )
-        if live and not self.live_ok:
-            st.sidebar.caption(self.t(self.live_reason))
         rec = by_id.get(chosen, LIVE)
         asked = st.query_params.get("src")
         if asked and asked not in options:
             self._missing_source(asked, rec, live and asked == LIVE)
-        self.badge(rec, section)
+        with line:
+            self.badge(rec, section)
+        if live and not self.live_ok:
+            st.caption(self.t(self.live_reason))
         if rec == LIVE:
-            st.caption(":material/dns: " + self.t("live.server_note"))
+            st.caption(
+                ":material/dns: "
+                + i18n.join(
+                    self.lang,
+                    self.t("live.server_note"),
+                    self.run_yourself("python -m kvcore record"),
+                )
+            )
         return rec
 
     def _missing_source(self, asked: str, shown, live_refused: bool) -> None:
@@ -140,52 +153,75 @@ class Frame:
         )  # the kind, kvcore's short name, where it is kept
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
-        """The visible provenance of what the page shows: machine, chip, model, method (of `section`), versions,
-        date or citation, in one line; full: every field as a list (the Recordings page)."""
-        with st.container(border=True):
-            if rec == LIVE:
-                import platform
+        """The visible provenance of what the page shows. A chapter: one line, the source's kind and name, which opens
+        on a click to machine, chip, model, method (of `section`), versions, date or citation, and a link to the run's
+        card; a run not on Apple Silicon says so beside it. full: every field as a list (the Recordings page)."""
+        if full:
+            with st.container(border=True):
+                self._badge_body(rec, section, full)
+            return
+        if rec == LIVE:
+            import platform
 
-                self.source_text = (
-                    f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
+            title = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
+            icon = "bolt"
+        else:
+            title = (
+                self.label(rec) if rec.path else plain(self.label(rec))
+            )  # an upload's name: text
+            icon = "menu_book" if badge_fields(rec)["kind"] == "published" else "science"
+        with st.popover(title, icon=f":material/{icon}:", width="content", wrap=True):
+            self._badge_body(rec, section, full)
+            if rec != LIVE:
+                st.page_link(
+                    by_slug("recordings").path,
+                    label=self.t("source.card"),
+                    icon=":material/arrow_forward:",
+                    query_params={"lang": self.lang, "rec": rec.id},
                 )
-                st.markdown(
-                    f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
-                    f"Python {platform.python_version()}"
-                )
-                from kvcore.measure.machine import (
-                    this_machine,  # live mode: mlx is in use here already
-                )
+        if rec != LIVE and badge_fields(rec)["class"] == "other":  # measured, not on Apple Silicon
+            st.caption(":material/warning: " + self.t("badge.not_apple"))
 
-                if not is_apple_silicon(
-                    {"machine": this_machine()}
-                ):  # the one rule a recording is labelled by
-                    st.caption(":material/warning: " + self.t("badge.not_apple"))
-                return
-            p = badge_fields(rec)
-            self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
-            name = self.label(rec) if rec.path else plain(self.label(rec))  # an upload's name: text
+    def _badge_body(self, rec: Recording | str, section: str | None, full: bool) -> None:
+        if rec == LIVE:
+            import platform
+
+            self.source_text = f"{self.t('source.live')} — {platform.system()} {platform.machine()}"
             st.markdown(
-                f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{name}**"
+                f":material/bolt: **{self.t('source.live')}** — {platform.system()} {platform.machine()}, "
+                f"Python {platform.python_version()}"
             )
-            if full:
-                st.markdown(recording_text.provenance_card(rec, self.lang))
-            else:
-                source = (
-                    self.t(
-                        "badge.source",
-                        url=p["url"],
-                        author=p["author"],
-                        date=p["published"],
-                        runtime=p["runtime"],
-                        grade=p["grade"] or "—",
-                    )
-                    if p["kind"] == "published" and p["url"] and rec.path  # an upload's: no link
-                    else ""
-                )
-                st.caption(recording_text.badge_line(rec, section, self.lang) + source)
-            if p["class"] == "other":  # measured, not on Apple Silicon
+            from kvcore.measure.machine import this_machine  # live mode: mlx is in use here already
+
+            if not is_apple_silicon(
+                {"machine": this_machine()}
+            ):  # the one rule a recording is labelled by
                 st.caption(":material/warning: " + self.t("badge.not_apple"))
+            return
+        p = badge_fields(rec)
+        self.source_text = recording_text.source_words(rec, self.lang, self.label(rec))
+        name = self.label(rec) if rec.path else plain(self.label(rec))  # an upload's name: text
+        st.markdown(
+            f":material/{'menu_book' if p['kind'] == 'published' else 'science'}: **{name}**"
+        )
+        if full:
+            st.markdown(recording_text.provenance_card(rec, self.lang))
+        else:
+            source = (
+                self.t(
+                    "badge.source",
+                    url=p["url"],
+                    author=p["author"],
+                    date=p["published"],
+                    runtime=i18n.data_text(self.lang, p["runtime"]),
+                    grade=p["grade"] or "—",
+                )
+                if p["kind"] == "published" and p["url"] and rec.path  # an upload's: no link
+                else ""
+            )
+            st.caption(recording_text.badge_line(rec, section, self.lang) + source)
+        if full and p["class"] == "other":  # measured, not on Apple Silicon
+            st.caption(":material/warning: " + self.t("badge.not_apple"))
 
     def export(self, key: str, settings: dict | None = None, source: str | None = None):
         """What a chart's downloads say about themselves (kvsite.chart.Export): its title (`export.<key>`), the
@@ -222,13 +258,45 @@ class Frame:
         """The chapter's readers' questions, each answered in place, as one markdown element (a heading per
         question gives each answer an anchor to link to; one element, where an expander per question costs
         ~0.3 ms a rerun each)."""
-        text(
-            f"## {self.t('faq.title')}",
-            *(
-                f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}"
-                for q in questions
-            ),
-        )
+        with st.expander(
+            self.t("faq.title"), icon=":material/help:"
+        ):  # evidence on demand, not the story
+            text(
+                *(
+                    f"#### {self.t(f'{self.texts}.faq_{q}_q')}\n\n{self.t(f'{self.texts}.faq_{q}_a', **values)}"
+                    for q in questions
+                ),
+            )
+
+    def chapter_end(self) -> None:
+        """The previous and the next chapter (kvsite/chapters.py: number and title as the navigation names them), at
+        the end of every chapter: the reading path does not depend on the sidebar a phone folds away."""
+        pages = chapters.all_pages()
+        i = [c.slug for c in pages].index(self.page)
+        st.divider()
+        c = row(horizontal_alignment="distribute")
+        if i > 0:
+            before = pages[i - 1]
+            c.page_link(
+                before.path,
+                label=self.t("nav.previous", name=self.t("nav." + before.slug)),
+                icon=":material/arrow_back:",
+                query_params={"lang": self.lang},
+            )
+        if i + 1 < len(pages):
+            after = pages[i + 1]
+            c.page_link(
+                after.path,
+                label=self.t("nav.next", name=self.t("nav." + after.slug)),
+                icon=":material/arrow_forward:",
+                icon_position="right",
+                query_params={"lang": self.lang},
+            )
+
+    def run_yourself(self, command: str) -> str:
+        """How a reader runs `command` on their own machine: the project (this repository), its install command,
+        then the command (one text, appended wherever a page says "run it yourself")."""
+        return self.t("site.get_project", command=command)
 
     def selected(self, event, field_name: str) -> list[str]:
         """Legend values the reader picked in a chart (empty: nothing picked)."""
@@ -278,62 +346,6 @@ def browser_language() -> str:
         if locale
         else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
     )
-
-
-def odd_number(value: str) -> bool:
-    """A URL value a number widget cannot take: one that reads as a number but is not finite (inf, -inf, nan,
-    1e400, 5,000 digits: Streamlit's own binding turns these into an OverflowError), or a numeral of more than
-    MAX_DIGITS digits. Text that is not a number at all is left to its widget."""
-    text = value.strip()
-    digits = sum(ch.isdigit() for ch in text)
-    if digits > MAX_DIGITS and len(text) - digits <= 3:  # 999...9, -999...9, 9.99...9
-        return True
-    try:
-        return not math.isfinite(float(text))
-    except (ValueError, OverflowError):
-        return False
-
-
-def drop_odd_numbers() -> list[tuple[str, str]]:
-    """Before any widget reads the link: every query value that is an odd number (odd_number) is taken out of the
-    link and of what Streamlit seeds widgets from, so the widget opens at its default; returns (key, value) for
-    each one, for the page's one sentence. Streamlit keeps the first load's values apart from st.query_params
-    (QueryParams._initial_query_params, streamlit 1.67), and only there does taking a value out stop the seeding."""
-    dropped = []
-    with get_session_state().query_params() as qp:
-        initial = getattr(qp, "_initial_query_params", {})
-        for key in [k for k in qp if k != "lang"]:
-            values = qp.get_all(key)
-            bad = next((v for v in values if odd_number(v)), None)
-            if bad is None:
-                continue
-            dropped.append((key, bad))
-            initial.pop(key, None)
-            if not qp.is_bound(key):
-                qp.pop(key, None)
-        for key in [k for k, values in initial.items() if any(odd_number(v) for v in values)]:
-            dropped.append((key, initial.pop(key)[0]))
-    return dropped
-
-
-def last_line(lang: str):
-    """The site's last line of defence, for an exception no page caught: Streamlit has already logged it with its
-    traceback on the server; the reader gets one sentence in the page's language (an engine error's own sentence,
-    else that the page failed and the error was logged) and never a traceback or a server path. Installed as the
-    run's on_script_error (what streamlit.App(on_script_error=...) sets; `streamlit run` has no option for it)."""
-
-    def handler(ex: Exception) -> bool:
-        from kvcore.errors import KvError
-
-        text = (
-            i18n.error_text(lang, ex)
-            if isinstance(ex, KvError) and ex.code
-            else i18n.translate(lang, "site.failed")
-        )
-        st.error(text)
-        return True  # no traceback on the page
-
-    return handler
 
 
 def setup(page: str) -> Frame:

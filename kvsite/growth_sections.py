@@ -78,10 +78,19 @@ def formula_markdown(terms: dict, spec: KvSpec, lang: str) -> str:
 
 @cached
 def growth(
-    model: str, ctx: int, weights: str, kv: str, seqs: int, lang: str, rec: Recording | None
+    model: str,
+    ctx: int,
+    weights: str,
+    kv: str,
+    seqs: int,
+    lang: str,
+    rec: Recording | None,
+    log: bool = False,
 ) -> dict:
     """Formula, allocated / used / theory / weights curve (with the recording's points when it is this model); or
-    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96)."""
+    {"error": the engine's sentence} when this model's cache cannot be stored in `kv` (mlx-q4 on head_dim 96).
+    Linear axes by default, where the chapter's point (a straight line through zero) shows; log: both axes
+    logarithmic (the reader's choice, to read the small contexts)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
     if kv in savings_views.misfits(g, [kv]):
         return {"error": i18n.error_text(lang, savings_views.misfits(g, [kv])[kv])}
@@ -116,11 +125,12 @@ def growth(
             t("common.context"),
             "GiB",
             points=pts,
-            log_x=True,
-            log_y=True,
+            log_x=log,
+            log_y=log,
             dashed=t("growth.theory"),
             titles=titles,
             rules=limit_rule(g, ctx, lang),
+            height=290,
         ),
         "points": points is not None,
         "max_context": int(curve["context"].max()),

@@ -32,3 +32,11 @@ def home_decode(rec: Recording | None, numbers: dict) -> dict:
         "chip": " ".join(filter(None, (vendor, p["chip"]))),
         "model": p["model"].split("/")[-1],
     }
+
+
+# The two articles the site reads (the readers' Article A, and Article B it quotes), by their recordings: the card
+# on the Recordings page names each one's title, author and what the site takes from it.
+ARTICLES = {
+    "article_a": "published-article-a-m5-pro",
+    "article_b": "published-article-b-t4-mechanism",
+}

@@ -45,6 +45,9 @@ CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 MACHINE = (
     threading.Lock()
 )  # one live sweep per server process: two would share memory and skew each other's timings
+STARTED: list[
+    str
+] = []  # the kind of every sweep this process started (the hosted demo's test reads it)
 
 
 @dataclass
@@ -211,6 +214,7 @@ def job_panel(f, kind: str) -> Job | None:
         if MACHINE.acquire(blocking=False):  # released by _run when the sweep ends, however it ends
             job = Job(kind, params, total=len(params["contexts"]))
             st.session_state[key] = job
+            STARTED.append(kind)
             threading.Thread(
                 target=_run, args=(job,), daemon=True, name=f"kvsite-live-{kind}"
             ).start()

@@ -37,6 +37,7 @@ def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
             t("mechanism.x_step"),
             t(f"mechanism.y_{y}"),
             titles=titles,
+            height=280,  # the totals under it stay in the first screen
         ),
         "with": int(last["with_cache"]),
         "without": int(last["without_cache"]),
@@ -45,12 +46,18 @@ def mechanism_work(prompt: int, new: int, per_step: bool, lang: str) -> dict:
 
 @cached
 def mechanism_measured(recs: list[Recording], rec_id: str, lang: str) -> dict:
-    """Every run's totals (its largest N) as bars, with and without a cache; the chosen run's speed-up."""
+    """The chosen run's totals (its largest N) as two bars, with and without a cache, named by its machine and
+    model; its speed-up. One run at a time: runs on other machines, models and lengths are not like with like
+    (the picker offers each)."""
     t = i18n.translator(lang)
     df = views.mechanism_measured(recs)
+    df = df[df["recording"] == rec_id]
     names = source_names(recs, lang)
     chips = {
-        r.id: run_info.badge_fields(r)["chip"] or names[r.id] for r in recs
+        r.id: " · ".join(
+            p for p in (run_info.badge_fields(r)["chip"] or names[r.id], _model_name(r)) if p
+        )
+        for r in recs
     }  # short enough for a phone's axis
     totals = df[df["recording"] == rec_id].iloc[0]
     df = df.assign(
@@ -102,3 +109,8 @@ def mechanism_text(rec: Recording, published: Recording | None, lang: str) -> di
         published=published,
     )
     return {**text, "note": note}
+
+
+def _model_name(rec: Recording) -> str:
+    """A run's model, without its hub owner: 'HuggingFaceTB/SmolLM2-1.7B' -> 'SmolLM2-1.7B'."""
+    return str((rec.data.get("model") or {}).get("name", "")).rsplit("/", 1)[-1]

@@ -15,6 +15,7 @@ import pandas as pd
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import KvSpec
+from kvcore.recordings.provenance import source_class
 from kvcore.recordings.store import Recording
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.timing import estimate as timing
@@ -132,7 +133,7 @@ def roofline(
         log_y=True,
         rules=rules,
         titles=titles,
-        height=380,
+        height=220,
     )
     values = _chip_values(chip, lang)
     caption = t("roof_caption", **values, article_chip=article_chip or "—")
@@ -262,6 +263,17 @@ def prefill_measured(rec: Recording, lang: str) -> dict | None:
         residual=residual_text(fitted["fit"]["residuals"]),
     )
     return {"chart": chart, "caption": caption}
+
+
+@cached
+def prefill_section(rec, fallback: Recording | None, lang: str) -> dict | None:
+    """The prefill sweep of the chosen run, else of `fallback` (the bundled run that sweeps the prompt length);
+    "elsewhere": the fallback's short name when it is shown and is not a Mac run (the page puts it one click away)."""
+    for run in (rec, fallback):
+        if isinstance(run, Recording) and (p := prefill_measured(run, lang)) is not None:
+            other = run is not rec and source_class(run) == "other"
+            return {**p, "elsewhere": source_label(run, lang, short=True) if other else None}
+    return None
 
 
 @cached

@@ -70,6 +70,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
             titles=titles,
             tooltip=("top1_agreement", "perplexity"),
             shape="runtime" if several else None,
+            height=230,
         )
     )
     rows = df.assign(kl=df["kl_vs_baseline"].map(fmt_small))
@@ -202,4 +203,32 @@ def answer_text(row: dict, lang: str) -> str:
         n=fmt_num(row["first_divergence"] + 1),
         agreed=row.get("agreed_text", ""),
         margin=margin,
+    )
+
+
+def default_question(answers: dict[str, list[dict]]) -> int:
+    """The question the page opens on: one where a cache format changed the answer (the demonstration), and of
+    those the one where the most formats kept the baseline's answer, so it shows what the agreement table says
+    (8 bits stays with the baseline, 4 bits leaves it) rather than the rare question where even 8 bits moved."""
+    scores = [
+        (sum("first_divergence" not in r for r in rows[1:]), -i)
+        for i, rows in enumerate(answers.values())
+        if any("first_divergence" in r for r in rows[1:])
+    ]
+    return -max(scores)[1] if scores else 0
+
+
+def agreement_line(answers: dict[str, list[dict]], lang: str) -> str:
+    """Per cache format, on how many of the questions it gave the baseline's answer: "fp16 3 of 3, ..."."""
+    rows = list(answers.values())
+    labels = [format_label(r, lang) for r in rows[0][1:]]
+    same = [sum("first_divergence" not in q[1 + i] for q in rows) for i in range(len(labels))]
+    sep = i18n.translate(lang, "recordings.list_sep")
+    return i18n.translate(
+        lang,
+        "savings.quality_answers_agree",
+        items=sep.join(
+            i18n.translate(lang, "savings.quality_answers_of", fmt=f, n=n, total=len(rows))
+            for f, n in zip(labels, same, strict=True)
+        ),
     )

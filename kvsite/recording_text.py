@@ -143,7 +143,7 @@ def provenance_card(rec: Recording, lang: str) -> str:
         ),
         ("author", p.get("author", "")),
         ("published", _date(p.get("published", ""))),
-        ("runtime", p.get("runtime", "")),
+        ("runtime", i18n.data_text(lang, p.get("runtime", ""))),
         ("grade", p.get("grade", "")),
         ("note", i18n.data_text(lang, p["note"])),
     ]

@@ -60,5 +60,24 @@ def compare(recs: list[Recording], lang: str, all_recs: list[Recording]) -> dict
             log_y=True,
             colors=source_colors(all_recs, lang),
             titles=titles,
+            height=200,
         )
     }
+
+
+MOST_SERIES = 8  # colours a reader tells apart at once (more are picked in the multiselect)
+DEFAULT_SERIES = 6  # the comparison opens on fewer: its chart and legend fit the first screen
+
+
+@cached
+def compare_default(recs: list[Recording]) -> list[str]:
+    """The runs the comparison opens on: published or Apple Silicon runs whose chip is stated, DEFAULT_SERIES of
+    them (under MOST_SERIES), in the list's order (Linux CPU demonstrations and the rest are there to pick)."""
+    mac = [
+        r.id
+        for r in recs
+        if r.has("decode")
+        and run_info.source_class(r) != "other"
+        and run_info.provenance(r)["chip"] not in ("", "not stated")
+    ]
+    return mac[:DEFAULT_SERIES]

@@ -93,7 +93,9 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     return {
         "kept": kept,
         "left_out": left_out,
-        "chart": memory_curves(curve.rename(columns=titles), curve, g, top, lang, titles=titles),
+        "chart": memory_curves(
+            curve.rename(columns=titles), curve, g, top, lang, titles=titles, height=240
+        ),
         "table": _formats_table(savings_views.format_table(g, list(fmts)), lang),
     }
 

@@ -70,7 +70,7 @@ def trap_chart(
     )
     return {
         "chart": make_chart(
-            table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles
+            table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles, height=280
         ),
         "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt),
     }

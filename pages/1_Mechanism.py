@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.units import fmt_ratio
-from kvsite import mechanism_sections
+from kvsite import i18n, mechanism_sections
 from kvsite.chart import show_chart
 from kvsite.frame import setup, url_choice
 from kvsite.layout import row
@@ -65,7 +65,13 @@ if rec is not None:
         f.t("mechanism.speedup", n=f"{measured['new_tokens']:,}"), fmt_ratio(measured["speedup"])
     )
     show_chart(f, measured["chart"], "mech_measured", "kv-mechanism-measured")
-    st.caption(f.t("mechanism.measured_note"))
+    st.caption(  # the hosted demo measures nothing: there, how to measure it yourself
+        i18n.join(
+            f.lang,
+            f.t("mechanism.measured_note"),
+            f.run_yourself("python -m kvcore record") if f.demo else f.t("mechanism.measured_live"),
+        )
+    )
     published = next((r for r in f.recs if r.id == "published-article-b-t4-mechanism"), None)
     real = mechanism_sections.mechanism_text(rec, published, f.lang)
     if real is not None:
@@ -74,3 +80,5 @@ if rec is not None:
         st.caption(real["note"])
 
 f.faq(("what", "speed"))
+
+f.chapter_end()

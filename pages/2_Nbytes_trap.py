@@ -114,3 +114,5 @@ allocated = sum(c.nbytes for c in cache)   # {code_capacity}
 text(
     "## " + f.t("trap.right_title"), f.t("trap.right_lead"), RIGHT_WAY, f.t("trap.quantized", **geo)
 )
+
+f.chapter_end()

@@ -43,14 +43,14 @@ def body(rec) -> None:
         bind="query-params",
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
+    log = c.toggle(f.t("growth.log"), False, key="log", bind="query-params")
 
-    grow = growth_sections.growth(model, ctx, weights, kv, seqs, f.lang, rec)
+    grow = growth_sections.growth(model, ctx, weights, kv, seqs, f.lang, rec, log)
     if (
         "error" in grow
     ):  # this model's cache cannot be stored in that format (mlx's groups of 64 on head_dim 96)
         st.error(grow["error"])
         return
-    st.code(grow["formula"], language=None, wrap_lines=True)
     if grow["model_max"] and ctx > grow["model_max"]:
         st.caption(
             ":material/info: " + f.t("common.beyond_limit", model=model, n=f"{grow['model_max']:,}")
@@ -84,26 +84,29 @@ def body(rec) -> None:
     m.metric(
         f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help")
     )
+    st.code(grow["formula"], language=None, wrap_lines=True)
     st.caption(f.t("growth.exact_note", **sections.article_geometry()))
 
-    st.header(f.t("growth.layers_title"))
-    contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
-    asked = st.query_params.get("lctx", "")
-    layer_ctx = next(
-        (c for c in contexts if str(c) == asked), 32768
-    )  # compared as text: no int() of 5,000 digits
-    show_chart(
-        f,
-        growth_sections.growth_layers(model, contexts, layer_ctx, kv, seqs, f.lang)["chart"],
-        "layers_chart",
-        f"kv-per-layer-{model}",
-        table=False,
-        settings={**settings, f.t("common.context"): f"{layer_ctx:,}"},
-        source=f.t("export.computed"),
-    )
-    st.caption(f.t("growth.layers_pick_note", n=f"{layer_ctx:,}"))
-    st.caption(f.t("growth.layers_note"))
+    with st.expander(f.t("growth.layers_title"), icon=":material/layers:"):
+        contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
+        asked = st.query_params.get("lctx", "")
+        layer_ctx = next(
+            (c for c in contexts if str(c) == asked), 32768
+        )  # compared as text: no int() of 5,000 digits
+        show_chart(
+            f,
+            growth_sections.growth_layers(model, contexts, layer_ctx, kv, seqs, f.lang)["chart"],
+            "layers_chart",
+            f"kv-per-layer-{model}",
+            table=False,
+            settings={**settings, f.t("common.context"): f"{layer_ctx:,}"},
+            source=f.t("export.computed"),
+        )
+        st.caption(f.t("growth.layers_pick_note", n=f"{layer_ctx:,}"))
+        st.caption(f.t("growth.layers_note"))
 
 
 body(rec)
 f.faq(("why", "how_much"))
+
+f.chapter_end()

@@ -19,6 +19,7 @@ if rec == LIVE:
     job = live.job_panel(f, "decode")
     rec = job.recording() if job is not None else None
     if rec is None:
+        f.chapter_end()
         st.stop()
 
 # the chosen run, with Article A's two points beside it as the reference (every run is on the chart at the end)
@@ -26,6 +27,7 @@ runs = [rec] + [r for r in f.recs if r.id == DEFAULT_SOURCE and r.id != getattr(
 dec = decode_sections.decode(runs, f.lang, f.recs)
 if dec is None:
     st.info(f.t("decode.no_model"))
+    f.chapter_end()
     st.stop()
 event = show_chart(f, dec["chart"], "decode_chart", "kv-decode-vs-context")
 if picked := f.selected(event, "series"):
@@ -61,7 +63,6 @@ if (fit := dec["fit"]) is not None:
     show = st.info if fit.memory_bound else st.warning
     show(fitted + "\n\n" + decode_sections.verdict_text(fit, f.lang))
 
-st.header(f.t("decode.whatif_title"))
 chips = [c.chip for c in hardware.chips()]
 
 
@@ -113,14 +114,28 @@ def what_if_section() -> None:
     st.caption(what["caveat"])
 
 
-what_if_section()
+with st.expander(f.t("decode.whatif_title"), icon=":material/tune:"):  # another chip: on demand
+    what_if_section()
 
 st.header(f.t("decode.sb_title"))
 st.markdown(f.t("decode.sb_lead"))
-if (sb := decode_sections.slowdown_vs_bytes(f.recs, f.lang)) is not None:
+every, coloured = decode_sections.slowdown_runs(f.recs, f.lang)
+picked_runs = st.multiselect(
+    f.t("decode.sb_pick"),
+    every,
+    coloured,
+    key="sb_runs",
+    max_selections=decode_sections.MOST_COLOURED,
+    help=f.t("decode.sb_pick_help", n=decode_sections.MOST_COLOURED),
+)
+if (sb := decode_sections.slowdown_vs_bytes(f.recs, f.lang, tuple(picked_runs))) is not None:
     show_chart(
         f, sb["chart"], "slowdown_bytes_chart", "kv-slowdown-vs-bytes", source=", ".join(sb["runs"])
     )
-    st.markdown(sb["table"])
-    st.caption(f.t("decode.sb_table_note"))
-st.markdown(f.t("decode.sb_where"))
+with st.expander(f.t("decode.sb_details"), icon=":material/table:"):
+    if sb is not None:
+        st.markdown(sb["table"])
+        st.caption(f.t("decode.sb_table_note"))
+    st.markdown(f.t("decode.sb_where"))
+
+f.chapter_end()

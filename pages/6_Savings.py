@@ -5,7 +5,7 @@ import streamlit as st
 from kvcore.memory.formats import COMPARED, FORMATS
 from kvcore.recordings.published import source
 from kvcore.views.calculator import FIT_SHARE
-from kvsite import quality_sections, savings_sections
+from kvsite import i18n, quality_sections, savings_sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import LIVE, setup
@@ -38,7 +38,10 @@ show_chart(
     settings=settings,
     source=f.t("export.computed"),
 )
-text(f.t("savings.heads_text"), heads["text"], "## " + f.t("savings.formats_title"))
+st.markdown(heads["text"])
+with st.expander(f.t("savings.heads_more"), icon=":material/info:"):
+    st.markdown(f.t("savings.heads_text"))
+st.header(f.t("savings.formats_title"))
 default = list(COMPARED)  # kvcore.memory.formats: the formats the site compares
 fmts = st.multiselect(
     f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params"
@@ -59,10 +62,9 @@ if formats["chart"] is not None:
         settings=settings,
         source=f.t("export.computed"),
     )
-    st.markdown(formats["table"])
-st.caption(f.t("savings.formats_note"))
-
-st.subheader(f.t("savings.fits_title"))
+    with st.expander(f.t("savings.formats_table"), icon=":material/table:"):
+        st.markdown(formats["table"])
+        st.caption(f.t("savings.formats_note"))
 
 
 @st.fragment
@@ -93,44 +95,46 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
     st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
 
 
-fits_section(model, formats["kept"])
+with st.expander(f.t("savings.fits_title"), icon=":material/memory:"):  # the reader's own machine
+    fits_section(model, formats["kept"])
 
 turbo, nums = savings_sections.turbo(f.lang), savings_sections.published_numbers()
-text(
-    "## " + f.t("savings.turbo_title"),
-    turbo["claims"],
-    turbo["text"],
-    turbo["padding"],
-    "## " + f.t("savings.tradeoffs_title"),
-    f.t(
-        "savings.tradeoffs",
-        **nums,
-        **{
-            k: data_text(f.lang, source(s))
-            for k, s in (
-                ("b", "article_b"),
-                ("paper", "turboquant_paper"),
-                ("google", "google_research"),
-            )
-        },
-    ),
-)
-bench = next((r for r in f.recs if r.has("benchmark")), None)
-if bench is not None:
-    bench_view = savings_sections.benchmark(bench, f.lang)
-    st.markdown(f"**{bench_view['title']}**")
-    show_chart(
-        f,
-        bench_view["chart"],
-        "bench_chart",
-        "mlx-lm-benchmarks",
-        source=data_text(f.lang, bench.data["citation"]["source"]),
+# the second half: what a smaller cache costs (speed, quality), its claim first, the evidence on demand
+st.header(f.t("savings.costs_title"))
+st.markdown(f.t("savings.costs_lead"))
+with st.expander(f.t("savings.turbo_title"), icon=":material/compare_arrows:"):
+    text(turbo["claims"], turbo["text"], turbo["padding"])
+with st.expander(f.t("savings.tradeoffs_title"), icon=":material/balance:"):
+    text(
+        f.t(
+            "savings.tradeoffs",
+            **nums,
+            **{
+                k: data_text(f.lang, source(s))
+                for k, s in (
+                    ("b", "article_b"),
+                    ("paper", "turboquant_paper"),
+                    ("google", "google_research"),
+                )
+            },
+        ),
     )
-    st.caption(
-        f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"]))
-    )
+    bench = next((r for r in f.recs if r.has("benchmark")), None)
+    if bench is not None:
+        bench_view = savings_sections.benchmark(bench, f.lang)
+        st.markdown(f"**{bench_view['title']}**")
+        show_chart(
+            f,
+            bench_view["chart"],
+            "bench_chart",
+            "mlx-lm-benchmarks",
+            source=data_text(f.lang, bench.data["citation"]["source"]),
+        )
+        st.caption(
+            f.t("savings.bench_note", source=data_text(f.lang, bench.data["citation"]["source"]))
+        )
 
-st.header(f.t("savings.quality_title"))
+st.subheader(f.t("savings.quality_title"))
 st.markdown(f.t("savings.quality_lead"))
 qrec = f.pick_source("quality", default=QUALITY_RECORDING)
 if qrec is None or qrec == LIVE:
@@ -139,35 +143,28 @@ else:
     q = quality_sections.quality(qrec, f.lang, tuple(f.with_section("quality")))
     if q["chart"] is not None:  # a run without bytes per token has its table only
         show_chart(f, q["chart"], "quality_chart", "kv-quality-smollm2", source=qrec.label)
-    st.markdown(q["table"])
     st.caption(f.t("savings.quality_note", tokens=f"{q['tokens']:,}"))
-    if q["runtimes_note"]:
-        st.markdown(q["runtimes_note"])
-    if q["install_note"]:
-        st.caption(":material/info: " + q["install_note"])
-    st.markdown(f.t("savings.quality_small"))
-    if q["context_table"]:
-        text(
-            "### " + f.t("savings.quality_context_title"),
-            q["context_table"],
-            f.t("savings.quality_context_note", lengths=q["lengths"]),
-        )
+    with st.expander(f.t("savings.quality_more"), icon=":material/table:"):
+        st.markdown(q["table"])
+        if q["runtimes_note"]:
+            st.markdown(q["runtimes_note"])
+        if q["install_note"]:
+            st.caption(":material/info: " + q["install_note"])
+        st.markdown(f.t("savings.quality_small"))
+        if q["context_table"]:
+            text(
+                "### " + f.t("savings.quality_context_title"),
+                q["context_table"],
+                f.t("savings.quality_context_note", lengths=q["lengths"]),
+            )
     if q["answers"]:
-        st.subheader(f.t("savings.quality_answers_title"))
+        st.markdown("##### " + f.t("savings.quality_answers_title"))
         c = row()
         prompts = list(q["answers"])
-        parted = next(
-            (
-                i
-                for i, p in enumerate(prompts)
-                if any("first_divergence" in r for r in q["answers"][p])
-            ),
-            0,
-        )
         prompt = c.selectbox(
             f.t("savings.quality_answers_prompt"),
             prompts,
-            index=parted,
+            index=quality_sections.default_question(q["answers"]),
             key="qprompt",
             bind="query-params",
         )
@@ -186,7 +183,16 @@ else:
         left.code(rows[0]["answer"], language="text", wrap_lines=True)
         right.markdown(f"**{pick}**")
         right.code(chosen["answer"], language="text", wrap_lines=True)
-        st.caption(quality_sections.answer_text(chosen, f.lang))
-    st.markdown("### " + f.t("savings.quality_published_title") + "\n\n" + q["published"])
+        st.caption(
+            i18n.join(
+                f.lang,
+                quality_sections.answer_text(chosen, f.lang),
+                quality_sections.agreement_line(q["answers"], f.lang),
+            )
+        )
+    with st.expander(f.t("savings.quality_published_title"), icon=":material/menu_book:"):
+        st.markdown(q["published"])
 
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)
+
+f.chapter_end()

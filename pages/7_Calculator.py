@@ -29,16 +29,18 @@ def calculator() -> None:
 
     # ---- the model: a preset (in the URL) or a pasted / uploaded config.json
     names = preset_names()
+    top = st.columns([3, 3, 2])  # where the model comes from, the model, the runtime: one row
     src = url_choice(
-        st.segmented_control,
+        top[0].segmented_control,
         f.t("calc.model_source"),
         ["preset", "config", "gguf"],
         "preset",
         "msrc",
         format_func=lambda o: f.t(f"calc.src_{o}"),
         required=True,
+        wrap=True,  # the three choices wrap in a phone's column rather than run past its edge
     )
-    c = st.columns([3, 2])
+    c = top[1:]
     if (
         src == "gguf"
     ):  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
@@ -134,7 +136,10 @@ def calculator() -> None:
             bind="query-params",
         )
 
-    c = st.columns([2, 1, 1])
+    # the machine, the numbers and the verdict on the left, the chart that shows them on the right (a phone
+    # stacks the two, in that order)
+    left, right = st.columns([5, 6], gap="medium")
+    c = left.columns([2, 1, 1])
     chip = url_choice(
         c[0].selectbox,
         f.t("calc.machine"),
@@ -146,7 +151,7 @@ def calculator() -> None:
     mem = available_memory(f, chip, c[1], c[2])
 
     settings = []  # the runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; -np is the sequences)
-    lc = row() if rt.settings else None
+    lc = left.container(horizontal=True) if rt.settings else None
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
@@ -196,39 +201,71 @@ def calculator() -> None:
         return
     result, need, verdict = out["result"], out["need"], out["verdict"]
 
-    # ---- outputs: numbers, verdict, levers
-    m = row()
-    for label, value in (
-        (f.t("calc.kv_total"), result["kv_bytes"]),
-        (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
-        (f.t("calc.total"), need),
-        (f.t("calc.available"), mem.bytes),
-    ):
-        m.metric(
-            label,
-            fmt_bytes(value, decimal=False),
-            help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)),
+    with left:
+        # ---- outputs: numbers, verdict, levers
+        m = row()
+        for label, value in (
+            (f.t("calc.kv_total"), result["kv_bytes"]),
+            (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
+            (f.t("calc.total"), need),
+            (f.t("calc.available"), mem.bytes),
+        ):
+            m.metric(
+                label,
+                fmt_bytes(value, decimal=False),
+                help=f.t("calc.metric_help", exact=f"{value:,}", short=fmt_bytes(value)),
+            )
+        st.caption(
+            f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"]))
+            + " · "
+            + f.t("calc.available")
+            + ": "
+            + mem.reason
         )
-    st.caption(
-        f.t("calc.per_seq", v=fmt_bytes(result["kv_bytes_per_sequence"]))
-        + " · "
-        + f.t("calc.available")
-        + ": "
-        + mem.reason
-    )
-    plan = calc_sections.plan_table(
-        src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
-    )  # everything the runtime allocates, where the engine has its plan (llama.cpp)
-    show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
-    show(
-        f.t(
-            f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
-            share=f"{verdict.share:.0%}",
-            need=fmt_bytes(need),
-            available=fmt_bytes(mem.bytes),
-            runtime=runtime,
+        plan = calc_sections.plan_table(
+            src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
+        )  # everything the runtime allocates, where the engine has its plan (llama.cpp)
+        show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
+        show(
+            f.t(
+                f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
+                share=f"{verdict.share:.0%}",
+                need=fmt_bytes(need),
+                available=fmt_bytes(mem.bytes),
+                runtime=runtime,
+            )
         )
-    )
+    with right:
+        # ---- chart: memory vs context per format, the available memory as a line
+        calc_settings = {
+            f.t("common.model"): result["model"],
+            f.t("calc.runtime"): runtime,
+            f.t("calc.ctx_exact"): f"{int(ctx):,}",
+            f.t("calc.sequences"): int(seqs),
+            f.t("calc.k_format"): k_fmt,
+            f.t("calc.v_format"): v_fmt,
+            f.t("common.weights"): w_fmt,
+            f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
+            f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False),
+        }
+        st.markdown("##### " + f.t("calc.chart_title"))
+        show_chart(
+            f,
+            calc_sections.memory_chart(
+                src_key,
+                calc_sections.chart_end(int(ctx)),
+                int(seqs),
+                k_fmt,
+                v_fmt,
+                result["weights_bytes"],
+                mem.bytes,
+                f.lang,
+            ),
+            "calc_chart",
+            f"kv-calculator-{result['model']}",
+            settings=calc_settings,
+            source=f.t("export.computed"),
+        )
     if plan:
         st.caption(f.t("calc.thresholds_plan", tolerance=plan["tolerance"], runtime=runtime))
         with st.expander(f.t("calc.plan_title", runtime=runtime)):
@@ -275,57 +312,29 @@ def calculator() -> None:
         if not (t_max or s_max or ok_formats):
             st.caption(f.t("calc.no_lever"))
 
-    st.subheader(f.t("calc.formula_title"))
-    if (
-        rt.preallocates
-    ):  # the lines llama.cpp prints when it allocates: hold them against your own log
-        st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
-        st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
-    else:
-        st.code(
-            calc_sections.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
-            language=None,
-            wrap_lines=True,
+    with st.expander(f.t("calc.formula_title"), icon=":material/functions:"):
+        if (
+            rt.preallocates
+        ):  # the lines llama.cpp prints when it allocates: hold them against your own log
+            st.code("\n".join(result["log_lines"]), language=None, wrap_lines=True)
+            st.caption(f.t("calc.log_note", ubatch=f"{result['llama_cpp']['ubatch_used']:,}"))
+        else:
+            st.code(
+                calc_sections.formula(src_key, int(ctx), int(seqs), k_fmt, v_fmt, f.lang),
+                language=None,
+                wrap_lines=True,
+            )
+        st.markdown(
+            calc_sections.numbers_table(
+                src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
+            )
         )
-    st.markdown(
-        calc_sections.numbers_table(
-            src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
-        )
-    )
     args = (src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
     lazy_tables(*args)
-    # ---- chart: memory vs context per format, the available memory as a line
-    calc_settings = {
-        f.t("common.model"): result["model"],
-        f.t("calc.runtime"): runtime,
-        f.t("calc.ctx_exact"): f"{int(ctx):,}",
-        f.t("calc.sequences"): int(seqs),
-        f.t("calc.k_format"): k_fmt,
-        f.t("calc.v_format"): v_fmt,
-        f.t("common.weights"): w_fmt,
-        f.t("calc.machine"): chip if chip != CUSTOM else f.t("calc.custom"),
-        f.t("calc.available"): fmt_bytes(mem.bytes, decimal=False),
-    }
-    st.subheader(f.t("calc.chart_title"))
-    show_chart(
-        f,
-        calc_sections.memory_chart(
-            src_key,
-            calc_sections.chart_end(int(ctx)),
-            int(seqs),
-            k_fmt,
-            v_fmt,
-            result["weights_bytes"],
-            mem.bytes,
-            f.lang,
-        ),
-        "calc_chart",
-        f"kv-calculator-{result['model']}",
-        settings=calc_settings,
-        source=f.t("export.computed"),
-    )
-
-    decode_what_if(*args, chip, need, result, calc_settings)
+    with st.expander(
+        f.t("calc.decode_title"), icon=":material/speed:"
+    ):  # another question: on demand
+        decode_what_if(*args, chip, need, result, calc_settings)
 
 
 @st.fragment
@@ -357,8 +366,7 @@ def decode_what_if(
 ):
     """The decode speed on a chip: its own chip picker (when the memory is a custom figure) reruns this
     alone."""
-    # ---- decode what-if on a chip
-    st.subheader(f.t("calc.decode_title"))
+    # ---- decode what-if on a chip (the page puts it in an expander titled calc.decode_title)
     speed_chip = (
         chip
         if chip != CUSTOM
@@ -421,3 +429,5 @@ def decode_what_if(
 
 
 calculator()
+
+f.chapter_end()

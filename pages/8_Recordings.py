@@ -5,18 +5,40 @@ import streamlit as st
 from kvcore.recordings import store as recordings
 from kvsite import live, recordings_sections, uploads
 from kvsite.chart import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import DEFAULT_SOURCE, setup, url_choice
 from kvsite.layout import text
 from kvsite.sources import yaml_bytes
 from kvsite.tables import csv_bytes
 
 f = setup("recordings")
 f.intro()
-st.dataframe(
-    recordings_sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
-    hide_index=True,
-    width="stretch",
+st.subheader(f.t("recordings.compare_title"))
+by_id = {r.id: r for r in f.recs}
+decode_ids = [r.id for r in f.recs if r.has("decode")]
+chosen = st.multiselect(
+    f.t("recordings.compare"),
+    decode_ids,
+    recordings_sections.compare_default(
+        f.recs
+    ),  # Mac runs, six of them: each in a colour of its own
+    key="cmp",
+    format_func=lambda i: f.short_label(by_id[i]),  # a chip is ~200 px wide: the short name
 )
+if chosen:
+    show_chart(
+        f,
+        recordings_sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
+        "compare_chart",
+        "kv-recordings-decode",
+        source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),
+    )
+
+with st.expander(f.t("recordings.all_runs", n=len(f.recs)), icon=":material/table:"):
+    st.dataframe(
+        recordings_sections.recordings_table(f.recs, tuple(sorted(f.local_ids)), f.lang),
+        hide_index=True,
+        width="stretch",
+    )
 
 ids = [r.id for r in f.recs]
 if ids:
@@ -25,7 +47,9 @@ if ids:
         st.selectbox,
         f.t("recordings.pick"),
         ids,
-        ids[0],
+        DEFAULT_SOURCE
+        if DEFAULT_SOURCE in ids
+        else ids[0],  # Article A's Mac run first, as every chapter
         "rec",
         format_func=lambda i: f.label(by_id[i]),
     )
@@ -64,26 +88,12 @@ if ids:
                     on_click="ignore",
                 )
 
-    st.header(f.t("recordings.compare_title"))
-    decode_ids = [r.id for r in f.recs if r.has("decode")]
-    chosen = st.multiselect(
-        f.t("recordings.compare"),
-        decode_ids,
-        decode_ids,
-        key="cmp",
-        format_func=lambda i: f.short_label(by_id[i]),  # a chip is ~200 px wide: the short name
-    )
-    if chosen:
-        show_chart(
-            f,
-            recordings_sections.compare([by_id[i] for i in chosen], f.lang, f.recs)["chart"],
-            "compare_chart",
-            "kv-recordings-decode",
-            source=f.t("recordings.list_sep").join(f.short_label(by_id[i]) for i in chosen),
-        )
-
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
-text("## " + f.t("recordings.upload_title"), f.t("recordings.upload_lead"))
+text(
+    "## " + f.t("recordings.upload_title"),
+    f.t("recordings.upload_lead"),
+    f.run_yourself("python -m kvcore record"),
+)
 st.file_uploader(
     f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000),
     type=["yaml", "yml"],
@@ -96,6 +106,9 @@ uploads.show(f)
 if not f.live_ok or f.demo:  # the suite builds models: never on the hosted demo
     st.header(f.t("recordings.live_title"))
     st.info(f.t("recordings.live_demo" if f.live_ok else f.live_reason))
+    st.caption(f.run_yourself("python -m kvcore record"))
 else:
     text("## " + f.t("recordings.live_title"), f.t("recordings.live_lead"))
     live.job_panel(f, "suite")
+
+f.chapter_end()

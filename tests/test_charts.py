@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from kvcore.views import charts
+from kvcore.views import charts, run_charts
 from kvcore.views import memory as views
 
 
@@ -217,7 +217,7 @@ def test_the_quality_charts_point_labels_do_not_overlap_on_a_phone():
     assert None not in places and set(places) - {"above"}, places  # all placed, not all above
     crowded = label_places([1.0] * 6 + [2.0], [1.0] * 6 + [2.0], ["top-1 50.0%"] * 7)
     assert None in crowded and crowded[-1] == "left", crowded  # the corner: only its left is free
-    spec = charts.quality_trade(
+    spec = run_charts.quality_trade(
         df, "bytes_per_token", "kl_vs_baseline", "format", "top1", "B", "KL"
     ).to_dict()
     tests = [

@@ -56,7 +56,11 @@ def test_sentences_joined_in_code_run_on_in_japanese():
 
 # concept: (the word we write, the variants the style sheet rejects)
 TERMS = {
-    "KV cache": ("KV キャッシュ", [r"KVキャッシュ"]),
+    # (the two articles' own titles are quoted as they are written)
+    "KV cache": (
+        "KV キャッシュ",
+        [r"KVキャッシュ(?!は記憶のコスト」|とは？)"],
+    ),
     "decode, prefill": ("decode / prefill", [r"デコード", r"プリフィル"]),
     "chunked prefill": ("チャンク分割", [r"区切って行う", r"区切り方"]),
     "context length": ("文脈長", [r"コンテキスト長"]),
@@ -262,3 +266,34 @@ def test_run_names_are_made_short_not_cut():
     }
     assert not long, long
     assert recordings._shorten("Intel Xeon Processor with a long name", 20) == "Intel Xeon…"
+
+
+def test_a_number_and_its_counter_are_spaced_as_article_a_writes_them():
+    """Article A writes 「1,024 トークン」「32 倍」: a space between a number (or a placeholder for one) and its
+    Japanese counter, never 「131,072トークン」."""
+    counters = "トークン|回|層|秒|ステップ|倍|件"
+    tight = re.compile(rf"(?:\d|\{{(?:v|n|limit)\}})(?:{counters})")
+    found = {k: m.group(0) for k, v in ja_texts().items() if (m := tight.search(v))}
+    assert not found, found
+
+
+def test_the_phrases_the_editor_flagged_are_gone():
+    flagged = ("1 人の読者と大勢の読者", "律するもの", "私たちの読み", "線の上", "線の下")
+    found = {k: p for k, v in ja_texts().items() for p in flagged if p in v}
+    assert not found, found
+
+
+def test_every_published_runs_runtime_is_japanese_on_a_japanese_card():
+    """A runtime's version written in words ("not stated", "master as of ...") has its Japanese rendering."""
+    from kvcore.recordings import store as recordings
+    from kvcore.recordings.provenance import badge_fields as provenance
+
+    recs, _ = recordings.load_all()
+    english = re.compile(r"\b(?:not stated|as of|merged|in the file)\b")
+    left = [
+        p["runtime"]
+        for r in recs
+        if english.search((p := provenance(r))["runtime"])
+        and english.search(i18n.data_text("ja", p["runtime"]))
+    ]
+    assert not left, left

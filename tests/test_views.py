@@ -169,3 +169,13 @@ def test_each_source_keeps_one_colour_whatever_else_is_drawn():
     colours = chart_parts.source_colors([CPU, ARTICLE_A, ARTICLE_B])
     assert len(set(colours.values())) == 3
     assert chart_parts.source_colors([ARTICLE_B, ARTICLE_A, CPU]) == colours
+
+
+def test_the_traps_slack_is_the_share_of_allocated_rows_not_in_use():
+    """As the page's note defines it, (capacity - tokens) / capacity: 257 tokens in a 512-row cache leave 49.8 %
+    of the rows unused (not 99.2 %, which is the unused rows over the tokens held)."""
+    rows = views.chunking_table(preset_geometry("llama-3.2-1b"), ["257", "256", "300+300"])
+    slack = dict(zip(rows["updates"], rows["slack_pct"]))
+    assert rows["capacity"].tolist() == [512, 256, 812]
+    assert round(slack["257"], 1) == 49.8 and slack["256"] == 0
+    assert slack["300+300"] == pytest.approx(100 * 212 / 812)

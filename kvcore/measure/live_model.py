@@ -7,7 +7,7 @@ Example: build_model("llama-3.2-1b").summary() -> {"name": "llama-3.2-1b", "weig
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kvcore.model.geometry import Geometry
 
@@ -28,6 +28,12 @@ class LiveModel:
     )  # a real model's own (kvcore.measure.real_model.Tokenizer), else None
     weights_mode: str = ""  # real model: "quantized" or "dequantized" (kvcore.measure.real_model)
     weights_note: str = ""  # how its weights were made ready, for the recording
+    built: ClassVar[int] = (
+        0  # models made in this process, every way one is made (the hosted demo's test reads it)
+    )
+
+    def __post_init__(self) -> None:
+        LiveModel.built += 1
 
     def weights_bytes(self) -> int:
         """Bytes of the parameters as they sit in memory (measured from the arrays)."""

@@ -323,3 +323,12 @@ def label_places(
         else:
             out.append(None)
     return out
+
+
+def shown_when(test: str) -> alt.OpacityValue:
+    """A text layer's opacity: hidden unless `test` (a Vega expression, e.g. on the chart's width) holds, then as
+    the legend selection has it (the points' opacity)."""
+    return alt.OpacityValue(
+        value=0.15,
+        condition=[{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
+    )

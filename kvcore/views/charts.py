@@ -13,15 +13,12 @@ import altair as alt
 import pandas as pd
 
 from kvcore.views.chart_parts import (
-    LABEL_PLACES,
-    NARROW_PX,
     SELECTION,
     Choice,
     axis_for,
     axis_scale,
     color_scale,
     error_bars,
-    label_places,
     legend,
     picked,
     positive_rows,
@@ -304,126 +301,3 @@ def marked_series_chart(
 ) -> alt.LayerChart:
     """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
     return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
-
-
-def slowdown_scatter(
-    df: pd.DataFrame,
-    x: str,
-    y: str,
-    color: str,
-    x_title: str,
-    y_title: str,
-    identity_title: str,
-    *,
-    tooltip: tuple[str, ...] = (),
-    height: int = 380,
-    colors: dict | None = None,
-    titles: dict | None = None,
-) -> alt.LayerChart:
-    """Each run's points joined in context order, against the identity line y = x (drawn dashed, named in its
-    tooltip). The legend sits under the plot, one run per line, and selects; autosize fit-x keeps the plot's
-    height however long the legend is (Streamlit's default "fit" would squeeze the plot to make room for it).
-
-    Used for measured slowdown (y) against the slowdown the bytes model predicts (x): on the line decode is a
-    memory read; above it something besides bytes grows with the context; below it a fixed cost hides growth.
-    Example: slowdown_scatter(decode_runs.slowdown_vs_bytes(recs), "predicted_slowdown", "measured_slowdown", "run", ...).
-    """
-    domain = list(dict.fromkeys(df[color]))
-    hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
-    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(
-        f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0)
-    )
-    # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
-    scale = alt.Scale(type="log", domain=[1, hi], nice=False)
-    ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
-    x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
-    y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
-    opacity = picked(sel, 0.12)
-    tip = tooltips(df, [color, *tooltip, x, y], titles)
-    identity = pd.DataFrame({x: [1.0, hi], y: [1.0, hi], "line": [identity_title] * 2})
-    line_id = (
-        alt.Chart(identity)
-        .mark_line(color="#888888", strokeDash=[6, 4], strokeWidth=1.5)
-        .encode(x=x_enc, y=y_enc, tooltip=[alt.Tooltip("line:N", title=None)])
-    )
-    order = "context" if "context" in df else x
-    runs = (
-        alt.Chart(df)
-        .mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=70, filled=True))
-        .encode(
-            x=x_enc,
-            y=y_enc,
-            color=enc_color,
-            opacity=opacity,
-            order=alt.Order(f"{order}:Q"),
-            tooltip=tip,
-            detail=alt.Detail(f"{color}:N"),
-        )
-        .add_params(sel)
-    )
-    return alt.layer(
-        line_id, runs, height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
-    )
-
-
-def quality_trade(
-    df: pd.DataFrame,
-    x: str,
-    y: str,
-    color: str,
-    labels: str,
-    x_title: str,
-    y_title: str,
-    *,
-    colors: dict | None = None,
-    titles: dict | None = None,
-    tooltip: tuple[str, ...] = (),
-    height: int = 340,
-    shape: str | None = None,
-) -> alt.LayerChart:
-    """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
-    point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
-    unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table. Labels sit above their points;
-    on a chart narrower than NARROW_PX (a phone) each goes where chart_parts.label_places finds room (above, right,
-    below, left), or only in the tooltip when nowhere is free, so no two overlap.
-    Example: quality_trade(savings_views.quality_trade(recs), "bytes_per_token", "kl_vs_baseline", "format", ...)."""
-    df = positive_rows(df, [x, y])
-    df = df.assign(label_place=label_places(list(df[x]), list(df[y]), [str(v) for v in df[labels]]))
-    domain = list(dict.fromkeys(df[color]))
-    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain, colors))
-    x_enc = alt.X(f"{x}:Q", axis=axis_for(True, df[x], x_title), scale=axis_scale(True, df[x]))
-    y_enc = alt.Y(f"{y}:Q", axis=axis_for(True, df[y], y_title), scale=axis_scale(True, df[y]))
-    opacity = picked(sel, 0.15)
-    tip = tooltips(df, [color, x, y, *tooltip], titles)
-    base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
-    marks = {"color": enc_color}
-    if shape:
-        marks["shape"] = alt.Shape(f"{shape}:N", legend=legend())
-    points = (
-        base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
-        .encode(**marks)
-        .add_params(sel)
-    )
-    texts = [
-        base.mark_text(dy=-14, fontSize=11).encode(
-            text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width >= {NARROW_PX}")
-        )
-    ]
-    for place, dx, dy, align in LABEL_PLACES:  # a phone's: where label_places found room
-        texts.append(
-            base.transform_filter(f"datum.label_place == '{place}'")
-            .mark_text(dx=dx, dy=dy, align=align, fontSize=11)
-            .encode(text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width < {NARROW_PX}"))
-        )
-    return alt.layer(points, *texts, height=height)
-
-
-def shown_when(test: str) -> alt.OpacityValue:
-    """A text layer's opacity: hidden unless `test` (a Vega expression, e.g. on the chart's width) holds, then as
-    the legend selection has it (the points' opacity)."""
-    return alt.OpacityValue(
-        value=0.15,
-        condition=[{"test": f"!({test})", "value": 0}, {"param": SELECTION, "value": 1.0}],
-    )

@@ -336,7 +336,10 @@ def test_the_numbers_table_names_each_quantity_in_the_pages_language_with_readab
 
 @pytest.mark.parametrize(
     "lang, said",
-    [("en", "max_position_embeddings = 131,072"), ("ja", "max_position_embeddings は131,072です")],
+    [
+        ("en", "max_position_embeddings = 131,072"),
+        ("ja", "max_position_embeddings は 131,072 です"),
+    ],
 )
 def test_a_context_past_the_models_limit_is_said_and_marked_on_both_charts(rec_dir, lang, said):
     at = page(CALC, lang, ctx=200_000)
@@ -643,3 +646,18 @@ def test_gguf_weight_formats_are_choosable_and_give_the_clis_bytes(rec_dir):
     assert "gguf-q4_k_m" in next(s for s in at.selectbox if s.key == "w").options
     out = cli_json("llama-3.1-8b", 8192, 1, "fp16", "fp16", "gguf-q4_k_m")
     assert numbers(at)["weights_bytes"] == out["weights_bytes"]
+
+
+def test_the_link_format_warning_needs_a_link_and_is_given_once(rec_dir):
+    """No warning without a cause: the link's refused formats are said on the first run only (not again on each
+    rerun), and a runtime the reader switches is not a link."""
+    at = page(CALC, "en", k="q8_0", v="q8_0")
+    assert len(at.warning) == 1 and "This link asks for formats" in at.warning[0].value
+    at.number_input(key="ctx").set_value(5000).run()
+    assert not at.warning
+    at = page(CALC, "en", rt="reference", k="q8_0", v="q4_0")
+    assert not at.warning
+    at.selectbox(key="rt").select(
+        "mlx_lm"
+    ).run()  # q8_0 is no mlx_lm format: the box shows fp16, said by no link
+    assert not at.warning

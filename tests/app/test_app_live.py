@@ -108,7 +108,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
     assert "not the computer you are reading on" in texts(at)  # it says whose machine it measures
     # the hosted demo builds no model: the decode chapter offers no live option, and a shared ?src=live says so
     at = page("pages/4_Decode_slowdown.py", "en", src="live")
-    assert "live" not in at.sidebar.selectbox[0].options
+    assert "live" not in at.selectbox(key="src__w").options
     assert "does not run for this chapter" in at.warning[0].value
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
@@ -142,7 +142,7 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
     monkeypatch.setattr(kvsite.frame, "live_status", lambda: (False, "live.no_mlx"))
     at = page("pages/4_Decode_slowdown.py", "en", src="live")
     assert not at.exception
-    assert "Live mode is unavailable" in " ".join(c.value for c in at.sidebar.caption)
+    assert "Live mode is unavailable" in " ".join(c.value for c in at.caption)
     assert charts(at)  # the published figures still show
     at = page("pages/8_Recordings.py", "en")
     assert "Live mode is unavailable" in texts(at)

@@ -307,7 +307,7 @@ def test_recordings_page_lists_every_run(rec_dir):
                 "**KV の形式**：fp32",
                 "**日時**：2026-11-29 00:00 UTC",
             ],
-            "K/V の埋め方：synthetic、ウォームアップ3回、計測16ステップ、3回繰り返し",
+            "K/V の埋め方：synthetic、ウォームアップ 3 回、計測 16 ステップ、3 回繰り返し",
         ),
     ],
 )

@@ -105,3 +105,31 @@ def test_the_llamacpp_run_picked_as_the_source_keeps_the_mlx_lm_run_beside_it(re
     baseline = next(iter(answers.values()))[0]
     assert baseline["label"] == "f16 (baseline)"  # the baseline context's own answer, shown as such
     assert baseline["answer"] in [c.value for c in at.code]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_default_question_shows_what_the_agreement_table_says(rec_dir, lang):
+    """The page opens on a question where 8 bits keeps the baseline's answer and 4 bits changes it (as the table's
+    top-1 agreement orders them), not on the one question where even mlx-q8 moved; every question's count is said."""
+    answers = savings_views.quality_answers(bundled())
+    at = page(SAVINGS, lang)
+    prompt = at.selectbox(key="qprompt").value
+    rows = {r["label"]: r for r in answers[prompt]}
+    assert "first_divergence" not in rows["mlx-q8 (group 64)"]
+    assert "first_divergence" in rows["mlx-q4 (group 64)"]
+    words = texts(at)
+    mlx_q8 = sum("first_divergence" not in q[2] for q in answers.values())
+    assert (f"mlx-q8 (group 64) {mlx_q8} of 3" if lang == "en" else f"3 問中 {mlx_q8} 問") in words
+
+
+def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
+    """The colour legend draws swatches large and without the points' black outline (a small dot inside a thick
+    outline could not be told from its neighbours); the runtime's shapes are drawn in grey."""
+    at = page(SAVINGS, "en")
+    spec = next(c["spec"] for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    points = next(
+        layer for layer in spec["layer"] if (layer.get("mark") or {}).get("type") == "point"
+    )
+    colour = points["encoding"]["color"]["legend"]
+    assert colour["symbolStrokeWidth"] == 0 and colour["symbolSize"] >= 100
+    assert points["encoding"]["shape"]["legend"]["symbolFillColor"]

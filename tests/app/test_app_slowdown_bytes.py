@@ -60,3 +60,22 @@ def test_the_recordings_page_badge_links_a_published_run_to_its_source(rec_dir, 
     assert (
         "](https://github.com/ml-explore/mlx-examples/issues/1029)" in badge
     )  # the citation links its source
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_every_run_chart_colours_at_most_eight_runs_and_greys_the_rest(rec_dir, lang):
+    """Past about eight colours a reader cannot tell runs apart: the picker names the runs in colour (the published
+    and Mac runs by default), every other run is drawn grey behind them under one legend entry."""
+    from kvsite import i18n
+
+    at = page("pages/4_Decode_slowdown.py", lang)
+    picker = at.multiselect(key="sb_runs")
+    assert 0 < len(picker.value) <= 8 and len(picker.options) > len(picker.value)
+    chart = next(c for c in charts(at) if "measured_slowdown" in c["data"].columns)
+    other = i18n.translate(lang, "decode.sb_other")
+    shown = set(chart["data"]["shown"].dropna())
+    assert shown == set(picker.value) | {other}
+    assert set(chart["data"]["run"].dropna()) == set(picker.options)  # every run is still drawn
+    picker.set_value(picker.options[-1:]).run()
+    chart = next(c for c in charts(at) if "measured_slowdown" in c["data"].columns)
+    assert set(chart["data"]["shown"].dropna()) == {picker.options[-1], other}

@@ -46,7 +46,7 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
         ("pages/1_Mechanism.py", "mechanism"),
     ]:
         at.switch_page(path).run()
-        picker = at.sidebar.selectbox[0]
+        picker = at.selectbox(key="src__w")
         mine = [i for i, o in enumerate(picker.options) if "Apple M9 Upload Test" in o]
         assert [picker.options[i] for i in mine] == [
             "CPU demo · Apple M9 Upload Test · cpu-demo (uploaded)"
@@ -57,7 +57,9 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
             section
         )  # the badge names the uploaded run's chip
     other_reader = page("pages/4_Decode_slowdown.py", "en")
-    assert not any("Apple M9 Upload Test" in o for o in other_reader.sidebar.selectbox[0].options)
+    assert not any(
+        "Apple M9 Upload Test" in o for o in other_reader.selectbox(key="src__w").options
+    )
     assert sorted((p.name, p.stat().st_mtime_ns) for p in rec_dir.rglob("*")) == before
 
 

@@ -91,3 +91,41 @@ def test_a_language_added_with_its_file_reaches_the_switch_and_the_pages(
         assert not page(chapters.CHAPTERS[1].path, "xx").exception
     finally:
         i18n.texts.cache_clear()
+
+
+def by_path(path: str) -> chapters.Chapter:
+    return next(c for c in chapters.all_pages() if c.path == path)
+
+
+def test_every_chapter_ends_with_the_previous_and_the_next_from_the_list(rec_dir):
+    """The reading path in the page body (a phone folds the sidebar away): each page's last links are the pages
+    before and after it in kvsite/chapters.py, named as the navigation names them."""
+    pages = chapters.all_pages()
+    for lang in i18n.LANGS:
+        t = i18n.translator(lang)
+        for i, c in enumerate(pages):
+            at = page(None if c.slug == "home" else c.path, lang)
+            main = [link.proto for link in at.main.get("page_link")]
+            want = []
+            if i > 0:
+                want.append(
+                    (pages[i - 1].path, t("nav.previous", name=t("nav." + pages[i - 1].slug)))
+                )
+            if i + 1 < len(pages):
+                want.append((pages[i + 1].path, t("nav.next", name=t("nav." + pages[i + 1].slug))))
+            got = [(link.page, link.label) for link in main[-len(want) :]]
+            assert [label for _, label in got] == [label for _, label in want], (lang, c.slug)
+            assert [p for p, _ in got] == [  # Streamlit names a page link by the page's URL path
+                by_path(p).url for p, _ in want
+            ], (lang, c.slug)
+
+
+def test_home_links_both_articles_to_their_cards(rec_dir):
+    from kvsite import home_sections
+
+    for lang in i18n.LANGS:
+        at = page(None, lang)
+        links = {link.proto.label: link.proto for link in at.main.get("page_link")}
+        for key, rec_id in home_sections.ARTICLES.items():
+            link = links[i18n.translate(lang, f"home.{key}")]
+            assert link.query_string == f"lang={lang}&rec={rec_id}"

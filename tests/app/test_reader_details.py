@@ -8,7 +8,7 @@ from app_helpers import charts, page, texts
 def test_the_trap_defines_slack_and_shows_used_beside_theory(rec_dir):
     at = page("pages/2_Nbytes_trap.py", "en")
     assert any(
-        c.value.startswith("Slack = (capacity − tokens held) ÷ tokens held") for c in at.caption
+        c.value.startswith("Slack = (capacity − tokens held) ÷ capacity") for c in at.caption
     )
     layers = charts(at)[0]["spec"]["layer"]
     widths = {

@@ -52,6 +52,7 @@ def test_a_slider_in_a_section_writes_the_url_and_a_reload_restores_it(server, p
 def test_a_change_above_a_section_reaches_it_and_the_sections_own_state_stays(server, page, ready):
     page.goto(f"{server}/Savings?lang=en")
     ready(page)
+    page.get_by_text("What fits in your memory").click()  # the section sits in an expander
     _step(page, ready, "Memory (GiB)")  # the fits section's own slider: only it reruns
     expect(page).to_have_url(re.compile(r"[?&]mem=37(&|$)"))
     fits_chart = page.locator("[data-testid='stVegaLiteChart']").nth(2)
@@ -109,6 +110,7 @@ def test_the_calculators_inputs_rerun_its_fragment_and_keep_the_url(server, page
     ready(page)
     expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1)
     assert asked[2] and asked[2] != body, asked
+    page.get_by_text("Decode what-if", exact=True).click()  # the what-if sits in an expander
     pick(page, "Chip for the speed estimate", "M3 Max")  # the what-if's own chip (custom memory)
     expect(page).to_have_url(re.compile(r"[?&]schip=M3(\+|%20)Max"))
     assert asked[3] and asked[3] not in (body, asked[2]), asked
@@ -136,6 +138,7 @@ def test_a_choice_inside_a_chart_repaints_it_with_no_round_trip(server, page, re
         f"{server}/Linear_growth?lang=en&lctx=4096"
     )  # a link's context is where the chart opens
     ready(page)
+    page.get_by_text("Per layer", exact=True).click()  # the per-layer chart sits in an expander
     chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)
     axis = chart.locator("g.role-axis[aria-label^='X-axis'] g.role-axis-label text")
     expect(chart.locator("input[type='radio'][value='4096']")).to_be_checked()

@@ -135,3 +135,47 @@ def test_whole_site_in_read_only_mode_on_an_unwritable_folder(readonly_server, p
     ready(page)
     expect(page.get_by_text("Measured on the real mlx_lm caches")).to_be_visible(timeout=30_000)
     assert sorted(str(p) for p in folder.rglob("*")) == before
+
+
+def _h1(page) -> str:
+    return page.locator("h1").first.inner_text().strip()
+
+
+def test_back_returns_to_the_previous_page(server, page, ready):
+    """The chapter-end links and the sidebar's move through the browser's history: Back returns to the page the
+    reader came from, and Forward goes again."""
+    _open(page, f"{server}/?lang=en", ready)
+    home = _h1(page)
+    page.locator("[data-testid='stMain']").get_by_text("Next: 1 · Mechanism").click()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("Mechanism")
+    page.locator("[data-testid='stMain']").get_by_text("Next: 2 · The .nbytes trap").click()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text(".nbytes")
+    page.go_back()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("Mechanism")
+    assert page.url.endswith("/Mechanism?lang=en")
+    page.go_back()
+    ready(page)
+    expect(page.locator("h1").first).to_have_text(home)
+    page.go_forward()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("Mechanism")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Streamlit 1.67's frontend pushes a history entry of the old page without its widget-bound URL "
+    "parameters when the page changes (handlePageInfoChanged pushes before the new page's path is pushed), so "
+    "one Back shows the previous page in its default state; a second Back restores it",
+)
+def test_back_returns_to_the_previous_page_in_the_state_the_reader_left(server, page, ready):
+    _open(page, f"{server}/Nbytes_trap?lang=en&tokens=604", ready)
+    page.locator("[data-testid='stMain']").get_by_text("Next: 3 · Linear growth").click()
+    ready(page)
+    expect(page.locator("h1").first).to_contain_text("Linear growth")
+    page.go_back()
+    ready(page)
+    page.wait_for_timeout(500)
+    assert "tokens=604" in page.url

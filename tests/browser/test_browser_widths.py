@@ -111,8 +111,8 @@ def test_the_calculators_decode_legend_for_several_sequences_is_whole(server, ta
     assert not (problems := legend_problems(tab)), problems
 
 
-SIDEBAR_PICKER_JS = """() => {
-  const input = document.querySelector("[data-testid='stSidebar'] [data-testid='stSelectbox'] input");
+SOURCE_PICKER_JS = """() => {
+  const input = document.querySelector("[data-testid='stMain'] [data-testid='stSelectbox'] input");
   return input ? {text: input.value, scroll: input.scrollWidth, client: input.clientWidth} : null;
 }"""
 
@@ -121,13 +121,18 @@ SIDEBAR_PICKER_JS = """() => {
 @pytest.mark.parametrize(
     "src", ["published-article-a-m5-pro", "published-rapid-mlx-586-m3-ultra-llama-3.1-8b-4bit"]
 )
-def test_the_sidebar_picker_shows_the_whole_run_name(server, tab, lang, src):
+def test_the_source_picker_is_in_the_page_body_and_shows_the_whole_run_name(server, tab, lang, src):
+    """In the body, where a phone shows it (its sidebar is folded away); at a desktop's width, whole."""
     tab.set_viewport_size({"width": DESKTOP, "height": 900})
     tab.goto(f"{server}/{PAGES['decode_slowdown']}?lang={lang}&src={src}")
     wait_ready(tab)
-    shown = tab.evaluate(SIDEBAR_PICKER_JS)
+    shown = tab.evaluate(SOURCE_PICKER_JS)
     assert shown and "·" in shown["text"], shown
     assert shown["scroll"] <= shown["client"], shown  # nothing hidden behind an ellipsis
+    tab.set_viewport_size({"width": PHONE, "height": 900})
+    wait_ready(tab)
+    box = tab.locator("[data-testid='stMain'] [data-testid='stSelectbox']").first
+    assert box.is_visible() and box.bounding_box()["x"] + box.bounding_box()["width"] <= PHONE
 
 
 def load_drawn(tab, url: str, width: int) -> None:

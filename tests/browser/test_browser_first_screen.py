@@ -1,0 +1,74 @@
+"""Each chapter's first screen (1400 x 900, expanders closed, both languages): a whole chart in its first 900 px,
+and no page taller than four screens (3,600 px). At a phone's 390 px: the same content in the same order (the
+claim, the chart, the end-of-chapter links), nothing cut at the right edge."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.server import PAGES, wait_ready
+from kvsite import i18n
+
+DESKTOP, PHONE, SCREEN = 1400, 390, 900
+MOST = 4 * SCREEN  # px: four screens
+
+# Where the page's blocks sit, measured from the top of the main column's content (Streamlit scrolls inside its own
+# container): the first chart's box, the content's height, the order of headings / charts / page links.
+LAYOUT_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const top = main.getBoundingClientRect().top - main.scrollTop;
+  const charts = [...main.querySelectorAll("[data-testid='stVegaLiteChart']")]
+      .filter(c => c.getBoundingClientRect().height > 0)
+      .map(c => { const r = c.getBoundingClientRect(); return {top: r.top - top, bottom: r.bottom - top}; });
+  const order = [...main.querySelectorAll("h1, [data-testid='stVegaLiteChart'], [data-testid='stPageLink']")]
+      .filter(e => e.getBoundingClientRect().height > 0)
+      .map(e => e.matches("h1") ? "h1" : e.matches("[data-testid='stPageLink']") ? "link" : "chart");
+  const wide = [...main.querySelectorAll("[data-testid='stMainBlockContainer'] *")]
+      .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && e.getBoundingClientRect().width > 0
+                   && !e.closest("details:not([open]), [role='tablist']") && !e.matches("input[type='range']")
+                   && !e.closest("[data-testid='stDataFrame'], table, pre, .stCodeBlock, [data-testid='stMarkdownContainer'] div[style*='overflow']"))
+      .map(e => e.tagName + "." + (e.getAttribute("data-testid") || e.className)).slice(0, 5);
+  return {charts, height: main.scrollHeight, order, wide};
+}"""
+
+
+@pytest.fixture(scope="module")
+def tab(browser):
+    context = browser.new_context(
+        viewport={"width": DESKTOP, "height": SCREEN}, device_scale_factor=1
+    )
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def layout(tab, server, name: str, lang: str, width: int) -> dict:
+    tab.set_viewport_size({"width": width, "height": SCREEN})
+    tab.goto(f"{server}/{PAGES[name]}?lang={lang}")
+    wait_ready(tab)
+    tab.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")]
+                 .filter(c => c.getBoundingClientRect().height > 0)
+                 .every(c => c.querySelector('svg.marks g.role-frame'))""",
+        timeout=30_000,
+    )
+    tab.wait_for_timeout(500)  # Vega sizes to its container after drawing
+    return tab.evaluate(LAYOUT_JS)
+
+
+CHAPTERS = [name for name in PAGES if name != "home"]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_each_chapter_shows_a_whole_chart_in_its_first_screen_and_is_at_most_four_screens(
+    server, tab, lang, name
+):
+    desk = layout(tab, server, name, lang, DESKTOP)
+    assert desk["charts"], "no chart drawn"
+    first = desk["charts"][0]
+    assert first["bottom"] <= SCREEN, f"the first chart ends at {first['bottom']:.0f} px"
+    assert desk["height"] <= MOST, f"{desk['height']} px tall"
+    phone = layout(tab, server, name, lang, PHONE)
+    assert phone["order"] == desk["order"], "the phone shows the blocks in another order"
+    assert not phone["wide"], f"cut at the right edge: {phone['wide']}"
