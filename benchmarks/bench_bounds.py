@@ -21,13 +21,13 @@ import json
 import statistics
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
+from harness.inputs import peak_bytes  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
 from kvcore.inputs.presets import load_preset  # noqa: E402
@@ -66,16 +66,7 @@ def timed(call) -> float:
     return time.perf_counter() - start
 
 
-def peak(call) -> int:
-    tracemalloc.start()
-    try:
-        try:
-            call()
-        except KvError:
-            pass
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+peak = peak_bytes
 
 
 def main() -> None:

@@ -37,14 +37,29 @@ PACKAGES = (
 )
 
 
-def add_option(ap, what: str = "its measured table") -> None:
-    """The --markdown PATH option every benchmark that writes a docs table takes."""
+def add_option(ap, what: str = "its measured table", printed: bool = False) -> None:
+    """The --markdown PATH option every benchmark that writes a docs table takes; `printed`: a table computed from
+    the bundled data, printed in markdown by a bare --markdown (markdown_path() gives None then)."""
+    if printed:
+        ap.add_argument(
+            "--markdown",
+            nargs="?",
+            const="-",
+            metavar="PATH",
+            help="the table in markdown: printed, or written into its section of PATH",
+        )
+        return
     ap.add_argument(
         "--markdown",
         metavar="PATH",
         help=f"also write {what}, with its provenance, into its section of this markdown page "
         "(docs/benchmarks.md), between its marker comments",
     )
+
+
+def markdown_path(value: str | None) -> str | None:
+    """--markdown's page, or None when it was not given or given bare (print only)."""
+    return None if value in (None, "-") else value
 
 
 def table(heads: list[str], rows: list[list], right: tuple[int, ...] = ()) -> str:

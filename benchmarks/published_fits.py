@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.doc_tables import Section  # noqa: E402
+from benchmarks.doc_tables import Section, add_option, markdown_path  # noqa: E402
 from kvcore.fits import decode as decode_runs
 from kvcore.recordings import store as recordings  # noqa: E402
 
@@ -111,17 +111,9 @@ def markdown(table: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--markdown",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="the table in markdown: printed, or written into its section of PATH",
-    )
+    add_option(ap, printed=True)
     args = ap.parse_args()
-    section = Section(
-        None if args.markdown in (None, "-") else args.markdown, "published_fits", False
-    )
+    section = Section(markdown_path(args.markdown), "published_fits", False)
     table = rows()
     if args.markdown:
         text = markdown(table)

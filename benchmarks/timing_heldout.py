@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.doc_tables import Section  # noqa: E402
+from benchmarks.doc_tables import Section, markdown_path  # noqa: E402
 from kvcore.fits import shares as timing_fit  # noqa: E402
 
 
@@ -36,9 +36,7 @@ def main() -> None:
         "(docs/methods.md)",
     )
     args = ap.parse_args()
-    section = Section(
-        None if args.markdown in (None, "-") else args.markdown, "timing_heldout", False
-    )
+    section = Section(markdown_path(args.markdown), "timing_heldout", False)
     cal = timing_fit.calibration()
     cols = timing_fit.TABLE_COLUMNS
     doc = [

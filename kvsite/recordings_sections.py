@@ -78,6 +78,6 @@ def compare_default(recs: list[Recording]) -> list[str]:
         for r in recs
         if r.has("decode")
         and run_info.source_class(r) != "other"
-        and run_info.provenance(r)["chip"] not in ("", "not stated")
+        and run_info.badge_fields(r)["chip"] not in ("", "not stated")
     ]
     return mac[:DEFAULT_SERIES]

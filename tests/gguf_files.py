@@ -293,3 +293,20 @@ def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
             if each == name or tensors.get(each) == before and (wrong or each not in asked):
                 tensors[each] = (shape, _tensor_type(shape))
     raise RuntimeError(f"no loadable tensor table for {path.name} after {limit} loads")
+
+
+# One preset per family llama.cpp loads, as the tests that hold kvcore to a real build use them
+# (tests/test_llamacpp_build.py, tests/test_llamacpp_plan.py).
+LLAMACPP_FAMILY_PRESETS = (
+    "llama-3.2-1b",
+    "qwen-7b-chat",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
+    "phi-3-mini-4k",
+    "gemma-2-2b",
+    "gemma-3-27b",
+    "gpt-oss-20b",
+    "deepseek-v3",
+)

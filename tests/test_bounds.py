@@ -10,12 +10,12 @@ import math
 import re
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import gguf_files
 import pytest
 
+from harness.inputs import peak_bytes, preset_config, run_kvcore
 from kvcore import limits
 from kvcore.errors import CODES, KvError, quote
 from kvcore.inputs import gguf as kgguf
@@ -31,8 +31,7 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 MIB = 2**20
 
 
-def config(name: str, **fields) -> dict:
-    return {**json.loads(json.dumps(load_preset(name)["config"])), **fields}
+config = preset_config
 
 
 def refused(call, code: str) -> KvError:
@@ -45,19 +44,6 @@ def refused(call, code: str) -> KvError:
     ja = i18n.error_text("ja", err)
     assert JAPANESE.search(ja) and "⟨" not in ja and len(ja) < 600, ja[:300]
     return err
-
-
-def peak_bytes(call) -> int:
-    """The most memory Python allocated while `call` ran (its result or its KvError)."""
-    tracemalloc.start()
-    try:
-        try:
-            call()
-        except KvError:
-            pass
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # ---------------------------------------------------------------- one home for the limits, one way to quote
@@ -367,14 +353,7 @@ def test_a_tensor_count_past_the_cap_is_refused(tmp_path):
 # ---------------------------------------------------------------- the command line: exit 2, one sentence, JSON
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kvcore", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+cli = run_kvcore
 
 
 def one_line(r, words: str = "") -> str:

@@ -8,21 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.inputs import run_kvcore
 from kvcore.inputs.presets import load_preset, preset_geometry
 from kvcore.memory.formulas import kv_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def kvcore(*args, cwd=ROOT, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "kvcore", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+kvcore = run_kvcore
 
 
 def test_calc_json_has_the_contract_fields():

@@ -7,14 +7,13 @@ q8_0; Gemma-2-2B-it: build 7445, llama-server without -np). The configs are the 
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.inputs import run_kvcore
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import load_preset, preset_geometry
@@ -32,14 +31,7 @@ MIB = 1024 * 1024
 LOG_FORMAT = "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB"
 
 
-def kvcore(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "kvcore", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+kvcore = run_kvcore
 
 
 def geometry(name, runtime="llama.cpp"):

@@ -32,21 +32,7 @@ from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
 from kvcore.views import calculator
 
 # one preset per family, plus the deepest (126 layers) and a 128-wide Gemma 3
-PRESETS = [
-    "llama-3.2-1b",
-    "llama-3.1-405b",
-    "qwen-7b-chat",
-    "qwen2.5-7b",
-    "qwen3-8b",
-    "qwen3-30b-a3b",
-    "qwen3-next-80b-a3b",
-    "phi-3-mini-4k",
-    "gemma-2-2b",
-    "gemma-3-4b",
-    "gemma-3-27b",
-    "gpt-oss-20b",
-    "deepseek-v3",
-]
+PRESETS = [*gguf_files.LLAMACPP_FAMILY_PRESETS, "llama-3.1-405b", "gemma-3-4b"]
 TYPES = [
     "f32",
     "f16",

@@ -27,19 +27,7 @@ from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
 from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
 from kvcore.runtimes.llamacpp_plan import COMPUTE_TOLERANCE, log_mib, plan  # noqa: E402
 
-PRESETS = [  # one per family llama.cpp loads (tests/test_llamacpp_build.py has the same families)
-    "llama-3.2-1b",
-    "qwen-7b-chat",
-    "qwen2.5-7b",
-    "qwen3-8b",
-    "qwen3-30b-a3b",
-    "qwen3-next-80b-a3b",
-    "phi-3-mini-4k",
-    "gemma-2-2b",
-    "gemma-3-27b",
-    "gpt-oss-20b",
-    "deepseek-v3",
-]
+PRESETS = list(gguf_files.LLAMACPP_FAMILY_PRESETS)  # one per family llama.cpp loads
 
 # Each axis covered without the full product (9 contexts a family, 99 in all): context 4,096-131,072,
 # -ub 512/2048, flash attention on/off/auto, 1-4 sequences split and unified, f16/q8_0 caches, --swa-full.

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from app_helpers import PAGES, ROOT, measured_recording, page, texts
 
+from harness.inputs import preset_config
 from kvcore.inputs.presets import load_preset
 from kvcore.recordings import store as recordings
 from kvcore.timing.hardware import chips
@@ -115,7 +116,7 @@ def test_an_odd_number_in_a_link_is_named_in_one_sentence(rec_dir, lang):
 
 
 def config(name: str, **fields) -> str:
-    return json.dumps({**json.loads(json.dumps(load_preset(name)["config"])), **fields})
+    return json.dumps(preset_config(name, **fields))
 
 
 PASTED = {  # what -> (config text, words of the English error, or None: the page answers without one)

@@ -1,0 +1,50 @@
+"""What tests and benchmarks hand the engine: a preset's config with fields changed, the command line run as a
+reader runs it, and the most memory a call allocates.
+
+Example: preset_config("llama-3.2-1b", num_hidden_layers=1024)["num_hidden_layers"] -> 1024
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+from kvcore.errors import KvError
+from kvcore.inputs.presets import load_preset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def preset_config(name: str, **fields) -> dict:
+    """A bundled preset's config.json (a copy) with `fields` set over it."""
+    return {**json.loads(json.dumps(load_preset(name)["config"])), **fields}
+
+
+def run_kvcore(
+    *args: str, cwd: Path = ROOT, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m kvcore ARGS` in a process of its own, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvcore", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def peak_bytes(call) -> int:
+    """The most memory Python allocated while `call` ran (its result or its KvError)."""
+    tracemalloc.start()
+    try:
+        try:
+            call()
+        except KvError:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
