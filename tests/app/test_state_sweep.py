@@ -43,7 +43,7 @@ ALTAIR_MAX_ROWS = 5000  # altair.utils.data.MaxRowsError: the default transforme
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 TRACEBACK = re.compile(r"Traceback|File \"|line \d+, in |\b[A-Z][A-Za-z]*(Error|Exception)\b")
 # Verdicts a page gives in an error box on valid input (the model does not fit): allowed, still checked as sentences.
-VERDICT_KEYS = ("calc.verdict_no", "savings.no_fit")
+VERDICT_KEYS = ("calc.verdict_no", "calc.verdict_plan_no", "savings.no_fit")
 # Odd text for text inputs: empty, blanks, signs, full-width digits, huge, symbols, markup, long, non-numbers.
 ODD_TEXT = [
     "",
