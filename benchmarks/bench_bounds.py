@@ -30,7 +30,7 @@ from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.inputs import peak_bytes  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
-from kvcore.inputs.presets import load_preset  # noqa: E402
+from kvcore.inputs.preset_files import load_preset  # noqa: E402
 from kvcore.memory.allocsim import parse_updates  # noqa: E402
 
 

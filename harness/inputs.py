@@ -13,7 +13,7 @@ import tracemalloc
 from pathlib import Path
 
 from kvcore.errors import KvError
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 

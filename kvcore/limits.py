@@ -12,7 +12,6 @@ MAX_FIELD = (
 MAX_LAYERS = 1024  # decoder layers in a config.json: the largest real models have ~130; the engine loops over layers
 MAX_UPDATES = 4096  # cache updates in a chunking pattern (the Nbytes trap: a demo, not a fuzzer)
 MAX_DIGITS = 40  # digits of one number given as text (a link, a pasted list, a JSON integer): 10^40 is past every limit
-MAX_QUOTE = 60  # characters of a reader's input an error sentence quotes (kvcore.errors.quote)
 MAX_GGUF_TENSORS = (
     1 << 16
 )  # tensor entries in a GGUF header: DeepSeek V3 has ~1,900, per-expert layouts ~14,000

@@ -12,7 +12,7 @@ import pandas as pd
 
 from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.recordings.store import Recording
 from kvcore.timing import hardware
 from kvcore.units import fmt_num

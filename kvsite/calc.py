@@ -19,7 +19,7 @@ from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.presets import preset_geometry
 from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
 from kvcore.timing.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share

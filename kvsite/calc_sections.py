@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from kvcore.limits import MAX_CONTEXT
-from kvcore.memory.formulas import KvSpec, formula_terms
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import formula_terms
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime, runtime_of
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views import calculator, what_if

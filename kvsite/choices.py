@@ -3,7 +3,7 @@ each bound to the URL under the same key on every page (?model=, ?w=)."""
 
 from __future__ import annotations
 
-from kvcore.inputs.presets import preset_names
+from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import WEIGHT_FORMATS
 from kvcore.views.memory import ARTICLE_MODEL
 

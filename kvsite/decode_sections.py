@@ -10,7 +10,8 @@ import pandas as pd
 
 from kvcore.fits import decode as decode_runs
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import weights_bytes
 from kvcore.recordings.provenance import source_class
 from kvcore.recordings.store import Recording
 from kvcore.timing import hardware

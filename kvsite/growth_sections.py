@@ -10,7 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec, crossover_context, formula_terms
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import crossover_context, formula_terms
 from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num
 from kvcore.views import memory as views

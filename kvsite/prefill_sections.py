@@ -14,7 +14,7 @@ import pandas as pd
 
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.recordings.provenance import source_class
 from kvcore.recordings.store import Recording
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME

@@ -6,7 +6,8 @@ Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp1
 
 from __future__ import annotations
 
-from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import FORMATS
 from kvcore.recordings import provenance as run_info
 from kvcore.recordings.published import figures

@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.errors import KvError
 from kvcore.inputs.config import MAX_CONFIG_BYTES
-from kvcore.inputs.presets import preset_names
+from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.timing.hardware import efficiency_range

@@ -226,7 +226,7 @@ def write(
 
 def preset_file(tmp_path: Path, preset: str, tensors=None) -> Path:
     """The tiny GGUF of a bundled preset, in tmp_path."""
-    from kvcore.inputs.presets import load_preset
+    from kvcore.inputs.preset_files import load_preset
 
     arch, keys = metadata(load_preset(preset)["config"])
     return write(tmp_path / f"{preset}.gguf", arch, keys, tensors or basic_tensors(arch, keys))

@@ -20,7 +20,7 @@ from kvcore import limits
 from kvcore.errors import CODES, KvError, quote
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 from kvcore.memory import allocsim
 from kvcore.views.calculator import calculate
 from kvcore.views.savings import format_groups, format_table

@@ -3,9 +3,11 @@
 import pytest
 
 from kvcore.inputs.config import parse_config
-from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
 from kvcore.limits import MAX_CONTEXT
-from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.recordings.store import load_all
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.inputs import run_kvcore
-from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formulas import kv_bytes
 
 ROOT = Path(__file__).resolve().parents[1]

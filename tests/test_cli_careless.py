@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 from kvcore.recordings import store as recordings
 from kvcore.recordings.store import RecordingError
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, parse_json_text
-from kvcore.inputs.presets import load_preset, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.views.calculator import calculate
 from kvsite import i18n
 

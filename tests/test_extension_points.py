@@ -19,12 +19,12 @@ from streamlit.testing.v1 import AppTest
 
 from kvcore.cli import main as cli
 from kvcore.errors import KvError
-from kvcore.inputs import presets
+from kvcore.inputs import preset_files, presets
 from kvcore.inputs.config import parse_config
 from kvcore.measure import models as live_models
 from kvcore.memory import formats
-from kvcore.memory.formats import CacheFormat
-from kvcore.memory.formulas import KvSpec, kv_bytes
+from kvcore.memory.formats import CacheFormat, KvSpec
+from kvcore.memory.formulas import kv_bytes
 from kvcore.model import families
 from kvcore.runtimes import registry as runtimes
 from kvcore.runtimes.base import Runtime, Setting
@@ -462,7 +462,7 @@ def test_a_misspelt_preset_is_named_not_reported_as_no_model():
 def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_refused(
     monkeypatch,
 ):
-    config = dict(presets.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    config = dict(preset_files.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     with pytest.raises(KvError, match="throwaway_llama"):
         parse_config(config)
     monkeypatch.setitem(
@@ -486,7 +486,7 @@ def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_
     ],
 )
 def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatch, change, named):
-    config = dict(presets.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
+    config = dict(preset_files.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     monkeypatch.setitem(
         families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change)
     )
@@ -516,7 +516,7 @@ def test_every_runtime_reads_a_window_key_of_the_family_table():
 
 def test_a_shared_expert_is_its_own_field_not_the_gated_query():
     """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
-    config = presets.load_preset("qwen3-next-80b-a3b")["config"]
+    config = preset_files.load_preset("qwen3-next-80b-a3b")["config"]
     real = parse_config(config)
     h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
     moe_layers = config["num_hidden_layers"]
@@ -661,3 +661,17 @@ def test_a_runtime_setting_without_its_texts_is_one_sentence_on_the_page(monkeyp
         shown = " ".join(e.value for e in at.error)
         assert not at.exception and "calc.block_size" in shown and "⟨" not in shown
         assert ("設定" in shown) == (lang == "ja")
+
+
+def test_a_short_label_too_long_for_a_phones_legend_is_refused_not_cut():
+    """A run's short_label is what a phone's legend shows whole: one longer than 35 characters is refused in one
+    sentence naming the limit (it was cut with an ellipsis, unsaid)."""
+    import yaml
+
+    from kvcore.recordings.store import Recording, RecordingError, validate
+
+    data = yaml.safe_load(_cited(_set("hardware", "chip", "M3 Max (40-core GPU)")))
+    validate(dict(data, short_label="M3 Max · Llama-3.3-70B · mlx-lm"))  # 31: taken
+    with pytest.raises(RecordingError, match="short_label must be at most 35 characters, not 44"):
+        validate(dict(data, short_label="x" * 44))
+    assert Recording  # the store's own type, as every bundled file loads into

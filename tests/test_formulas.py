@@ -3,10 +3,11 @@
 import pytest
 
 from kvcore.inputs.config import parse_config
-from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.allocsim import nbytes, simulate
+from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import (
-    KvSpec,
     bytes_per_token,
     kv_bytes,
     kv_bytes_per_token,

@@ -17,7 +17,8 @@ from kvcore.cli.main import main
 from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.gguf_header import read_header
-from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
+from kvcore.inputs.presets import preset_geometry
 from kvcore.measure import real_model
 from kvcore.memory.formats import FORMATS, llamacpp_types
 from kvcore.memory.ggml_blocks import GGML_BLOCKS

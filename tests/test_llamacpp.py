@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from harness.inputs import run_kvcore
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
-from kvcore.inputs.presets import load_preset, preset_geometry
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
 from kvcore.limits import MAX_CONTEXT
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.model.families import FAMILIES
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import RUNTIMES
@@ -469,7 +470,7 @@ def test_llama_cpp_suggests_only_types_it_can_store():
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
-    from kvcore.inputs.presets import preset_names
+    from kvcore.inputs.preset_files import preset_names
 
     fmt = "q8_0" if "q8_0" in calculator.runtime_formats(runtime) else "fp16"  # mlx_lm: no q8_0
     spec = KvSpec(fmt, fmt)

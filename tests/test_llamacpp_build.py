@@ -25,9 +25,9 @@ import gguf_files  # noqa: E402
 
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs import gguf
-from kvcore.inputs.presets import load_preset  # noqa: E402
+from kvcore.inputs.preset_files import load_preset  # noqa: E402
 from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
-from kvcore.memory.formulas import KvSpec  # noqa: E402
+from kvcore.memory.formats import KvSpec  # noqa: E402
 from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
 from kvcore.views import calculator
 

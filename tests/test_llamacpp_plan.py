@@ -22,7 +22,8 @@ import gguf_files  # noqa: E402
 
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs import gguf
-from kvcore.inputs.presets import load_preset, preset_geometry  # noqa: E402
+from kvcore.inputs.preset_files import load_preset  # noqa: E402
+from kvcore.inputs.presets import preset_geometry  # noqa: E402
 from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
 from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
 from kvcore.runtimes.llamacpp_plan import COMPUTE_TOLERANCE, log_mib, plan  # noqa: E402

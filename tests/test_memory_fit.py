@@ -10,7 +10,8 @@ import pytest
 
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import weights_bytes
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import get_runtime
 from kvcore.timing.hardware import mac_gpu_share

@@ -29,10 +29,11 @@ from mlx_lm.models.cache import (  # noqa: E402
 from mlx_lm.utils import _get_classes, quantize_model  # noqa: E402
 
 from kvcore.inputs.config import parse_config  # noqa: E402
-from kvcore.inputs.presets import load_preset, preset_geometry, preset_names  # noqa: E402
+from kvcore.inputs.preset_files import load_preset, preset_names  # noqa: E402
+from kvcore.inputs.presets import preset_geometry  # noqa: E402
 from kvcore.memory import allocsim  # noqa: E402
-from kvcore.memory.formats import get_format  # noqa: E402
-from kvcore.memory.formulas import KvSpec, layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
+from kvcore.memory.formats import KvSpec, get_format  # noqa: E402
+from kvcore.memory.formulas import layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
 from kvcore.model.families import FAMILIES, family_for  # noqa: E402
 
 pytestmark = pytest.mark.mlx

@@ -9,7 +9,8 @@ import pytest
 
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec, kv_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import kv_bytes
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 

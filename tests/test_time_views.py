@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import weights_bytes
 from kvcore.recordings import store as recordings
 from kvcore.timing import estimate as timing
 from kvcore.timing.hardware import get_chip

@@ -5,7 +5,8 @@ import pytest
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
 from kvcore.inputs.source import resolve_model
-from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.timing import estimate as timing
 from kvcore.timing.hardware import chips, get_chip

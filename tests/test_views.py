@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
+from kvcore.inputs.presets import preset_geometry
 from kvcore.memory import allocsim
-from kvcore.memory.formulas import KvSpec, formula_terms, kv_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import formula_terms, kv_bytes
 from kvcore.recordings.store import load
 from kvcore.timing import hardware
 from kvcore.views import chart_parts, what_if

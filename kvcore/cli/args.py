@@ -10,8 +10,8 @@ import argparse
 import difflib
 import re
 
-from kvcore.errors import KvError, quote
-from kvcore.limits import MAX_DIGITS, MAX_QUOTE
+from kvcore.errors import MAX_QUOTE, KvError, quote
+from kvcore.limits import MAX_DIGITS
 
 
 class Parser(argparse.ArgumentParser):

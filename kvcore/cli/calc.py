@@ -10,7 +10,7 @@ from kvcore.errors import KvError
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.source import resolve_model
 from kvcore.limits import MAX_CONTEXT
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 from kvcore.timing import estimate as timing
 from kvcore.timing import hardware

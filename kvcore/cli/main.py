@@ -13,7 +13,7 @@ from kvcore.cli import calc as calc_command
 from kvcore.cli.args import Parser, whole_number
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
-from kvcore.inputs.presets import load_preset, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory.formats import FORMATS
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.allocsim import nbytes, simulate
-from kvcore.memory.formulas import KvSpec, bytes_per_token, kv_bytes, kv_bytes_per_token
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import bytes_per_token, kv_bytes, kv_bytes_per_token
 from kvcore.model.geometry import Layer
 from kvcore.timing.decode_model import slowdown
 from kvcore.units import GIB, KIB, MIB

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import ACTIVATION_DTYPES, FILE_WEIGHTS, KvSpec, kv_bytes, weights_bytes
+from kvcore.memory.formats import ACTIVATION_DTYPES, KvSpec
+from kvcore.memory.formulas import FILE_WEIGHTS, kv_bytes, weights_bytes
 from kvcore.model.geometry import FileWeights, Geometry
 from kvcore.recordings.provenance import badge_fields, runtime_label, source_class
 from kvcore.recordings.store import Recording, model_format

@@ -25,7 +25,7 @@ import yaml
 
 from kvcore.fits import decode as decode_runs
 from kvcore.inputs.config import parse_config
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.recordings import store as recordings
 from kvcore.runtimes.registry import engine_runtime

@@ -24,7 +24,9 @@ from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
 from kvcore.limits import MAX_FIELD
 from kvcore.model.geometry import FileWeights, Geometry, Layer, Params
 from kvcore.model.layers import check_kv_heads, window_note
-from kvcore.runtimes.registry import gguf_runtime
+from kvcore.runtimes.llamacpp import (
+    LLAMA_CPP,  # a GGUF file is llama.cpp's model format, read by its rules
+)
 
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h
 
@@ -361,7 +363,7 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     return Geometry(
         name=name,
         model_type=spec.family,
-        runtime=gguf_runtime().name,
+        runtime=LLAMA_CPP.name,
         layers=tuple(layers),
         hidden_size=meta.int("{arch}.embedding_length"),
         num_attention_heads=meta.per_layer(

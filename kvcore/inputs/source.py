@@ -12,7 +12,7 @@ from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, read_config_file
 from kvcore.inputs.gguf import geometry as gguf_geometry
 from kvcore.inputs.gguf import is_gguf_name
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.runtimes.registry import get_runtime, gguf_runtime

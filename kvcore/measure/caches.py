@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from kvcore.errors import KvError
 from kvcore.measure import machine
-from kvcore.memory.formats import mlx_cache
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec, mlx_cache
 from kvcore.model.geometry import Geometry
 
 if TYPE_CHECKING:

@@ -152,7 +152,7 @@ class Context:
 def predicted(geometry, kv_format: str, n_ctx: int, n_batch: int) -> dict:
     """kvcore's llama.cpp rules for this file and a context like Context's: the cache lines and
     bytes per token."""
-    from kvcore.memory.formulas import KvSpec
+    from kvcore.memory.formats import KvSpec
     from kvcore.runtimes import llamacpp_cache as llamacpp
     from kvcore.runtimes.registry import runtime_of
 
@@ -224,7 +224,8 @@ def weights_types(geometry) -> str:
 def preset_of(geometry) -> dict:
     """{"preset": name, "preset_note": ...} for the bundled preset whose llama.cpp layers, heads and
     vocabulary are the file's (so the decode fit has the model's geometry), or {} when none is."""
-    from kvcore.inputs.presets import preset_geometry, preset_names
+    from kvcore.inputs.preset_files import preset_names
+    from kvcore.inputs.presets import preset_geometry
 
     for name in preset_names():
         p = preset_geometry(name, geometry.runtime)

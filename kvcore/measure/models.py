@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, read_config_file
-from kvcore.inputs.presets import load_preset, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.measure import machine
 from kvcore.measure.caches import GROUP_SIZE, mx_dtype
 from kvcore.measure.live_model import LiveModel

@@ -15,8 +15,8 @@ from kvcore.inputs.config import parse_config
 from kvcore.measure.caches import ROTATING_MAX, guard, kv_spec, random_kv, used_bytes
 from kvcore.measure.models import resolve_config
 from kvcore.measure.progress import Progress, StopCheck, Ticker
-from kvcore.memory.formats import mlx_cache
-from kvcore.memory.formulas import KvSpec, bytes_per_token, kv_bytes, prefill_chunks
+from kvcore.memory.formats import KvSpec, mlx_cache
+from kvcore.memory.formulas import bytes_per_token, kv_bytes, prefill_chunks
 from kvcore.model.geometry import Geometry
 from kvcore.units import MIB
 

@@ -223,7 +223,7 @@ def build(mode: str, dtype_name: str) -> dict:
     import mlx.nn as nn
     from mlx_lm.models import llama
 
-    from kvcore.inputs.presets import load_preset
+    from kvcore.inputs.preset_files import load_preset
 
     path = require()
     check_geometry(path)

@@ -314,3 +314,31 @@ def mlx_cache(name: str) -> tuple[str, int | None]:
         known = mlx_cache_formats()
         raise KvError(f"Unknown KV format {name!r}; valid here: {', '.join(known)}.")
     return fmt.mlx_cache, fmt.bits if fmt.kind == "mlx" else None
+
+
+ACTIVATION_DTYPES = (
+    "fp16",
+    "bf16",
+    "fp32",
+)  # what mlx_lm keeps activations (and so cache scales) in
+
+
+@dataclass(frozen=True)
+class KvSpec:
+    """How the cache is stored: K and V formats, mlx group size, activation dtype."""
+
+    k_format: str = "fp16"
+    v_format: str = "fp16"
+    group_size: int = 64  # mlx quantized cache
+    activation_dtype: str = "fp16"  # dtype of mlx scales/biases and of linear-attention conv state
+
+    def __post_init__(self):
+        # llama.cpp spellings (f16, f32) become the format's one name
+        object.__setattr__(self, "k_format", get_format(self.k_format).name)
+        object.__setattr__(self, "v_format", get_format(self.v_format).name)
+        if self.group_size not in (32, 64, 128):
+            raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
+        if self.activation_dtype not in ACTIVATION_DTYPES:
+            raise KvError(
+                f"activation dtype must be fp16, bf16 or fp32, not {quote(self.activation_dtype)}."
+            )

@@ -8,48 +8,19 @@ Example: Llama-3.2-1B fp16 -> 16 x 8 x (128 + 128) = 32,768 bytes per token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcore.errors import KvError, quote
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory import weight_formats as gguf_weights
 from kvcore.memory.allocsim import simulate, trace
-from kvcore.memory.formats import DTYPE_BYTES, get_format
+from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.weight_formats import GGUF_FORMATS
 
 if TYPE_CHECKING:  # the geometry's types only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
     from kvcore.model.geometry import Geometry, Layer
 
 PREFILL_STEP = 2048  # mlx_lm generate_step's default prefill_step_size
-
-
-ACTIVATION_DTYPES = (
-    "fp16",
-    "bf16",
-    "fp32",
-)  # what mlx_lm keeps activations (and so cache scales) in
-
-
-@dataclass(frozen=True)
-class KvSpec:
-    """How the cache is stored: K and V formats, mlx group size, activation dtype."""
-
-    k_format: str = "fp16"
-    v_format: str = "fp16"
-    group_size: int = 64  # mlx quantized cache
-    activation_dtype: str = "fp16"  # dtype of mlx scales/biases and of linear-attention conv state
-
-    def __post_init__(self):
-        # llama.cpp spellings (f16, f32) become the format's one name
-        object.__setattr__(self, "k_format", get_format(self.k_format).name)
-        object.__setattr__(self, "v_format", get_format(self.v_format).name)
-        if self.group_size not in (32, 64, 128):
-            raise KvError(f"mlx group size must be 32, 64 or 128, not {self.group_size}.")
-        if self.activation_dtype not in ACTIVATION_DTYPES:
-            raise KvError(
-                f"activation dtype must be fp16, bf16 or fp32, not {quote(self.activation_dtype)}."
-            )
 
 
 def check_context(context: int, sequences: int = 1) -> None:

@@ -26,7 +26,7 @@ class Family:
 
     Each field answers one question the layer and parameter rules ask; a new family is one
     entry in FAMILIES (and its test), never a new branch. `windows` maps each runtime's `windows`
-    key (kvcore.runtimes.registry) to the window rules it applies (kvcore.model.geometry.WINDOW_RULES, listed
+    key (kvcore.runtimes.registry) to the window rules it applies (kvcore.model.layers.WINDOW_RULES, listed
     under this class); a runtime not listed applies `none`. An unknown attention kind, window
     rule or layout code is refused with its name when a config of the family is read.
     """
@@ -72,7 +72,7 @@ def check_window_keys(family: Family) -> None:
             )
 
 
-# Window rules, by name (kvcore.model.geometry.WINDOW_RULES applies them; an unknown one is refused, naming it):
+# Window rules, by name (kvcore.model.layers.WINDOW_RULES applies them; an unknown one is refused, naming it):
 #   none:            every layer full
 #   layer_types:     the config's layer_types list when present, else the next rule named after "|"
 #   pattern:         every sliding_window_pattern-th layer full (Gemma 3)

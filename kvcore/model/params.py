@@ -6,12 +6,14 @@ Example: preset_geometry("llama-3.2-1b").params.total -> 1,235,814,400.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from kvcore.errors import KvError
-from kvcore.model.config import Cfg
 from kvcore.model.families import Family
 from kvcore.model.geometry import Layer, Params
+
+if TYPE_CHECKING:  # the config's reader is handed in; counting needs only its reads
+    from kvcore.model.config import Cfg
 
 
 def _mlp(h: int, inter: int) -> Params:

@@ -14,9 +14,10 @@ from urllib.parse import urlsplit
 
 from kvcore.errors import KvError
 from kvcore.memory.formats import FORMATS, get_format
-from kvcore.memory.formulas import ACTIVATION_DTYPES, ALL_WEIGHT_FORMATS
+from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
+from kvcore.memory.formats import ACTIVATION_DTYPES
 from kvcore.inputs.config import parse_config
-from kvcore.inputs.presets import preset_names
+from kvcore.inputs.preset_files import preset_names
 from kvcore.timing.hardware import chips, find_chip, variants
 from kvcore.recordings.schema import CHIP_NOT_STATED, CITATION_TEXT, CITED, CITED_SERIES, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, PUBLIC_HOSTS, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
 from kvcore.errors import quote
@@ -142,6 +143,9 @@ def _formats(model: dict, label: str) -> None:
                 model_format(model, key)
             except KvError as e:
                 fail(label, "rec_format", str(e), **e.params)
+
+
+MAX_SHORT_LABEL = 35  # characters of a run's short name: a phone's legend holds it whole
 
 
 def _published_extras(data: dict, label: str) -> None:
@@ -325,6 +329,14 @@ def validate(data, label: str = "recording") -> dict:
     for key in ("label", "short_label"):
         if key in data:
             _text(data, key, label)
+    if len(data.get("short_label", "")) > MAX_SHORT_LABEL:  # a phone's legend: never cut without a word
+        fail(
+            label,
+            "rec_short_label",
+            f"short_label must be at most {MAX_SHORT_LABEL} characters, not {len(data['short_label'])}",
+            limit=MAX_SHORT_LABEL,
+            n=len(data["short_label"]),
+        )
     if kind == "published":
         _published_extras(data, label)
     else:

@@ -18,7 +18,7 @@ from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
 
 if TYPE_CHECKING:
-    from kvcore.memory.formulas import KvSpec
+    from kvcore.memory.formats import KvSpec
     from kvcore.model.geometry import Geometry
 
 

@@ -226,3 +226,6 @@ class LlamaCppRuntime(Runtime):
             lines.append("what llama.cpp will print:")
             lines += [f"  {line}" for line in plan["log_lines"]]
         return lines
+
+
+LLAMA_CPP = LlamaCppRuntime()  # the one llama.cpp runtime (kvcore.runtimes.registry names it)

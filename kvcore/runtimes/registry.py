@@ -12,7 +12,7 @@ from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
 from kvcore.model.families import FAMILIES
 from kvcore.runtimes.base import Runtime
-from kvcore.runtimes.llamacpp import LlamaCppRuntime
+from kvcore.runtimes.llamacpp import LLAMA_CPP
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.reference import REFERENCE
 
@@ -51,7 +51,7 @@ def checked(runtimes: tuple[Runtime, ...]) -> dict[str, Runtime]:
     return found
 
 
-RUNTIMES: dict[str, Runtime] = checked((MLX_LM, LlamaCppRuntime(), REFERENCE))
+RUNTIMES: dict[str, Runtime] = checked((MLX_LM, LLAMA_CPP, REFERENCE))
 DEFAULT = "mlx_lm"
 
 

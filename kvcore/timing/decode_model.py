@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcore.errors import KvError
-from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.timing.hardware import slowest_memory
 

@@ -26,7 +26,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from kvcore.errors import KvError
-from kvcore.memory.formulas import KvSpec, kv_bytes, tokens_held, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import kv_bytes, tokens_held, weights_bytes
 from kvcore.model.geometry import Geometry, Layer
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import runtime_of

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError
 from kvcore.limits import MAX_BYTES, MAX_CONTEXT
-from kvcore.memory.formulas import KvSpec, check_context, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import check_context, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, runtime_of
 

@@ -14,8 +14,8 @@ from kvcore.errors import KvError
 from kvcore.fits.decode import worked_check
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory import allocsim
+from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import (
-    KvSpec,
     allocated_bytes,
     bytes_per_token,
     crossover_context,

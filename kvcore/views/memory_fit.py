@@ -157,7 +157,7 @@ def kv_types_that_fit(
     runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit
 ) -> list[str]:
     """The runtime's KV types (K = V) whose plan fits, from the largest plan to the smallest."""
-    from kvcore.memory.formulas import KvSpec
+    from kvcore.memory.formats import KvSpec
 
     fits = []
     for name in runtime.kv_formats:

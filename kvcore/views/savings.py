@@ -14,8 +14,8 @@ import pandas as pd
 
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formats import FORMATS, get_format, padding_formats
-from kvcore.memory.formulas import KvSpec, kv_bytes, kv_bytes_per_token, weights_bytes
+from kvcore.memory.formats import FORMATS, KvSpec, get_format, padding_formats
+from kvcore.memory.formulas import kv_bytes, kv_bytes_per_token, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from kvcore.fits.decode import chip_for, geometry_for
-from kvcore.memory.formulas import KvSpec, weights_bytes
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.recordings.store import Recording
 from kvcore.timing import estimate as timing

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError
 from kvcore.fits.decode import chip_for, fit_run
-from kvcore.memory.formats import COMPARED
-from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
+from kvcore.memory.formats import COMPARED, KvSpec
+from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.timing.hardware import Chip, gpu_memory_limit_gb
 from kvcore.units import GIB

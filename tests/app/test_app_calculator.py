@@ -11,10 +11,11 @@ import pytest
 from app_helpers import ROOT, charts, page, texts
 
 from kvcore.errors import KvError
-from kvcore.inputs.presets import load_preset, preset_geometry
-from kvcore.memory.formats import mlx_cache_formats
-from kvcore.memory.formulas import KvSpec, kv_bytes, weights_bytes
-from kvcore.runtimes.registry import get_runtime
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formats import KvSpec, mlx_cache_formats
+from kvcore.memory.formulas import kv_bytes, weights_bytes
+from kvcore.runtimes.registry import RUNTIMES, get_runtime
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views import calculator as calc
 from kvcore.views import what_if
@@ -438,7 +439,7 @@ def test_the_same_model_under_each_runtime_says_why_they_differ(rec_dir, lang):
         if m.value.startswith("| " + i18n.translate(lang, "calc.runtime") + " |")
     )
     rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines()[2:]}
-    assert set(rows) == {"mlx_lm", "llama.cpp", "reference"}
+    assert set(rows) == set(RUNTIMES)  # every runtime the registry names
     assert "10,240" in rows["llama.cpp"]  # 10,000 cells padded to 256
     assert "4,096" in rows["reference"]  # the config's own window, which mlx_lm ignores
     assert not at.exception

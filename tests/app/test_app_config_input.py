@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from app_helpers import ROOT, page
 
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 
 CALC = "pages/7_Calculator.py"
 GOOD = json.dumps(load_preset("llama-3.2-1b")["config"])

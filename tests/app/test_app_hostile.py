@@ -13,7 +13,7 @@ import yaml
 from app_helpers import PAGES, ROOT, measured_recording, page, texts
 
 from harness.inputs import preset_config
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 from kvcore.recordings import store as recordings
 from kvcore.timing.hardware import chips
 from kvsite import i18n

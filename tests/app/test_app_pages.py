@@ -22,7 +22,7 @@ from app_helpers import (
     texts,
 )
 
-from kvcore.inputs.presets import preset_names
+from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formats import FORMATS
 from kvcore.memory.formulas import WEIGHT_FORMATS
 from kvcore.runtimes.registry import RUNTIMES

@@ -11,7 +11,7 @@ from app_helpers import charts, page, texts
 
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.presets import preset_geometry
-from kvcore.memory.formulas import KvSpec
+from kvcore.memory.formats import KvSpec
 from kvcore.timing import hardware
 from kvcore.units import fmt_num
 from kvcore.views import speed as time_views

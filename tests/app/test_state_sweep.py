@@ -35,7 +35,8 @@ from streamlit.testing.v1 import AppTest
 
 import kvsite.frame
 from kvcore.errors import KvError
-from kvcore.inputs.presets import load_preset, preset_geometry, preset_names
+from kvcore.inputs.preset_files import load_preset, preset_names
+from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import FORMATS
 from kvsite import i18n
 

@@ -84,7 +84,7 @@ EXTRA = (
 @lru_cache(maxsize=1)
 def proper_nouns() -> tuple[str, ...]:
     """Chip, model and runtime names the engine knows, plus EXTRA; longest first (so a long name goes whole)."""
-    from kvcore.inputs.presets import preset_names
+    from kvcore.inputs.preset_files import preset_names
     from kvcore.recordings import store as recordings
     from kvcore.runtimes.registry import RUNTIMES
     from kvcore.timing import hardware

@@ -7,7 +7,7 @@ import json
 from playwright.sync_api import expect
 
 from harness.server import pick, streamlit_server
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 
 
 def _open(page, url, ready):

@@ -7,7 +7,7 @@ import json
 
 from playwright.sync_api import expect
 
-from kvcore.inputs.presets import load_preset
+from kvcore.inputs.preset_files import load_preset
 
 
 def _upload(page, ready, name: str, data: bytes):
