@@ -32,6 +32,7 @@ from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
 from kvcore.inputs.preset_files import load_preset  # noqa: E402
 from kvcore.memory.allocsim import parse_updates  # noqa: E402
+from kvcore.runtimes.mlx_lm import MLX_LM  # noqa: E402
 
 
 def _config_text(mlp_only: int) -> str:
@@ -42,7 +43,7 @@ def _config_text(mlp_only: int) -> str:
 
 
 def _pasted(text: str):
-    return lambda: parse_config(parse_json_text(text))
+    return lambda: parse_config(parse_json_text(text), "config.json", MLX_LM)
 
 
 PAIRS = {

@@ -16,7 +16,8 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from kvcore.errors import quote
 from kvcore.limits import MAX_DIGITS
 from kvcore.recordings import store as recordings
-from kvcore.recordings.store import Recording, is_apple_silicon
+from kvcore.recordings.provenance import is_apple_silicon
+from kvcore.recordings.store import Recording
 
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug

@@ -22,6 +22,7 @@ from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.preset_files import load_preset
 from kvcore.memory import allocsim
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.views.calculator import calculate
 from kvcore.views.savings import format_groups, format_table
 from kvsite import i18n
@@ -148,20 +149,26 @@ def test_an_integer_of_4301_digits_anywhere_is_one_sentence(where):
 )
 def test_q_lora_rank_is_bounded(value, code):
     """1e308 gave 'inf GiB' and Infinity in --json; a negative rank a negative byte count."""
-    err = refused(lambda: parse_config(config("deepseek-v3", q_lora_rank=value)), code)
+    err = refused(
+        lambda: parse_config(config("deepseek-v3", q_lora_rank=value), "config.json", MLX_LM), code
+    )
     assert "q_lora_rank" in str(err)
 
 
 def test_kv_lora_rank_and_dimensions_are_bounded():
     for field in ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
         err = refused(
-            lambda: parse_config(config("deepseek-v3", **{field: 10**10})), "config_range"
+            lambda: parse_config(config("deepseek-v3", **{field: 10**10}), "config.json", MLX_LM),
+            "config_range",
         )
         assert field in str(err) and "1,000,000,000" in str(err)
 
 
 def test_a_null_q_lora_rank_is_no_q_lora():
-    assert parse_config(config("deepseek-v3", q_lora_rank=None)).params.total > 0
+    assert (
+        parse_config(config("deepseek-v3", q_lora_rank=None), "config.json", MLX_LM).params.total
+        > 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -175,7 +182,7 @@ def test_a_null_q_lora_rank_is_no_q_lora():
     ],
 )
 def test_self_contradicting_config_fields_are_refused(fields, code):
-    refused(lambda: parse_config(config("qwen3-8b", **fields)), code)
+    refused(lambda: parse_config(config("qwen3-8b", **fields), "config.json", MLX_LM), code)
 
 
 def test_a_layer_types_list_of_the_wrong_type_is_refused():
@@ -183,31 +190,40 @@ def test_a_layer_types_list_of_the_wrong_type_is_refused():
     for value in ([{"a": 1}] * n, [1] * n, "sliding_attention", ["sliding_attention"] * (n + 1)):
         cfg = config("gemma-3-4b")
         cfg["text_config"] = {**cfg["text_config"], "layer_types": value}
-        refused(lambda: parse_config(cfg), "config_layer_types")
+        refused(lambda: parse_config(cfg, "config.json", MLX_LM), "config_layer_types")
 
 
 def test_mlp_only_layers_is_read_once_and_bounded():
     """A qwen3_moe config of 1,024 layers and a 330,000-entry mlp_only_layers list cost 6-8 s (the list scanned
     once per layer): a list longer than the layers is refused from its length, a real one read once as a set."""
     big = config("qwen3-30b-a3b", num_hidden_layers=1024, mlp_only_layers=[0] * 330_000)
-    err = refused(lambda: parse_config(big), "config_list")
+    err = refused(lambda: parse_config(big, "config.json", MLX_LM), "config_list")
     assert "mlp_only_layers" in str(err) and "1,024" in str(err) and len(str(err)) < 300
     plain = config("qwen3-30b-a3b", num_hidden_layers=1024)
     listed = config(
         "qwen3-30b-a3b", num_hidden_layers=1024, mlp_only_layers=list(range(0, 1024, 2))
     )
     assert (
-        parse_config(listed).params.total < parse_config(plain).params.total
+        parse_config(listed, "config.json", MLX_LM).params.total
+        < parse_config(plain, "config.json", MLX_LM).params.total
     )  # half the layers dense
-    base = peak_bytes(lambda: parse_config(plain))
-    assert peak_bytes(lambda: parse_config(big)) < base + 4 * MIB
+    base = peak_bytes(lambda: parse_config(plain, "config.json", MLX_LM))
+    assert peak_bytes(lambda: parse_config(big, "config.json", MLX_LM)) < base + 4 * MIB
     for bad in ("0,1", [1.5], [-1], [True], [{"a": 1}]):
-        refused(lambda: parse_config(config("qwen3-30b-a3b", mlp_only_layers=bad)), "config_list")
+        refused(
+            lambda: parse_config(
+                config("qwen3-30b-a3b", mlp_only_layers=bad), "config.json", MLX_LM
+            ),
+            "config_list",
+        )
 
 
 def test_a_huge_model_type_is_quoted_by_its_prefix():
     err = refused(
-        lambda: parse_config(config("llama-3.2-1b", model_type="q" * 990_000)), "model_unknown"
+        lambda: parse_config(
+            config("llama-3.2-1b", model_type="q" * 990_000), "config.json", MLX_LM
+        ),
+        "model_unknown",
     )
     assert "q" * 40 in str(err) and "q" * 100 not in str(err)
 
@@ -224,15 +240,15 @@ def test_sums_past_any_machine_are_refused_not_overflowed():
         num_key_value_heads=1,
         head_dim=10**9,
     )
-    g = parse_config(huge)
+    g = parse_config(huge, "config.json", MLX_LM)
     refused(lambda: calculate(g, 1000, 1), "total_range")
-    big = parse_config(config("llama-3.1-405b"))
+    big = parse_config(config("llama-3.1-405b"), "config.json", MLX_LM)
     refused(lambda: calculate(big, limits.MAX_CONTEXT, limits.MAX_SEQUENCES), "total_range")
 
 
 def test_every_reported_sum_is_finite_and_non_negative_and_json():
     for name in ("deepseek-v3", "llama-3.2-1b", "gemma-3-4b", "qwen3-next-80b-a3b"):
-        r = calculate(parse_config(config(name)), limits.MAX_CONTEXT, 1)
+        r = calculate(parse_config(config(name), "config.json", MLX_LM), limits.MAX_CONTEXT, 1)
         json.dumps(r, allow_nan=False)
         for key, value in r.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -242,7 +258,7 @@ def test_every_reported_sum_is_finite_and_non_negative_and_json():
 def test_a_model_without_attention_layers_is_sized_by_its_state():
     """A 3-layer qwen3_next has only linear (recurrent) layers: its cache is its fixed state, every KV format costs
     the same 0 B per token, and nothing divides by zero (kvcore.views.savings)."""
-    g = parse_config(config("qwen3-next-80b-a3b", num_hidden_layers=3))
+    g = parse_config(config("qwen3-next-80b-a3b", num_hidden_layers=3), "config.json", MLX_LM)
     assert {layer.kind for layer in g.layers} == {"linear"}
     r = calculate(g, 1000, 1)
     assert r["kv_bytes_per_token"] == 0 and r["kv_bytes"] > 0
@@ -277,7 +293,9 @@ def test_gguf_kv_heads_that_contradict_the_heads_are_refused(tmp_path, kv):
 def test_config_and_gguf_refuse_kv_heads_by_the_same_check(tmp_path):
     from_config = refused(
         lambda: parse_config(
-            config("qwen3-8b", num_attention_heads=4, num_key_value_heads=64, head_dim=128)
+            config("qwen3-8b", num_attention_heads=4, num_key_value_heads=64, head_dim=128),
+            "config.json",
+            MLX_LM,
         ),
         "kv_heads",
     )

@@ -9,6 +9,7 @@ from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.recordings.store import load_all
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip
 from kvcore.views.calculator import FIT_SHARE, formats_that_fit, max_context, max_sequences, verdict
@@ -196,7 +197,7 @@ def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
         for k, v in load_preset("llama-3.2-1b")["config"].items()
         if k != "max_position_embeddings"
     }
-    g = parse_config(config, "no-limit")
+    g = parse_config(config, "no-limit", MLX_LM)
     assert g.max_position_embeddings is None
     assert calculate(g, MAX_CONTEXT)["beyond_max_position"] is False
 

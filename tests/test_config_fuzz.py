@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.preset_files import load_preset, preset_names
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.views.calculator import calculate
 from kvsite import i18n
 
@@ -38,7 +39,7 @@ def _said_in_japanese(e: KvError) -> None:
 
 def _check(config):
     try:
-        g = parse_config(config)
+        g = parse_config(config, "config.json", MLX_LM)
     except KvError as e:
         _said_in_japanese(e)
         return
@@ -63,12 +64,16 @@ def test_a_preset_with_broken_fields_never_raises_anything_but_kverror(name, dat
 def test_absurd_layer_counts_are_named(value):
     config = dict(load_preset("llama-3.2-1b")["config"], num_hidden_layers=value)
     with pytest.raises(KvError, match="num_hidden_layers"):
-        parse_config(config)
+        parse_config(config, "config.json", MLX_LM)
 
 
 def test_a_million_layers_is_refused_quickly():
     with pytest.raises(KvError, match="1 to 1,024"):
-        parse_config(dict(load_preset("llama-3.2-1b")["config"], num_hidden_layers=1_000_000))
+        parse_config(
+            dict(load_preset("llama-3.2-1b")["config"], num_hidden_layers=1_000_000),
+            "config.json",
+            MLX_LM,
+        )
 
 
 @pytest.mark.parametrize(
@@ -78,5 +83,5 @@ def test_pathological_json_text_is_a_kverror(text):
     with pytest.raises(
         KvError
     ) as refused:  # none of these is a config.json: each is refused, with its sentence
-        parse_config(parse_json_text(text))
+        parse_config(parse_json_text(text), "config.json", MLX_LM)
     _said_in_japanese(refused.value)

@@ -28,6 +28,7 @@ from kvcore.memory.formulas import kv_bytes
 from kvcore.model import families
 from kvcore.runtimes import registry as runtimes
 from kvcore.runtimes.base import Runtime, Setting
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.token import TokenRuntime
 from kvcore.views.calculator import calculate, formats_that_fit, runtime_formats
 
@@ -464,13 +465,13 @@ def test_a_family_added_to_the_table_is_parsed_by_its_row_and_an_unknown_one_is_
 ):
     config = dict(preset_files.load_preset("llama-3.2-1b")["config"], model_type="throwaway_llama")
     with pytest.raises(KvError, match="throwaway_llama"):
-        parse_config(config)
+        parse_config(config, "config.json", MLX_LM)
     monkeypatch.setitem(
         families.FAMILIES,
         "throwaway_llama",
         families.Family("throwaway_llama", defaults={"head_dim": 32}),
     )
-    g = parse_config({k: v for k, v in config.items() if k != "head_dim"})
+    g = parse_config({k: v for k, v in config.items() if k != "head_dim"}, "config.json", MLX_LM)
     assert g.model_type == "throwaway_llama" and {layer.k_dim for layer in g.layers} == {
         32
     }  # the row's default applies
@@ -491,7 +492,7 @@ def test_a_family_with_an_unknown_rule_or_layout_is_refused_naming_it(monkeypatc
         families.FAMILIES, "throwaway_llama", families.Family("throwaway_llama", **change)
     )
     with pytest.raises(KvError, match=named):
-        parse_config(config)
+        parse_config(config, "config.json", MLX_LM)
 
 
 @pytest.mark.parametrize("key", ["mlx-lm", "llama_cpp", "vllm"])
@@ -517,7 +518,7 @@ def test_every_runtime_reads_a_window_key_of_the_family_table():
 def test_a_shared_expert_is_its_own_field_not_the_gated_query():
     """Qwen3-Next has both; a family with a gated query alone gets no shared expert (issue 15)."""
     config = preset_files.load_preset("qwen3-next-80b-a3b")["config"]
-    real = parse_config(config)
+    real = parse_config(config, "config.json", MLX_LM)
     h, inter = config["hidden_size"], config["shared_expert_intermediate_size"]
     moe_layers = config["num_hidden_layers"]
     with pytest.MonkeyPatch.context() as m:
@@ -526,7 +527,7 @@ def test_a_shared_expert_is_its_own_field_not_the_gated_query():
             "qwen3_next",
             dataclasses.replace(families.FAMILIES["qwen3_next"], shared_expert=False),
         )
-        without = parse_config(config)
+        without = parse_config(config, "config.json", MLX_LM)
     assert real.params.total - without.params.total == moe_layers * (
         3 * h * inter + h
     )  # the expert and its gate

@@ -17,6 +17,7 @@ from kvcore.memory.formulas import (
     weights_bytes,
 )
 from kvcore.model.geometry import Layer
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.units import GIB, KIB, MIB
 
 
@@ -52,7 +53,7 @@ def test_gqa_8_of_32_heads_is_a_quarter_of_mha():
     g = preset("llama-3.2-1b")
     config = dict(load_preset("llama-3.2-1b")["config"])
     del config["num_key_value_heads"]  # absent -> full multi-head attention
-    mha = parse_config(config)
+    mha = parse_config(config, "config.json", MLX_LM)
     assert mha.layers[0].kv_heads == 32
     assert kv_bytes(g, 4096) * 4 == kv_bytes(mha, 4096)
 

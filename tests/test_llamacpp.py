@@ -22,6 +22,7 @@ from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import KvSpec
 from kvcore.model.families import FAMILIES
 from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import RUNTIMES
 from kvcore.views import calculator
 from kvsite import i18n
@@ -363,7 +364,7 @@ def test_qwen_v1_reads_both_spellings_of_its_config():
         "ffn_hidden_size": "intermediate_size",
     }
     new = {renames.get(k, k): v for k, v in old.items()}
-    a, b = parse_config(old, "old"), parse_config(new, "new")
+    a, b = parse_config(old, "old", MLX_LM), parse_config(new, "new", MLX_LM)
     assert a.layers == b.layers and a.params == b.params
     assert {(layer.kv_heads, layer.k_dim) for layer in a.layers} == {(32, 128)}
 
@@ -394,7 +395,7 @@ def test_an_unknown_model_type_exits_2_naming_it(tmp_path, runtime):
 
 def test_an_unknown_model_type_has_a_japanese_sentence():
     with pytest.raises(KvError) as e:
-        parse_config({"model_type": "falcon_h9"})
+        parse_config({"model_type": "falcon_h9"}, "config.json", MLX_LM)
     text = i18n.error_text("ja", e.value)
     assert e.value.code == "model_unknown" and "falcon_h9" in text and "です" in text
 

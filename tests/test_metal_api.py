@@ -125,7 +125,7 @@ def test_a_metal_run_is_labelled_apple_silicon(metal, monkeypatch):
     assert prov["backend"] == "mlx metal" and prov["machine"]["chip"] == "Apple M3 Max"
     assert prov["machine"]["memory_gb"] == 38.7 and prov["machine"]["os"].startswith("Darwin")
     assert live_record.default_label(prov) == "Measured — Apple M3 Max (Metal), live run"
-    from kvcore.recordings.store import is_apple_silicon
+    from kvcore.recordings.provenance import is_apple_silicon
 
     assert is_apple_silicon(prov)  # the one test the chapters' badges and the labels share
 

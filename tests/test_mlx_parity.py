@@ -35,6 +35,7 @@ from kvcore.memory import allocsim  # noqa: E402
 from kvcore.memory.formats import KvSpec, get_format  # noqa: E402
 from kvcore.memory.formulas import layer_kv_bytes, state_bytes, weights_bytes  # noqa: E402
 from kvcore.model.families import FAMILIES, family_for  # noqa: E402
+from kvcore.runtimes.mlx_lm import MLX_LM  # noqa: E402
 
 pytestmark = pytest.mark.mlx
 
@@ -177,7 +178,9 @@ CASES = list(SCALE) + list(VARIANTS)
 
 
 def _family(preset: str) -> str:
-    return family_for(parse_config(load_preset(preset)["config"]).model_type).model_type
+    return family_for(
+        parse_config(load_preset(preset)["config"], "config.json", MLX_LM).model_type
+    ).model_type
 
 
 def test_the_parity_cases_cover_every_family_of_the_presets_and_only_presets():
@@ -246,7 +249,7 @@ def _used_bytes(cache) -> int:
 @pytest.mark.parametrize("case", CASES)
 def test_layer_kv_bytes_match_mlx_lm(case):
     config = scaled_config(case)
-    geometry = parse_config(config, case)
+    geometry = parse_config(config, case, MLX_LM)
     model = build_model(config)
     cache = make_prompt_cache(model)
     assert len(cache) == geometry.num_layers
@@ -299,7 +302,7 @@ def _moe_blocks(model):
 @pytest.mark.parametrize("case", CASES)
 def test_param_counts_match_mlx_lm(case):
     config = scaled_config(case)
-    geometry = parse_config(config, case)
+    geometry = parse_config(config, case, MLX_LM)
     model = build_model(config)
     total = sum(p.size for _, p in tree_flatten(model.parameters()))
     assert geometry.params.total == total
@@ -319,7 +322,7 @@ def test_param_counts_match_mlx_lm(case):
 @pytest.mark.parametrize("case", CASES)
 def test_q4_weight_bytes_match_mlx_lm(case):
     config = scaled_config(case)
-    geometry = parse_config(config, case)
+    geometry = parse_config(config, case, MLX_LM)
     model = build_model(config)
     model.set_dtype(mx.float16)
     model, _ = quantize_model(model, config, group_size=64, bits=4)

@@ -17,6 +17,7 @@ from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory.formats import FORMATS
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.runtimes.registry import RUNTIMES
 from kvcore.timing import hardware
@@ -32,7 +33,7 @@ def _cmd_presets(a) -> int:
     rows = []
     for name in preset_names():
         preset = load_preset(name)
-        g = parse_config(preset["config"], name)
+        g = parse_config(preset["config"], name, MLX_LM)
         kinds = ", ".join(
             f"{g.count(k)} {k}" for k in ("full", "sliding", "mla", "linear") if g.count(k)
         )

@@ -84,11 +84,12 @@ def load_model(a):
     from kvcore.measure.caches import guard, kv_spec
     from kvcore.measure.models import get_model, guess_weights_bytes, is_loadable, resolve_config
     from kvcore.memory.formulas import kv_bytes
+    from kvcore.runtimes.mlx_lm import MLX_LM
 
     weights = None if a.weights in (None, "") else a.weights
     if not (weights and weights != "random") and not (weights is None and is_loadable(a.model)):
         name, config = resolve_config(a.model)
-        geometry = parse_config(config, name)
+        geometry = parse_config(config, name, MLX_LM)
         contexts = getattr(a, "contexts", None) or [
             getattr(a, "prompt_tokens", 32) + getattr(a, "new_tokens", 64)
         ]

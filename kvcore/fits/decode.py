@@ -16,8 +16,9 @@ from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import ACTIVATION_DTYPES, KvSpec
 from kvcore.memory.formulas import FILE_WEIGHTS, kv_bytes, weights_bytes
 from kvcore.model.geometry import FileWeights, Geometry
+from kvcore.recordings.check import model_format
 from kvcore.recordings.provenance import badge_fields, runtime_label, source_class
-from kvcore.recordings.store import Recording, model_format
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.timing.decode_model import Fit, bytes_per_generated_token, fit_bandwidth
 from kvcore.timing.hardware import Chip, find_chip
 
@@ -25,6 +26,8 @@ if (
     TYPE_CHECKING
 ):  # pandas only where a table is made: `python -m kvcore` starts ~0.6 s sooner without it
     import pandas as pd
+
+    from kvcore.recordings.store import Recording
 
 
 def geometry_for(rec) -> tuple[Geometry, str, KvSpec] | None:
@@ -57,7 +60,7 @@ def _model_geometry(model: dict, weights: str) -> Geometry | None:
     neither. A preset or config kvcore cannot read is a KvError naming it (kvcore.recordings.check refuses such a
     file when it is loaded), never "no model": the run names one."""
     if isinstance(model.get("config"), dict):
-        geometry = parse_config(model["config"], model["name"])
+        geometry = parse_config(model["config"], model["name"], MLX_LM)
     elif model.get("preset"):
         geometry = preset_geometry(model["preset"])
     else:

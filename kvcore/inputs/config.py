@@ -1,6 +1,6 @@
 """Reading a Hugging Face config.json: size-, depth- and syntax-checked JSON, then its geometry under a runtime.
 
-Example: parse_config(llama_3_2_1b_config).layers[0] ->
+Example: parse_config(llama_3_2_1b_config, "llama-3.2-1b", MLX_LM).layers[0] ->
     Layer(index=0, kind="full", kv_heads=8, k_dim=64, v_dim=64)
 An unknown model_type is a KvError naming it (kvcore.model.families).
 """
@@ -19,8 +19,9 @@ from kvcore.model.families import family_for
 from kvcore.model.geometry import Geometry
 from kvcore.model.layers import BOOL_FIELDS, check_family, layers_of
 from kvcore.model.params import count_params, layer_ffn
-from kvcore.runtimes.base import Runtime
-from kvcore.runtimes.mlx_lm import MLX_LM
+from kvcore.runtimes.base import (
+    Runtime,  # the runtime object is handed in, looked up once by its namer
+)
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB; refuse anything absurd
 MAX_JSON_DEPTH = 32  # a real config.json nests 3-4 levels (text_config.rope_scaling...)
@@ -119,7 +120,7 @@ def parse_json_text(text: str | bytes, label: str = "config.json") -> dict:
     return data
 
 
-def parse_config(config: Any, name: str = "config.json", runtime: Runtime = MLX_LM) -> Geometry:
+def parse_config(config: Any, name: str, runtime: Runtime) -> Geometry:
     """A Hugging Face config.json (dict) -> per-layer cache geometry and parameter counts under `runtime`'s rules
     (the runtime object, looked up once by whoever named it: kvcore.runtimes.registry.get_runtime)."""
     if not isinstance(runtime, Runtime):

@@ -24,8 +24,8 @@ from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
 from kvcore.limits import MAX_FIELD
 from kvcore.model.geometry import FileWeights, Geometry, Layer, Params
 from kvcore.model.layers import check_kv_heads, window_note
-from kvcore.runtimes.llamacpp import (
-    LLAMA_CPP,  # a GGUF file is llama.cpp's model format, read by its rules
+from kvcore.runtimes.llamacpp_cache import (
+    NAME as LLAMA_CPP,  # a GGUF: llama.cpp's format, its rules
 )
 
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h
@@ -363,7 +363,7 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     return Geometry(
         name=name,
         model_type=spec.family,
-        runtime=LLAMA_CPP.name,
+        runtime=LLAMA_CPP,
         layers=tuple(layers),
         hidden_size=meta.int("{arch}.embedding_length"),
         num_attention_heads=meta.per_layer(

@@ -117,7 +117,7 @@ def memory_gb() -> float:
 
 def this_machine() -> dict:
     """This machine in the recording schema's shape (provenance.machine): os, chip, memory, cores; what
-    kvcore.recordings.store.is_apple_silicon reads."""
+    kvcore.recordings.provenance.is_apple_silicon reads."""
     return {
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "chip": chip_name(),

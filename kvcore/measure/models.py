@@ -23,6 +23,7 @@ from kvcore.measure.caches import GROUP_SIZE, mx_dtype
 from kvcore.measure.live_model import LiveModel
 from kvcore.memory.formats import mlx_cache
 from kvcore.memory.formulas import weights_bytes
+from kvcore.runtimes.mlx_lm import MLX_LM
 
 LIVE_WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "mlx-q8", "mlx-q4")
 
@@ -120,7 +121,7 @@ def build_random(
     import mlx.nn as nn
     from mlx_lm.utils import _get_classes
 
-    geometry = parse_config(config, name)
+    geometry = parse_config(config, name, MLX_LM)
     dtype = dtype or machine.backend()["dtype"]
     float_format, bits = _weights_kind(weights_format)
     try:
@@ -193,7 +194,7 @@ def load_real(path_or_id: str) -> LiveModel:
     return LiveModel(
         name,
         config,
-        parse_config(config, name),
+        parse_config(config, name, MLX_LM),
         path_or_id,
         f"mlx-q{bits}" if bits else dtype,
         dtype,
@@ -242,7 +243,7 @@ def load_real_model(mode: str | None = None, dtype: str | None = None) -> LiveMo
     return LiveModel(
         real_model.NAME,
         config,
-        parse_config(config, real_model.NAME),
+        parse_config(config, real_model.NAME, MLX_LM),
         parts["path"],
         "gguf-file" if mode == "quantized" else dtype,
         dtype,
@@ -269,7 +270,7 @@ def guess_weights_bytes(model: str, weights: str | None, weights_format: str) ->
         path = real_model.require()
         if real_model.weights_mode(machine.backend()["backend"]) == "dequantized":
             name, config = resolve_config(model)
-            return weights_bytes(parse_config(config, name), "fp32")
+            return weights_bytes(parse_config(config, name, MLX_LM), "fp32")
         return path.stat().st_size
     source = (
         weights
@@ -280,4 +281,4 @@ def guess_weights_bytes(model: str, weights: str | None, weights_format: str) ->
         path = Path(source)
         return sum(f.stat().st_size for f in path.glob("*.safetensors")) if path.is_dir() else None
     name, config = resolve_config(model)
-    return weights_bytes(parse_config(config, name), weights_format)
+    return weights_bytes(parse_config(config, name, MLX_LM), weights_format)

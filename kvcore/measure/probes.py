@@ -18,6 +18,7 @@ from kvcore.measure.progress import Progress, StopCheck, Ticker
 from kvcore.memory.formats import KvSpec, mlx_cache
 from kvcore.memory.formulas import bytes_per_token, kv_bytes, prefill_chunks
 from kvcore.model.geometry import Geometry
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.units import MIB
 
 PATTERNS: dict[str, list[list[int]]] = {
@@ -41,7 +42,7 @@ def resolve_geometry(model: str | Geometry) -> Geometry:
     if isinstance(model, Geometry):
         return model
     name, config = resolve_config(model)
-    return parse_config(config, name)
+    return parse_config(config, name, MLX_LM)
 
 
 def _attention_layer(geometry: Geometry):

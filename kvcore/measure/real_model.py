@@ -190,9 +190,14 @@ def check_geometry(path: Path) -> None:
     """The file's geometry as llama.cpp reads it (kvcore.inputs.gguf) must be the preset's: layers, KV heads, head_dim, heads,
     vocabulary and context. A file that differs is refused in one sentence."""
     from kvcore.inputs import gguf
-    from kvcore.inputs.presets import preset_geometry
+    from kvcore.inputs.config import parse_config
+    from kvcore.inputs.preset_files import load_preset
+    from kvcore.runtimes.mlx_lm import MLX_LM
 
-    got, want = gguf.geometry(path), preset_geometry(NAME)
+    got = gguf.geometry(path)
+    want = parse_config(
+        load_preset(NAME)["config"], NAME, MLX_LM
+    )  # the preset, as preset_geometry reads it
 
     def shape(g):
         return (

@@ -17,7 +17,7 @@ from kvcore.measure.timing import SWEEP_ORDER, SWEEP_SPREAD
 from kvcore.memory.formulas import PREFILL_STEP
 from kvcore.model.geometry import Geometry
 from kvcore.recordings import store as recordings
-from kvcore.recordings.store import is_apple_silicon
+from kvcore.recordings.provenance import is_apple_silicon
 
 ROW_FIELDS = {name: recordings.known_fields(name) for name in recordings.SECTIONS}
 CPU_LABEL = "Measured — Linux CPU demonstration (mlx[cpu]), not Apple Silicon"
@@ -40,7 +40,7 @@ def section_rows(section: str, rows: list[dict]) -> list[dict]:
 
 
 def default_label(prov: dict) -> str:
-    """How the UI names a run: Apple Silicon only when recordings.is_apple_silicon says so, never a CPU run."""
+    """How the UI names a run: Apple Silicon only when provenance.is_apple_silicon says so, never a CPU run."""
     if is_apple_silicon(prov):
         return f"Measured — {prov['machine']['chip']} ({'Metal' if prov['backend'] == 'mlx metal' else prov['backend']}), live run"
     system = prov["machine"]["os"].split()[0]

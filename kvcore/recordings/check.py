@@ -17,6 +17,7 @@ from kvcore.memory.formats import FORMATS, get_format
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
 from kvcore.memory.formats import ACTIVATION_DTYPES
 from kvcore.inputs.config import parse_config
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.inputs.preset_files import preset_names
 from kvcore.timing.hardware import chips, find_chip, variants
 from kvcore.recordings.schema import CHIP_NOT_STATED, CITATION_TEXT, CITED, CITED_SERIES, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, PUBLIC_HOSTS, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
@@ -292,7 +293,7 @@ def _model(model: dict, label: str) -> None:
     if "config" in model:
         config = _mapping(model, "config", label, "model.")
         try:
-            parse_config(config, str(model.get("name", "model.config")))
+            parse_config(config, str(model.get("name", "model.config")), MLX_LM)
         except KvError as e:
             fail(
                 label,

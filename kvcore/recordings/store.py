@@ -103,18 +103,6 @@ class Recording:
         return bool(self.rows(section))
 
 
-def is_apple_silicon(provenance: dict) -> bool:
-    """Whether a measured run's provenance says Apple Silicon: an Apple chip under macOS (Darwin). A run on any
-    other machine is a demonstration of the mechanism and is never labelled as Apple Silicon.
-
-    Example: is_apple_silicon({"machine": {"chip": "Apple M3 Max", "os": "Darwin 24.6.0"}}) -> True.
-    """
-    machine = provenance.get("machine", {}) if isinstance(provenance, dict) else {}
-    return "apple" in str(machine.get("chip", "")).lower() and str(
-        machine.get("os", "")
-    ).lower().startswith(("mac", "darwin"))
-
-
 def read_only() -> bool:
     """True when the explicit read-only switch is set (the hosted demo sets KVCORE_READ_ONLY=1)."""
     return os.environ.get(READ_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")

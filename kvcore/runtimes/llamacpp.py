@@ -18,7 +18,7 @@ class LlamaCppRuntime(Runtime):
     """llama.cpp: padded caches allocated when the context is created (kvcore.runtimes.llamacpp_cache), logged line by line.
     `context` is `-c` (the cells of the whole cache, shared out among the slots), `sequences` is `-np`."""
 
-    name = windows = fit_class = "llama.cpp"
+    name = windows = fit_class = llamacpp.NAME
     help = "llama.cpp (its preallocated caches)"
     engines = ("llama.cpp", "llama-server", "ollama")  # Ollama runs llama.cpp's engine
     sequence_noun = "slot"

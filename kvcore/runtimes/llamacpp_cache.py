@@ -60,6 +60,7 @@ from kvcore.memory.formats import get_format, ggml_name, llamacpp_types
 if TYPE_CHECKING:  # the geometry's types only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
     from kvcore.model.geometry import Geometry, Layer
 
+NAME = "llama.cpp"  # the runtime whose caches these are (kvcore.runtimes.llamacpp), as a geometry names it
 PAD = 256  # GGML_PAD(…, 256) of n_ctx, n_ctx_seq, the SWA cache and n_kv
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
 DEFAULT_BATCH = 2048  # common_params.n_batch (-b)
