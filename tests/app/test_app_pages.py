@@ -432,7 +432,7 @@ RERUN_MAY_CALL = {  # by module file name
         "rows",
         "is_recording_name",  # the folder's signature: which names are recordings (a name check per file)
     },
-    "presets": {"preset_names"},
+    "preset_files": {"preset_names"},
     "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"},
     "published": {"source"},
     "hardware": {
