@@ -1,0 +1,146 @@
+"""Published Mac memory figures against kvcore: each row of a bundled recording's `memory` section (what a source
+printed: a llama.cpp buffer line, mlx_lm's "Peak memory") beside what kvcore computes for the same model, context
+and formats, with the reason when they differ.
+
+What kvcore computes per part:
+* llama.cpp (and ollama, which runs llama.cpp's cache code) `kv`: the caches llama.cpp preallocates
+  (kvcore.runtimes.llamacpp_cache), to the byte; the source prints MiB with two decimals, so "agrees" means equal
+  at that precision.
+* mlx_lm `peak`: kvcore has no mlx_lm memory plan yet, so it gives weights as stored plus the KV its mlx_lm runtime
+  reports at the context; the difference is what that leaves out (the prefill step's activations, attention
+  scores and logits, the 256-step growth copy), named in the reason.
+
+Example: rows(recordings)[0] -> {"part": "kv", "published": "816.00 MiB", "kvcore": "816.00 MiB", "agrees": True, ...}.
+"""
+
+from __future__ import annotations
+
+from kvcore.errors import KvError
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formats import KvSpec
+from kvcore.memory.formulas import weights_bytes
+from kvcore.recordings.schema import MEMORY_UNITS
+from kvcore.runtimes import llamacpp_cache
+from kvcore.runtimes.registry import get_runtime
+
+# the engine whose rules a source's runtime follows (ollama allocates through its vendored llama.cpp)
+ENGINES = {"llama.cpp": "llama.cpp", "ollama": "llama.cpp", "mlx-lm": "mlx_lm", "mlx_lm": "mlx_lm"}
+DECIMALS = {
+    "MiB": 2,
+    "GiB": 2,
+    "GB": 3,
+    "MB": 1,
+}  # how many decimals the sources print in each unit
+
+KV_AGREES = (
+    "equal at the printed precision: llama.cpp's cache for this geometry, context and format"
+)
+KV_DIFFERS = (
+    "llama.cpp's cache for this geometry differs: a setting the source does not state (sequences, "
+    "a unified cache, a sliding window) or a different geometry"
+)
+PEAK_GAP = (
+    "kvcore counts weights and KV only (no mlx_lm memory plan yet); the rest of mlx_lm's peak is the prefill "
+    "step's transients (activations, attention scores, logits) and the 256-step growth copy"
+)
+PEAK_BELOW = (
+    "mlx_lm's peak is below weights + KV: a smaller geometry, weights or KV than the preset's"
+)
+NOT_COMPUTED = "kvcore does not compute this part for this runtime"
+
+
+def engine_of(rec) -> str | None:
+    """The engine whose memory rules a published run follows, from its runtime's name (None: not one kvcore has)."""
+    return ENGINES.get(str(rec.data.get("runtime", {}).get("name", "")).lower())
+
+
+def _geometry(model: dict, engine: str):
+    if "config" in model:
+        return parse_config(model["config"], model["name"], get_runtime(engine))
+    if "preset" in model:
+        return preset_geometry(model["preset"], engine)
+    return None
+
+
+def _text(n_bytes: float, unit: str) -> str:
+    return f"{n_bytes / MEMORY_UNITS[unit]:,.{DECIMALS[unit]}f} {unit}"
+
+
+def compare_row(rec, row: dict) -> dict:
+    """One published figure against kvcore (see the module's rules)."""
+    model, engine = rec.data["model"], engine_of(rec)
+    unit = row["unit"]
+    published = row["value"] * MEMORY_UNITS[unit]
+    out = {
+        "run": rec.id,
+        "source": rec.data["citation"]["source"],
+        "url": rec.data["citation"].get("url", ""),
+        "date": rec.data["citation"].get("date", ""),
+        "chip": rec.data.get("hardware", {}).get("chip", ""),
+        "model": model["name"],
+        "series": row.get("series", ""),
+        "part": row["part"],
+        "context": int(row["context"]),
+        "line": row.get("line", ""),
+        "published": f"{row['value']:,.{DECIMALS[unit]}f} {unit}",
+        "published_bytes": published,
+        "kvcore": "",
+        "kvcore_bytes": None,
+        "kvcore_counts": "",
+        "agrees": False,
+        "reason": NOT_COMPUTED,
+    }
+    geometry = _geometry(model, engine) if engine else None
+    if geometry is None:
+        return out
+    kv = row.get("kv_format", model.get("kv_format", "fp16"))
+    if engine == "llama.cpp" and row["part"] == "kv":
+        options = llamacpp_cache.Options(sequences=int(row.get("sequences", 1)))
+        ours = llamacpp_cache.kv_bytes(geometry, out["context"], kv, kv, options)
+        counts = llamacpp_cache.cells_text(
+            llamacpp_cache.caches(geometry, out["context"], kv, kv, options)
+        )
+        agrees = _text(ours, unit) == out["published"]
+        reason = KV_AGREES if agrees else KV_DIFFERS
+    elif engine == "mlx_lm" and row["part"] == "peak":
+        weights = weights_bytes(geometry, model["weights_format"])
+        kv_bytes = get_runtime("mlx_lm").kv_bytes(geometry, out["context"], KvSpec(kv, kv), 1)
+        ours = weights + kv_bytes
+        counts = f"weights {weights:,} B ({model['weights_format']}) + KV {kv_bytes:,} B ({kv})"
+        agrees = _text(ours, unit) == out["published"]
+        reason = PEAK_GAP if published > ours else PEAK_BELOW
+    else:
+        return out
+    out.update(
+        kvcore=_text(ours, unit),
+        kvcore_bytes=ours,
+        kvcore_counts=counts,
+        agrees=agrees,
+        reason=reason if not agrees or row["part"] == "kv" else "equal at the printed precision",
+        difference_bytes=published - ours,
+    )
+    return out
+
+
+def rows(recordings) -> list[dict]:
+    """Every bundled published memory figure against kvcore, in the recordings' order."""
+    out = []
+    for rec in recordings:
+        if rec.data.get("kind") != "published":
+            continue
+        for row in rec.data.get("sections", {}).get("memory", []):
+            try:
+                out.append(compare_row(rec, row))
+            except KvError as e:  # a geometry or setting kvcore refuses: said, not hidden
+                out.append(
+                    {
+                        "run": rec.id,
+                        "part": row["part"],
+                        "published": f"{row['value']} {row['unit']}",
+                        "kvcore": "",
+                        "agrees": False,
+                        "reason": str(e),
+                    }
+                )
+    return out
