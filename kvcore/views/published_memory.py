@@ -41,13 +41,22 @@ KV_DIFFERS = (
     "a unified cache, a sliding window) or a different geometry"
 )
 PEAK_GAP = (
-    "kvcore counts weights and KV only (no mlx_lm memory plan yet); the rest of mlx_lm's peak is the prefill "
-    "step's transients (activations, attention scores, logits) and the 256-step growth copy"
+    "kvcore counts weights and KV only (no mlx_lm memory plan yet); the rest of mlx_lm's peak is what it does not "
+    "count yet: the prefill step's transients (activations, attention scores, logits) and the 256-step growth copy"
 )
 PEAK_BELOW = (
     "mlx_lm's peak is below weights + KV: a smaller geometry, weights or KV than the preset's"
 )
 NOT_COMPUTED = "kvcore does not compute this part for this runtime"
+# each reason by its key (the site's words: recordings.mem_reason_<key> in every language file)
+REASONS = {
+    "kv_agrees": KV_AGREES,
+    "kv_differs": KV_DIFFERS,
+    "peak_gap": PEAK_GAP,
+    "peak_below": PEAK_BELOW,
+    "agrees": "equal at the printed precision",
+    "not_computed": NOT_COMPUTED,
+}
 
 
 def engine_of(rec) -> str | None:
@@ -90,6 +99,7 @@ def compare_row(rec, row: dict) -> dict:
         "kvcore_counts": "",
         "agrees": False,
         "reason": NOT_COMPUTED,
+        "reason_key": "not_computed",
     }
     geometry = _geometry(model, engine) if engine else None
     if geometry is None:
@@ -102,14 +112,15 @@ def compare_row(rec, row: dict) -> dict:
             llamacpp_cache.caches(geometry, out["context"], kv, kv, options)
         )
         agrees = _text(ours, unit) == out["published"]
-        reason = KV_AGREES if agrees else KV_DIFFERS
+        key = "kv_agrees" if agrees else "kv_differs"
     elif engine == "mlx_lm" and row["part"] == "peak":
         weights = weights_bytes(geometry, model["weights_format"])
         kv_bytes = get_runtime("mlx_lm").kv_bytes(geometry, out["context"], KvSpec(kv, kv), 1)
         ours = weights + kv_bytes
         counts = f"weights {weights:,} B ({model['weights_format']}) + KV {kv_bytes:,} B ({kv})"
         agrees = _text(ours, unit) == out["published"]
-        reason = PEAK_GAP if published > ours else PEAK_BELOW
+        key = "peak_gap" if published > ours else "peak_below"
+        key = "agrees" if agrees else key
     else:
         return out
     out.update(
@@ -117,7 +128,8 @@ def compare_row(rec, row: dict) -> dict:
         kvcore_bytes=ours,
         kvcore_counts=counts,
         agrees=agrees,
-        reason=reason if not agrees or row["part"] == "kv" else "equal at the printed precision",
+        reason=REASONS[key],
+        reason_key=key,
         difference_bytes=published - ours,
     )
     return out
@@ -141,6 +153,7 @@ def rows(recordings) -> list[dict]:
                         "kvcore": "",
                         "agrees": False,
                         "reason": str(e),
+                        "reason_key": "refused",
                     }
                 )
     return out
