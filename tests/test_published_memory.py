@@ -84,3 +84,37 @@ def test_a_run_kvcore_has_no_engine_for_is_shown_as_not_computed(bundled):
     )
     (row,) = published_memory.rows([other])[:1]
     assert row["kvcore_bytes"] is None and row["reason"] == published_memory.NOT_COMPUTED
+
+
+def test_mlx_lms_own_benchmark_peaks_are_compared_by_the_weights_each_row_names():
+    """mlx-lm's BENCHMARKS.md (`mlx_lm.benchmark -p 2048 -g 128`): each precision's peak against its weights + the
+    KV of 2,176 tokens; a row whose name kvcore does not read ("q4 g32") is shown as not computed, never guessed."""
+    recs, _ = store.load_all([store.BUNDLED_DIR])
+    runs = [r for r in recs if published_memory.benchmark_rows(r)]
+    assert len(runs) >= 2
+    rows = published_memory.rows(runs)
+    assert {r["context"] for r in rows} == {2048 + 128}
+    for row in rows:
+        assert row["kvcore_bytes"] and row["reason_key"] == "peak_gap", row
+        assert (
+            row["kvcore_counts"].startswith("weights") and f"({row['series']}" not in row["kvcore"]
+        )
+    by_name = {(r["run"], r["series"]): r for r in rows}
+    for run in {r["run"] for r in rows}:  # fewer bits, fewer weight bytes, a lower peak
+        q = [by_name[(run, n)] for n in ("q8", "q6", "q5", "q4")]
+        assert [r["kvcore_bytes"] for r in q] == sorted(
+            (r["kvcore_bytes"] for r in q), reverse=True
+        )
+    odd = store.Recording(
+        **{
+            **runs[0].__dict__,
+            "data": {
+                **runs[0].data,
+                "sections": {
+                    "benchmark": [{**runs[0].data["sections"]["benchmark"][0], "name": "q4 g32"}]
+                },
+            },
+        }
+    )
+    (row,) = published_memory.rows([odd])
+    assert row["kvcore_bytes"] is None and row["reason_key"] == "not_computed"

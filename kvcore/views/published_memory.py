@@ -1,6 +1,6 @@
 """Published Mac memory figures against kvcore: each row of a bundled recording's `memory` section (what a source
-printed: a llama.cpp buffer line, mlx_lm's "Peak memory") beside what kvcore computes for the same model, context
-and formats, with the reason when they differ.
+printed: a llama.cpp buffer line, mlx_lm's "Peak memory") and each peak of a `benchmark` section (mlx_lm.benchmark's
+peak_memory) beside what kvcore computes for the same model, context and formats, with the reason when they differ.
 
 What kvcore computes per part:
 * llama.cpp (and ollama, which runs llama.cpp's cache code) `kv`: the caches llama.cpp preallocates
@@ -26,6 +26,8 @@ from kvcore.runtimes.registry import get_runtime
 
 # the engine whose rules a source's runtime follows (ollama allocates through its vendored llama.cpp)
 ENGINES = {"llama.cpp": "llama.cpp", "ollama": "llama.cpp", "mlx-lm": "mlx_lm", "mlx_lm": "mlx_lm"}
+# a benchmark row's name -> its weights (mlx_lm's BENCHMARKS.md: bf16, and mlx-community's N-bit conversions)
+BENCHMARK_WEIGHTS = {"bf16": "bf16", "q8": "mlx-q8", "q6": "mlx-q6", "q5": "mlx-q5", "q4": "mlx-q4"}
 DECIMALS = {
     "MiB": 2,
     "GiB": 2,
@@ -72,6 +74,20 @@ def _geometry(model: dict, engine: str):
     return None
 
 
+def _decimals(row: dict) -> int:
+    """The decimals the source printed: its line's (llama.cpp's MiB: 2, mlx_lm's GB: 3), else as the value is
+    written (a table's "33.46")."""
+    if row.get("line"):
+        return DECIMALS[row["unit"]]
+    text = repr(float(row["value"]))
+    return 0 if text.endswith(".0") else len(text.split(".")[1])
+
+
+def _agree(ours: float, published: float, row: dict) -> bool:
+    """Equal at the printed precision: within half of the last printed digit."""
+    return abs(ours - published) <= 0.5 * 10 ** -_decimals(row) * MEMORY_UNITS[row["unit"]]
+
+
 def _text(n_bytes: float, unit: str) -> str:
     return f"{n_bytes / MEMORY_UNITS[unit]:,.{DECIMALS[unit]}f} {unit}"
 
@@ -92,7 +108,7 @@ def compare_row(rec, row: dict) -> dict:
         "part": row["part"],
         "context": int(row["context"]),
         "line": row.get("line", ""),
-        "published": f"{row['value']:,.{DECIMALS[unit]}f} {unit}",
+        "published": f"{row['value']:,.{_decimals(row)}f} {unit}",
         "published_bytes": published,
         "kvcore": "",
         "kvcore_bytes": None,
@@ -111,14 +127,15 @@ def compare_row(rec, row: dict) -> dict:
         counts = llamacpp_cache.cells_text(
             llamacpp_cache.caches(geometry, out["context"], kv, kv, options)
         )
-        agrees = _text(ours, unit) == out["published"]
+        agrees = _agree(ours, published, row)
         key = "kv_agrees" if agrees else "kv_differs"
-    elif engine == "mlx_lm" and row["part"] == "peak":
-        weights = weights_bytes(geometry, model["weights_format"])
+    elif engine == "mlx_lm" and row["part"] == "peak" and row.get("weights_format", "-") != "":
+        weights_format = row.get("weights_format", model["weights_format"])
+        weights = weights_bytes(geometry, weights_format)
         kv_bytes = get_runtime("mlx_lm").kv_bytes(geometry, out["context"], KvSpec(kv, kv), 1)
         ours = weights + kv_bytes
-        counts = f"weights {weights:,} B ({model['weights_format']}) + KV {kv_bytes:,} B ({kv})"
-        agrees = _text(ours, unit) == out["published"]
+        counts = f"weights {weights:,} B ({weights_format}) + KV {kv_bytes:,} B ({kv})"
+        agrees = _agree(ours, published, row)
         key = "peak_gap" if published > ours else "peak_below"
         key = "agrees" if agrees else key
     else:
@@ -135,13 +152,38 @@ def compare_row(rec, row: dict) -> dict:
     return out
 
 
+def benchmark_rows(rec) -> list[dict]:
+    """A published `benchmark` section's peaks as memory rows: mlx_lm.benchmark's peak_memory (GB) after
+    `prompt_tokens` + `generation_tokens`, the weights named by the row (bf16, or qN: mlx_lm's N-bit at its default
+    group of 64; another name, such as "q4 g32", is not read)."""
+    out = []
+    for row in rec.data.get("sections", {}).get("benchmark", []):
+        if "peak_memory_gb" not in row or "prompt_tokens" not in row:
+            continue
+        tokens = int(row["prompt_tokens"] + row.get("generation_tokens", 0))
+        weights = BENCHMARK_WEIGHTS.get(row["name"], "")
+        out.append(
+            {
+                "context": tokens,
+                "value": row["peak_memory_gb"],
+                "unit": "GB",
+                "part": "peak",
+                "series": row["name"],
+                "weights_format": weights,
+            }
+        )
+    return out
+
+
 def rows(recordings) -> list[dict]:
-    """Every bundled published memory figure against kvcore, in the recordings' order."""
+    """Every bundled published memory figure against kvcore, in the recordings' order: `memory` sections, and the
+    peaks of `benchmark` sections (benchmark_rows)."""
     out = []
     for rec in recordings:
         if rec.data.get("kind") != "published":
             continue
-        for row in rec.data.get("sections", {}).get("memory", []):
+        sections = rec.data.get("sections", {})
+        for row in [*sections.get("memory", []), *benchmark_rows(rec)]:
             try:
                 out.append(compare_row(rec, row))
             except KvError as e:  # a geometry or setting kvcore refuses: said, not hidden
