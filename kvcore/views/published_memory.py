@@ -3,9 +3,9 @@ printed: a llama.cpp buffer line, mlx_lm's "Peak memory") and each peak of a `be
 peak_memory) beside what kvcore computes for the same model, context and formats, with the reason when they differ.
 
 What kvcore computes per part:
-* llama.cpp (and ollama, which runs llama.cpp's cache code) `kv`: the caches llama.cpp preallocates
-  (kvcore.runtimes.llamacpp_cache), to the byte; the source prints MiB with two decimals, so "agrees" means equal
-  at that precision.
+* `kv`: the caches the run's runtime allocates, asked of its runtime object (the engine named by the source, read
+  by kvcore.runtimes.registry.engine_runtime: ollama runs llama.cpp's, kvcore.runtimes.llamacpp_cache), to the
+  byte; the source prints MiB with two decimals, so "agrees" means equal at that precision.
 * mlx_lm `peak`: kvcore has no mlx_lm memory plan yet, so it gives weights as stored plus the KV its mlx_lm runtime
   reports at the context; the difference is what that leaves out (the prefill step's activations, attention
   scores and logits, the 256-step growth copy), named in the reason.
@@ -19,13 +19,10 @@ from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import KvSpec
-from kvcore.memory.formulas import weights_bytes
+from kvcore.memory.formulas import ALL_WEIGHT_FORMATS, weights_bytes
 from kvcore.recordings.schema import MEMORY_UNITS
-from kvcore.runtimes import llamacpp_cache
-from kvcore.runtimes.registry import get_runtime
+from kvcore.runtimes.registry import engine_runtime, get_runtime
 
-# the engine whose rules a source's runtime follows (ollama allocates through its vendored llama.cpp)
-ENGINES = {"llama.cpp": "llama.cpp", "ollama": "llama.cpp", "mlx-lm": "mlx_lm", "mlx_lm": "mlx_lm"}
 # a benchmark row's name -> its weights (mlx_lm's BENCHMARKS.md: bf16, and mlx-community's N-bit conversions)
 BENCHMARK_WEIGHTS = {"bf16": "bf16", "q8": "mlx-q8", "q6": "mlx-q6", "q5": "mlx-q5", "q4": "mlx-q4"}
 DECIMALS = {
@@ -62,15 +59,18 @@ REASONS = {
 
 
 def engine_of(rec) -> str | None:
-    """The engine whose memory rules a published run follows, from its runtime's name (None: not one kvcore has)."""
-    return ENGINES.get(str(rec.data.get("runtime", {}).get("name", "")).lower())
+    """The kvcore runtime whose rules a published run's engine follows (kvcore.runtimes.registry.engine_runtime:
+    ollama runs llama.cpp's); None for an engine no runtime lists (ds4: its own engine)."""
+    engine = str(rec.data.get("runtime", {}).get("name", "")).lower()
+    runtime = engine_runtime(engine)
+    return runtime.name if engine in (runtime.name.lower(), *runtime.engines) else None
 
 
-def _geometry(model: dict, engine: str):
+def _geometry(model: dict, runtime: str):
     if "config" in model:
-        return parse_config(model["config"], model["name"], get_runtime(engine))
+        return parse_config(model["config"], model["name"], get_runtime(runtime))
     if "preset" in model:
-        return preset_geometry(model["preset"], engine)
+        return preset_geometry(model["preset"], runtime)
     return None
 
 
@@ -120,24 +120,24 @@ def compare_row(rec, row: dict) -> dict:
     geometry = _geometry(model, engine) if engine else None
     if geometry is None:
         return out
+    runtime = get_runtime(engine)
     kv = row.get("kv_format", model.get("kv_format", "fp16"))
-    if engine == "llama.cpp" and row["part"] == "kv":
-        options = llamacpp_cache.Options(sequences=int(row.get("sequences", 1)))
-        ours = llamacpp_cache.kv_bytes(geometry, out["context"], kv, kv, options)
-        counts = llamacpp_cache.cells_text(
-            llamacpp_cache.caches(geometry, out["context"], kv, kv, options)
-        )
+    spec, sequences = KvSpec(kv, kv), int(row.get("sequences", 1))
+    weights_format = row.get("weights_format", model["weights_format"])
+    if (
+        row["part"] == "kv"
+    ):  # the caches the runtime allocates (llama.cpp: preallocated, every cell)
+        ours = runtime.kv_bytes(geometry, out["context"], spec, sequences)
+        counts = runtime.report(geometry, out["context"], spec, sequences, None)["formula"]
         agrees = _agree(ours, published, row)
         key = "kv_agrees" if agrees else "kv_differs"
-    elif engine == "mlx_lm" and row["part"] == "peak" and row.get("weights_format", "-") != "":
-        weights_format = row.get("weights_format", model["weights_format"])
+    elif row["part"] == "peak" and weights_format in ALL_WEIGHT_FORMATS:
         weights = weights_bytes(geometry, weights_format)
-        kv_bytes = get_runtime("mlx_lm").kv_bytes(geometry, out["context"], KvSpec(kv, kv), 1)
+        kv_bytes = runtime.kv_bytes(geometry, out["context"], spec, sequences)
         ours = weights + kv_bytes
         counts = f"weights {weights:,} B ({weights_format}) + KV {kv_bytes:,} B ({kv})"
         agrees = _agree(ours, published, row)
-        key = "peak_gap" if published > ours else "peak_below"
-        key = "agrees" if agrees else key
+        key = "agrees" if agrees else "peak_gap" if published > ours else "peak_below"
     else:
         return out
     out.update(
