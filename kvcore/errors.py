@@ -120,6 +120,7 @@ CODES = frozenset(
         "rec_chip_stated",
         "rec_preset",
         "rec_config",
+        "rec_memory_word",
     }
 )
 

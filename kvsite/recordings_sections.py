@@ -1,18 +1,22 @@
-"""The recordings page's sections: every run in one table, one run's sections, chosen runs compared.
+"""The recordings page's sections: every run in one table, one run's sections, chosen runs compared, and the
+published memory figures beside kvcore's.
 
 Example: recording_sections(rec, "en")[0][0] -> the recording's first section name ("trap").
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
 from kvcore.recordings import provenance as run_info
 from kvcore.recordings.store import Recording
 from kvcore.views import memory as views
+from kvcore.views import published_memory
 
 from . import i18n
 from .recording_text import group_name, translated_table
 from .sections import cached, cols, source_colors, source_names, speed_curves
-from .tables import arrow
+from .tables import arrow, md_table
 
 
 @cached
@@ -81,3 +85,37 @@ def compare_default(recs: list[Recording]) -> list[str]:
         and run_info.badge_fields(r)["chip"] not in ("", "not stated")
     ]
     return mac[:DEFAULT_SERIES]
+
+
+MEMORY_COLUMNS = ("source", "part", "context", "published", "kvcore", "reason")
+
+
+@cached
+def memory_figures(recs: list[Recording], lang: str) -> str:
+    """The published Mac memory figures beside kvcore's (kvcore.views.published_memory) as a markdown table in
+    `lang`: each run by its short name linked to its source, the part and reason in words; "" when none is bundled."""
+    rows = published_memory.rows(recs)
+    if not rows:
+        return ""
+    t = i18n.translator(lang)
+    names = source_names(recs, lang)
+    df = pd.DataFrame(rows).assign(
+        source=[
+            f"[{names[r['run']]}]({r['url']})" if r.get("url") else names[r["run"]] for r in rows
+        ],
+        part=[t(f"recordings.mem_part_{r['part']}") for r in rows],
+        published=[
+            f"{r['published']} ({r['series']})" if r.get("series") else r["published"] for r in rows
+        ],
+        reason=[
+            r["reason"]
+            if r["reason_key"] == "refused"
+            else t(f"recordings.mem_reason_{r['reason_key']}")
+            for r in rows
+        ],
+    )
+    headers = {
+        c: (t(f"recordings.mem_col_{c}"), "{:,}" if c == "context" else None)
+        for c in MEMORY_COLUMNS
+    }
+    return md_table(df, headers, lang)

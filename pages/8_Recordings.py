@@ -40,6 +40,11 @@ with st.expander(f.t("recordings.all_runs", n=len(f.recs)), icon=":material/tabl
         width="stretch",
     )
 
+# public Mac memory figures beside what kvcore computes for them (kvcore.views.published_memory)
+memory_table = recordings_sections.memory_figures(f.recs, f.lang)
+if memory_table:
+    text("### " + f.t("recordings.memory_title"), f.t("recordings.memory_lead"), memory_table)
+
 ids = [r.id for r in f.recs]
 if ids:
     by_id = {r.id: r for r in f.recs}

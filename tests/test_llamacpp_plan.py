@@ -47,9 +47,12 @@ GRID = [
 ]
 
 
+def planned_options(r: Request) -> llamacpp.Options:
+    return llamacpp.Options(r.n_seq_max, r.kv_unified, r.n_batch, r.n_ubatch, r.swa_full)
+
+
 def planned(g, r: Request):
-    options = llamacpp.Options(r.n_seq_max, r.kv_unified, r.n_batch, r.n_ubatch, r.swa_full)
-    return plan(g, r.n_ctx, r.type_k, r.type_v, options, r.flash_attn)
+    return plan(g, r.n_ctx, r.type_k, r.type_v, planned_options(r), r.flash_attn)
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +150,38 @@ def test_calc_prints_the_plan_and_the_lines_llamacpp_prints_for_a_gguf(files):
     text = subprocess.run(args, capture_output=True, text=True).stdout
     assert "what llama.cpp will print:" in text and "CPU compute buffer" in text
     assert "sched_reserve:        CPU compute buffer size =" in text
+
+
+def buffer_line(function: str, part) -> str:
+    """The buffer line llama.cpp prints for a part (llama-memory-recurrent.cpp, llama-kv-cache.cpp:
+    "%s: %10s RS buffer size = %8.2f MiB"): the device and kind from the part's name, its bytes in MiB."""
+    device, kind = part.name.split(" (")[0].split(" ")[:2]
+    return f"{function}: {device:>10s} {kind} buffer size = {part.bytes / 1024.0 / 1024.0:8.2f} MiB"
+
+
+def test_a_hybrid_models_recurrent_state_is_named_and_counted_as_llamacpp_prints_it(files):
+    """Qwen3-Next (3 of 4 layers recurrent): llama_memory_recurrent prints "CPU RS buffer size" and a size line
+    counting the model's n_layer (48), while only the 36 recurrent layers hold R and S rows; the plan names the
+    buffer as llama.cpp does, prints its two lines to the character, and says both layer counts."""
+    arch, keys = gguf_files.metadata(load_preset("qwen3-next-80b-a3b")["config"])
+    path = files / "hybrid-qwen3-next.gguf"
+    gguf_files.complete_for(path, arch, keys)
+    g = gguf.geometry(path)
+    requests = [Request(n_ctx=4096), Request(n_ctx=8192, n_seq_max=3, kv_unified=True)]
+    for r, built in zip(requests, run_isolated(str(path), requests)):
+        assert not built.get("crashed") and not built["error"], built
+        p = planned(g, r)
+        (state,) = [part for part in p.parts if part.name == "CPU RS buffer"]
+        printed = [line for line in built["buffers"] if "RS buffer size" in line]
+        assert printed == [buffer_line("llama_memory_recurrent", state)], (printed, state)
+        assert state.log_line in built["caches"]
+        (recurrent,) = [
+            c
+            for c in llamacpp.caches(g, r.n_ctx, options=planned_options(r))
+            if c.name == "recurrent"
+        ]
+        n_layer, held = g.num_layers, len(recurrent.layers)
+        assert f"{n_layer:3d} layers" in state.log_line and held < n_layer
+        assert f"{held} recurrent layers" in state.rule and f"{n_layer} layers" in state.rule
+        formula = llamacpp.cells_text(llamacpp.caches(g, r.n_ctx, options=planned_options(r)))
+        assert f"{held} recurrent layers (of the {n_layer} llama.cpp's line counts)" in formula

@@ -25,8 +25,14 @@ ECHO = bool(
     os.environ.get("KVCORE_LLAMACPP_ECHO")
 )  # echo llama.cpp's log to stderr as it comes (debugging a crash)
 CACHE_LINES = ("llama_kv_cache: size =", "llama_memory_recurrent: size =")
-# the buffer lines of a context: its output buffer (llama_context), KV buffers and the compute buffer (sched_reserve)
-BUFFER_LINES = ("output buffer size =", "compute buffer size =", "KV buffer size =")
+# the buffer lines of a context: its output buffer (llama_context), KV buffers, a hybrid model's recurrent-state (RS)
+# buffer (llama_memory_recurrent) and the compute buffer (sched_reserve)
+BUFFER_LINES = (
+    "output buffer size =",
+    "compute buffer size =",
+    "KV buffer size =",
+    "RS buffer size =",
+)
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,15 @@ import datetime as dt
 import math
 from urllib.parse import urlsplit
 
-from kvcore.errors import KvError
-from kvcore.memory.formats import FORMATS, get_format
-from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
-from kvcore.memory.formats import ACTIVATION_DTYPES
+from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.inputs.preset_files import preset_names
+from kvcore.memory.formats import ACTIVATION_DTYPES, FORMATS, get_format
+from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
+from kvcore.recordings import schema
+from kvcore.recordings.schema import CHIP_NOT_STATED, GRADES, PUBLIC_HOSTS, RecordingError
 from kvcore.timing.hardware import chips, find_chip, variants
-from kvcore.recordings.schema import CHIP_NOT_STATED, CITATION_TEXT, CITED, CITED_SERIES, COUNTS, GRADES, LIST_FIELDS, MAX_LIST, MAX_NUMBER, PUBLIC_HOSTS, REQUIRED_TEXT, SCHEMA_VERSION, SECTIONS, TEXT_FIELDS, TOP_LEVEL, RecordingError
-from kvcore.errors import quote
 
 
 def fail(label: str, code: str, problem: str, **params):
@@ -52,7 +51,7 @@ def _number(value, where: str, label: str) -> float:
             field=where,
             value=quote(value),
         )
-    if abs(value) > MAX_NUMBER:  # a huge int is compared exactly, never converted to float
+    if abs(value) > schema.MAX_NUMBER:  # a huge int is compared exactly, never converted to float
         fail(label, "rec_range", f"{where} is out of range", field=where)
     if value < 0:
         fail(label, "rec_negative", f"{where} must not be negative", field=where)
@@ -154,7 +153,7 @@ def _published_extras(data: dict, label: str) -> None:
     grade, runtime and model flags."""
     citation = _mapping(data, "citation", label)
     _text(citation, "source", label, "citation.")
-    for key in CITATION_TEXT:
+    for key in schema.CITATION_TEXT:
         if key in citation:
             _text(citation, key, label, "citation.")
     if "url" in citation and not citation["url"].startswith("https://"):
@@ -205,7 +204,7 @@ def _cited(data: dict, citation: dict, label: str) -> None:
             value=quote(citation["url"]),
         )
     series = isinstance(data.get("sections"), dict) and "decode" in data["sections"]
-    for key in (*CITED, *(CITED_SERIES if series else ())):
+    for key in (*schema.CITED, *(schema.CITED_SERIES if series else ())):
         _text(citation, key, label, "citation.")
     runtime = _mapping(data, "runtime", label)
     for key in ("name", "version"):
@@ -308,14 +307,14 @@ def validate(data, label: str = "recording") -> dict:
     if not isinstance(data, dict):
         fail(label, "rec_not_recording", "the file must hold a YAML mapping")
     for key in data:
-        if key not in TOP_LEVEL:
-            _unknown(label, "rec_top_key", "top-level key", "key", key, TOP_LEVEL)
-    if data.get("schema") != SCHEMA_VERSION:
+        if key not in schema.TOP_LEVEL:
+            _unknown(label, "rec_top_key", "top-level key", "key", key, schema.TOP_LEVEL)
+    if data.get("schema") != schema.SCHEMA_VERSION:
         fail(
             label,
             "rec_schema",
-            f"'schema' must be {SCHEMA_VERSION}, not {quote(data.get('schema'))}",
-            version=SCHEMA_VERSION,
+            f"'schema' must be {schema.SCHEMA_VERSION}, not {quote(data.get('schema'))}",
+            version=schema.SCHEMA_VERSION,
             value=quote(data.get("schema")),
         )
     kind = data.get("kind")
@@ -330,7 +329,9 @@ def validate(data, label: str = "recording") -> dict:
     for key in ("label", "short_label"):
         if key in data:
             _text(data, key, label)
-    if len(data.get("short_label", "")) > MAX_SHORT_LABEL:  # a phone's legend: never cut without a word
+    if (
+        len(data.get("short_label", "")) > MAX_SHORT_LABEL
+    ):  # a phone's legend: never cut without a word
         fail(
             label,
             "rec_short_label",
@@ -361,16 +362,16 @@ def validate(data, label: str = "recording") -> dict:
     if not sections:
         fail(label, "rec_no_sections", "'sections' is empty")
     for name, rows in sections.items():
-        if name not in SECTIONS:
-            _unknown(label, "rec_section", "section", "name", name, SECTIONS)
+        if name not in schema.SECTIONS:
+            _unknown(label, "rec_section", "section", "name", name, schema.SECTIONS)
         if not isinstance(rows, list) or not rows:
             fail(label, "rec_rows", f"section {name!r} must be a non-empty list of rows", name=name)
-        required, optional = SECTIONS[name]
+        required, optional = schema.SECTIONS[name]
         for i, row in enumerate(rows):
             where = f"sections.{name}[{i}]"
             if not isinstance(row, dict):
                 fail(label, "rec_row", f"{where} must be a mapping", field=where)
-            for key in (*required, *REQUIRED_TEXT.get(name, ())):
+            for key in (*required, *schema.REQUIRED_TEXT.get(name, ())):
                 if key not in row:
                     fail(
                         label, "rec_missing", f"{where} is missing {key!r}", field=f"{where}.{key}"
@@ -378,7 +379,7 @@ def validate(data, label: str = "recording") -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}", label)
-                    if key in COUNTS.get(name, ()) and (value < 1 or value != int(value)):
+                    if key in schema.COUNTS.get(name, ()) and (value < 1 or value != int(value)):
                         fail(
                             label,
                             "rec_count",
@@ -386,8 +387,8 @@ def validate(data, label: str = "recording") -> dict:
                             field=f"{where}.{key}",
                             value=quote(value),
                         )
-                elif key in LIST_FIELDS.get(name, ()):
-                    if not isinstance(value, list) or not value or len(value) > MAX_LIST:
+                elif key in schema.LIST_FIELDS.get(name, ()):
+                    if not isinstance(value, list) or not value or len(value) > schema.MAX_LIST:
                         fail(
                             label,
                             "rec_list",
@@ -396,7 +397,7 @@ def validate(data, label: str = "recording") -> dict:
                         )
                     for j, item in enumerate(value):
                         _number(item, f"{where}.{key}[{j}]", label)
-                elif key in TEXT_FIELDS[name]:
+                elif key in schema.TEXT_FIELDS[name]:
                     if not isinstance(value, str):
                         fail(
                             label,
@@ -412,4 +413,15 @@ def validate(data, label: str = "recording") -> dict:
                         field=where,
                         key=quote(key),
                     )
+            if name == "memory":
+                _memory_words(row, where, label)
     return data
+
+
+def _memory_words(row: dict, where: str, label: str) -> None:
+    """A memory row names its part and unit in kvcore's words (schema.MEMORY_PARTS, MEMORY_UNITS), never a typo."""
+    for key, words in (("part", schema.MEMORY_PARTS), ("unit", schema.MEMORY_UNITS)):
+        if row[key] not in words:
+            valid, value, field = ", ".join(words), quote(row[key]), f"{where}.{key}"
+            text = f"{field} must be one of {valid}, not {value}"
+            fail(label, "rec_memory_word", text, field=field, valid=valid, value=value)

@@ -24,7 +24,6 @@ Schema (version 1):
 
 from __future__ import annotations
 
-
 from kvcore.errors import KvError
 
 SCHEMA_VERSION = 1
@@ -150,9 +149,25 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "texts": ("series",),
         "lists": ("pass_ms",),
     },
+    # a published memory figure as its source prints it: `value` in `unit` (MEMORY_UNITS) for one `part` the runtime
+    # holds (MEMORY_PARTS: mlx_lm's "Peak memory", a llama.cpp buffer line's KV, model, compute or output buffer) at
+    # `context` tokens; `line`: the source's line, verbatim; kvcore.views.published_memory compares it with kvcore
+    "memory": {
+        "required": ("context", "value"),
+        "numbers": ("prompt_tokens", "sequences", "prefill_step_size"),
+        "texts": ("part", "unit", "line", "series", "kv_format"),
+        "required_texts": ("part", "unit"),
+    },
 }
+# what a memory row's part and unit may be (a runtime's own words for its buffers; decimal or binary units, as printed)
+MEMORY_PARTS = ("peak", "kv", "weights", "compute", "output")
+MEMORY_UNITS = {"GB": 10**9, "MB": 10**6, "GiB": 2**30, "MiB": 2**20}
 # Counts that must be whole and at least 1 (a batch of 0.5 sequences or a prompt of 0 tokens is not a run)
-COUNTS = {"prefill": ("prompt_tokens", "batch"), "batch": ("batch",)}
+COUNTS = {
+    "prefill": ("prompt_tokens", "batch"),
+    "batch": ("batch",),
+    "memory": ("context", "sequences"),
+}
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {

@@ -382,7 +382,10 @@ def cells_text(cache_list: list[Cache]) -> str:
     parts = []
     for c in cache_list:
         streams = f" x {c.streams} streams" if c.streams > 1 else ""
-        parts.append(
-            f"{c.name} {c.cells:,} cells x {len(c.layers)} layers{streams} [{c.bytes:,} B]"
-        )
+        layers = f"{len(c.layers)} layers"
+        if (
+            c.name == "recurrent"
+        ):  # its state is in the recurrent layers; llama.cpp's line counts them all
+            layers = f"{len(c.layers)} recurrent layers (of the {c.model_layers} llama.cpp's line counts)"
+        parts.append(f"{c.name} {c.cells:,} cells x {layers}{streams} [{c.bytes:,} B]")
     return " + ".join(parts) + f" = {sum(c.bytes for c in cache_list):,} bytes"

@@ -21,7 +21,9 @@ The rules:
   `n_outputs_max = max(n_outputs, n_seq_max)` (line 2120) and the context reserves `n_seq_max` outputs (line 377);
   logged at line 381. Embeddings (`--embeddings`) would add `n_embd` floats per output: not planned here.
 * KV buffers -- kvcore.runtimes.llamacpp_cache (cells, streams, sliding-window and recurrent caches, to the byte), logged at
-  `src/llama-kv-cache.cpp:291`.
+  `src/llama-kv-cache.cpp:291`. A hybrid model's recurrent state is its own buffer, `CPU RS buffer`
+  (`src/llama-memory-recurrent.cpp`), whose size line counts the model's n_layer (48 for Qwen3-Next) though
+  only the recurrent layers (36) hold R and S rows: the plan says both.
 * Compute buffer -- `sched_reserve` (`src/llama-context.cpp:640-745`) builds the graph of the worst micro-batch,
   `n_tokens = min(n_ctx, n_ubatch)` tokens of `n_seq_max` sequences with every token an output (line 670), over
   the whole cache (`init_full`), and ggml's graph allocator (`ggml/src/ggml-alloc.c`) sizes one buffer for it:
@@ -241,16 +243,7 @@ def plan(
         )
     )
     for cache in caches:
-        parts.append(
-            Part(
-                f"CPU KV buffer ({cache.name})",
-                "kv",
-                cache.bytes,
-                f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
-                f"{SOURCE}/src/llama-kv-cache.cpp#L291",
-                cache.log_line(),
-            )
-        )
+        parts.append(_cache_part(cache))
     n_tokens = llamacpp.micro_batch(n_ctx, options)
     compute = compute_bytes(geometry, n_ctx, caches, options, fa)
     parts.append(
@@ -268,6 +261,30 @@ def plan(
     )
     tolerance = f"within {COMPUTE_TOLERANCE:.0%} of what the real build prints"
     return Plan(tuple(parts), fa, n_tokens, tolerance)
+
+
+def _cache_part(cache: llamacpp.Cache) -> Part:
+    """A cache's buffer as llama.cpp names it: `CPU KV buffer` (llama_kv_cache), or for a hybrid model's recurrent
+    state `CPU RS buffer` (llama_memory_recurrent prints "CPU RS buffer size"), whose size line counts the model's
+    n_layer while only the recurrent layers hold R (conv) and S (state) rows."""
+    if cache.name == "recurrent":
+        return Part(
+            "CPU RS buffer",
+            "kv",
+            cache.bytes,
+            f"{cache.cells:,} cell(s), one per sequence, x {len(cache.layers)} recurrent layers x R (conv) "
+            f"and S (state) rows in f32 (llama.cpp's line counts the model's {cache.model_layers} layers)",
+            f"{SOURCE}/src/llama-memory-recurrent.cpp",
+            cache.log_line(),
+        )
+    return Part(
+        f"CPU KV buffer ({cache.name})",
+        "kv",
+        cache.bytes,
+        f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
+        f"{SOURCE}/src/llama-kv-cache.cpp#L291",
+        cache.log_line(),
+    )
 
 
 def log_mib(line: str) -> float:

@@ -519,3 +519,19 @@ def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):
         "1. 「KVキャッシュとは？" in table
         and "2. AtomicBot-ai/atomic-llama-cpp-turboquant の ggml-common.h" in table
     )
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_recordings_page_sets_published_memory_figures_beside_kvcore(rec_dir, lang):
+    """Each bundled memory figure in one table, linked to its source, with kvcore's number and the reason in `lang`."""
+    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
+    head = i18n.translate(lang, "recordings.mem_col_published")
+    (table,) = [m.value for m in at.markdown if f"| {head} |" in m.value]
+    assert "(https://github.com/ollama/ollama/issues/7938)" in table
+    assert (
+        "| 816.00 MiB | 816.00 MiB |" in table
+    )  # the Metal KV line and llama.cpp's cache, as printed
+    assert i18n.translate(lang, "recordings.mem_reason_peak_gap") in table
+    assert table.count("(https://github.com/ml-explore/mlx-lm/pull/40)") == 2
+    if lang == "ja":
+        assert "KV cache buffer" not in table and "Why they differ" not in table
