@@ -38,11 +38,19 @@ CHOSEN = "kv_gguf_chosen"  # st.session_state: (source key, name, geometry) of t
 MAX_NAME_CHARS = 255  # a file name as the browser gives it (a file system's own limit)
 
 _JS = (Path(__file__).parent / "gguf_reader.js").read_text(encoding="utf-8")
-_HTML = '<label class="kv-pick"><span class="kv-label"></span><input type="file" accept=".gguf"></label><div class="kv-status"></div>'
+_HTML = (  # the browser's own file input hidden behind a button in the page's language
+    '<div class="kv-pick"><span class="kv-label"></span>'
+    '<label class="kv-button"><input type="file" accept=".gguf"><span class="kv-choose"></span></label>'
+    '<span class="kv-status"></span></div>'
+)
 _CSS = """
-.kv-pick { display: flex; flex-direction: column; gap: .35rem; font-size: .875rem; }
-.kv-pick input { font-size: .875rem; }
-.kv-status { font-size: .875rem; opacity: .7; min-height: 1.2em; }
+.kv-pick { display: flex; flex-direction: column; align-items: flex-start; gap: .4rem; font-size: .875rem; }
+.kv-button { display: inline-block; padding: .35rem .8rem; border: 1px solid rgba(49, 51, 63, .25);
+  border-radius: .5rem; cursor: pointer; background: var(--st-background-color, #fff); }
+.kv-button:hover { border-color: var(--st-primary-color, #4c78a8); color: var(--st-primary-color, #4c78a8); }
+.kv-button:focus-within { outline: 2px solid var(--st-primary-color, #4c78a8); }
+.kv-button input { position: absolute; width: 1px; height: 1px; opacity: 0; }
+.kv-status { opacity: .7; min-height: 1.2em; }
 """
 _reader = st.components.v2.component("kvsite.gguf_header", html=_HTML, css=_CSS, js=_JS)
 
@@ -165,4 +173,8 @@ def source(f, col) -> tuple:
 
 
 def _texts(f) -> dict:
-    return {"label": f.t("calc.gguf_pick", mb=HEADER_MB), "reading": f.t("calc.gguf_reading")}
+    return {
+        "label": f.t("calc.gguf_pick", mb=HEADER_MB),
+        "choose": f.t("calc.gguf_choose"),
+        "reading": f.t("calc.gguf_reading"),
+    }

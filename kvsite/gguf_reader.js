@@ -121,6 +121,7 @@ export default function (component) {
   const label = parentElement.querySelector(".kv-label");
   const status = parentElement.querySelector(".kv-status");
   label.textContent = data.label;
+  parentElement.querySelector(".kv-choose").textContent = data.choose;
   input.setAttribute("aria-label", data.label);
   input.onchange = async () => {
     const file = input.files && input.files[0];

@@ -1,0 +1,93 @@
+"""A reader's own GGUF in Chromium: a ~5.5 GB file (Llama-3.1-8B's full geometry in Q5_K, a real-size vocabulary;
+the data a hole on disk) chosen in the Calculator is sized from its header, and the browser sends the server no
+more than that header: every websocket frame and HTTP request body the page sends, as Chromium reports them, is
+counted. A file that is not GGUF is refused in one sentence, in English and in Japanese, having sent its first
+four bytes."""
+
+from __future__ import annotations
+
+import gguf_files
+import pytest
+from gguf import GGMLQuantizationType
+from playwright.sync_api import expect
+
+from kvcore.inputs import gguf, gguf_header
+from kvcore.units import fmt_bytes
+
+ENVELOPE = 64 * 1024  # a rerun message's other fields and widget values
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gguf-big") / "Llama-3.1-8B-Q5_K.gguf"
+    return gguf_files.full_llama(path, weight_type=GGMLQuantizationType.Q5_K)
+
+
+class Sent:
+    """The bytes the page sends the server: websocket frames (Streamlit's only channel back) and request bodies."""
+
+    def __init__(self, page):
+        self.frames: list[int] = []
+        self.bodies: list[int] = []
+        page.on("websocket", lambda ws: ws.on("framesent", self._frame))
+        page.on("request", lambda r: self.bodies.append(len(r.post_data_buffer or b"")))
+
+    def _frame(self, payload) -> None:
+        self.frames.append(len(payload))
+
+    def total(self) -> int:
+        return sum(self.frames) + sum(self.bodies)
+
+
+def _choose(page, ready, path) -> None:
+    page.locator("input[type=file]").set_input_files(str(path))
+    page.wait_for_timeout(300)
+    ready(page)
+
+
+def test_a_5_gb_gguf_is_sized_from_its_header_and_only_the_header_is_sent(server, page, ready, big):
+    size = big.stat().st_size
+    header = gguf_header.read_header(
+        big
+    ).data_offset  # the tensor table's end, rounded to its alignment
+    assert size > 5 * 10**9 and big.stat().st_blocks * 512 < 2 * header  # 5.5 GB, a few MB on disk
+    sent = Sent(page)
+    page.goto(f"{server}/Calculator?lang=en&msrc=gguf")
+    ready(page)
+    before = sent.total()
+    _choose(page, ready, big)
+    read = page.get_by_text(f"{big.name}: its header")
+    expect(read).to_be_visible(timeout=60_000)
+    expect(read).to_contain_text(f"of {fmt_bytes(size)}")
+    weights = gguf.geometry(
+        big
+    ).file_weights.bytes  # the tensor table, read here from the whole file
+    expect(page.locator("[data-testid='stMetric']").nth(1)).to_contain_text(
+        fmt_bytes(weights, decimal=False)
+    )
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
+    assert page.locator("[data-testid='stException']").count() == 0
+    uploaded = sent.total() - before
+    # the header in base64 at most (the browser gzips it: a vocabulary shrinks), never the 5.5 GB behind it
+    assert 0 < uploaded <= header * 4 // 3 + ENVELOPE, (uploaded, header)
+    assert max(sent.bodies, default=0) < ENVELOPE  # no upload request: the websocket carried it
+
+
+@pytest.mark.parametrize(
+    "lang, words",
+    [("en", "notes.gguf is not a GGUF file"), ("ja", "notes.gguf は GGUF ファイルではありません")],
+)
+def test_a_file_that_is_not_gguf_gets_one_sentence(server, page, ready, tmp_path, lang, words):
+    notes = tmp_path / "notes.gguf"
+    notes.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4096)  # a zip-like 1 MB
+    sent = Sent(page)
+    page.goto(f"{server}/Calculator?lang={lang}&msrc=gguf")
+    ready(page)
+    before = sent.total()
+    _choose(page, ready, notes)
+    error = page.locator("[data-testid='stAlertContentError']")
+    expect(error).to_have_count(1, timeout=30_000)
+    expect(error).to_contain_text(words)
+    assert error.inner_text().count("\n") == 0
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert sent.total() - before < ENVELOPE  # its first four bytes, not the file
