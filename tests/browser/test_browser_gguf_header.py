@@ -6,13 +6,17 @@ four bytes."""
 
 from __future__ import annotations
 
+import struct
+
 import gguf_files
 import pytest
 from gguf import GGMLQuantizationType
 from playwright.sync_api import expect
 
+from kvcore.errors import KvError
 from kvcore.inputs import gguf, gguf_header
 from kvcore.units import fmt_bytes
+from kvsite.gguf_browser import HEADER_MB
 
 ENVELOPE = 64 * 1024  # a rerun message's other fields and widget values
 
@@ -91,3 +95,59 @@ def test_a_file_that_is_not_gguf_gets_one_sentence(server, page, ready, tmp_path
     assert error.inner_text().count("\n") == 0
     assert page.locator("[data-testid='stException']").count() == 0
     assert sent.total() - before < ENVELOPE  # its first four bytes, not the file
+
+
+def _gguf(*kvs: bytes, n_kv: int | None = None, n_tensors: int = 0, version: int = 3) -> bytes:
+    """A GGUF's first bytes by hand: magic, version, counts, then the given key-values as they are."""
+    n = len(kvs) if n_kv is None else n_kv
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n) + b"".join(kvs)
+
+
+def _s(text: bytes, length: int | None = None) -> bytes:
+    return struct.pack("<Q", len(text) if length is None else length) + text
+
+
+HOSTILE = {  # a file the browser's walk stops on: the server says what the engine says of the whole file
+    "cut.gguf": _gguf(_s(b"general.name") + struct.pack("<I", 8) + _s(b"x" * 1000, 10**6)),
+    "type.gguf": _gguf(_s(b"general.name") + struct.pack("<I", 99) + b"\0" * 64),
+    "count.gguf": _gguf(b"\0" * 64, n_kv=10**6),
+    "key.gguf": _gguf(_s(b"", 2**40) + b"\0" * 64),
+    "array.gguf": _gguf(_s(b"a") + struct.pack("<IIQ", 9, 4, 10**9) + b"\0" * 64),
+    "nested.gguf": _gguf(
+        _s(b"a") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 5 + b"\0" * 64
+    ),
+    "v1.gguf": _gguf(b"\0" * 64, version=1),
+    "dims.gguf": _gguf(n_tensors=1, n_kv=0) + _s(b"t") + struct.pack("<I", 7) + b"\0" * 64,
+}
+
+
+def test_where_the_browser_stops_the_server_says_what_the_engine_says(
+    server, page, ready, tmp_path
+):
+    """Each rule the engine's reader holds a file to, broken: the browser's walk stops at the field that breaks it
+    and sends the bytes up to there, and the page's sentence is the one the engine gives reading the whole file
+    (never "the header goes on past the bytes given", which would mean the two walks disagree). A header past
+    the limit is not sent: its own sentence, in Japanese too."""
+    page.goto(f"{server}/Calculator?lang=en&msrc=gguf")
+    ready(page)
+    error = page.locator("[data-testid='stAlertContentError']")
+    for name, data in HOSTILE.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(KvError) as e:
+            gguf.geometry(path, name)
+        _choose(page, ready, path)
+        expect(error).to_have_count(1)
+        expect(error).to_contain_text(str(e.value)[:60])
+        assert e.value.code != "gguf_header_short"
+    big_string = _gguf(_s(b"general.name") + struct.pack("<I", 8) + _s(b"x" * 17_000_000))
+    (tmp_path / "long.gguf").write_bytes(big_string)
+    page.goto(f"{server}/Calculator?lang=ja&msrc=gguf")
+    ready(page)
+    sent = Sent(page)
+    _choose(page, ready, tmp_path / "long.gguf")
+    expect(error).to_have_count(1)
+    expect(error).to_contain_text(
+        f"long.gguf のヘッダー（メタデータとテンソルの一覧）は {HEADER_MB} MB を超えて"
+    )
+    assert sent.total() < ENVELOPE
