@@ -8,7 +8,8 @@ for this session under the digest the cached sections key on (kvsite.calc.config
 
 HEADER_MB is the real limit: the largest header sent, base64 of gzip at worst (stored blocks), must fit one
 websocket message Streamlit accepts from a browser (server.maxWidgetStateSize, 25 MB by default; a test holds it).
-Real headers are a few MB (a 200k-token vocabulary with its merges: ~12 MB).
+A model's header is a few MB (a 128,256-token vocabulary as the converter writes it, without merges: 3.2 MB,
+tests/test_gguf_browser.py's file).
 
 Example (the page): source = gguf_browser.file_input(f) -> ("gguf", digest), name; or None before a file is chosen.
 """
