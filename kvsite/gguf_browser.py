@@ -35,7 +35,7 @@ from . import calc
 HEADER_MB = 16  # decimal MB, as the label says it
 HEADER_LIMIT = HEADER_MB * 1_000_000
 KEY = "gguf_header"  # the component's key
-CHOSEN = "kv_gguf_chosen"  # st.session_state: (source key, name, geometry) of the file read last, or its KvError
+CHOSEN = "kv_gguf_chosen"  # st.session_state: read_sent() of the file read last, or its KvError
 MAX_NAME_CHARS = 255  # a file name as the browser gives it (a file system's own limit)
 
 _JS = (Path(__file__).parent / "gguf_reader.js").read_text(encoding="utf-8")
@@ -94,9 +94,7 @@ def read_sent(value) -> tuple[tuple, str, object, int, int]:
             label=name,
             mb=HEADER_MB,
         )
-    if (
-        value.get("error") is not None
-    ):  # the browser could not read the file (moved, or no permission)
+    if value.get("error") is not None:  # the browser could not read it (moved, or no permission)
         raise KvError(
             f"The browser could not read {name}; choose the file again.",
             "gguf_browser_unread",
@@ -142,9 +140,8 @@ def file_input(f) -> tuple[tuple, str] | None:
             raise chosen
         return None
     key, name, geometry, header, size = chosen
-    calc.keep_gguf(
-        key, geometry
-    )  # held for the cached sections, again if another session's pushed it out
+    # held for the cached sections, again if other sessions' files pushed it out
+    calc.keep_gguf(key, geometry)
     st.caption(f.t("calc.gguf_read", name=name, header=fmt_bytes(header), size=fmt_bytes(size)))
     return key, name
 

@@ -123,10 +123,9 @@ export default function (component) {
   label.textContent = data.label;
   parentElement.querySelector(".kv-choose").textContent = data.choose;
   input.setAttribute("aria-label", data.label);
-  input.onchange = async () => {
-    const file = input.files && input.files[0];
+  async function take(file) {
     if (!file) return;
-    status.textContent = data.reading.replace("{name}", file.name);
+    status.textContent = data.reading;
     const sent = { name: file.name, size: file.size };
     try {
       const got = await readHeader(file, data);
@@ -141,5 +140,12 @@ export default function (component) {
     status.textContent = "";
     input.value = ""; // the same file chosen again is read again
     setTriggerValue("header", sent);
+  }
+  input.onchange = () => take(input.files && input.files[0]);
+  const pick = parentElement.querySelector(".kv-pick"); // a file dropped on the picker is read the same way
+  pick.ondragover = (e) => e.preventDefault();
+  pick.ondrop = (e) => {
+    e.preventDefault();
+    take(e.dataTransfer && e.dataTransfer.files[0]);
   };
 }

@@ -151,3 +151,20 @@ def test_where_the_browser_stops_the_server_says_what_the_engine_says(
         f"long.gguf のヘッダー（メタデータとテンソルの一覧）は {HEADER_MB} MB を超えて"
     )
     assert sent.total() < ENVELOPE
+
+
+def test_a_file_dropped_on_the_picker_is_read_as_a_chosen_one(server, page, ready, tmp_path):
+    path = gguf_files.preset_file(
+        tmp_path, "llama-3.2-1b"
+    )  # a small GGUF: the drop carries its bytes
+    page.goto(f"{server}/Calculator?lang=en&msrc=gguf")
+    ready(page)
+    drop = page.evaluate_handle(
+        "([name, bytes]) => { const t = new DataTransfer();"
+        " t.items.add(new File([new Uint8Array(bytes)], name)); return t; }",
+        [path.name, list(path.read_bytes())],
+    )
+    page.locator(".kv-pick").dispatch_event("drop", {"dataTransfer": drop})
+    expect(page.get_by_text(f"{path.name}: its header")).to_be_visible(timeout=30_000)
+    ready(page)
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
