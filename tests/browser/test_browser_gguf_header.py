@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from kvcore.errors import KvError
 from kvcore.inputs import gguf, gguf_header
+from kvcore.inputs.preset_files import load_preset
 from kvcore.units import fmt_bytes
 from kvsite.gguf_browser import HEADER_MB
 
@@ -154,9 +155,8 @@ def test_where_the_browser_stops_the_server_says_what_the_engine_says(
 
 
 def test_a_file_dropped_on_the_picker_is_read_as_a_chosen_one(server, page, ready, tmp_path):
-    path = gguf_files.preset_file(
-        tmp_path, "llama-3.2-1b"
-    )  # a small GGUF: the drop carries its bytes
+    arch, keys = gguf_files.metadata(load_preset("llama-3.2-1b")["config"])
+    path = gguf_files.write(tmp_path / "small.gguf", arch, keys, {})  # 2 kB: the drop carries it
     page.goto(f"{server}/Calculator?lang=en&msrc=gguf")
     ready(page)
     drop = page.evaluate_handle(
