@@ -41,9 +41,7 @@ def calculator() -> None:
         wrap=True,  # the three choices wrap in a phone's column rather than run past its edge
     )
     c = top[1:]
-    if (
-        src == "gguf"
-    ):  # a GGUF of any size: its header only, read in the browser (or by its path here)
+    if src == "gguf":  # any size: its header only, read in the browser (or by its path here)
         try:
             text, label = gguf_browser.source(f, c[0])
         except KvError as e:

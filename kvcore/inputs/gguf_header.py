@@ -83,9 +83,8 @@ class _Cursor:
 
     def __init__(self, stream, size: int, label: str, available: int | None = None):
         self.f, self.size, self.label = stream, size, label
-        self.available = (
-            size if available is None else available
-        )  # bytes given (a browser sends the header only)
+        # the bytes given: all of the file, or (a browser's) its header only
+        self.available = size if available is None else available
         self.buf, self.pos, self.base = b"", 0, 0  # base: file offset of buf[0]
 
     @property
@@ -113,9 +112,7 @@ class _Cursor:
                 label=self.label,
                 mib=MAX_HEADER_BYTES // 2**20,
             )
-        if (
-            self.offset + n > self.available
-        ):  # inside the file, past the bytes given: the header was cut short
+        if self.offset + n > self.available:  # inside the file, past the bytes given
             raise KvError(
                 f"{self.label}: only the first {self.available:,} bytes of its GGUF header were given, and the "
                 "header goes on past them; choose the file again.",
@@ -258,9 +255,7 @@ def _parse(stream, size: int, label: str, available: int | None = None) -> Heade
             "gguf_not_gguf",
             label=label,
         )
-    cur._ensure(
-        4
-    )  # the magic alone first: a file that is not GGUF is refused on its first four bytes
+    cur._ensure(4)  # the magic first: a file that is not GGUF is refused on its first four bytes
     if cur.buf[:4] != MAGIC:
         raise KvError(
             f"{label} is not a GGUF file (it does not start with 'GGUF').",
