@@ -1,5 +1,5 @@
 """The calculator's inputs: the memory the model may use, the context, and the model source the
-cached sections key on (a preset, a pasted config.json, a GGUF uploaded or on this machine) read
+cached sections key on (a preset, a pasted config.json, a GGUF read in the browser or on this machine) read
 into a geometry.
 
 Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.model.geometry.Geometry.
@@ -7,7 +7,6 @@ Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -115,31 +114,16 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
     return Memory(int(limit_gb * GIB), reason)
 
 
-GGUF_UPLOAD_MB = 100  # an upload is held whole in the server's memory; a larger file is read by its path (header only)
+_GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.gguf_browser), the last 64
 
 
-_GGUF_UPLOADS: OrderedDict = (
-    OrderedDict()
-)  # digest -> geometry of an uploaded GGUF (its header read once), the last 8
-
-
-def gguf_upload_source(data: bytes, name: str) -> tuple:
-    """An uploaded GGUF file -> the model source text the cached sections key on: ("gguf", digest), its header
-    read once here (kvcore.inputs.gguf); KvError (one sentence) when it is not a GGUF kvcore reads or is too large."""
-    if len(data) > GGUF_UPLOAD_MB * 1_000_000:
-        raise KvError(
-            f"{name} is larger than {GGUF_UPLOAD_MB} MB; GGUF uploads are limited to {GGUF_UPLOAD_MB} MB: give a "
-            "larger file by its path (only its header is read).",
-            "gguf_upload_large",
-            label=name,
-            mb=GGUF_UPLOAD_MB,
-        )
-    key = ("gguf", hashlib.sha256(data).hexdigest()[:24])
-    if key not in _GGUF_UPLOADS:
-        _GGUF_UPLOADS[key] = kgguf.geometry(data, name)
-        while len(_GGUF_UPLOADS) > 8:
-            _GGUF_UPLOADS.popitem(last=False)
-    return key
+def keep_gguf(key: tuple, geometry: Geometry) -> None:
+    """Hold a browser-read GGUF's geometry under its source key for config_geometry (each session keeps its own
+    too, and puts it back here on every run: another session's files can push it out)."""
+    _GGUF_UPLOADS[key] = geometry
+    _GGUF_UPLOADS.move_to_end(key)
+    while len(_GGUF_UPLOADS) > 64:
+        _GGUF_UPLOADS.popitem(last=False)
 
 
 def gguf_path_source(path: str) -> tuple:
@@ -171,10 +155,12 @@ def config_geometry(
             label=name,
             runtime=runtime,
         )
-    if isinstance(text, tuple) and text[0] == "gguf":  # an upload, read by gguf_upload_source
+    if (
+        isinstance(text, tuple) and text[0] == "gguf"
+    ):  # a header a browser sent (kvsite.gguf_browser)
         if text not in _GGUF_UPLOADS:
             raise KvError(
-                f"{name} is no longer held by this server; upload it again.",
+                f"{name} is no longer held by this server; choose the file again.",
                 "gguf_upload_lost",
                 label=name,
             )

@@ -11,7 +11,7 @@ from kvcore.timing.hardware import efficiency_range
 from kvcore.units import fmt_bytes
 from kvcore.views import calculator as calc
 from kvsite import calc as calc_site
-from kvsite import calc_sections, i18n
+from kvsite import calc_sections, gguf_browser, i18n
 from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
 from kvsite.chart import show_chart
 from kvsite.frame import setup, url_choice
@@ -41,31 +41,9 @@ def calculator() -> None:
         wrap=True,  # the three choices wrap in a phone's column rather than run past its edge
     )
     c = top[1:]
-    if (
-        src == "gguf"
-    ):  # a GGUF: its header only (upload up to a limit; a local path when the site runs on this machine)
-        gg = c[0].file_uploader(
-            f.t("calc.gguf_upload", mb=calc_site.GGUF_UPLOAD_MB),
-            type=["gguf"],
-            key="gguf_up",
-            max_upload_size=calc_site.GGUF_UPLOAD_MB,
-        )
-        path = (
-            ""
-            if f.read_only
-            else c[0].text_input(
-                f.t("calc.gguf_path"), key="gguf_path", help=f.t("calc.gguf_path_help")
-            )
-        )
-        st.caption(f.t("calc.gguf_note", mb=calc_site.GGUF_UPLOAD_MB))
-        label = gg.name if gg is not None else path.strip()
-        text = ""
+    if src == "gguf":  # any size: its header only, read in the browser (or by its path here)
         try:
-            text = (
-                calc_site.gguf_upload_source(gg.getvalue(), gg.name)
-                if gg is not None
-                else (calc_site.gguf_path_source(label) if label else "")
-            )
+            text, label = gguf_browser.source(f, c[0])
         except KvError as e:
             st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
             return

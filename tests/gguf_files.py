@@ -310,3 +310,46 @@ LLAMACPP_FAMILY_PRESETS = (
     "gpt-oss-20b",
     "deepseek-v3",
 )
+
+
+def full_llama(
+    path: Path, preset: str = "llama-3.1-8b", weight_type=GGMLQuantizationType.Q4_K
+) -> Path:
+    """A Llama-family GGUF of the preset's full geometry as a reader downloads it: the real widths (full_widths),
+    every matrix a Llama layer has in `weight_type` (Llama-3.1-8B in Q4_K: ~4.9 GB), and a vocabulary of the real
+    size as the converter writes it (tokens, scores, token types: a header of a few MB). The data is a hole."""
+    from kvcore.inputs.preset_files import load_preset
+
+    arch, keys = metadata(load_preset(preset)["config"], full=True)
+    k = {name[1:]: v for name, v in keys.items()}
+    e, ffn, n_vocab = k["embedding_length"], k["feed_forward_length"], k["vocab_size"]
+    q, kv = (
+        k["attention.head_count"] * k["attention.key_length"],
+        k["attention.head_count_kv"] * k["attention.key_length"],
+    )
+    f32 = GGMLQuantizationType.F32
+    t = {
+        "token_embd.weight": ([e, n_vocab], weight_type),
+        "output_norm.weight": ([e], f32),
+        "output.weight": ([e, n_vocab], weight_type),
+    }
+    for il in range(k["block_count"]):
+        t |= {
+            f"blk.{il}.attn_norm.weight": ([e], f32),
+            f"blk.{il}.attn_q.weight": ([e, q], weight_type),
+            f"blk.{il}.attn_k.weight": ([e, kv], weight_type),
+            f"blk.{il}.attn_v.weight": ([e, kv], weight_type),
+            f"blk.{il}.attn_output.weight": ([q, e], weight_type),
+            f"blk.{il}.ffn_norm.weight": ([e], f32),
+            f"blk.{il}.ffn_gate.weight": ([e, ffn], weight_type),
+            f"blk.{il}.ffn_up.weight": ([e, ffn], weight_type),
+            f"blk.{il}.ffn_down.weight": ([ffn, e], weight_type),
+        }
+    tokens = [f"tok{i:06d}" for i in range(n_vocab)]
+    vocab = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.scores": [0.0] * n_vocab,
+        "tokenizer.ggml.token_type": [1] * n_vocab,
+    }
+    return write(path, arch, {**keys, **vocab}, t, vocab=False)

@@ -380,14 +380,17 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     )
 
 
-def geometry(source: str | Path | bytes, name: str | None = None) -> Geometry:
-    """A GGUF file (a path, or an upload's bytes) -> its geometry under llama.cpp's rules, from the header only."""
+def geometry(
+    source: str | Path | bytes, name: str | None = None, file_bytes: int | None = None
+) -> Geometry:
+    """A GGUF file (a path, or an upload's bytes) -> its geometry under llama.cpp's rules, from the header only;
+    `file_bytes`: the bytes are the header alone of a file of that size (gguf_header.read_header)."""
     label = name or (
         Path(source).name
         if not isinstance(source, (bytes, bytearray, memoryview))
         else "the uploaded file"
     )
-    return geometry_from_header(read_header(source, label), label)
+    return geometry_from_header(read_header(source, label, file_bytes), label)
 
 
 def is_gguf_name(model: str) -> bool:

@@ -31,6 +31,7 @@ MAX_STRING = 64 * 1024 * 1024  # one string (a chat template is ~100 kB)
 MAX_KEPT = 4096  # arrays up to this long are kept (per-layer values); longer ones only counted
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NESTING = 4
+MAX_NAME = 65535  # a key or a tensor name (gguf.cpp reads them as strings; none is near this)
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 _CHUNK = 1 << 20
 
@@ -80,8 +81,10 @@ class Header:
 class _Cursor:
     """Sequential reads from a binary stream that know how many bytes the file still has."""
 
-    def __init__(self, stream, size: int, label: str):
+    def __init__(self, stream, size: int, label: str, available: int | None = None):
         self.f, self.size, self.label = stream, size, label
+        # the bytes given: all of the file, or (a browser's) its header only
+        self.available = size if available is None else available
         self.buf, self.pos, self.base = b"", 0, 0  # base: file offset of buf[0]
 
     @property
@@ -108,6 +111,14 @@ class _Cursor:
                 "gguf_header_large",
                 label=self.label,
                 mib=MAX_HEADER_BYTES // 2**20,
+            )
+        if self.offset + n > self.available:  # inside the file, past the bytes given
+            raise KvError(
+                f"{self.label}: only the first {self.available:,} bytes of its GGUF header were given, and the "
+                "header goes on past them; choose the file again.",
+                "gguf_header_short",
+                label=self.label,
+                size=self.available,
             )
         rest = self.buf[self.pos :]
         self.base += self.pos
@@ -162,7 +173,7 @@ class _Cursor:
             self.pos += n
             return
         end = self.offset + n
-        if end > min(self.size, MAX_HEADER_BYTES):
+        if end > min(self.size, MAX_HEADER_BYTES, self.available):
             self._ensure(n)  # raises the truncated or too-large sentence
         self.f.seek(end)
         self.buf, self.pos, self.base = b"", 0, end
@@ -236,15 +247,15 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
     return [_value(cur, item_type, key, depth + 1) for _ in range(count)]
 
 
-def _parse(stream, size: int, label: str) -> Header:
-    cur = _Cursor(stream, size, label)
+def _parse(stream, size: int, label: str, available: int | None = None) -> Header:
+    cur = _Cursor(stream, size, label, available)
     if size < 4:
         raise KvError(
             f"{label} is not a GGUF file (it does not start with 'GGUF').",
             "gguf_not_gguf",
             label=label,
         )
-    cur._ensure(min(size, 24))
+    cur._ensure(4)  # the magic first: a file that is not GGUF is refused on its first four bytes
     if cur.buf[:4] != MAGIC:
         raise KvError(
             f"{label} is not a GGUF file (it does not start with 'GGUF').",
@@ -284,13 +295,13 @@ def _parse(stream, size: int, label: str) -> Header:
             )
     metadata = {}
     for _ in range(n_kv):
-        key = cur.string("a key", 65535)
+        key = cur.string("a key", MAX_NAME)
         if key in metadata:
             raise _corrupt(label, f"the key {quote(key)} appears twice")
         metadata[key] = _value(cur, cur.unpack("I"), key)
     tensors, names = [], set()
     for _ in range(n_tensors):
-        name = cur.string("a tensor name", 65535)
+        name = cur.string("a tensor name", MAX_NAME)
         n_dims = cur.unpack("I")
         if not 1 <= n_dims <= MAX_DIMS:
             raise _corrupt(
@@ -315,14 +326,22 @@ def _parse(stream, size: int, label: str) -> Header:
     return Header(version, metadata, tuple(tensors), data_offset, size, alignment)
 
 
-def read_header(source: str | Path | bytes, label: str | None = None) -> Header:
-    """The header of a GGUF file given by path (read from disk, only as far as the header) or by its bytes (an upload).
+def read_header(
+    source: str | Path | bytes, label: str | None = None, file_bytes: int | None = None
+) -> Header:
+    """The header of a GGUF file given by path (read from disk, only as far as the header) or by its bytes: the
+    whole file, or (with `file_bytes`, the whole file's size) its first bytes up to the end of the tensor table,
+    as a browser reads them (kvsite.gguf_browser): every bound is then the file's, and a header that goes on past
+    the bytes given is refused in one sentence.
 
     Raises KvError with one sentence when the file is missing, not GGUF, truncated or claims sizes it cannot hold.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
-        return _parse(io.BytesIO(data), len(data), label or "the uploaded file")
+        size = len(data) if file_bytes is None else file_bytes
+        if size < len(data):
+            raise ValueError(f"file_bytes {size} is less than the {len(data)} bytes given")
+        return _parse(io.BytesIO(data), size, label or "the uploaded file", len(data))
     label = label or str(source)
     with open_regular(source, label) as f:
         return _parse(f, os.fstat(f.fileno()).st_size, label)
