@@ -185,7 +185,7 @@ def calculator() -> None:
         for label, value in (
             (f.t("calc.kv_total"), result["kv_bytes"]),
             (f.t("calc.weights_m", w=w_fmt), result["weights_bytes"]),
-            (f.t("calc.total"), need),
+            (f.t("calc.total_plan" if "plan" in result else "calc.total"), need),
             (f.t("calc.available"), mem.bytes),
         ):
             m.metric(
