@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcore.errors import KvError
-from kvcore.memory.allocsim import STEP, trace
+from kvcore.memory.allocsim import STEP, CacheState, trace
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
 
@@ -148,63 +148,114 @@ def moments(
     backend: str = "metal",
     prefill_step: int = PREFILL_STEP,
     quantized_kv_start: int = QUANTIZED_KV_START,
+    every: bool = True,
 ) -> list[Moment]:
-    """Every step of generate_step for a `prompt`-token prompt and `generated` tokens, with what it holds.
+    """The steps of generate_step for a `prompt`-token prompt and `generated` tokens, with what each holds.
 
     The cache is KVCache in the activation dtype until its offset reaches `quantized_kv_start`, when `spec` names a
     quantized format (mlx_lm's kv_bits), and QuantizedKVCache after that; sliding-window layers are held at their
-    window (RotatingKVCache)."""
+    window (RotatingKVCache). `every=False` keeps only the steps that can hold the peak: the last two prefill
+    chunks (an earlier chunk of the same size holds less: fewer keys, a smaller cache), the conversion step and
+    the single-token steps."""
     _check(geometry, spec, backend, prefill_step)
     act = DTYPE_BYTES[spec.activation_dtype]
     quantized = get_format(spec.k_format).kind != "plain"
     full = KvSpec(
         spec.activation_dtype, spec.activation_dtype, spec.group_size, spec.activation_dtype
     )
-    updates = prefill_chunks(prompt, prefill_step) + [1] * generated
+    chunks = prefill_chunks(prompt, prefill_step)
+    updates = chunks + [1] * generated
     e, heads = geometry.hidden_size, geometry.num_attention_heads
     mlp = _mlp_width(geometry)
-    traces = []
+    q = max(heads * layer.k_dim for layer in geometry.layers)
+    width = HIDDEN_ROWS * e + QUERY_ROWS * q + MLP_ROWS * mlp
+    # layers alike in their cache (kind, window, row sizes): one trace each
+    groups: dict[tuple, list] = {}
     for layer in geometry.layers:
-        if layer.kind == "sliding" and layer.window < prompt + generated:
-            traces.append(trace("RotatingKVCache", updates, max_size=layer.window))
+        rotating = layer.kind == "sliding" and layer.window < prompt + generated
+        key = (
+            rotating,
+            layer.window if rotating else None,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+        )
+        groups.setdefault(key, []).append(layer)
+    # KVCache fed whole chunks of a multiple of 256 tokens holds exactly what it was fed: a long prompt's first
+    # chunks are skipped to that state (the test compares it with the full walk)
+    skip = max(0, len(chunks) - 4) if prefill_step % STEP == 0 and not every else 0
+    traces = []
+    for (rotating, window, *_), layers in groups.items():
+        if rotating:
+            states = trace("RotatingKVCache", updates, max_size=window)
         else:
-            traces.append(trace("KVCache", updates))
-    out, converted, offset = [], False, 0
-    for i, n in enumerate(updates):
-        converting = quantized and not converted and offset + n >= quantized_kv_start
+            done = CacheState(skip * prefill_step, skip * prefill_step)
+            states = [done] * skip + trace("KVCache", updates[skip:], start=done)
+        traces.append((layers, states))
+    convert_at = next(
+        (
+            i
+            for i, off in enumerate(_offsets(updates))
+            if quantized and off + updates[i] >= quantized_kv_start
+        ),
+        None,
+    )
+    big = [i for i, n in enumerate(updates) if n > 1][-2:]
+    keep = (
+        range(len(updates))
+        if every
+        else sorted(
+            {
+                *big,
+                *(i for i, n in enumerate(updates) if n == 1),
+                *([convert_at] if convert_at is not None else []),
+            }
+        )
+    )
+    offsets = _offsets(updates)
+    out = []
+    for i in keep:
+        n, offset = updates[i], offsets[i]
+        converted = convert_at is not None and i > convert_at
         now = spec if converted else full  # the cache this step runs on
 
-        def layer_bytes(j, cap, s=None):
-            return cap * bytes_per_token(geometry.layers[j], s or now) + state_bytes(
-                geometry.layers[j], s or now
+        def cache_bytes(cap, layers, s=None):
+            return sum(
+                cap * bytes_per_token(layer, s or now) + state_bytes(layer, s or now)
+                for layer in layers
             )
 
-        kv = sum(layer_bytes(j, t[i].capacity) for j, t in enumerate(traces))
+        kv = sum(cache_bytes(st[i].capacity, layers) for layers, st in traces)
         parts = []
         grown = [
-            layer_bytes(j, t[i - 1].capacity)
-            for j, t in enumerate(traces)
-            if i and t[i].capacity > t[i - 1].capacity and t[i - 1].capacity
+            cache_bytes(st[i - 1].capacity, layers[:1])
+            for layers, st in traces
+            if i and st[i].capacity > st[i - 1].capacity and st[i - 1].capacity
         ]
         if grown:
+            passing = sum(
+                len(layers)
+                for layers, st in traces
+                if i and st[i].capacity > st[i - 1].capacity and st[i - 1].capacity
+            )
             parts.append(
                 Part(
                     "growth copy",
                     "growth",
                     max(grown),
-                    f"{len(grown)} cache(s) pass their capacity: one layer's old K and V beside its new "
+                    f"{passing} cache(s) pass their capacity: one layer's old K and V beside its new "
                     f"buffer (grown in {STEP}-token steps)",
                     f"{SOURCE}/models/cache.py#L347-L369",
                 )
             )
-        keys = [min(t[i].offset, t[i].capacity) for t in traces]
         attn = [
-            (layer, k)
-            for layer, k in zip(geometry.layers, keys)
+            min(st[i].offset, st[i].capacity)
+            for layers, st in traces
+            for layer in layers[:1]
             if not _fused(layer, backend, converted, n)
         ]
         if attn:
-            k = max(k for _, k in attn)
+            k = max(attn)
             parts.append(
                 Part(
                     "attention scores",
@@ -224,8 +275,6 @@ def moments(
                         f"{SOURCE}/models/base.py#L24-L42",
                     )
                 )
-        q = max(heads * layer.k_dim for layer in geometry.layers)
-        width = HIDDEN_ROWS * e + QUERY_ROWS * q + MLP_ROWS * mlp
         parts.append(
             Part(
                 "activations",
@@ -236,7 +285,7 @@ def moments(
                 f"{SOURCE}/models/llama.py#L74-L102",
             )
         )
-        if i == len(prefill_chunks(prompt, prefill_step)) - 1 or i >= len(updates) - generated:
+        if i >= len(chunks) - 1:
             parts.append(
                 Part(
                     "logits",
@@ -246,8 +295,8 @@ def moments(
                     f"{SOURCE}/generate.py#L414",
                 )
             )
-        if converting:
-            qkv = sum(layer_bytes(j, t[i].capacity, spec) for j, t in enumerate(traces))
+        if i == convert_at:
+            qkv = sum(cache_bytes(st[i].capacity, layers, spec) for layers, st in traces)
             parts.append(
                 Part(
                     "quantized-cache conversion",
@@ -258,10 +307,24 @@ def moments(
                     f"{SOURCE}/generate.py#L305-L310",
                 )
             )
-            converted = True
         out.append(Moment("prefill" if n > 1 else "token", n, offset, kv, tuple(parts)))
-        offset += n
     return out
+
+
+def _offsets(updates: list[int]) -> list[int]:
+    """The cache's offset before each update."""
+    out, total = [], 0
+    for n in updates:
+        out.append(total)
+        total += n
+    return out
+
+
+def covers(geometry) -> bool:
+    """True when the plan knows every layer of `geometry` (attention layers with KV caches, feed-forward sizes)."""
+    return bool(geometry.layer_ffn) and all(
+        layer.kind in ("full", "sliding") for layer in geometry.layers
+    )
 
 
 def plan(
@@ -273,12 +336,33 @@ def plan(
     backend: str = "metal",
     prefill_step: int = PREFILL_STEP,
     quantized_kv_start: int = QUANTIZED_KV_START,
+    sequences: int = 1,
 ) -> dict:
     """The peak of generate_step for a `prompt`-token prompt and `generated` tokens: weights, the caches as
     allocated and the transient parts of the step whose memory is highest, as a dict (the shape of
-    kvcore.runtimes.llamacpp_plan's, read by kvcore.views.memory_fit: compute_bytes is the transient total)."""
-    steps = moments(geometry, prompt, spec, generated, backend, prefill_step, quantized_kv_start)
+    kvcore.runtimes.llamacpp_plan's, read by kvcore.views.memory_fit: compute_bytes is the transient total).
+    `sequences` prompts of that length run as one batch: every array but the weights has the batch dimension."""
+    steps = moments(
+        geometry, prompt, spec, generated, backend, prefill_step, quantized_kv_start, every=False
+    )
     peak = max(steps, key=lambda m: m.bytes)
+    if sequences > 1:
+        peak = Moment(
+            peak.step,
+            peak.tokens,
+            peak.offset,
+            peak.kv_bytes * sequences,
+            tuple(
+                Part(
+                    p.name,
+                    p.kind,
+                    p.bytes * sequences,
+                    f"{sequences} sequences x ({p.rule})",
+                    p.source,
+                )
+                for p in peak.parts
+            ),
+        )
     where = (
         f"the prefill chunk of {peak.tokens:,} tokens at offset {peak.offset:,}"
         if peak.step == "prefill"
@@ -305,6 +389,7 @@ def plan(
     total = weights_bytes + peak.kv_bytes + transient
     return {
         "runtime": "mlx_lm",
+        "text_prefix": "mlx_",  # the site's texts for these part kinds: calc.plan_rule_mlx_<kind>
         "backend": backend,
         "weights_bytes": weights_bytes,
         "kv_bytes": peak.kv_bytes,

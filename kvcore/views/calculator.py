@@ -186,7 +186,7 @@ def max_context(
     """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context): a runtime's
     whole plan where it has one (flash attention as the runtime's default), else weights + KV under FIT_SHARE."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import largest_context
 
         return largest_context(
@@ -216,7 +216,7 @@ def max_sequences(
     """The most concurrent sequences at `context` whose total fits (0: not even one); how a runtime shares its
     context among sequences is its own (llama.cpp: -c context x slots, -np slots; its whole plan)."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import most_sequences
 
         return most_sequences(
@@ -254,7 +254,7 @@ def formats_that_fit(
     """KV formats (same for K and V) whose total fits, from the largest to the smallest cache (a runtime's whole
     plan where it has one)."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import kv_types_that_fit
 
         return kv_types_that_fit(
