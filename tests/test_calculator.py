@@ -181,17 +181,21 @@ def test_memory_curves_are_the_forward_calculation_per_format():
         )
 
 
-def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
+def test_the_savings_chapter_compares_formats_by_weights_and_kv_under_the_flat_share():
     from kvcore.views.savings import fits_table
 
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
+
+    def kv_only(t, spec):  # the formats compared by their bytes: weights + KV within FIT_SHARE
+        return verdict(weights + kv_bytes(g, t, spec), available).status == "fits"
+
     for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
         spec = KvSpec(
             row.format, row.format
         )  # memory's own answer, before the model's 131,072-token limit caps it
-        assert fits(g, row.memory_max_context, spec, 1, weights, available)
-        assert not fits(g, row.memory_max_context + 1, spec, 1, weights, available)
+        assert kv_only(row.memory_max_context, spec)
+        assert not kv_only(row.memory_max_context + 1, spec)
         assert row.max_context == min(row.memory_max_context, g.max_position_embeddings)
 
 

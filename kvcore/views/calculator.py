@@ -205,6 +205,16 @@ def max_context(
     )
 
 
+def max_context_kv_only(
+    geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int
+) -> int:
+    """The largest context whose weights + KV stay within FIT_SHARE of the memory, whatever the runtime's plan: the
+    Savings chapter's comparison of KV formats by their bytes alone (the Calculator judges a runtime by its plan)."""
+    return runtime_of(geometry).largest_context(
+        geometry, spec, sequences, _budget_for_kv(available_bytes, weights)
+    )
+
+
 def max_sequences(
     geometry: Geometry,
     spec: KvSpec,
