@@ -1,12 +1,13 @@
 """Will it fit, how far can it go, how fast will it decode: the calculator's engine.
 
-A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates) is judged by
-its plan, with no margin (kvcore.views.memory_fit): need = the plan's total, fits when need plus the compute buffer's
-measured tolerance is within the memory available, does not fit when need minus it is above, tight between.
-A runtime without one yet (mlx_lm, reference: need = weights + KV(context, sequences)) keeps the old rule:
-fits when need <= 90 % of the memory (FIT_SHARE: 10 % kept for activations, runtime buffers and the prefill
-peak), tight up to 100 %. The levers (largest context, most sequences, KV formats) are solved against the
-"fits" line the same way, so every suggested answer fits and one more does not.
+A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates; mlx_lm:
+kvcore.runtimes.mlx_lm_plan, the peak of its generate_step) is judged by its plan, with no margin
+(kvcore.views.memory_fit): need = the plan's total, fits when need plus the measured tolerance of its working memory is
+within the memory available, does not fit when need minus it is above, tight between. The reference runtime (and a
+model whose layers mlx_lm's plan does not know: MLA, linear attention) keeps the flat rule: need = weights +
+KV(context, sequences), fits when need <= 90 % of the memory (FIT_SHARE), tight up to 100 %. The levers (largest
+context, most sequences, KV formats) are solved against the "fits" line the same way, so every suggested answer fits
+and one more does not.
 
 Each number comes from the geometry's runtime (kvcore.runtimes.registry): mlx_lm and reference count the tokens
 each layer holds; llama.cpp preallocates padded caches, where `context` is its `-c` and `sequences` its
