@@ -101,3 +101,41 @@ def test_the_plan_holds_to_mlx_peak_memory(name, prompt, generated, step, bits):
         0,
     )[-1]
     assert end.kv_bytes == run["kv_bytes_end"]
+
+
+@pytest.mark.parametrize("backend", mlx_lm_plan.BACKENDS)
+@pytest.mark.parametrize("prompt", [1, 2049, 4096, 9000, 20481])
+def test_the_peak_from_the_kept_steps_is_the_peak_of_every_step(backend, prompt):
+    g = preset_geometry("gemma-3-4b")  # sliding and full layers
+    for spec in (KvSpec(), KvSpec("mlx-q4", "mlx-q4")):
+        plan = mlx_lm_plan.plan(g, prompt, spec, 0, 3, backend)
+        walk = max(mlx_lm_plan.moments(g, prompt, spec, 3, backend), key=lambda m: m.bytes)
+        assert plan["kv_bytes"] + plan["compute_bytes"] == walk.bytes
+
+
+def test_every_part_kind_has_its_words_in_both_languages():
+    from kvsite import i18n
+
+    g = preset_geometry("llama-3.2-1b")
+    kinds = set()
+    for spec in (KvSpec(), KvSpec("mlx-q8", "mlx-q8")):
+        for prompt, backend in ((5001, "cpu"), (300, "metal")):
+            plan = mlx_lm_plan.plan(g, prompt, spec, 1, 1, backend, quantized_kv_start=0)
+            kinds |= {p["kind"] for p in plan["parts"]}
+            assert plan["text_prefix"] == "mlx_"
+            steps = mlx_lm_plan.moments(g, prompt, spec, 1, backend, quantized_kv_start=0)
+            kinds |= {p.kind for m in steps for p in m.parts}
+    assert kinds == {
+        "weights",
+        "kv",
+        "growth",
+        "scores",
+        "mask",
+        "activations",
+        "conversion",
+        "logits",
+    }
+    for lang in ("en", "ja"):
+        t = i18n.translator(lang)
+        for kind in kinds:
+            assert t(f"calc.plan_rule_mlx_{kind}") != f"calc.plan_rule_mlx_{kind}", (lang, kind)

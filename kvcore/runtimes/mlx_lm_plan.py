@@ -181,17 +181,6 @@ def moments(
             layer.v_dim,
         )
         groups.setdefault(key, []).append(layer)
-    # KVCache fed whole chunks of a multiple of 256 tokens holds exactly what it was fed: a long prompt's first
-    # chunks are skipped to that state (the test compares it with the full walk)
-    skip = max(0, len(chunks) - 4) if prefill_step % STEP == 0 and not every else 0
-    traces = []
-    for (rotating, window, *_), layers in groups.items():
-        if rotating:
-            states = trace("RotatingKVCache", updates, max_size=window)
-        else:
-            done = CacheState(skip * prefill_step, skip * prefill_step)
-            states = [done] * skip + trace("KVCache", updates[skip:], start=done)
-        traces.append((layers, states))
     convert_at = next(
         (
             i
@@ -200,6 +189,19 @@ def moments(
         ),
         None,
     )
+    # KVCache fed whole chunks of a multiple of 256 tokens holds exactly what it was fed: a long prompt's first
+    # chunks are skipped to that state (the test compares it with the full walk)
+    skip = max(0, len(chunks) - 4) if prefill_step % STEP == 0 and not every else 0
+    if convert_at is not None:
+        skip = min(skip, convert_at)  # the conversion step is kept: walk from there
+    traces = []
+    for (rotating, window, *_), layers in groups.items():
+        if rotating:
+            states = trace("RotatingKVCache", updates, max_size=window)
+        else:
+            done = CacheState(skip * prefill_step, skip * prefill_step)
+            states = [done] * skip + trace("KVCache", updates[skip:], start=done)
+        traces.append((layers, states))
     big = [i for i, n in enumerate(updates) if n > 1][-2:]
     keep = (
         range(len(updates))
