@@ -294,9 +294,12 @@ def plan_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_byte
     if plan is None:
         return None
     t = i18n.translator(lang)
+    prefix = plan.get(
+        "text_prefix", ""
+    )  # a runtime's own texts for its part kinds (mlx_lm: "mlx_")
 
     def rule(part: dict) -> str:
-        words = part["rule"] if lang == "en" else t(f"calc.plan_rule_{part['kind']}")
+        words = part["rule"] if lang == "en" else t(f"calc.plan_rule_{prefix}{part['kind']}")
         return f"[{words}]({part['source']})"
 
     rows = [

@@ -10,6 +10,7 @@ from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.recordings.store import load_all
 from kvcore.runtimes.mlx_lm import MLX_LM
+from kvcore.runtimes.registry import runtime_of
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip
 from kvcore.views.calculator import FIT_SHARE, formats_that_fit, max_context, max_sequences, verdict
@@ -23,7 +24,14 @@ def geometry(name):
 
 
 def fits(g, context, spec, sequences, weights, available):
-    return verdict(weights + kv_bytes(g, context, spec, sequences), available).status == "fits"
+    """The verdict as the calculator gives it: the runtime's whole plan where it has one for this model (mlx_lm:
+    generate_step's peak), else weights + KV under the flat share (the reference runtime, a model mlx_lm's plan
+    does not cover: MLA or linear-attention layers)."""
+    plan = runtime_of(g).memory_plan(g, context, spec, sequences, None, weights)
+    if plan is None:
+        return verdict(weights + kv_bytes(g, context, spec, sequences), available).status == "fits"
+    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    return verdict(plan["total_bytes"], available, allowance).status == "fits"
 
 
 def test_verdict_changes_at_its_stated_thresholds():
@@ -65,7 +73,11 @@ def test_sliding_window_model_needs_more_context_than_linear_growth_would_allow(
     g = geometry("gemma-3-27b")
     spec, weights, available = KvSpec(), weights_bytes(geometry("gemma-3-27b"), "mlx-q4"), 36 * GB
     t = max_context(g, spec, 1, weights, available)
-    naive = (available * FIT_SHARE - weights) // (kv_bytes(g, 2, spec) - kv_bytes(g, 1, spec))
+    assert fits(g, t, spec, 1, weights, available) and not fits(
+        g, t + 1, spec, 1, weights, available
+    )
+    # every token past the windows adds only the global layers' bytes: far more context than if all grew
+    naive = (available - weights) // (kv_bytes(g, 2, spec) - kv_bytes(g, 1, spec))
     assert t > naive
 
 
@@ -86,13 +98,29 @@ def test_most_sequences_fit_and_one_more_does_not(name, context):
 
 def test_suggested_formats_fit_and_the_others_do_not():
     g = geometry("llama-3.1-8b")
-    spec, available, context = KvSpec(), 24 * GB, 131072
+    spec, available, context = KvSpec(), 8 * GB, 4096
+    weights = weights_bytes(g, "bf16")  # 16 GB: nothing fits
+    assert formats_that_fit(g, context, 1, weights, available, spec) == []
+    # 32,768 tokens in 10 GB: fp16's plan fits; a quantized cache's does not (its prefill scores, next test)
+    weights, context, available = weights_bytes(g, "mlx-q4"), 32768, 10 * GB
+    suggested = formats_that_fit(g, context, 1, weights, available, KvSpec("fp32", "fp32"))
+    assert "fp16" in suggested and "mlx-q4" not in suggested
+    for name in runtime_of(g).kv_formats:
+        assert (name in suggested) == fits(g, context, KvSpec(name, name), 1, weights, available)
+
+
+def test_a_quantized_cache_is_no_lever_where_its_attention_scores_pass_the_memory():
+    """mlx_lm's quantized cache attends through quantized_scaled_dot_product_attention, which materialises every
+    head's scores on any backend, while Metal's fused kernel does not for a plain cache: at 131,072 tokens a 2,048-
+    token prefill chunk's scores (32 heads x 2,048 x 131,072 x 2 bytes, 16 GiB) outweigh what 4 bits save."""
+    g = geometry("llama-3.1-8b")
     weights = weights_bytes(g, "mlx-q4")
-    assert not fits(g, context, spec, 1, weights, available)  # fp16 KV: 16 GiB + weights
-    suggested = formats_that_fit(g, context, 1, weights, available, spec)
-    assert "mlx-q4" in suggested and "fp16" not in suggested
-    for name in suggested:
-        assert fits(g, context, KvSpec(name, name), 1, weights, available)
+    q4 = runtime_of(g).memory_plan(g, 131072, KvSpec("mlx-q4", "mlx-q4"), 1, None, weights)
+    fp16 = runtime_of(g).memory_plan(g, 131072, KvSpec(), 1, None, weights)
+    scores = next(p for p in q4["parts"] if p["kind"] == "scores")
+    assert scores["bytes"] == 32 * 2047 * 131071 * 2  # the last full chunk, before the last token
+    assert not any(p["kind"] == "scores" for p in fp16["parts"])
+    assert q4["kv_bytes"] < fp16["kv_bytes"] / 3 and q4["total_bytes"] > fp16["total_bytes"]
 
 
 def test_efficiency_comes_from_the_article_recording():
@@ -154,17 +182,21 @@ def test_memory_curves_are_the_forward_calculation_per_format():
         )
 
 
-def test_the_savings_chapter_answers_what_fits_with_the_calculators_rule():
+def test_the_savings_chapter_compares_formats_by_weights_and_kv_under_the_flat_share():
     from kvcore.views.savings import fits_table
 
     g = geometry("llama-3.1-8b")
     weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
+
+    def kv_only(t, spec):  # the formats compared by their bytes: weights + KV within FIT_SHARE
+        return verdict(weights + kv_bytes(g, t, spec), available).status == "fits"
+
     for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
         spec = KvSpec(
             row.format, row.format
         )  # memory's own answer, before the model's 131,072-token limit caps it
-        assert fits(g, row.memory_max_context, spec, 1, weights, available)
-        assert not fits(g, row.memory_max_context + 1, spec, 1, weights, available)
+        assert kv_only(row.memory_max_context, spec)
+        assert not kv_only(row.memory_max_context + 1, spec)
         assert row.max_context == min(row.memory_max_context, g.max_position_embeddings)
 
 

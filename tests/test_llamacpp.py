@@ -437,10 +437,14 @@ def test_llama_cpp_verdict_is_its_plan_with_no_flat_margin():
     assert calculator.verdict(need, need + allowance, allowance).status == "fits"
     assert calculator.verdict(need, need + allowance - 1, allowance).status == "tight"
     assert calculator.verdict(need, need - allowance - 1, allowance).status == "no"
-    # a runtime without a plan keeps weights + KV under FIT_SHARE
+    # mlx_lm is judged by its own plan (generate_step's peak); the reference runtime, without one, keeps weights + KV
+    # under FIT_SHARE
     m = calculator.calculate(preset_geometry("llama-3.1-8b", "mlx_lm"), 32768, 1, KvSpec())
-    assert "plan" not in m and m["fit_allowance_bytes"] is None
-    assert m["need_bytes"] == m["weights_bytes"] + m["kv_bytes"]
+    assert m["need_bytes"] == m["plan"]["total_bytes"] > m["weights_bytes"] + m["kv_bytes"]
+    assert m["plan"]["log_lines"][0].startswith("Peak memory: ")
+    ref = calculator.calculate(preset_geometry("llama-3.1-8b", "reference"), 32768, 1, KvSpec())
+    assert "plan" not in ref and ref["fit_allowance_bytes"] is None
+    assert ref["need_bytes"] == ref["weights_bytes"] + ref["kv_bytes"]
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "qwen-7b-chat", "gemma-2-2b", "deepseek-v3"])

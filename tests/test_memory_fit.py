@@ -125,7 +125,14 @@ def test_calc_ram_gives_the_verdict_with_its_limit_and_levers():
     }
     code, out, _ = _calc(*common, "--context", "8192", "--ram", "16")
     assert code == 0 and "fit        fits:" in out and "GPU limit  macOS default GPU limit" in out
-    code, _, err = _calc("--model", "llama-3.1-8b", "--context", "8192", "--ram", "16")
-    assert code != 0 and "--runtime llama.cpp" in err and "Traceback" not in err
+    code, out, _ = _calc(
+        "--model", "llama-3.1-8b", "--weights-format", "mlx-q4", "--context", "8192", "--ram", "16"
+    )
+    assert code == 0 and "fit        fits:" in out  # mlx_lm: its own plan (generate_step's peak)
+    assert "Peak memory: " in out and "attention scores" not in out  # Metal's fused attention
+    code, _, err = _calc(
+        "--model", "llama-3.1-8b", "--runtime", "reference", "--context", "8192", "--ram", "16"
+    )
+    assert code != 0 and "--runtime mlx_lm" in err and "Traceback" not in err
     code, _, err = _calc(*common, "--context", "8192", "--wired-limit-mb", "9000")
     assert code != 0 and "--ram" in err and "Traceback" not in err

@@ -47,7 +47,7 @@ def _print_calc(r: dict) -> None:
     )
     if "plan" in r:  # the runtime's whole plan: its buffers beside the weights and the KV cache
         print(
-            f"total      {fmt_bytes(r['plan']['total_bytes'])} (weights, KV, output and compute buffers;"
+            f"total      {fmt_bytes(r['plan']['total_bytes'])} (everything its plan holds at the peak;"
             f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
         )
     else:
@@ -174,7 +174,7 @@ def _print_fit(f: dict) -> None:
     limit = f["limit"]
     where = f"; {f['blocking']} does not fit" if f["blocking"] else ""
     print(
-        f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (compute buffer +/- "
+        f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (its working memory +/- "
         f"{fmt_bytes(f['allowance_bytes'])}) of the {fmt_bytes(limit['bytes'])} the GPU may use{where}"
     )
     print(f"GPU limit  {limit['source']}")

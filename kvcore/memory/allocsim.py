@@ -92,11 +92,16 @@ def _apply(state: CacheState, cache_class: str, n: int, max_size: int | None, ke
 
 
 def trace(
-    cache_class: str, updates: list[int], max_size: int | None = None, keep: int = 0
+    cache_class: str,
+    updates: list[int],
+    max_size: int | None = None,
+    keep: int = 0,
+    start: CacheState | None = None,
 ) -> list[CacheState]:
-    """The state after each update of `updates` (token counts), for one cache layer."""
+    """The state after each update of `updates` (token counts), for one cache layer (from `start`, default empty)."""
     _check(cache_class, updates, max_size)
-    state, out = CacheState(), []
+    state = CacheState() if start is None else CacheState(start.offset, start.capacity, start.idx)
+    out = []
     for n in updates:
         _apply(state, cache_class, n, max_size, keep)
         out.append(CacheState(state.offset, state.capacity, state.idx))

@@ -306,6 +306,15 @@ class Runtime:
         the engine has no plan for this runtime."""
         return None
 
+    def plan_covers(self, geometry: Geometry) -> bool:
+        """True when memory_plan() gives a plan for this geometry (the verdict and levers then use it)."""
+        return self.plans_memory
+
+    def plan_context(self, context: int, sequences: int = 1) -> int:
+        """The context memory_plan() takes for `sequences` sequences of `context` tokens each (llama.cpp: -c context
+        x N with -np N; runtimes that count tokens per sequence: context)."""
+        return context
+
     def describe_options(self, result: dict) -> list[str]:
         """The CLI's lines, under the model's, for this runtime's options and caches (llama.cpp: its log lines)."""
         return []

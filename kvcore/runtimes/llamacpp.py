@@ -194,6 +194,9 @@ class LlamaCppRuntime(Runtime):
     def prefill_chunk(self, prompt, options=None):
         return llamacpp.micro_batch(prompt, self.options(1, options))  # -ub as llama.cpp clamps it
 
+    def plan_context(self, context, sequences=1):
+        return context * sequences  # -c context x N -np N: each slot gets `context` cells
+
     def sequence_share(self, context, sequences=1, options=None):
         return context if self.options(sequences, options).unified else context // sequences
 

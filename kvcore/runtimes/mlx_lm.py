@@ -4,6 +4,7 @@ and V), counted token by token (kvcore.runtimes.token); mlx-lm 0.32.2's models/c
 from __future__ import annotations
 
 from kvcore.memory.formats import mlx_cache_formats
+from kvcore.runtimes import mlx_lm_plan
 from kvcore.runtimes.token import TokenRuntime
 
 MLX_LM = TokenRuntime(
@@ -15,4 +16,5 @@ MLX_LM = TokenRuntime(
     engines=("mlx_lm", "mlx-lm", "mlx-vlm", "omlx", "rapid-mlx"),
     fit_class="mlx",
     one_kv_format=True,  # generate's one kv_bits quantizes K and V alike
+    planner=mlx_lm_plan,  # generate_step's peak, part by part
 )

@@ -10,7 +10,7 @@ Example: MLX_LM.kv_bytes(llama_3_2_1b, 32768, KvSpec()) -> 1 GiB.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcore.limits import MAX_SEQUENCES
 from kvcore.memory import formulas
@@ -37,12 +37,32 @@ class TokenRuntime(Runtime):
         engines: tuple[str, ...] = (),
         fit_class: str = "",
         one_kv_format: bool = False,
+        planner: Any = None,
     ):
         self.name, self.help, self.windows = name, help, windows or name
         self.engines, self.fit_class, self.one_kv_format = engines, fit_class, one_kv_format
         self.ignored_window_note, self.prefill_peak = ignored_window_note, prefill_peak
         self._kv_formats = kv_formats
         self.max_sequences = MAX_SEQUENCES
+        # mlx_lm: its generate_step's peak (kvcore.runtimes.mlx_lm_plan: covers() and plan())
+        self.planner = planner
+        self.plans_memory = planner is not None
+
+    def plan_covers(self, geometry):
+        return self.plans_memory and self.planner.covers(geometry)
+
+    def memory_plan(
+        self, geometry, context, spec, sequences, options, weights_bytes, flash_attn="auto"
+    ):
+        """mlx_lm's peak on a Mac (Metal) for a `context`-token prompt in generate_step's chunks, part by part
+        (kvcore.runtimes.mlx_lm_plan); None where it has no plan (the reference runtime, a model whose layers the
+        plan does not know)."""
+        self.options(sequences, options)
+        if not self.plan_covers(geometry):
+            return None
+        return self.planner.plan(
+            geometry, context, spec, weights_bytes, backend="metal", sequences=sequences
+        )
 
     @property
     def kv_formats(
@@ -106,8 +126,24 @@ class TokenRuntime(Runtime):
         return formulas.PREFILL_STEP  # mlx_lm generate_step's prefill_step_size
 
     def describe_sizes(self, result):
+        lines = []
         if self.prefill_peak and result["kv_prefill_peak_bytes"] != result["kv_bytes"]:
-            return [
+            lines.append(
                 f"  prefill peak ({self.prefill_peak}): {fmt_bytes(result['kv_prefill_peak_bytes'])}"
+            )
+        plan = result.get("plan")
+        if plan:  # the peak of generate_step, part by part (kvcore.runtimes.mlx_lm_plan)
+            lines.append(
+                f"memory plan ({plan['backend']} backend, prefill step {plan['prefill_step']:,}; the peak is "
+                f"the {plan['peak_step']} step of {plan['n_tokens']:,} token(s) at offset {plan['peak_offset']:,}):"
+            )
+            lines += [
+                f"  {part['name']:<26} {part['bytes']:>16,} B  {part['rule']}"
+                for part in plan["parts"]
             ]
-        return []
+            lines.append(
+                f"  {'total':<26} {plan['total_bytes']:>16,} B  ({plan['compute_tolerance']})"
+            )
+            lines.append(f"what {self.name} will print:")
+            lines += [f"  {line}" for line in plan["log_lines"]]
+        return lines

@@ -1,12 +1,13 @@
 """Will it fit, how far can it go, how fast will it decode: the calculator's engine.
 
-A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates) is judged by
-its plan, with no margin (kvcore.views.memory_fit): need = the plan's total, fits when need plus the compute buffer's
-measured tolerance is within the memory available, does not fit when need minus it is above, tight between.
-A runtime without one yet (mlx_lm, reference: need = weights + KV(context, sequences)) keeps the old rule:
-fits when need <= 90 % of the memory (FIT_SHARE: 10 % kept for activations, runtime buffers and the prefill
-peak), tight up to 100 %. The levers (largest context, most sequences, KV formats) are solved against the
-"fits" line the same way, so every suggested answer fits and one more does not.
+A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates; mlx_lm:
+kvcore.runtimes.mlx_lm_plan, the peak of its generate_step) is judged by its plan, with no margin
+(kvcore.views.memory_fit): need = the plan's total, fits when need plus the measured tolerance of its working memory is
+within the memory available, does not fit when need minus it is above, tight between. The reference runtime (and a
+model whose layers mlx_lm's plan does not know: MLA, linear attention) keeps the flat rule: need = weights +
+KV(context, sequences), fits when need <= 90 % of the memory (FIT_SHARE), tight up to 100 %. The levers (largest
+context, most sequences, KV formats) are solved against the "fits" line the same way, so every suggested answer fits
+and one more does not.
 
 Each number comes from the geometry's runtime (kvcore.runtimes.registry): mlx_lm and reference count the tokens
 each layer holds; llama.cpp preallocates padded caches, where `context` is its `-c` and `sequences` its
@@ -186,7 +187,7 @@ def max_context(
     """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context): a runtime's
     whole plan where it has one (flash attention as the runtime's default), else weights + KV under FIT_SHARE."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import largest_context
 
         return largest_context(
@@ -205,6 +206,16 @@ def max_context(
     )
 
 
+def max_context_kv_only(
+    geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int
+) -> int:
+    """The largest context whose weights + KV stay within FIT_SHARE of the memory, whatever the runtime's plan: the
+    Savings chapter's comparison of KV formats by their bytes alone (the Calculator judges a runtime by its plan)."""
+    return runtime_of(geometry).largest_context(
+        geometry, spec, sequences, _budget_for_kv(available_bytes, weights)
+    )
+
+
 def max_sequences(
     geometry: Geometry,
     spec: KvSpec,
@@ -216,7 +227,7 @@ def max_sequences(
     """The most concurrent sequences at `context` whose total fits (0: not even one); how a runtime shares its
     context among sequences is its own (llama.cpp: -c context x slots, -np slots; its whole plan)."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import most_sequences
 
         return most_sequences(
@@ -254,7 +265,7 @@ def formats_that_fit(
     """KV formats (same for K and V) whose total fits, from the largest to the smallest cache (a runtime's whole
     plan where it has one)."""
     runtime = runtime_of(geometry)
-    if runtime.plans_memory:
+    if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import kv_types_that_fit
 
         return kv_types_that_fit(

@@ -103,10 +103,15 @@ def fit(plan: dict, limit: Limit) -> Fit:
         if need - allowance > limit.bytes
         else "tight"
     )
-    blocking, running = None, 0
+    blocking, running, allowed = None, 0, False
     if status != "fits":
         for part in plan["parts"]:
-            running += part["bytes"] + (allowance if part["kind"] == "compute" else 0)
+            running += part["bytes"]
+            if part["kind"] not in ("weights", "kv", "output") and not allowed:
+                running, allowed = (
+                    running + allowance,
+                    True,
+                )  # the tolerance, at the first transient part
             if running > limit.bytes:
                 blocking = part["name"]
                 break
@@ -148,7 +153,8 @@ def most_sequences(
     padding makes the need step, so every count is tried."""
     most = 0
     for n in range(1, min(runtime.max_sequences, max_context // context) + 1):
-        if _fits(runtime, geometry, context * n, spec, n, options, weights, flash_attn, limit):
+        cells = runtime.plan_context(context, n)
+        if _fits(runtime, geometry, cells, spec, n, options, weights, flash_attn, limit):
             most = n
     return most
 
@@ -197,7 +203,7 @@ def levers(
     if flash_attn == "off" and _fits(runtime, *args, options, weights, "on", limit):
         out.append({"lever": "flash_attn", "value": "on"})
     base = runtime.options(sequences, options)
-    for ub in UBATCHES:
+    for ub in UBATCHES if any(s.field == "ubatch" for s in runtime.settings) else ():
         if ub < base.ubatch and _fits(
             runtime, *args, replace(base, ubatch=ub), weights, flash_attn, limit
         ):

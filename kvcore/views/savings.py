@@ -20,7 +20,7 @@ from kvcore.model.geometry import Geometry
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB
-from kvcore.views.calculator import max_context
+from kvcore.views.calculator import max_context_kv_only
 
 # ---------------------------------------------------------------- 5 savings
 from kvcore.views.what_if import doubling_contexts, memory_curves
@@ -178,13 +178,16 @@ def fits_table(
     formats: list[str],
     sequences: int = 1,
 ) -> pd.DataFrame:
-    """Longest context per KV format that the calculator calls "fits" in `memory_gib` (vendors' "GB" of RAM are GiB),
+    """Longest context per KV format whose weights + KV stay within FIT_SHARE of `memory_gib` (the formats compared by
+    their bytes alone; the Calculator judges a runtime by its whole plan) (vendors' "GB" of RAM are GiB),
     capped at the model's max_position_embeddings (`capped` says where the model, not the memory, sets the limit)."""
     weights, available = weights_bytes(geometry, weights_format), int(memory_gib * GIB)
     model_max = geometry.max_position_embeddings
     rows = []
     for name in format_table(geometry, formats)["format"]:
-        memory_max = max_context(geometry, KvSpec(name, name), sequences, weights, available)
+        memory_max = max_context_kv_only(
+            geometry, KvSpec(name, name), sequences, weights, available
+        )
         capped = bool(model_max and memory_max > model_max)
         rows.append(
             {

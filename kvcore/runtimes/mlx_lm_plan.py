@@ -1,0 +1,409 @@
+"""mlx_lm's whole memory plan: what `mlx_lm.generate` holds at its "Peak memory" line, part by part.
+
+mlx_lm preallocates nothing: its caches grow as tokens arrive and mlx frees every intermediate array after its last
+use, so the peak is the largest moment of `generate_step` (mlx-lm 0.32.2, mlx_lm/generate.py), not a sum of
+buffers. A prompt of T tokens is fed in chunks of `prefill_step_size` (default 2048; the last prompt token alone,
+kvcore.memory.formulas.prefill_chunks), each chunk's caches evaluated before the next
+(generate.py#L437-L463); each generated token is one more step (#L465-L482). The plan walks those steps with the
+cache simulator (kvcore.memory.allocsim) and keeps the step whose memory is highest:
+
+* weights -- the parameters as stored (every array mlx holds for the model).
+* KV cache -- the caches as allocated after that step: KVCache grows in 256-token steps (models/cache.py#L347-L369),
+  QuantizedKVCache likewise with its packed values, scales and biases (#L261-L302).
+* growth copy -- a step that passes a cache's capacity concatenates its old buffer with the new rows
+  (#L361-L362): the old and the new buffer coexist until the copy is done; counted as one layer's old K and V
+  (mlx evaluates the layers one after the other).
+* attention scores -- where attention is not fused, a chunk of S tokens at offset o materialises
+  `n_heads x S x (o + S)` scores in the activation dtype (mlx's scaled_dot_product_attention fallback, and
+  mlx_lm's quantized_scaled_dot_product_attention, models/base.py#L64-L107, on every backend), and the causal
+  mask beside them: `S x (o + S)` booleans.
+* activations -- one layer's other arrays for the chunk: counted per token as 7 hidden-width, 4 query-width and 2
+  MLP-width values in the activation dtype (the residual and normed input, Q, its scaled copy and the attention
+  output, the MLP's gate and up projections; on the CPU backend mlx schedules a few arrays ahead of their use:
+  the counts are what this machine's runs hold, tests/test_mlx_lm_plan.py).
+* quantized-cache conversion -- with `kv_bits`, a cache whose offset reaches `quantized_kv_start` (default 5000) is
+  converted with `to_quantized` after that step (generate.py#L305-L310, models/cache.py#L396-L404): the full-precision
+  and the quantized caches coexist for that step.
+* logits -- the prefill chunks' logits are never computed (generate_step evaluates only the caches, #L450); the last
+  prompt token and each generated token compute one row of `n_vocab` values (#L414).
+
+Backends: on the CPU backend every attention is unfused (mlx `ScaledDotProductAttention::use_fallback` returns true
+for the CPU: mlx/backend/metal/scaled_dot_product_attention.cpp), and that is what the tests measure
+(mx.get_peak_memory() around mlx_lm's own generate_step, fp32 activations). On Metal the fused kernel runs a prefill
+chunk without materialising the scores or the mask when the head dimension is 64, 72, 80, 96 or 128 (K and V alike)
+and the cache is not quantized; the Metal plan assumes that from the source and has not been measured here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcore.errors import KvError
+from kvcore.memory.allocsim import STEP, CacheState, trace
+from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
+from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
+
+VERSION = "v0.32.2"
+SOURCE = f"https://github.com/ml-explore/mlx-lm/blob/{VERSION}/mlx_lm"
+MLX_SOURCE = "https://github.com/ml-explore/mlx/blob/v0.32.1/mlx"
+QUANTIZED_KV_START = 5000  # generate.py DEFAULT_QUANTIZED_KV_START
+BACKENDS = ("metal", "cpu")
+FUSED_HEAD_DIMS = (
+    64,
+    72,
+    80,
+    96,
+    128,
+)  # Metal's sdpa_full kernel (scaled_dot_product_attention.cpp)
+# activations per token of a prefill chunk: hidden-, query- and MLP-width values of one layer (module docstring)
+HIDDEN_ROWS, QUERY_ROWS, MLP_ROWS = 7, 4, 2
+# The measured spread of the plan against mx.get_peak_memory() on this machine's CPU backend
+# (tests/test_mlx_lm_plan.py, scripts/record_mlx_peak.py): |plan - peak| <= TRANSIENT_TOLERANCE x the plan's
+# transient parts (everything above weights and KV).
+TRANSIENT_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class Part:
+    """One thing mlx holds at the peak: its name, its bytes, the rule and its source line."""
+
+    name: str
+    kind: str  # weights, kv, growth, scores, mask, activations, conversion, logits
+    bytes: int
+    rule: str
+    source: str
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "bytes": self.bytes,
+            "rule": self.rule,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One step of generate_step: the update it feeds each cache and what it holds while it runs."""
+
+    step: str  # "prefill" | "token"
+    tokens: int  # tokens this step feeds
+    offset: int  # tokens in the cache before it
+    kv_bytes: int  # caches as allocated after it
+    parts: tuple[Part, ...]  # its transient parts
+
+    @property
+    def transient_bytes(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+    @property
+    def bytes(self) -> int:
+        return self.kv_bytes + self.transient_bytes
+
+
+def _mlp_width(geometry) -> int:
+    """The MLP's hidden width one token runs through (dense part, and the routed experts' active share), from the
+    feed-forward parameters per layer (gate, up and down: 3 x hidden x width)."""
+    e = geometry.hidden_size
+    if not geometry.layer_ffn:
+        raise KvError(
+            f"mlx_lm's memory plan needs {geometry.name}'s feed-forward sizes, which its config does not give."
+        )
+    routed = sum(r for _, r in geometry.layer_ffn)
+    dense_total = geometry.params.matrix - routed
+    share = (geometry.active_params.matrix - dense_total) / routed if routed else 0.0
+    return max(int((ffn - r + r * share) / (3 * e)) for ffn, r in geometry.layer_ffn)
+
+
+def _fused(layer, backend: str, quantized: bool, tokens: int) -> bool:
+    """Metal's fused attention runs this layer's chunk without materialising the scores."""
+    return (
+        backend == "metal"
+        and not quantized
+        and tokens > 8
+        and layer.k_dim == layer.v_dim
+        and layer.k_dim in FUSED_HEAD_DIMS
+    )
+
+
+def _check(geometry, spec: KvSpec, backend: str, prefill_step: int) -> None:
+    if backend not in BACKENDS:
+        raise KvError(f"mlx_lm's plan is for the {' or '.join(BACKENDS)} backend, not {backend!r}.")
+    if isinstance(prefill_step, bool) or not isinstance(prefill_step, int) or prefill_step < 1:
+        raise KvError(f"prefill_step_size must be a positive whole number, not {prefill_step!r}.")
+    odd = sorted({layer.kind for layer in geometry.layers} - {"full", "sliding"})
+    if odd:
+        raise KvError(
+            f"mlx_lm's memory plan covers attention layers with KV caches; {geometry.name} has "
+            f"{', '.join(odd)} layers, whose transient memory it has not been measured for."
+        )
+
+
+def moments(
+    geometry,
+    prompt: int,
+    spec: KvSpec = KvSpec(),
+    generated: int = 0,
+    backend: str = "metal",
+    prefill_step: int = PREFILL_STEP,
+    quantized_kv_start: int = QUANTIZED_KV_START,
+    every: bool = True,
+) -> list[Moment]:
+    """The steps of generate_step for a `prompt`-token prompt and `generated` tokens, with what each holds.
+
+    The cache is KVCache in the activation dtype until its offset reaches `quantized_kv_start`, when `spec` names a
+    quantized format (mlx_lm's kv_bits), and QuantizedKVCache after that; sliding-window layers are held at their
+    window (RotatingKVCache). `every=False` keeps only the steps that can hold the peak: the last two prefill
+    chunks (an earlier chunk of the same size holds less: fewer keys, a smaller cache), the conversion step and
+    the single-token steps."""
+    _check(geometry, spec, backend, prefill_step)
+    act = DTYPE_BYTES[spec.activation_dtype]
+    quantized = get_format(spec.k_format).kind != "plain"
+    full = KvSpec(
+        spec.activation_dtype, spec.activation_dtype, spec.group_size, spec.activation_dtype
+    )
+    chunks = prefill_chunks(prompt, prefill_step)
+    updates = chunks + [1] * generated
+    e, heads = geometry.hidden_size, geometry.num_attention_heads
+    mlp = _mlp_width(geometry)
+    q = max(heads * layer.k_dim for layer in geometry.layers)
+    width = HIDDEN_ROWS * e + QUERY_ROWS * q + MLP_ROWS * mlp
+    # layers alike in their cache (kind, window, row sizes): one trace each
+    groups: dict[tuple, list] = {}
+    for layer in geometry.layers:
+        rotating = layer.kind == "sliding" and layer.window < prompt + generated
+        key = (
+            rotating,
+            layer.window if rotating else None,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+        )
+        groups.setdefault(key, []).append(layer)
+    convert_at = next(
+        (
+            i
+            for i, off in enumerate(_offsets(updates))
+            if quantized and off + updates[i] >= quantized_kv_start
+        ),
+        None,
+    )
+    # KVCache fed whole chunks of a multiple of 256 tokens holds exactly what it was fed: a long prompt's first
+    # chunks are skipped to that state (the test compares it with the full walk)
+    skip = max(0, len(chunks) - 4) if prefill_step % STEP == 0 and not every else 0
+    if convert_at is not None:
+        skip = min(skip, convert_at)  # the conversion step is kept: walk from there
+    traces = []
+    for (rotating, window, *_), layers in groups.items():
+        if rotating:
+            states = trace("RotatingKVCache", updates, max_size=window)
+        else:
+            done = CacheState(skip * prefill_step, skip * prefill_step)
+            states = [done] * skip + trace("KVCache", updates[skip:], start=done)
+        traces.append((layers, states))
+    big = [i for i, n in enumerate(updates) if n > 1][-2:]
+    keep = (
+        range(len(updates))
+        if every
+        else sorted(
+            {
+                *big,
+                *(i for i, n in enumerate(updates) if n == 1),
+                *([convert_at] if convert_at is not None else []),
+            }
+        )
+    )
+    offsets = _offsets(updates)
+    out = []
+    for i in keep:
+        n, offset = updates[i], offsets[i]
+        converted = convert_at is not None and i > convert_at
+        now = spec if converted else full  # the cache this step runs on
+
+        def cache_bytes(cap, layers, s=None):
+            return sum(
+                cap * bytes_per_token(layer, s or now) + state_bytes(layer, s or now)
+                for layer in layers
+            )
+
+        kv = sum(cache_bytes(st[i].capacity, layers) for layers, st in traces)
+        parts = []
+        grown = [
+            cache_bytes(st[i - 1].capacity, layers[:1])
+            for layers, st in traces
+            if i and st[i].capacity > st[i - 1].capacity and st[i - 1].capacity
+        ]
+        if grown:
+            passing = sum(
+                len(layers)
+                for layers, st in traces
+                if i and st[i].capacity > st[i - 1].capacity and st[i - 1].capacity
+            )
+            parts.append(
+                Part(
+                    "growth copy",
+                    "growth",
+                    max(grown),
+                    f"{passing} cache(s) pass their capacity: one layer's old K and V beside its new "
+                    f"buffer (grown in {STEP}-token steps)",
+                    f"{SOURCE}/models/cache.py#L347-L369",
+                )
+            )
+        attn = [
+            min(st[i].offset, st[i].capacity)
+            for layers, st in traces
+            for layer in layers[:1]
+            if not _fused(layer, backend, converted, n)
+        ]
+        if attn:
+            k = max(attn)
+            parts.append(
+                Part(
+                    "attention scores",
+                    "scores",
+                    heads * n * k * act,
+                    f"{heads} heads x {n:,} tokens x {k:,} keys x {act} bytes (attention not fused)",
+                    f"{MLX_SOURCE}/fast.cpp#L613",
+                )
+            )
+            if n > 1:
+                parts.append(
+                    Part(
+                        "causal mask",
+                        "mask",
+                        n * k,
+                        f"{n:,} tokens x {k:,} keys, one byte each",
+                        f"{SOURCE}/models/base.py#L24-L42",
+                    )
+                )
+        parts.append(
+            Part(
+                "activations",
+                "activations",
+                n * width * act,
+                f"{n:,} tokens x ({HIDDEN_ROWS} x {e:,} + {QUERY_ROWS} x {q:,} + {MLP_ROWS} x {mlp:,}) values"
+                f" x {act} bytes (one layer's arrays)",
+                f"{SOURCE}/models/llama.py#L74-L102",
+            )
+        )
+        if i >= len(chunks) - 1:
+            parts.append(
+                Part(
+                    "logits",
+                    "logits",
+                    geometry.vocab_size * act,
+                    f"one row of {geometry.vocab_size:,} logits x {act} bytes (prefill chunks compute none)",
+                    f"{SOURCE}/generate.py#L414",
+                )
+            )
+        if i == convert_at:
+            qkv = sum(cache_bytes(st[i].capacity, layers, spec) for layers, st in traces)
+            parts.append(
+                Part(
+                    "quantized-cache conversion",
+                    "conversion",
+                    qkv,
+                    f"to_quantized at offset {offset + n:,} (quantized_kv_start {quantized_kv_start:,}): the "
+                    f"{spec.k_format} caches beside the full-precision ones",
+                    f"{SOURCE}/generate.py#L305-L310",
+                )
+            )
+        out.append(Moment("prefill" if n > 1 else "token", n, offset, kv, tuple(parts)))
+    return out
+
+
+def _offsets(updates: list[int]) -> list[int]:
+    """The cache's offset before each update."""
+    out, total = [], 0
+    for n in updates:
+        out.append(total)
+        total += n
+    return out
+
+
+def covers(geometry) -> bool:
+    """True when the plan knows every layer of `geometry` (attention layers with KV caches, feed-forward sizes)."""
+    return bool(geometry.layer_ffn) and all(
+        layer.kind in ("full", "sliding") for layer in geometry.layers
+    )
+
+
+def plan(
+    geometry,
+    prompt: int,
+    spec: KvSpec = KvSpec(),
+    weights_bytes: int = 0,
+    generated: int = 0,
+    backend: str = "metal",
+    prefill_step: int = PREFILL_STEP,
+    quantized_kv_start: int = QUANTIZED_KV_START,
+    sequences: int = 1,
+) -> dict:
+    """The peak of generate_step for a `prompt`-token prompt and `generated` tokens: weights, the caches as
+    allocated and the transient parts of the step whose memory is highest, as a dict (the shape of
+    kvcore.runtimes.llamacpp_plan's, read by kvcore.views.memory_fit: compute_bytes is the transient total).
+    `sequences` prompts of that length run as one batch: every array but the weights has the batch dimension."""
+    steps = moments(
+        geometry, prompt, spec, generated, backend, prefill_step, quantized_kv_start, every=False
+    )
+    peak = max(steps, key=lambda m: m.bytes)
+    if sequences > 1:
+        peak = Moment(
+            peak.step,
+            peak.tokens,
+            peak.offset,
+            peak.kv_bytes * sequences,
+            tuple(
+                Part(
+                    p.name,
+                    p.kind,
+                    p.bytes * sequences,
+                    f"{sequences} sequences x ({p.rule})",
+                    p.source,
+                )
+                for p in peak.parts
+            ),
+        )
+    where = (
+        f"the prefill chunk of {peak.tokens:,} tokens at offset {peak.offset:,}"
+        if peak.step == "prefill"
+        else f"the step of one token at offset {peak.offset:,}"
+    )
+    parts = [
+        Part(
+            "weights",
+            "weights",
+            weights_bytes,
+            "the parameters as stored (mlx holds every array of the model)",
+            f"{SOURCE}/utils.py",
+        ),
+        Part(
+            "KV cache",
+            "kv",
+            peak.kv_bytes,
+            f"the caches as allocated after {where} (KVCache grows in {STEP}-token steps)",
+            f"{SOURCE}/models/cache.py#L339-L420",
+        ),
+        *peak.parts,
+    ]
+    transient = peak.transient_bytes
+    total = weights_bytes + peak.kv_bytes + transient
+    return {
+        "runtime": "mlx_lm",
+        "text_prefix": "mlx_",  # the site's texts for these part kinds: calc.plan_rule_mlx_<kind>
+        "backend": backend,
+        "weights_bytes": weights_bytes,
+        "kv_bytes": peak.kv_bytes,
+        "output_bytes": 0,
+        "compute_bytes": transient,
+        "total_bytes": total,
+        "peak_step": peak.step,
+        "peak_offset": peak.offset,
+        "n_tokens": peak.tokens,
+        "prefill_step": prefill_step,
+        "compute_tolerance": f"within {TRANSIENT_TOLERANCE:.0%} of the transient parts, measured on the CPU backend",
+        "compute_tolerance_share": TRANSIENT_TOLERANCE,
+        "parts": [p.as_dict() for p in parts],
+        "log_lines": [f"Peak memory: {total / 1e9:.3f} GB"],
+    }

@@ -1,0 +1,142 @@
+"""mlx_lm's memory plan (kvcore.runtimes.mlx_lm_plan) against mx.get_peak_memory() around mlx_lm's own
+generate_step on this machine's CPU backend: random-weight models of real geometry (fp32), prompts across the
+prefill step and the 256-token boundaries, with and without a quantized cache. The wider sweep with its table:
+scripts/record_mlx_peak.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcore.errors import KvError
+from kvcore.inputs.config import parse_config
+from kvcore.inputs.presets import preset_geometry
+from kvcore.memory.formats import KvSpec
+from kvcore.runtimes import mlx_lm_plan
+from kvcore.runtimes.mlx_lm import MLX_LM
+from kvcore.units import MIB
+
+FLOOR = (
+    1 * MIB
+)  # small arrays mlx holds beside the plan's parts (token ids, RoPE tables, the sampler's)
+
+
+def within(plan: dict, peak: int) -> bool:
+    return (
+        abs(plan["total_bytes"] - peak)
+        <= plan["compute_tolerance_share"] * plan["compute_bytes"] + FLOOR
+    )
+
+
+def test_the_plan_walks_generate_steps_chunks():
+    g = preset_geometry("llama-3.2-1b")
+    spec = KvSpec("fp16", "fp16", 64, "fp16")
+    cpu = mlx_lm_plan.plan(g, 4097, spec, 10**9, backend="cpu")
+    # chunks of 2048, 2048, then the last token: the second chunk sees 4,096 keys
+    assert (cpu["peak_step"], cpu["peak_offset"], cpu["n_tokens"]) == ("prefill", 2048, 2048)
+    scores = next(p for p in cpu["parts"] if p["kind"] == "scores")
+    assert scores["bytes"] == 32 * 2048 * 4096 * 2
+    assert cpu["total_bytes"] == 10**9 + cpu["kv_bytes"] + cpu["compute_bytes"]
+    assert cpu["log_lines"] == [f"Peak memory: {cpu['total_bytes'] / 1e9:.3f} GB"]
+    # Metal's fused attention (head_dim 64) materialises no scores for a prefill chunk
+    metal = mlx_lm_plan.plan(g, 4097, spec, 10**9, backend="metal")
+    assert not any(p["kind"] in ("scores", "mask") for p in metal["parts"])
+    assert metal["total_bytes"] < cpu["total_bytes"]
+    # a quantized cache converts once its offset reaches quantized_kv_start
+    q = mlx_lm_plan.plan(g, 6000, KvSpec("mlx-q8", "mlx-q8", 64, "fp16"), backend="cpu")
+    steps = mlx_lm_plan.moments(g, 6000, KvSpec("mlx-q8", "mlx-q8", 64, "fp16"), backend="cpu")
+    assert [any(p.kind == "conversion" for p in m.parts) for m in steps] == [
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert q["kv_bytes"] <= steps[2].kv_bytes
+
+
+def test_the_plan_refuses_what_it_does_not_know():
+    g = preset_geometry("llama-3.2-1b")
+    with pytest.raises(KvError, match="cpu backend"):
+        mlx_lm_plan.plan(g, 10, backend="cuda")
+    with pytest.raises(KvError, match="prefill_step_size"):
+        mlx_lm_plan.plan(g, 10, prefill_step=0)
+
+
+CASES = [  # (model, prompt, generated, prefill step, kv_bits)
+    ("cpu-demo", 255, 1, 256, None),  # one chunk, the first token crosses 256
+    ("cpu-demo", 600, 0, 256, None),  # chunks 256, 256, 87, 1
+    ("cpu-demo", 513, 1, 512, 8),  # converted to an 8-bit cache after the first chunk
+    ("smollm2-135m", 300, 0, 256, None),  # 30 layers, 9 heads: a second geometry
+]
+
+
+@pytest.mark.mlx
+@pytest.mark.parametrize("name,prompt,generated,step,bits", CASES)
+def test_the_plan_holds_to_mlx_peak_memory(name, prompt, generated, step, bits):
+    from kvcore.measure.models import build_random, resolve_config
+    from kvcore.measure.peaks import generate_peak
+
+    model_name, config = resolve_config(name)
+    model = build_random(model_name, config, "fp32")
+    generate_peak(model, 64, 0, step)  # mlx's first run in a process holds a little more
+    run = generate_peak(model, prompt, generated, step, bits, quantized_kv_start=0)
+    fmt = f"mlx-q{bits}" if bits else "fp32"
+    plan = mlx_lm_plan.plan(
+        parse_config(config, model_name, MLX_LM),
+        prompt,
+        KvSpec(fmt, fmt, 64, "fp32"),
+        run["weights_bytes"],
+        generated,
+        "cpu",
+        step,
+        0,
+    )
+    assert within(plan, run["peak_bytes"]), (plan["total_bytes"], run["peak_bytes"], plan["parts"])
+    # the caches the plan holds at the end are the caches mlx_lm allocated
+    end = mlx_lm_plan.moments(
+        parse_config(config, model_name, MLX_LM),
+        prompt,
+        KvSpec(fmt, fmt, 64, "fp32"),
+        generated,
+        "cpu",
+        step,
+        0,
+    )[-1]
+    assert end.kv_bytes == run["kv_bytes_end"]
+
+
+@pytest.mark.parametrize("backend", mlx_lm_plan.BACKENDS)
+@pytest.mark.parametrize("prompt", [1, 2049, 4096, 9000, 20481])
+def test_the_peak_from_the_kept_steps_is_the_peak_of_every_step(backend, prompt):
+    g = preset_geometry("gemma-3-4b")  # sliding and full layers
+    for spec in (KvSpec(), KvSpec("mlx-q4", "mlx-q4")):
+        plan = mlx_lm_plan.plan(g, prompt, spec, 0, 3, backend)
+        walk = max(mlx_lm_plan.moments(g, prompt, spec, 3, backend), key=lambda m: m.bytes)
+        assert plan["kv_bytes"] + plan["compute_bytes"] == walk.bytes
+
+
+def test_every_part_kind_has_its_words_in_both_languages():
+    from kvsite import i18n
+
+    g = preset_geometry("llama-3.2-1b")
+    kinds = set()
+    for spec in (KvSpec(), KvSpec("mlx-q8", "mlx-q8")):
+        for prompt, backend in ((5001, "cpu"), (300, "metal")):
+            plan = mlx_lm_plan.plan(g, prompt, spec, 1, 1, backend, quantized_kv_start=0)
+            kinds |= {p["kind"] for p in plan["parts"]}
+            assert plan["text_prefix"] == "mlx_"
+            steps = mlx_lm_plan.moments(g, prompt, spec, 1, backend, quantized_kv_start=0)
+            kinds |= {p.kind for m in steps for p in m.parts}
+    assert kinds == {
+        "weights",
+        "kv",
+        "growth",
+        "scores",
+        "mask",
+        "activations",
+        "conversion",
+        "logits",
+    }
+    for lang in ("en", "ja"):
+        t = i18n.translator(lang)
+        for kind in kinds:
+            assert t(f"calc.plan_rule_mlx_{kind}") != f"calc.plan_rule_mlx_{kind}", (lang, kind)
