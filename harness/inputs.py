@@ -18,6 +18,19 @@ from kvcore.inputs.preset_files import load_preset
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# A model inside every field's limit whose sums are inside no machine (1,024 layers of 10^9-wide heads): a
+# calculator must refuse its totals, not overflow a 64-bit table
+PAST_ANY_MACHINE = dict(
+    num_hidden_layers=1024,
+    hidden_size=10**9,
+    intermediate_size=10**9,
+    vocab_size=10**9,
+    num_attention_heads=1,
+    num_key_value_heads=1,
+    head_dim=10**9,
+)
+
+
 def preset_config(name: str, **fields) -> dict:
     """A bundled preset's config.json (a copy) with `fields` set over it."""
     return {**json.loads(json.dumps(load_preset(name)["config"])), **fields}

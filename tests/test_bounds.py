@@ -15,7 +15,7 @@ from pathlib import Path
 import gguf_files
 import pytest
 
-from harness.inputs import peak_bytes, preset_config, run_kvcore
+from harness.inputs import PAST_ANY_MACHINE, peak_bytes, preset_config, run_kvcore
 from kvcore import limits
 from kvcore.errors import CODES, KvError, quote
 from kvcore.inputs import gguf as kgguf
@@ -230,16 +230,7 @@ def test_a_huge_model_type_is_quoted_by_its_prefix():
 
 def test_sums_past_any_machine_are_refused_not_overflowed():
     """1,024 layers of 10^9-wide heads are inside every field's limit; their bytes are not inside a 64-bit table."""
-    huge = config(
-        "llama-3.2-1b",
-        num_hidden_layers=1024,
-        hidden_size=10**9,
-        intermediate_size=10**9,
-        vocab_size=10**9,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=10**9,
-    )
+    huge = config("llama-3.2-1b", **PAST_ANY_MACHINE)
     g = parse_config(huge, "config.json", MLX_LM)
     refused(lambda: calculate(g, 1000, 1), "total_range")
     big = parse_config(config("llama-3.1-405b"), "config.json", MLX_LM)

@@ -93,6 +93,23 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One thing a runtime holds in its memory plan: its name as the runtime says it, its bytes, the rule behind
+    them and the source line of that rule; `log_line`, what the runtime prints about it (llama.cpp), if anything."""
+
+    name: str
+    kind: str  # weights, kv, output, compute (llama.cpp); growth, scores, mask, activations, conversion, logits
+    bytes: int
+    rule: str
+    source: str
+    log_line: str = ""
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("name", "kind", "bytes", "rule", "source")}
+        return {**d, "log_line": self.log_line} if self.log_line else d
+
+
+@dataclass(frozen=True)
 class DecodeRead:
     """What one decode step reads from the KV cache: one step makes one token for each of `sequences`.
 

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from kvcore.errors import KvError
 from kvcore.memory.formats import get_format
 from kvcore.runtimes import llamacpp_cache as llamacpp
+from kvcore.runtimes.base import Part
 
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/0c1e570"
 FLOAT = 4  # bytes of an f32 activation, logit
@@ -63,28 +64,6 @@ FLASH_ATTN = ("on", "off", "auto")
 # 18.4 % (Phi-3 with flash attention: 392.05 MiB printed, 320.00 planned, its fused QKV projection's tensors);
 # every other family within 12.5 %, and within 2 % wherever the attention scores (flash attention off) dominate.
 COMPUTE_TOLERANCE = 0.20
-
-
-@dataclass(frozen=True)
-class Part:
-    """One buffer llama.cpp allocates: its name as the log prints it, its bytes, the rule and its source line."""
-
-    name: str
-    kind: str  # "weights", "kv", "output", "compute"
-    bytes: int
-    rule: str
-    source: str
-    log_line: str
-
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "bytes": self.bytes,
-            "rule": self.rule,
-            "source": self.source,
-            "log_line": self.log_line,
-        }
 
 
 @dataclass(frozen=True)

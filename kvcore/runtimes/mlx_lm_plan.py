@@ -42,6 +42,7 @@ from kvcore.errors import KvError
 from kvcore.memory.allocsim import STEP, CacheState, trace
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
+from kvcore.runtimes.base import Part
 
 VERSION = "v0.32.2"
 SOURCE = f"https://github.com/ml-explore/mlx-lm/blob/{VERSION}/mlx_lm"
@@ -61,26 +62,6 @@ HIDDEN_ROWS, QUERY_ROWS, MLP_ROWS = 7, 4, 2
 # (tests/test_mlx_lm_plan.py, scripts/record_mlx_peak.py): |plan - peak| <= TRANSIENT_TOLERANCE x the plan's
 # transient parts (everything above weights and KV).
 TRANSIENT_TOLERANCE = 0.25
-
-
-@dataclass(frozen=True)
-class Part:
-    """One thing mlx holds at the peak: its name, its bytes, the rule and its source line."""
-
-    name: str
-    kind: str  # weights, kv, growth, scores, mask, activations, conversion, logits
-    bytes: int
-    rule: str
-    source: str
-
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "bytes": self.bytes,
-            "rule": self.rule,
-            "source": self.source,
-        }
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from app_helpers import PAGES, ROOT, measured_recording, page, texts
 
-from harness.inputs import preset_config
+from harness.inputs import PAST_ANY_MACHINE, preset_config
 from kvcore.inputs.preset_files import load_preset
 from kvcore.recordings import store as recordings
 from kvcore.timing.hardware import chips
@@ -122,16 +122,7 @@ def config(name: str, **fields) -> str:
 PASTED = {  # what -> (config text, words of the English error, or None: the page answers without one)
     "no attention layer": (config("qwen3-next-80b-a3b", num_hidden_layers=3), None),
     "sums past any machine": (
-        config(
-            "llama-3.2-1b",
-            num_hidden_layers=1024,
-            hidden_size=10**9,
-            intermediate_size=10**9,
-            vocab_size=10**9,
-            num_attention_heads=1,
-            num_key_value_heads=1,
-            head_dim=10**9,
-        ),
+        config("llama-3.2-1b", **PAST_ANY_MACHINE),
         "outside the range",
     ),
     "q_lora_rank 1e308": (config("deepseek-v3", q_lora_rank=1e308), "q_lora_rank"),
