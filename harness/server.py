@@ -143,6 +143,21 @@ def wait_ready(page, timeout_ms: int = 60_000) -> None:
     )
 
 
+def upload_recording(page, name: str, data: dict) -> None:
+    """Drop a recording (`data` as YAML, named `name`) into the Recordings page's upload box."""
+    import yaml
+
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
+        files=[
+            {
+                "name": name,
+                "mimeType": "application/x-yaml",
+                "buffer": yaml.safe_dump(data).encode(),
+            }
+        ]
+    )
+
+
 def pick(page, label: str, option: str, tries: int = 3) -> None:
     """Choose `option` in the select box labelled `label` (the first, where a page has several),
     then wait_ready: open the box, type into its own input, click the first option with the text.

@@ -3,9 +3,9 @@ is requested, no link is made), and a link's odd numbers open the page with one 
 
 from __future__ import annotations
 
-import yaml
 from playwright.sync_api import expect
 
+from harness.server import upload_recording
 from tests.app.app_helpers import measured_recording
 
 IMAGE = "https://example.com/pixel.png"
@@ -20,15 +20,7 @@ def test_an_uploaded_runs_markdown_is_shown_as_text(server, page, ready):
     page.on("request", lambda r: requested.append(r.url) if "example.com" in r.url else None)
     page.goto(f"{server}/Recordings?lang=en")
     ready(page)
-    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[
-            {
-                "name": "hostile.yaml",
-                "mimeType": "application/x-yaml",
-                "buffer": yaml.safe_dump(data).encode(),
-            }
-        ]
-    )
+    upload_recording(page, "hostile.yaml", data)
     ready(page)
     success = page.locator("[data-testid='stAlertContentSuccess']")
     expect(success).to_contain_text("**bold**", timeout=30_000)

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from playwright.sync_api import expect
 
+from harness.server import upload_recording
 from tests.app.app_helpers import measured_recording
 
 SERVER_UID = 65534  # the user the hosted_server fixture runs Streamlit as
@@ -53,15 +54,7 @@ def test_an_upload_on_the_read_only_demo_is_shown_in_a_chapter_and_nothing_is_wr
     server_files = _written_by(SERVER_UID, home)
     page.goto(f"{base}/Recordings?lang=en")
     ready(page)
-    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[
-            {
-                "name": "my-mac.yaml",
-                "mimeType": "application/x-yaml",
-                "buffer": yaml.safe_dump(data).encode(),
-            }
-        ]
-    )
+    upload_recording(page, "my-mac.yaml", data)
     ready(page)
     expect(page.locator("[data-testid='stAlertContentSuccess']")).to_contain_text(
         "Apple M9 Browser Test", timeout=30_000
