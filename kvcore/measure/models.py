@@ -49,6 +49,22 @@ BUILTIN_CONFIGS: dict[str, dict] = {
 # ---------------------------------------------------------------- models
 
 
+def mlx_module(config: dict, name: str):
+    """mlx_lm's own model class for a config, built lazily (no weights evaluated), or one sentence naming it."""
+    from mlx_lm.utils import _get_classes
+
+    try:
+        model_class, args_class = _get_classes(config)
+        return model_class(args_class.from_dict(config))
+    except (ValueError, KeyError, TypeError) as e:
+        raise KvError(
+            f"mlx_lm cannot build {name!r} from its config: {e}.",
+            "model_build",
+            name=name,
+            detail=str(e),
+        ) from None
+
+
 def resolve_config(model: str) -> tuple[str, dict]:
     """A preset, builtin name, config.json path or model directory -> (name, config dict)."""
     if model in BUILTIN_CONFIGS:
@@ -119,21 +135,11 @@ def build_random(
     """
     import mlx.core as mx
     import mlx.nn as nn
-    from mlx_lm.utils import _get_classes
 
     geometry = parse_config(config, name, MLX_LM)
     dtype = dtype or machine.backend()["dtype"]
     float_format, bits = _weights_kind(weights_format)
-    try:
-        model_class, args_class = _get_classes(config)
-        module = model_class(args_class.from_dict(config))
-    except (ValueError, KeyError, TypeError) as e:
-        raise KvError(
-            f"mlx_lm cannot build {name!r} from its config: {e}.",
-            "model_build",
-            name=name,
-            detail=str(e),
-        ) from None
+    module = mlx_module(config, name)
     module.set_dtype(mx_dtype(float_format or dtype))
     if bits:
         nn.quantize(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.measure.caches import ROTATING_MAX, guard, kv_spec, random_kv, used_bytes
-from kvcore.measure.models import resolve_config
+from kvcore.measure.models import mlx_module, resolve_config
 from kvcore.measure.progress import Progress, StopCheck, Ticker
 from kvcore.memory.formats import KvSpec, mlx_cache
 from kvcore.memory.formulas import bytes_per_token, kv_bytes, prefill_chunks
@@ -148,19 +148,9 @@ def cache_classes(model: str | dict) -> list[dict]:
     weights (the module is built lazily and never evaluated).
     """
     from mlx_lm.models.cache import make_prompt_cache
-    from mlx_lm.utils import _get_classes
 
     name, config = resolve_config(model) if isinstance(model, str) else ("config", model)
-    try:
-        model_class, args_class = _get_classes(config)
-        module = model_class(args_class.from_dict(config))
-    except (ValueError, KeyError, TypeError) as e:
-        raise KvError(
-            f"mlx_lm cannot build {name!r} from its config: {e}.",
-            "model_build",
-            name=name,
-            detail=str(e),
-        ) from None
+    module = mlx_module(config, name)
     return [
         {"layer": i, "cache": type(c).__name__, "max_size": getattr(c, "max_size", None)}
         for i, c in enumerate(make_prompt_cache(module))
