@@ -531,7 +531,7 @@ def test_the_recordings_page_sets_published_memory_figures_beside_kvcore(rec_dir
     assert (
         "| 816.00 MiB | 816.00 MiB |" in table
     )  # the Metal KV line and llama.cpp's cache, as printed
-    assert i18n.translate(lang, "recordings.mem_reason_peak_gap") in table
+    assert i18n.translate(lang, "recordings.mem_reason_plan_differs") in table
     assert table.count("(https://github.com/ml-explore/mlx-lm/pull/40)") == 2
     if lang == "ja":
         assert "KV cache buffer" not in table and "Why they differ" not in table
