@@ -101,8 +101,8 @@ def test_suggested_formats_fit_and_the_others_do_not():
     spec, available, context = KvSpec(), 8 * GB, 4096
     weights = weights_bytes(g, "bf16")  # 16 GB: nothing fits
     assert formats_that_fit(g, context, 1, weights, available, spec) == []
-    # 32,768 tokens in 10 GB: fp16's plan fits; a quantized cache's does not (its prefill scores, next test)
-    weights, context, available = weights_bytes(g, "mlx-q4"), 32768, 10 * GB
+    # 32,768 tokens in 11 GB: fp16's plan fits; a quantized cache's does not (its prefill scores, next test)
+    weights, context, available = weights_bytes(g, "mlx-q4"), 32768, 11 * GB
     suggested = formats_that_fit(g, context, 1, weights, available, KvSpec("fp32", "fp32"))
     assert "fp16" in suggested and "mlx-q4" not in suggested
     for name in runtime_of(g).kv_formats:

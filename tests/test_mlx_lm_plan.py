@@ -40,7 +40,8 @@ def test_the_plan_walks_generate_steps_chunks():
     # Metal's fused attention (head_dim 64) materialises no scores for a prefill chunk
     metal = mlx_lm_plan.plan(g, 4097, spec, 10**9, backend="metal")
     assert not any(p["kind"] in ("scores", "mask") for p in metal["parts"])
-    assert metal["total_bytes"] < cpu["total_bytes"]
+    assert metal["total_bytes"] - metal["in_flight_bytes"] < cpu["total_bytes"]
+    assert cpu["in_flight_bytes"] == 0
     # a quantized cache converts once its offset reaches quantized_kv_start
     q = mlx_lm_plan.plan(g, 6000, KvSpec("mlx-q8", "mlx-q8", 64, "fp16"), backend="cpu")
     steps = mlx_lm_plan.moments(g, 6000, KvSpec("mlx-q8", "mlx-q8", 64, "fp16"), backend="cpu")
@@ -127,6 +128,7 @@ def test_every_part_kind_has_its_words_in_both_languages():
             steps = mlx_lm_plan.moments(g, prompt, spec, 1, backend, quantized_kv_start=0)
             kinds |= {p.kind for m in steps for p in m.parts}
     assert kinds == {
+        "inflight",
         "weights",
         "kv",
         "growth",
@@ -140,3 +142,29 @@ def test_every_part_kind_has_its_words_in_both_languages():
         t = i18n.translator(lang)
         for kind in kinds:
             assert t(f"calc.plan_rule_mlx_{kind}") != f"calc.plan_rule_mlx_{kind}", (lang, kind)
+
+
+def test_metals_command_buffers_in_flight_are_bounded_by_the_chip_and_by_the_steps_own_arrays():
+    """Metal keeps an op's inputs until its command buffer finishes: at most 12 buffers of the chip's commit size
+    (50 MiB on Max and Ultra, 40 on the others; mlx's device.cpp), never more than the step's own arrays; a decode
+    step's are small. Without a chip the larger size (an upper estimate)."""
+    g = preset_geometry("qwen3-4b")
+    spec = KvSpec("bf16", "bf16", 64, "bf16")
+
+    def in_flight(prompt, chip=None, generated=0, sequences=1):
+        plan = mlx_lm_plan.plan(
+            g, prompt, spec, 0, generated, "metal", chip=chip, sequences=sequences
+        )
+        (part,) = [p for p in plan["parts"] if p["kind"] == "inflight"]
+        assert part["bytes"] == plan["in_flight_bytes"]
+        return part["bytes"]
+
+    assert in_flight(2176, "M4 Max (40-core GPU)") == 12 * 50 * MIB
+    assert in_flight(2176, "M2 Ultra") == in_flight(2176) == 12 * 50 * MIB
+    assert in_flight(2176, "M3 Pro") == in_flight(2176, "Apple M1") == 12 * 40 * MIB
+    assert in_flight(2176, "M4 Max", sequences=4) == 12 * 50 * MIB  # per buffer, not per sequence
+    # two prompt tokens, then one: the step's own arrays (7 hidden, 4 query, 2 MLP widths, bf16, 36 layers)
+    assert in_flight(3, "M4 Max") == 2 * (7 * 2560 + 4 * 4096 + 2 * 9728) * 2 * 36
+    for bad in ("", 7):
+        with pytest.raises(KvError, match="chip"):
+            mlx_lm_plan.plan(g, 10, spec, chip=bad)

@@ -51,22 +51,33 @@ def test_a_metal_kv_buffer_line_is_llamacpps_cache_to_the_printed_precision(bund
         assert "cells" in row["kvcore_counts"] and row["reason"] == published_memory.KV_AGREES
 
 
-def test_mlx_lms_published_peaks_are_held_to_its_memory_plan_and_the_plan_is_low(bundled):
-    """Every published mlx_lm peak (runs the plan was not fitted on) against mlx_lm's memory plan: each is above the
-    plan's total and outside its tolerance (the plan, measured on CPU runs, is low on these Macs), and the plan is
-    above weights + KV (it counts the transients)."""
-    peaks = [r for r in published_memory.rows(bundled) if r["part"] == "peak"]
-    assert peaks
+def test_mlx_lms_published_peaks_sit_in_its_memory_plans_range():
+    """Every published mlx_lm peak (runs the plan was not fitted on) against mlx_lm's Metal plan on the source's chip:
+    each fused-attention run lies between the plan without and with its upper estimate of what Metal's command buffers
+    in flight hold (constants from mlx's source), and without that part every one would be above the plan; PR #40's
+    "Pre" ran before mlx's fused causal mask (its scores materialised): outside, and said so."""
+    recs, _ = store.load_all([store.BUNDLED_DIR])
+    peaks = [r for r in published_memory.rows(recs) if r["part"] == "peak"]
+    assert len(peaks) >= 11
     for row in peaks:
-        assert not row["agrees"] and row["difference_bytes"] > 0, row
-        assert row["reason"] == published_memory.PLAN_DIFFERS
         assert "weights" in row["kvcore_counts"] and "KV cache" in row["kvcore_counts"]
-        parts = dict(p.rsplit(" ", 2)[0:2] for p in row["kvcore_counts"].split(" + "))
-        assert row["kvcore_bytes"] > int(parts["weights"].replace(",", "")) + int(
-            parts["KV cache"].replace(",", "")
-        )
+        parts = {
+            name: int(n.replace(",", ""))
+            for name, n in (p.rsplit(" ", 2)[0:2] for p in row["kvcore_counts"].split(" + "))
+        }
+        in_flight = parts["in-flight command buffers"]
+        assert 0 < in_flight <= 12 * 50 * 2**20
+        low = row["kvcore_bytes"] - in_flight
+        if row["series"] == "Pre":
+            assert not row["agrees"] and row["reason"] == published_memory.PLAN_DIFFERS
+            assert row["published_bytes"] > row["kvcore_bytes"] + 10**9
+            continue
+        assert row["agrees"] and row["reason"] == published_memory.PLAN_WITHIN, row
+        assert row["published_bytes"] > low  # the part is what closes the gap
+        slack = (low - parts["weights"] - parts["KV cache"]) * 0.25
+        assert low - slack <= row["published_bytes"] <= row["kvcore_bytes"] + slack, row
     by_series = {r["series"]: r for r in peaks if r["run"].startswith("published-mlx-lm-40")}
-    # the same prompt and model: the change lowered the peak, not weights + KV
+    # the same prompt and model: the change lowered the peak, not kvcore's plan (which assumes the fused kernel)
     assert by_series["Post"]["kvcore_bytes"] == by_series["Pre"]["kvcore_bytes"]
     assert by_series["Post"]["difference_bytes"] < by_series["Pre"]["difference_bytes"]
 
@@ -104,7 +115,7 @@ def test_mlx_lms_own_benchmark_peaks_are_compared_by_the_weights_each_row_names(
     rows = published_memory.rows(runs)
     assert {r["context"] for r in rows} == {2048 + 128}
     for row in rows:
-        assert row["kvcore_bytes"] and row["reason_key"] == "plan_differs", row
+        assert row["kvcore_bytes"] and row["reason_key"] == "plan_within", row
         assert (
             row["kvcore_counts"].startswith("weights") and f"({row['series']}" not in row["kvcore"]
         )

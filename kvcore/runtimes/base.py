@@ -318,9 +318,11 @@ class Runtime:
         options: Any,
         weights_bytes: int,
         flash_attn: str = "auto",
+        chip: str | None = None,
     ) -> dict | None:
         """Every buffer the runtime allocates, part by part (llama.cpp: kvcore.runtimes.llamacpp_plan); None where
-        the engine has no plan for this runtime."""
+        the engine has no plan for this runtime. `chip` (e.g. "M4 Max"): the Mac it runs on, where the plan depends
+        on it (mlx_lm's command buffers in flight); None for the plan's upper estimate."""
         return None
 
     def plan_covers(self, geometry: Geometry) -> bool:

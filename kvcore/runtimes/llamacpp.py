@@ -116,9 +116,18 @@ class LlamaCppRuntime(Runtime):
         }
 
     def memory_plan(
-        self, geometry, context, spec, sequences, options, weights_bytes, flash_attn="auto"
+        self,
+        geometry,
+        context,
+        spec,
+        sequences,
+        options,
+        weights_bytes,
+        flash_attn="auto",
+        chip=None,
     ):
-        """Model, KV, output and compute buffers as llama.cpp logs them (kvcore.runtimes.llamacpp_plan)."""
+        """Model, KV, output and compute buffers as llama.cpp logs them (kvcore.runtimes.llamacpp_plan); the
+        chip does not change them."""
         from kvcore.runtimes.llamacpp_plan import plan
 
         self.check(geometry)

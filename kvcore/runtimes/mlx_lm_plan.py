@@ -27,11 +27,15 @@ cache simulator (kvcore.memory.allocsim) and keeps the step whose memory is high
 * logits -- the prefill chunks' logits are never computed (generate_step evaluates only the caches, #L450); the last
   prompt token and each generated token compute one row of `n_vocab` values (#L414).
 
+* in-flight command buffers (Metal only) -- arrays kept until the GPU finishes the command buffers that used
+  them: an upper estimate from mlx's source (kvcore.runtimes.mlx_metal).
+
 Backends: on the CPU backend every attention is unfused (mlx `ScaledDotProductAttention::use_fallback` returns true
 for the CPU: mlx/backend/metal/scaled_dot_product_attention.cpp), and that is what the tests measure
 (mx.get_peak_memory() around mlx_lm's own generate_step, fp32 activations). On Metal the fused kernel runs a prefill
 chunk without materialising the scores or the mask when the head dimension is 64, 72, 80, 96 or 128 (K and V alike)
-and the cache is not quantized; the Metal plan assumes that from the source and has not been measured here.
+and the cache is not quantized; the Metal plan assumes that from the source and has not been measured here (this
+project has no Mac: the published Mac peaks are what it is held to).
 """
 
 from __future__ import annotations
@@ -43,23 +47,22 @@ from kvcore.memory.allocsim import STEP, CacheState, trace
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
 from kvcore.runtimes.base import Part
+from kvcore.runtimes.mlx_metal import (
+    MLX_SOURCE,
+    command_buffer_mib,
+    fused,
+    in_flight_cap,
+    in_flight_part,
+)
 
 VERSION = "v0.32.2"
 SOURCE = f"https://github.com/ml-explore/mlx-lm/blob/{VERSION}/mlx_lm"
-MLX_SOURCE = "https://github.com/ml-explore/mlx/blob/v0.32.1/mlx"
 QUANTIZED_KV_START = 5000  # generate.py DEFAULT_QUANTIZED_KV_START
 BACKENDS = ("metal", "cpu")
-FUSED_HEAD_DIMS = (
-    64,
-    72,
-    80,
-    96,
-    128,
-)  # Metal's sdpa_full kernel (scaled_dot_product_attention.cpp)
 # activations per token of a prefill chunk: hidden-, query- and MLP-width values of one layer (module docstring)
 HIDDEN_ROWS, QUERY_ROWS, MLP_ROWS = 7, 4, 2
 # The measured spread of the plan against mx.get_peak_memory() on this machine's CPU backend
-# (tests/test_mlx_lm_plan.py, scripts/record_mlx_peak.py): |plan - peak| <= TRANSIENT_TOLERANCE x the plan's
+# (tests/test_mlx_lm_plan.py, scripts/mlx_peak_sweep.py): |plan - peak| <= TRANSIENT_TOLERANCE x the plan's
 # transient parts (everything above weights and KV).
 TRANSIENT_TOLERANCE = 0.25
 
@@ -97,17 +100,6 @@ def _mlp_width(geometry) -> int:
     return max(int((ffn - r + r * share) / (3 * e)) for ffn, r in geometry.layer_ffn)
 
 
-def _fused(layer, backend: str, quantized: bool, tokens: int) -> bool:
-    """Metal's fused attention runs this layer's chunk without materialising the scores."""
-    return (
-        backend == "metal"
-        and not quantized
-        and tokens > 8
-        and layer.k_dim == layer.v_dim
-        and layer.k_dim in FUSED_HEAD_DIMS
-    )
-
-
 def _check(geometry, spec: KvSpec, backend: str, prefill_step: int) -> None:
     if backend not in BACKENDS:
         raise KvError(f"mlx_lm's plan is for the {' or '.join(BACKENDS)} backend, not {backend!r}.")
@@ -130,6 +122,7 @@ def moments(
     prefill_step: int = PREFILL_STEP,
     quantized_kv_start: int = QUANTIZED_KV_START,
     every: bool = True,
+    chip: str | None = None,
 ) -> list[Moment]:
     """The steps of generate_step for a `prompt`-token prompt and `generated` tokens, with what each holds.
 
@@ -139,6 +132,8 @@ def moments(
     chunks (an earlier chunk of the same size holds less: fewer keys, a smaller cache), the conversion step and
     the single-token steps."""
     _check(geometry, spec, backend, prefill_step)
+    if backend == "metal":
+        command_buffer_mib(chip)  # a chip it cannot read is refused before the walk
     act = DTYPE_BYTES[spec.activation_dtype]
     quantized = get_format(spec.k_format).kind != "plain"
     full = KvSpec(
@@ -235,7 +230,7 @@ def moments(
             min(st[i].offset, st[i].capacity)
             for layers, st in traces
             for layer in layers[:1]
-            if not _fused(layer, backend, converted, n)
+            if not (backend == "metal" and fused(layer, converted, n))
         ]
         if attn:
             k = max(attn)
@@ -268,6 +263,8 @@ def moments(
                 f"{SOURCE}/models/llama.py#L74-L102",
             )
         )
+        if backend == "metal":  # arrays held until the GPU finishes their command buffers
+            parts.append(in_flight_part(n * width * act * len(geometry.layers), n, chip))
         if i >= len(chunks) - 1:
             parts.append(
                 Part(
@@ -320,16 +317,28 @@ def plan(
     prefill_step: int = PREFILL_STEP,
     quantized_kv_start: int = QUANTIZED_KV_START,
     sequences: int = 1,
+    chip: str | None = None,
 ) -> dict:
     """The peak of generate_step for a `prompt`-token prompt and `generated` tokens: weights, the caches as
     allocated and the transient parts of the step whose memory is highest, as a dict (the shape of
     kvcore.runtimes.llamacpp_plan's, read by kvcore.views.memory_fit: compute_bytes is the transient total).
     `sequences` prompts of that length run as one batch: every array but the weights has the batch dimension."""
     steps = moments(
-        geometry, prompt, spec, generated, backend, prefill_step, quantized_kv_start, every=False
+        geometry,
+        prompt,
+        spec,
+        generated,
+        backend,
+        prefill_step,
+        quantized_kv_start,
+        every=False,
+        chip=chip,
     )
     peak = max(steps, key=lambda m: m.bytes)
-    if sequences > 1:
+    if (
+        sequences > 1
+    ):  # every array but the weights has the batch dimension; the in-flight bound is per buffer
+        cap = in_flight_cap(chip)
         peak = Moment(
             peak.step,
             peak.tokens,
@@ -339,7 +348,7 @@ def plan(
                 Part(
                     p.name,
                     p.kind,
-                    p.bytes * sequences,
+                    min(p.bytes * sequences, cap) if p.kind == "inflight" else p.bytes * sequences,
                     f"{sequences} sequences x ({p.rule})",
                     p.source,
                 )
@@ -378,6 +387,7 @@ def plan(
         "kv_bytes": peak.kv_bytes,
         "output_bytes": 0,
         "compute_bytes": transient,
+        "in_flight_bytes": sum(p.bytes for p in peak.parts if p.kind == "inflight"),
         "total_bytes": total,
         "peak_step": peak.step,
         "peak_offset": peak.offset,

@@ -52,7 +52,15 @@ class TokenRuntime(Runtime):
         return self.plans_memory and self.planner.covers(geometry)
 
     def memory_plan(
-        self, geometry, context, spec, sequences, options, weights_bytes, flash_attn="auto"
+        self,
+        geometry,
+        context,
+        spec,
+        sequences,
+        options,
+        weights_bytes,
+        flash_attn="auto",
+        chip=None,
     ):
         """mlx_lm's peak on a Mac (Metal) for a `context`-token prompt in generate_step's chunks, part by part
         (kvcore.runtimes.mlx_lm_plan); None where it has no plan (the reference runtime, a model whose layers the
@@ -61,7 +69,13 @@ class TokenRuntime(Runtime):
         if not self.plan_covers(geometry):
             return None
         return self.planner.plan(
-            geometry, context, spec, weights_bytes, backend="metal", sequences=sequences
+            geometry,
+            context,
+            spec,
+            weights_bytes,
+            backend="metal",
+            sequences=sequences,
+            chip=chip,
         )
 
     @property

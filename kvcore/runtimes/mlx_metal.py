@@ -1,0 +1,87 @@
+"""What mlx's Metal backend does that its CPU backend does not, as mlx_lm's memory plan (kvcore.runtimes.mlx_lm_plan)
+counts it: the fused attention kernel, and the arrays kept for command buffers in flight. Both are read from mlx's
+source (v0.32.1); this project has no Mac, so neither is measured here: the published Mac peaks
+(kvcore.views.published_memory) are what they are held to.
+
+Fused attention: Metal's sdpa_full kernel runs a prefill chunk without materialising the scores or the mask when the
+head dimension is 64, 72, 80, 96 or 128 (K and V alike) and the cache is not quantized.
+
+In-flight command buffers: mlx keeps an op's input arrays until the GPU has finished the command buffer the op was
+encoded in (backend/metal/eval.cpp: the inputs go into the buffer's completion handler), and encodes ahead of the GPU:
+a command buffer is committed after 50 ops or 50 MiB of buffers on Max and Ultra chips (40 and 40 on the others,
+backend/metal/device.cpp), and the CPU waits only once more than MAX_ACTIVE_TASKS = 10 committed buffers are running
+(transforms.cpp). Up to 12 buffers' arrays (11 committed, one being encoded) can outlive their last use: the plan
+counts an upper estimate of 12 x the commit size, never more than the step's own arrays (one layer's arrays x the
+layers). It is not fitted: without it every published Mac peak was 0.3-0.6 GB above the plan; with it each lies
+between the plan without and with it (docs/methods.md).
+
+Example: command_buffer_mib("M3 Pro") -> (40, "a base or Pro chip (M3 Pro)"); in_flight_cap(None) -> 629_145_600.
+"""
+
+from __future__ import annotations
+
+from kvcore.errors import KvError
+from kvcore.runtimes.base import Part
+from kvcore.units import MIB
+
+MLX_SOURCE = "https://github.com/ml-explore/mlx/blob/v0.32.1/mlx"
+FUSED_HEAD_DIMS = (
+    64,
+    72,
+    80,
+    96,
+    128,
+)  # scaled_dot_product_attention.cpp: the sdpa_full kernel's head sizes
+MAX_ACTIVE_TASKS = (
+    10  # transforms.cpp#L25, #L271: the CPU waits once more than this many buffers run
+)
+COMMAND_BUFFER_MIB = {
+    "Max": 50,
+    "Ultra": 50,
+    "other": 40,
+}  # device.cpp#L604-L623: committed past this many MiB
+IN_FLIGHT = MAX_ACTIVE_TASKS + 2  # 11 committed buffers and the one being encoded
+EVAL_SOURCE = f"{MLX_SOURCE}/backend/metal/eval.cpp#L47-L68"
+
+
+def fused(layer, quantized: bool, tokens: int) -> bool:
+    """Metal's fused attention runs this layer's chunk of `tokens` without materialising the scores."""
+    return (
+        not quantized
+        and tokens > 8
+        and layer.k_dim == layer.v_dim
+        and layer.k_dim in FUSED_HEAD_DIMS
+    )
+
+
+def command_buffer_mib(chip: str | None) -> tuple[int, str]:
+    """(MiB after which mlx commits a Metal command buffer, which chip class that is): 50 on a Max or Ultra chip, 40
+    on the others (backend/metal/device.cpp); without a chip the larger, so the estimate stays an upper one."""
+    if chip is None:
+        return COMMAND_BUFFER_MIB["Max"], "a Max or Ultra chip (no chip given: the larger size)"
+    if not isinstance(chip, str) or not chip.strip():
+        raise KvError(f"The chip must be a name such as 'M4 Max', not {chip!r}.")
+    words = chip.replace("(", " ").split()
+    for cls in ("Ultra", "Max"):
+        if cls in words:
+            return COMMAND_BUFFER_MIB[cls], f"an {cls} chip ({chip})"
+    return COMMAND_BUFFER_MIB["other"], f"a base or Pro chip ({chip})"
+
+
+def in_flight_cap(chip: str | None) -> int:
+    """The most the in-flight command buffers can keep, in bytes: IN_FLIGHT buffers of the chip's commit size."""
+    return IN_FLIGHT * command_buffer_mib(chip)[0] * MIB
+
+
+def in_flight_part(made: int, tokens: int, chip: str | None) -> Part:
+    """What a step of `tokens` tokens may keep for command buffers in flight: the cap, never more than the `made`
+    bytes of arrays the step makes."""
+    mib, chip_class = command_buffer_mib(chip)
+    return Part(
+        "in-flight command buffers",
+        "inflight",
+        min(in_flight_cap(chip), made),
+        f"up to {IN_FLIGHT} command buffers x {mib} MiB on {chip_class}, at most the step's own arrays "
+        f"({tokens:,} tokens, every layer): an upper estimate from mlx's source",
+        EVAL_SOURCE,
+    )
