@@ -12,7 +12,7 @@ a command buffer is committed after 50 ops or 50 MiB of buffers on Max and Ultra
 backend/metal/device.cpp), and the CPU waits only once more than MAX_ACTIVE_TASKS = 10 committed buffers are running
 (transforms.cpp). Up to 12 buffers' arrays (11 committed, one being encoded) can outlive their last use: the plan
 counts an upper estimate of 12 x the commit size, never more than the step's own arrays (one layer's arrays x the
-layers). It is not fitted: without it every published Mac peak was 0.3-0.6 GB above the plan; with it each lies
+layers). It is not fitted: without it every published Mac peak was 0.27-0.64 GB above the plan; with it each lies
 between the plan without and with it (docs/methods.md).
 
 Example: command_buffer_mib("M3 Pro") -> (40, "a base or Pro chip (M3 Pro)"); in_flight_cap(None) -> 629_145_600.
