@@ -446,6 +446,7 @@ RERUN_MAY_CALL = {  # by module file name
     },
     "provenance": {"badge_fields", "source_class", "<genexpr>"},
     "calculator": {"runtime_formats"},  # a table lookup
+    "memory_fit": {"gpu_limit"},  # the GPU's limit for a RAM size: hardware's table lookup, named
     "formats": {
         "mlx_cache_formats",
         "<genexpr>",
