@@ -153,6 +153,7 @@ def test_calc_ram_without_a_plan_counts_weights_and_kv_and_says_what_it_leaves_o
     code, out, _ = _calc(*ref, "--context", "8192", "--ram", "16")
     assert code == 0 and "fit        unplanned: weights + KV alone fit" in out
     assert "uncounted  activations, runtime buffers, the prefill peak" in out and "fits" not in out
+    assert "weights + KV only: kvcore has no memory plan here" in out  # the total says it too
     code, out, _ = _calc(*ref, "--context", "131072", "--ram", "16", "--json")
     f = json.loads(out)["fit"]
     assert f["status"] == "no" and f["blocking"] == "KV cache" and f["over_bytes"] > 0

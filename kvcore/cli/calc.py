@@ -52,7 +52,11 @@ def _print_calc(r: dict) -> None:
             f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
         )
     else:
-        print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
+        *parts, last = calculator.NOT_COUNTED
+        print(
+            f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}, weights + KV only: kvcore has no memory"
+            f" plan here, so {', '.join(parts)} and {last} are not counted"
+        )
     print(f"formula    {r['formula']}")
     if "fit" in r:
         _print_fit(r["fit"], r["runtime"])
