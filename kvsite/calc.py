@@ -21,8 +21,9 @@ from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
 from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
-from kvcore.timing.hardware import chips, get_chip, gpu_memory_limit_gb, mac_gpu_share
+from kvcore.timing.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
+from kvcore.views.memory_fit import gpu_limit
 
 from . import i18n
 from .cache import section_cache
@@ -90,10 +91,6 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
         ram = col_ram.number_input(
             f.t("calc.ram"), 1, 4096, 48, key="ramn", bind="query-params", help=f.t("calc.ram_help")
         )
-    limit_gb, _ = gpu_memory_limit_gb(float(ram), c.unified)
-    share, source = (
-        mac_gpu_share(float(ram)) if c.unified else (1.0, "")
-    )  # for the translated reason
     override = col_limit.number_input(
         f.t("calc.override"),
         0.0,
@@ -106,12 +103,20 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
     )
     if override > 0:
         return Memory(int(override * GIB), f.t("calc.reason_override"))
-    reason = (
-        f.t("calc.reason_mac", share=f"{share:.0%}", source=i18n.data_text(f.lang, source))
-        if c.unified
-        else f.t("calc.reason_gpu")
+    # the limit every verdict on the page is judged against, plan or not (the CLI's `calc --ram`)
+    limit = gpu_limit(float(ram), c.unified)
+    return Memory(limit.bytes, limit_reason(f.lang, float(ram), c.unified))
+
+
+def limit_reason(lang: str, ram_gb: float, unified: bool = True) -> str:
+    """Why gpu_limit(ram_gb) is what it is, in `lang`: macOS's default share of that RAM with its source, or a
+    dedicated GPU's own memory."""
+    if not unified:
+        return i18n.translate(lang, "calc.reason_gpu")
+    share, source = mac_gpu_share(ram_gb)
+    return i18n.translate(
+        lang, "calc.reason_mac", share=f"{share:.0%}", source=i18n.data_text(lang, source)
     )
-    return Memory(int(limit_gb * GIB), reason)
 
 
 _GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.gguf_browser), the last 64

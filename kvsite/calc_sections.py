@@ -38,7 +38,8 @@ NUMBERS = (
 
 @cached
 def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
-    """calc --json's numbers, the verdict, and (when it does not fit) the three levers."""
+    """calc --json's numbers, the verdict, why kvcore has no plan (if it has none), and, unless the plan fits, the
+    three levers (without a plan: upper bounds, weights + KV within the memory)."""
     g, spec, opts = config_geometry(*src), KvSpec(k, v), runtime_options(src, seqs)
     result = calculator.calculate(g, ctx, seqs, spec, w, opts)
     need = result["need_bytes"]  # the runtime's whole plan where it has one, else weights + KV
@@ -46,6 +47,7 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
         "result": result,
         "need": need,
         "verdict": calculator.verdict(need, mem_bytes, result["fit_allowance_bytes"]),
+        "unplanned": calculator.unplanned_because(g),  # None: the runtime's whole plan is counted
         "layers": pd.DataFrame(result["per_layer"]),
     }
     if out["verdict"].status != "fits":

@@ -12,11 +12,13 @@ from kvcore.memory.formats import FORMATS
 from kvcore.recordings import provenance as run_info
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
-from kvcore.units import fmt_num, fmt_pct
+from kvcore.units import GIB, fmt_num, fmt_pct
 from kvcore.views import memory as views
 from kvcore.views import savings as savings_views
+from kvcore.views.memory_fit import gpu_limit
 
 from . import i18n
+from .calc import limit_reason
 from .chart import make_chart
 from .sections import cached, cols, memory_curves
 from .tables import md_table
@@ -128,8 +130,21 @@ def _formats_table(table, lang: str) -> str:
 
 
 @cached
+def fits_words(ram: float, lang: str) -> dict:
+    """What the longest contexts are measured against, in `lang`: the caption (weights + KV within the memory the GPU
+    may use on a Mac with `ram` GB, its source, nothing else counted) and the sentence for weights that do not fit."""
+    limit, t = gpu_limit(ram), i18n.translator(lang)
+    values = {"mem": f"{ram:g}", "limit": f"{limit.bytes / GIB:,.2f}"}
+    return {
+        "note": t("savings.fits_note", source=limit_reason(lang, ram), **values),
+        "no_fit": t("savings.no_fit", **values),
+    }
+
+
+@cached
 def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str) -> dict | None:
-    """Longest context per format beside the weights, capped at the model's limit (and saying so); None when nothing fits."""
+    """Longest context per format whose weights + KV stay within the GPU's memory on a Mac with `mem` GB of RAM (an
+    upper bound), capped at the model's limit (and saying so); None when nothing fits."""
     g = preset_geometry(model)
     df = savings_views.fits_table(g, weights, mem, list(fmts))
     if df["max_context"].max() == 0:

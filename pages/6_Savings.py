@@ -4,7 +4,6 @@ import streamlit as st
 
 from kvcore.memory.formats import COMPARED, FORMATS
 from kvcore.recordings.published import source
-from kvcore.views.calculator import FIT_SHARE
 from kvsite import i18n, quality_sections, savings_sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
@@ -69,14 +68,16 @@ if formats["chart"] is not None:
 
 @st.fragment
 def fits_section(model: str, kept: tuple[str, ...]) -> None:
-    """What fits beside the weights: memory and weights rerun this section only; the model and formats come from
-    above (a change there reruns the page, and this section with them)."""
+    """How long a context weights + KV allow within the GPU's memory on a Mac of this RAM (an upper bound): RAM and
+    weights rerun this section only; the model and formats come from above (a change there reruns the page, and
+    this section with them)."""
     c = row()
     mem = c.slider(f.t("savings.memory"), 4, 192, 36, key="mem", bind="query-params")
     weights = weights_choice(c, f)
     fits = savings_sections.fits(model, weights, float(mem), kept, f.lang) if kept else None
+    words = savings_sections.fits_words(float(mem), f.lang)  # weights + KV within the GPU's limit
     if fits is None and kept:
-        st.error(f.t("savings.no_fit", mem=mem))
+        st.error(words["no_fit"])
     elif fits is not None:
         show_chart(
             f,
@@ -92,7 +93,7 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
         )
         if fits["note"]:
             st.caption(":material/info: " + fits["note"])
-    st.caption(f.t("savings.fits_note", mem=mem, share=f"{FIT_SHARE:.0%}"))
+    st.caption(words["note"])
 
 
 with st.expander(f.t("savings.fits_title"), icon=":material/memory:"):  # the reader's own machine

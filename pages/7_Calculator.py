@@ -9,7 +9,6 @@ from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
 from kvcore.timing.hardware import efficiency_range
 from kvcore.units import fmt_bytes
-from kvcore.views import calculator as calc
 from kvsite import calc as calc_site
 from kvsite import calc_sections, gguf_browser, i18n
 from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
@@ -203,14 +202,15 @@ def calculator() -> None:
         plan = calc_sections.plan_table(
             src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
         )  # everything the runtime allocates, where the engine has its plan (llama.cpp)
-        show = {"fits": st.success, "tight": st.warning, "no": st.error}[verdict.status]
-        show(
+        show = {"fits": st.success, "tight": st.warning, "unplanned": st.info, "no": st.error}
+        show[verdict.status](
             f.t(
                 f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
                 share=f"{verdict.share:.0%}",
                 need=fmt_bytes(need),
                 available=fmt_bytes(mem.bytes),
                 runtime=runtime,
+                why=f.t(f"calc.unplanned_{out['unplanned']}", runtime=runtime) if not plan else "",
             )
         )
     with right:
@@ -251,7 +251,7 @@ def calculator() -> None:
             st.caption(f.t("calc.plan_log", runtime=runtime))
             st.code(plan["log"], language=None)
     else:
-        st.caption(f.t("calc.thresholds", fit=f"{calc.FIT_SHARE:.0%}"))
+        st.caption(f.t("calc.thresholds"))
     if result["beyond_max_position"]:
         st.warning(
             f.t(
@@ -269,23 +269,24 @@ def calculator() -> None:
         st.caption(":material/info: " + f.t(f"calc.note_{code}", window=window))
 
     if "levers" in out:
-        st.subheader(f.t("calc.levers_title"))
+        bound = "" if plan else "_unplanned"  # without a plan: weights + KV only, upper bounds
+        st.subheader(f.t(f"calc.levers_title{bound}"))
         t_max, s_max, ok_formats = out["levers"]
         lv = row()
         lv.metric(
-            f.t("calc.lever_context"),
+            f.t(f"calc.lever_context{bound}"),
             f"{t_max:,}" if t_max else "—",
-            help=f.t("calc.lever_context_help"),
+            help=f.t(f"calc.lever_context_help{bound}"),
         )
         lv.metric(
-            f.t("calc.lever_sequences"),
+            f.t(f"calc.lever_sequences{bound}"),
             f"{s_max:,}" if s_max else "—",
-            help=f.t("calc.lever_sequences_help"),
+            help=f.t(f"calc.lever_sequences_help{bound}"),
         )
         lv.metric(
-            f.t("calc.lever_formats"),
+            f.t(f"calc.lever_formats{bound}"),
             ", ".join(ok_formats) if ok_formats else "—",
-            help=f.t("calc.lever_formats_help"),
+            help=f.t(f"calc.lever_formats_help{bound}"),
         )
         if not (t_max or s_max or ok_formats):
             st.caption(f.t("calc.no_lever"))

@@ -13,7 +13,13 @@ from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import runtime_of
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip
-from kvcore.views.calculator import FIT_SHARE, formats_that_fit, max_context, max_sequences, verdict
+from kvcore.views.calculator import (
+    NOT_COUNTED,
+    formats_that_fit,
+    max_context,
+    max_sequences,
+    verdict,
+)
 from kvcore.views.what_if import ASSUMED_EFFICIENCY, efficiency, predict_decode
 
 GB = 10**9
@@ -24,22 +30,82 @@ def geometry(name):
 
 
 def fits(g, context, spec, sequences, weights, available):
-    """The verdict as the calculator gives it: the runtime's whole plan where it has one for this model (mlx_lm:
-    generate_step's peak), else weights + KV under the flat share (the reference runtime, a model mlx_lm's plan
-    does not cover: MLA or linear-attention layers)."""
+    """The line the calculator's levers are solved against: the runtime's whole plan fits where it has one for this
+    model (mlx_lm: generate_step's peak); else weights + KV within the memory, nothing else counted (the reference
+    runtime, a model mlx_lm's plan does not cover: MLA or linear-attention layers), where the levers are upper
+    bounds."""
     plan = runtime_of(g).memory_plan(g, context, spec, sequences, None, weights)
     if plan is None:
-        return verdict(weights + kv_bytes(g, context, spec, sequences), available).status == "fits"
+        return verdict(weights + kv_bytes(g, context, spec, sequences), available).status != "no"
     allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
     return verdict(plan["total_bytes"], available, allowance).status == "fits"
 
 
-def test_verdict_changes_at_its_stated_thresholds():
+def test_without_a_plan_weights_and_kv_within_the_memory_are_never_called_a_fit():
+    """No flat margin: weights + KV at 95 % of the memory is not "fits" (what the runtime holds beside them is not
+    counted, and the verdict says so); at 100 % still "unplanned"; one byte over is "no"."""
     available = 100 * GB
-    assert verdict(int(available * FIT_SHARE), available).status == "fits"
-    assert verdict(int(available * FIT_SHARE) + 1, available).status == "tight"
-    assert verdict(available, available).status == "tight"
+    for need in (1, 95 * GB, available):
+        v = verdict(need, available)
+        assert v.status == "unplanned" and v.not_counted == NOT_COUNTED, need
+    assert verdict(101 * GB, available).status == "no"
     assert verdict(available + 1, available).status == "no"
+    assert "the prefill peak" in NOT_COUNTED and "activations" in NOT_COUNTED
+    # with a plan nothing is left out, and its measured tolerance is the only allowance
+    with_plan = verdict(95 * GB, available, 0)
+    assert with_plan.status == "fits" and with_plan.not_counted == ()
+    assert verdict(95 * GB, available, 5 * GB + 1).status == "tight"
+
+
+def test_a_model_without_a_plan_is_judged_against_the_same_gpu_limit_and_says_so():
+    """DeepSeek-V3 (MLA) under mlx_lm and Llama under the reference runtime have no plan: calculate() counts weights +
+    KV, and the verdict against a Mac's GPU limit (memory_fit.gpu_limit, which llama.cpp's plan is held to too) is
+    "unplanned" at 95 % of the memory, "no" at 101 %."""
+    from kvcore.views.calculator import calculate, unplanned_because
+    from kvcore.views.memory_fit import gpu_limit
+
+    limit = gpu_limit(64).bytes
+    for g, why in (
+        (geometry("deepseek-v3"), "model"),
+        (preset_geometry("llama-3.1-8b", "reference"), "runtime"),
+    ):
+        r = calculate(g, 4096, 1, KvSpec(), "mlx-q4")
+        assert "plan" not in r and r["need_bytes"] == r["weights_bytes"] + r["kv_bytes"]
+        assert unplanned_because(g) == why
+        assert verdict(r["need_bytes"], int(r["need_bytes"] / 0.95)).status == "unplanned"
+        assert verdict(r["need_bytes"], int(r["need_bytes"] / 1.01)).status == "no"
+        status = verdict(r["need_bytes"], limit).status
+        assert status == ("no" if r["need_bytes"] > limit else "unplanned")
+    assert unplanned_because(geometry("llama-3.1-8b")) is None  # mlx_lm's plan covers it
+
+
+def test_no_flat_share_of_the_memory_is_left_in_the_engine():
+    """The old rule (weights + KV within 90 % of the memory, FIT_SHARE) is gone: no constant named for a share,
+    fraction, margin or headroom of the memory, and no memory figure multiplied by a fraction, anywhere in kvcore,
+    but the one guard below, which is no verdict on a reader's model."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "kvcore"
+    share = re.compile(
+        r"FIT_SHARE|\b[A-Z_]*(MARGIN|HEADROOM|SAFETY|FRACTION)[A-Z_]*\s*=|"
+        r"(available|memory|limit|budget|ram)\w*\s*\*\s*0?\.\d|"
+        r"\b0?\.\d+\s*\*\s*\w*(available|memory|limit|budget)",
+        re.I,
+    )
+    # a live measurement refuses a run whose rough estimate passes 80 % of what the backend may use on the machine it
+    # runs on (Metal's working set, else the memory free now): a guard for that machine, no verdict on a model
+    guard = {"measure/caches.py: GUARD_FRACTION = 0.8"}
+    found = {
+        f"{p.relative_to(root)}: {line.split('#')[0].strip()}"
+        for p in sorted(root.rglob("*.py"))
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if share.search(line.split("#")[0])
+    }
+    assert found == guard
+    # the pattern finds the rule it replaced
+    assert share.search("FIT_SHARE = 0.90") and share.search("int(available_bytes * 0.9) - weights")
+    assert share.search("need <= 0.9 * available_bytes") and share.search("MEMORY_MARGIN = 0.1")
 
 
 @pytest.mark.parametrize(
@@ -182,21 +248,32 @@ def test_memory_curves_are_the_forward_calculation_per_format():
         )
 
 
-def test_the_savings_chapter_compares_formats_by_weights_and_kv_under_the_flat_share():
+@pytest.mark.parametrize("ram", [16, 36, 128])
+def test_the_savings_chapter_puts_weights_and_kv_within_the_gpu_limit_and_one_more_token_past_it(
+    ram,
+):
+    """The longest context per KV format: weights + KV within the memory the GPU may use on a Mac with that RAM
+    (memory_fit.gpu_limit: two thirds at 16 GB, three quarters at 36, 84 % at 128), nothing else counted; one more
+    token passes it."""
+    from kvcore.views.memory_fit import gpu_limit
     from kvcore.views.savings import fits_table
 
     g = geometry("llama-3.1-8b")
-    weights, available = weights_bytes(g, "mlx-q4"), 36 * 2**30
+    weights, limit = weights_bytes(g, "mlx-q4"), gpu_limit(ram).bytes
+    assert limit < ram * 2**30
 
-    def kv_only(t, spec):  # the formats compared by their bytes: weights + KV within FIT_SHARE
-        return verdict(weights + kv_bytes(g, t, spec), available).status == "fits"
+    def within(t, spec):
+        return weights + kv_bytes(g, t, spec) <= limit
 
-    for row in fits_table(g, "mlx-q4", 36, ["fp16", "mlx-q4", "turbo3"]).itertuples():
+    rows = fits_table(g, "mlx-q4", ram, ["fp16", "mlx-q4", "turbo3"])
+    assert len(rows) == 3
+    for row in rows.itertuples():
         spec = KvSpec(
             row.format, row.format
         )  # memory's own answer, before the model's 131,072-token limit caps it
-        assert kv_only(row.memory_max_context, spec)
-        assert not kv_only(row.memory_max_context + 1, spec)
+        assert row.memory_max_context > 0
+        assert within(row.memory_max_context, spec)
+        assert not within(row.memory_max_context + 1, spec)
         assert row.max_context == min(row.memory_max_context, g.max_position_embeddings)
 
 

@@ -437,14 +437,16 @@ def test_llama_cpp_verdict_is_its_plan_with_no_flat_margin():
     assert calculator.verdict(need, need + allowance, allowance).status == "fits"
     assert calculator.verdict(need, need + allowance - 1, allowance).status == "tight"
     assert calculator.verdict(need, need - allowance - 1, allowance).status == "no"
-    # mlx_lm is judged by its own plan (generate_step's peak); the reference runtime, without one, keeps weights + KV
-    # under FIT_SHARE
+    # mlx_lm is judged by its own plan (generate_step's peak); the reference runtime, without one, counts weights +
+    # KV only and never calls them a fit
     m = calculator.calculate(preset_geometry("llama-3.1-8b", "mlx_lm"), 32768, 1, KvSpec())
     assert m["need_bytes"] == m["plan"]["total_bytes"] > m["weights_bytes"] + m["kv_bytes"]
     assert m["plan"]["log_lines"][0].startswith("Peak memory: ")
     ref = calculator.calculate(preset_geometry("llama-3.1-8b", "reference"), 32768, 1, KvSpec())
     assert "plan" not in ref and ref["fit_allowance_bytes"] is None
     assert ref["need_bytes"] == ref["weights_bytes"] + ref["kv_bytes"]
+    assert calculator.verdict(ref["need_bytes"], ref["need_bytes"]).status == "unplanned"
+    assert calculator.verdict(ref["need_bytes"], ref["need_bytes"] - 1).status == "no"
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "qwen-7b-chat", "gemma-2-2b", "deepseek-v3"])
@@ -484,8 +486,9 @@ def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
         r = calculator.calculate(g, 8192, 2, spec)
         assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
         weights = r["weights_bytes"]
-        available = (  # room for four times this cache (and, under llama.cpp, its other buffers twice)
-            int((weights + 4 * r["kv_bytes"]) / calculator.FIT_SHARE)
+        available = (  # room for four times this cache (and, with a plan, its other buffers twice)
+            weights
+            + 4 * r["kv_bytes"]
             + 2 * (r["need_bytes"] - weights - r["kv_bytes"] + (r["fit_allowance_bytes"] or 0))
             + 1
         )

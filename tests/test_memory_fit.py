@@ -11,7 +11,7 @@ import pytest
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import KvSpec
-from kvcore.memory.formulas import weights_bytes
+from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import get_runtime
 from kvcore.timing.hardware import mac_gpu_share
@@ -130,9 +130,34 @@ def test_calc_ram_gives_the_verdict_with_its_limit_and_levers():
     )
     assert code == 0 and "fit        fits:" in out  # mlx_lm: its own plan (generate_step's peak)
     assert "Peak memory: " in out and "attention scores" not in out  # Metal's fused attention
-    code, _, err = _calc(
-        "--model", "llama-3.1-8b", "--runtime", "reference", "--context", "8192", "--ram", "16"
-    )
-    assert code != 0 and "--runtime mlx_lm" in err and "Traceback" not in err
     code, _, err = _calc(*common, "--context", "8192", "--wired-limit-mb", "9000")
     assert code != 0 and "--ram" in err and "Traceback" not in err
+
+
+def test_calc_ram_without_a_plan_counts_weights_and_kv_and_says_what_it_leaves_out():
+    """The reference runtime and a model mlx_lm's plan does not know (DeepSeek-V3's MLA) have no plan: --ram judges
+    weights + KV against the same GPU limit, "unplanned" when they fit (never "fits"), "no" when they do not, and
+    names what is not counted; the levers are upper bounds, weights + KV within the limit and one more past it."""
+    ref = ["--model", "llama-3.1-8b", "--runtime", "reference", "--weights-format", "mlx-q4"]
+    code, out, _ = _calc(*ref, "--context", "8192", "--ram", "16", "--json")
+    r = json.loads(out)
+    f, limit = r["fit"], gpu_limit(16)
+    assert code == 0 and f["status"] == "unplanned" and f["unplanned"] == "runtime"
+    assert f["need_bytes"] == r["weights_bytes"] + r["kv_bytes"] <= limit.bytes
+    assert f["limit"] == limit.as_dict() and f["counted"] == "weights + KV"
+    assert f["not_counted"] == ["activations", "runtime buffers", "the prefill peak"]
+    bound = {x["lever"]: x["value"] for x in f["levers"] if x["at_most"]}
+    g, weights = preset_geometry("llama-3.1-8b", "reference"), r["weights_bytes"]
+    assert weights + kv_bytes(g, bound["context"], KvSpec()) <= limit.bytes
+    assert weights + kv_bytes(g, bound["context"] + 1, KvSpec()) > limit.bytes
+    code, out, _ = _calc(*ref, "--context", "8192", "--ram", "16")
+    assert code == 0 and "fit        unplanned: weights + KV alone fit" in out
+    assert "uncounted  activations, runtime buffers, the prefill peak" in out and "fits" not in out
+    assert "weights + KV only: kvcore has no memory plan here" in out  # the total says it too
+    code, out, _ = _calc(*ref, "--context", "131072", "--ram", "16", "--json")
+    f = json.loads(out)["fit"]
+    assert f["status"] == "no" and f["blocking"] == "KV cache" and f["over_bytes"] > 0
+    code, out, _ = _calc("--model", "deepseek-v3", "--context", "4096", "--ram", "16", "--json")
+    f = json.loads(out)["fit"]
+    assert f["status"] == "no" and f["unplanned"] == "model" and f["blocking"] == "weights"
+    assert f["levers"] == []

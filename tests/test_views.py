@@ -114,7 +114,8 @@ def test_what_fits_stops_at_the_models_limit_and_says_what_memory_alone_allows()
     g = preset_geometry("llama-3.1-8b")
     df = savings_views.fits_table(g, "mlx-q4", 36, ["fp16", "turbo3"]).set_index("format")
     assert (df["max_context"] == 131072).all() and df["capped"].all()
-    assert df.loc["turbo3", "memory_max_context"] > 1_000_000  # what the chart once drew, unmarked
+    # what the chart once drew, unmarked: 956,000 tokens in the 27 GiB the GPU may use on a 36 GB Mac
+    assert df.loc["turbo3", "memory_max_context"] > 900_000
     small = savings_views.fits_table(g, "mlx-q4", 8, ["fp16"]).set_index("format")
     assert not small.loc["fp16", "capped"] and small.loc["fp16", "max_context"] < 131072
 

@@ -15,6 +15,7 @@ from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 from kvcore.timing import estimate as timing
 from kvcore.timing import hardware
 from kvcore.units import fmt_bytes
+from kvcore.views import calculator
 from kvcore.views.calculator import calculate
 
 
@@ -51,10 +52,14 @@ def _print_calc(r: dict) -> None:
             f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
         )
     else:
-        print(f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}")
+        *parts, last = calculator.NOT_COUNTED
+        print(
+            f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}, weights + KV only: kvcore has no memory"
+            f" plan here, so {', '.join(parts)} and {last} are not counted"
+        )
     print(f"formula    {r['formula']}")
     if "fit" in r:
-        _print_fit(r["fit"])
+        _print_fit(r["fit"], r["runtime"])
     if "decode_tokens_per_s" in r:
         _print_time(r)
     for note in r["notes"]:
@@ -138,22 +143,20 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
 
 
 def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
-    """Adds the plan's verdict against the GPU's memory for `calc --ram [--wired-limit-mb]` (a "fit" block)."""
+    """Adds the verdict against the GPU's memory for `calc --ram [--wired-limit-mb]` (a "fit" block): the runtime's
+    whole plan where it has one, else weights + KV only, saying what is not counted."""
     if a.ram is None:
         if a.wired_limit_mb is not None:
             raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
         return
-    if "plan" not in result:
-        owners = [r.name for r in RUNTIMES.values() if r.plans_memory]
-        raise KvError(
-            f"--ram judges a runtime's whole memory plan, which the engine has for {' and '.join(owners)}; "
-            f"add --runtime {owners[0]}."
-        )
     from kvcore.views.memory_fit import fit, gpu_limit, levers
 
     limit = gpu_limit(a.ram, True, a.wired_limit_mb)
+    if "plan" not in result:
+        result["fit"] = _fit_unplanned(a, geometry, result, spec, options, limit)
+        return
     verdict = fit(result["plan"], limit)
-    out = verdict.as_dict()
+    out = {**verdict.as_dict(), "counted": "the whole plan", "not_counted": []}
     if verdict.status != "fits":
         out["levers"] = levers(
             runtime,
@@ -170,13 +173,70 @@ def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
     result["fit"] = out
 
 
-def _print_fit(f: dict) -> None:
-    limit = f["limit"]
-    where = f"; {f['blocking']} does not fit" if f["blocking"] else ""
-    print(
-        f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (its working memory +/- "
-        f"{fmt_bytes(f['allowance_bytes'])}) of the {fmt_bytes(limit['bytes'])} the GPU may use{where}"
+def _fit_unplanned(a, geometry, result: dict, spec: KvSpec, options, limit) -> dict:
+    """The "fit" block without a memory plan: weights + KV against the limit, "no" or "unplanned" (never "fits"),
+    what is not counted and why, and the levers as upper bounds (weights + KV within the limit, one more past it)."""
+    weights, kv = result["weights_bytes"], result["kv_bytes"]
+    v = calculator.verdict(weights + kv, limit.bytes)
+    bounds = (
+        (
+            "context",
+            calculator.max_context(geometry, spec, a.sequences, weights, limit.bytes, options),
+        ),
+        (
+            "sequences",
+            calculator.max_sequences(geometry, spec, a.context, weights, limit.bytes, options),
+        ),
+        (
+            "kv_format",
+            calculator.formats_that_fit(
+                geometry, a.context, a.sequences, weights, limit.bytes, spec, options
+            ),
+        ),
     )
+    return {
+        "status": v.status,
+        "need_bytes": v.need_bytes,
+        "allowance_bytes": None,
+        "limit": limit.as_dict(),
+        "over_bytes": max(0, v.need_bytes - limit.bytes),
+        "blocking": None
+        if v.status != "no"
+        else "weights"
+        if weights > limit.bytes
+        else "KV cache",
+        "counted": "weights + KV",
+        "not_counted": list(v.not_counted),
+        "unplanned": calculator.unplanned_because(geometry),
+        "levers": [
+            {"lever": name, "value": value, "at_most": True} for name, value in bounds if value
+        ],
+    }
+
+
+def _print_fit(f: dict, runtime: str) -> None:
+    limit = f["limit"]
+    if f["not_counted"]:  # no plan: weights + KV only, and the levers are upper bounds
+        why = {
+            "runtime": f"the {runtime} runtime",
+            "model": f"this model under {runtime} (its plan knows only full and sliding-window attention layers)",
+        }[f["unplanned"]]
+        said = "do not fit" if f["status"] == "no" else "fit"
+        passes = {"weights": "; the weights alone pass it", "KV cache": "; the KV cache passes it"}
+        print(
+            f"fit        {f['status']}: weights + KV alone {said}: {fmt_bytes(f['need_bytes'])} of the "
+            f"{fmt_bytes(limit['bytes'])} the GPU may use{passes.get(f['blocking'], '')}"
+        )
+        print(
+            f"uncounted  {', '.join(f['not_counted'])}: kvcore has no memory plan for {why}, so it "
+            "never calls this a fit"
+        )
+    else:
+        where = f"; {f['blocking']} does not fit" if f["blocking"] else ""
+        print(
+            f"fit        {f['status']}: the plan needs {fmt_bytes(f['need_bytes'])} (its working memory +/- "
+            f"{fmt_bytes(f['allowance_bytes'])}) of the {fmt_bytes(limit['bytes'])} the GPU may use{where}"
+        )
     print(f"GPU limit  {limit['source']}")
     names = {
         "flash_attn": "flash attention {}",
@@ -192,7 +252,15 @@ def _print_fit(f: dict) -> None:
     for lever in f["levers"]:
         value = lever["value"]
         value = " or ".join(value) if isinstance(value, list) else value
-        print(f"lever      {names[lever['lever']].format(value)} fits")
+        if lever.get("at_most"):  # no plan: an upper bound, in calc's own options
+            said = {
+                "context": "at most --context {:,}",
+                "sequences": "at most --sequences {}",
+                "kv_format": "--kv-format {}",
+            }[lever["lever"]].format(value)
+            print(f"lever      {said}: weights + KV within the limit, nothing else counted")
+        else:
+            print(f"lever      {names[lever['lever']].format(value)} fits")
 
 
 def run(a) -> int:

@@ -150,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--ram",
         type=float,
-        help="the Mac's RAM in GB: adds the verdict of the runtime's memory plan against the memory its GPU "
-        "may use (macOS's default working set for that RAM; llama.cpp)",
+        help="the Mac's RAM in GB: adds the verdict against the memory its GPU may use (macOS's default working "
+        "set for that RAM): the runtime's whole memory plan (llama.cpp; mlx_lm for the layers its plan knows), "
+        "else weights + KV only, saying what is not counted (never 'fits')",
     )
     c.add_argument(
         "--wired-limit-mb",

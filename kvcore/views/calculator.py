@@ -3,11 +3,13 @@
 A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates; mlx_lm:
 kvcore.runtimes.mlx_lm_plan, the peak of its generate_step) is judged by its plan, with no margin
 (kvcore.views.memory_fit): need = the plan's total, fits when need plus the measured tolerance of its working memory is
-within the memory available, does not fit when need minus it is above, tight between. The reference runtime (and a
-model whose layers mlx_lm's plan does not know: MLA, linear attention) keeps the flat rule: need = weights +
-KV(context, sequences), fits when need <= 90 % of the memory (FIT_SHARE), tight up to 100 %. The levers (largest
-context, most sequences, KV formats) are solved against the "fits" line the same way, so every suggested answer fits
-and one more does not.
+within the memory available, does not fit when need minus it is above, tight between. Without a plan (the reference
+runtime; a model whose layers mlx_lm's plan does not know: MLA, linear attention) kvcore counts weights +
+KV(context, sequences) and says so: "no" when they alone exceed the memory, else "unplanned" (they fit, but what the
+runtime holds beside them, NOT_COUNTED, is not counted), never "fits". The memory is the same for both: on a Mac,
+what the GPU may use (kvcore.views.memory_fit.gpu_limit). The levers (largest context, most sequences, KV formats)
+are solved against the same lines: with a plan every suggested answer fits and one more does not; without one they
+are upper bounds (weights + KV within the memory, one more past it).
 
 Each number comes from the geometry's runtime (kvcore.runtimes.registry): mlx_lm and reference count the tokens
 each layer holds; llama.cpp preallocates padded caches, where `context` is its `-c` and `sequences` its
@@ -27,7 +29,8 @@ from kvcore.memory.formulas import check_context, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, runtime_of
 
-FIT_SHARE = 0.90  # runtimes without a memory plan: need <= 90 % of available fits
+# What a runtime holds beside weights and KV that kvcore does not count where it has no memory plan for it
+NOT_COUNTED = ("activations", "runtime buffers", "the prefill peak")
 
 if (
     TYPE_CHECKING
@@ -88,7 +91,7 @@ def calculate(
     }
     if plan is not None:
         result["plan"] = plan
-    # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV (FIT_SHARE)
+    # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV (nothing else)
     result["need_bytes"] = plan["total_bytes"] if plan else weights + result["kv_bytes"]
     result["fit_allowance_bytes"] = (
         int(plan["compute_bytes"] * plan["compute_tolerance_share"]) if plan else None
@@ -132,40 +135,59 @@ def beyond_max_position(geometry: Geometry, context: int) -> bool:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "fits" | "tight" | "no"
+    status: str  # a plan: "fits" | "tight" | "no"; weights + KV only: "unplanned" | "no"
     need_bytes: int
     available_bytes: int
     share: float  # need / available
+    # what the need leaves out: nothing with a plan, NOT_COUNTED without one
+    not_counted: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "need_bytes": self.need_bytes,
+            "available_bytes": self.available_bytes,
+            "share": self.share,
+            "counted": "the whole plan" if not self.not_counted else "weights + KV",
+            "not_counted": list(self.not_counted),
+        }
 
 
 def verdict(need_bytes: int, available_bytes: int, allowance_bytes: int | None = None) -> Verdict:
     """A memory plan's need (calculate()'s need_bytes) with its allowance (fit_allowance_bytes): fits when
     need + allowance <= available, no when need - allowance > available, tight between (kvcore.views.memory_fit).
-    Without an allowance (a runtime without a plan; need = weights + KV): fits <= 90 %, tight <= 100 %, no above."""
+    Without an allowance (no plan; need = weights + KV): "no" when need > available, else "unplanned": weights + KV
+    fit, and what the runtime holds beside them (NOT_COUNTED) is not counted, so it is never called a fit."""
+    from kvcore.views.memory_fit import plan_status
+
     if available_bytes <= 0:
         raise KvError("Available memory must be positive.")
     share = need_bytes / available_bytes
     if allowance_bytes is not None:
-        status = (
-            "fits"
-            if need_bytes + allowance_bytes <= available_bytes
-            else "no"
-            if need_bytes - allowance_bytes > available_bytes
-            else "tight"
+        return Verdict(
+            plan_status(need_bytes, allowance_bytes, available_bytes),
+            need_bytes,
+            available_bytes,
+            share,
         )
-        return Verdict(status, need_bytes, available_bytes, share)
-    status = (
-        "fits"
-        if need_bytes <= available_bytes * FIT_SHARE
-        else "tight"
-        if need_bytes <= available_bytes
-        else "no"
-    )
-    return Verdict(status, need_bytes, available_bytes, share)
+    status = "no" if need_bytes > available_bytes else "unplanned"
+    return Verdict(status, need_bytes, available_bytes, share, NOT_COUNTED)
+
+
+def unplanned_because(geometry: Geometry) -> str | None:
+    """Why kvcore has no memory plan here: "runtime" (none for this runtime: reference), "model" (the runtime's plan
+    does not know this model's layers: mlx_lm with MLA or linear attention), None (it has one)."""
+    runtime = runtime_of(geometry)
+    if runtime.plan_covers(geometry):
+        return None
+    return "model" if runtime.plans_memory else "runtime"
 
 
 def _budget_for_kv(available_bytes: int, weights: int) -> int:
-    return int(available_bytes * FIT_SHARE) - weights
+    """What weights leave of the memory for KV (no plan: nothing else is counted, so the levers are upper bounds)."""
+    if available_bytes <= 0:
+        raise KvError("Available memory must be positive.")
+    return int(available_bytes) - weights
 
 
 def _limit(available_bytes: int):
@@ -185,7 +207,8 @@ def max_context(
     options: Any = None,
 ) -> int:
     """The largest context whose total fits (0: not even one token; MAX_CONTEXT: any context): a runtime's
-    whole plan where it has one (flash attention as the runtime's default), else weights + KV under FIT_SHARE."""
+    whole plan where it has one (flash attention as the runtime's default), else the largest whose weights + KV
+    stay within the memory, an upper bound (nothing else counted)."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import largest_context
@@ -209,8 +232,9 @@ def max_context(
 def max_context_kv_only(
     geometry: Geometry, spec: KvSpec, sequences: int, weights: int, available_bytes: int
 ) -> int:
-    """The largest context whose weights + KV stay within FIT_SHARE of the memory, whatever the runtime's plan: the
-    Savings chapter's comparison of KV formats by their bytes alone (the Calculator judges a runtime by its plan)."""
+    """The largest context whose weights + KV stay within the memory, whatever the runtime's plan, nothing else
+    counted: an upper bound, the Savings chapter's comparison of KV formats by their bytes alone (the Calculator
+    judges a runtime by its plan)."""
     return runtime_of(geometry).largest_context(
         geometry, spec, sequences, _budget_for_kv(available_bytes, weights)
     )
@@ -225,7 +249,8 @@ def max_sequences(
     options: Any = None,
 ) -> int:
     """The most concurrent sequences at `context` whose total fits (0: not even one); how a runtime shares its
-    context among sequences is its own (llama.cpp: -c context x slots, -np slots; its whole plan)."""
+    context among sequences is its own (llama.cpp: -c context x slots, -np slots; its whole plan). Without a plan:
+    the most whose weights + KV stay within the memory, an upper bound."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import most_sequences
@@ -263,7 +288,7 @@ def formats_that_fit(
     options: Any = None,
 ) -> list[str]:
     """KV formats (same for K and V) whose total fits, from the largest to the smallest cache (a runtime's whole
-    plan where it has one)."""
+    plan where it has one; else those whose weights + KV stay within the memory, an upper bound)."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
         from kvcore.views.memory_fit import kv_types_that_fit
@@ -286,6 +311,6 @@ def formats_that_fit(
             need = weights + kv_need(geometry, context, trial, sequences, options)
         except KvError:  # e.g. a group size that does not divide head_dim
             continue
-        if verdict(need, available_bytes).status == "fits":
+        if verdict(need, available_bytes).status != "no":
             fits.append((need, name))
     return [name for _, name in sorted(fits, reverse=True)]

@@ -92,17 +92,19 @@ class Fit:
         }
 
 
+def plan_status(need: int, allowance: int, limit_bytes: int) -> str:
+    """A plan's total against the limit, its working memory's tolerance either way: "fits" when need + allowance is
+    within it, "no" when need - allowance is above, "tight" between (the Calculator's verdict uses this too)."""
+    if need + allowance <= limit_bytes:
+        return "fits"
+    return "no" if need - allowance > limit_bytes else "tight"
+
+
 def fit(plan: dict, limit: Limit) -> Fit:
     """The verdict for a plan (a runtime plan's as_dict()) against the GPU's limit (no levers: see levers())."""
     need = plan["total_bytes"]
     allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
-    status = (
-        "fits"
-        if need + allowance <= limit.bytes
-        else "no"
-        if need - allowance > limit.bytes
-        else "tight"
-    )
+    status = plan_status(need, allowance, limit.bytes)
     blocking, running, allowed = None, 0, False
     if status != "fits":
         for part in plan["parts"]:

@@ -3,7 +3,7 @@ bytes, what fits in a chip's memory, TurboQuant's claims and padding) and what i
 model (quality against bytes per token, by context, the answers), from the engine and recordings.
 
 Example: fits_table(preset_geometry("llama-3.1-8b"), "mlx-q4", 36, ["fp16", "turbo3"]) -> one row per
-format with the longest context that fits in 36 GiB.
+format with the longest context whose weights + KV stay within the 27 GiB the GPU may use on a 36 GB Mac.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB
 from kvcore.views.calculator import max_context_kv_only
+from kvcore.views.memory_fit import gpu_limit
 
 # ---------------------------------------------------------------- 5 savings
 from kvcore.views.what_if import doubling_contexts, memory_curves
@@ -174,14 +175,16 @@ def formats_curve(geometry: Geometry, formats: list[str], max_context: int) -> p
 def fits_table(
     geometry: Geometry,
     weights_format: str,
-    memory_gib: float,
+    ram_gb: float,
     formats: list[str],
     sequences: int = 1,
 ) -> pd.DataFrame:
-    """Longest context per KV format whose weights + KV stay within FIT_SHARE of `memory_gib` (the formats compared by
-    their bytes alone; the Calculator judges a runtime by its whole plan) (vendors' "GB" of RAM are GiB),
-    capped at the model's max_position_embeddings (`capped` says where the model, not the memory, sets the limit)."""
-    weights, available = weights_bytes(geometry, weights_format), int(memory_gib * GIB)
+    """Longest context per KV format whose weights + KV stay within the memory the GPU may use on a Mac with
+    `ram_gb` GB of RAM (kvcore.views.memory_fit.gpu_limit: macOS's default working set; vendors' "GB" of RAM are
+    GiB), nothing else counted: an upper bound that compares the formats by their bytes alone (the Calculator counts
+    everything the runtime holds), capped at the model's max_position_embeddings (`capped` says where the model,
+    not the memory, sets the limit)."""
+    weights, available = weights_bytes(geometry, weights_format), gpu_limit(ram_gb).bytes
     model_max = geometry.max_position_embeddings
     rows = []
     for name in format_table(geometry, formats)["format"]:

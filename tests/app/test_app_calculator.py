@@ -145,16 +145,20 @@ def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
     g, available = geometry(model), int(gib * GIB)
     weights = weights_bytes(g, "mlx-q4")
 
-    def fits(
-        t, s, fmt="fp16"
-    ):  # the calculator's verdict: the runtime's plan where it has one for the model
+    def fits(t, s, fmt="fp16"):
+        """The line the levers are solved against: the runtime's plan fits where it has one for the model; else
+        weights + KV within the memory (Qwen3-Next's linear attention: no plan, the levers are upper bounds)."""
         spec = KvSpec(fmt, fmt)
         plan = get_runtime("mlx_lm").memory_plan(g, t, spec, s, None, weights)
         if plan is None:
-            return calc.verdict(weights + kv_bytes(g, t, spec, s), available).status == "fits"
+            return calc.verdict(weights + kv_bytes(g, t, spec, s), available).status != "no"
         allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
         return calc.verdict(plan["total_bytes"], available, allowance).status == "fits"
 
+    unplanned = not get_runtime("mlx_lm").plan_covers(g)
+    titles = [h.value for h in at.subheader]
+    assert (i18n.translate("en", "calc.levers_title_unplanned") in titles) == unplanned
+    assert any(m.label.endswith("at most") for m in at.metric) == unplanned
     t = metric(at, "Longest context")
     if t != "—":
         t = int(t.replace(",", ""))
@@ -180,6 +184,31 @@ def test_verdict_changes_at_its_stated_thresholds(rec_dir):
     assert page(CALC, chip="custom", gib=round((need - allowance) / GIB - 0.01, 2)).error
     at = page(CALC)
     assert "25%" in texts(at) and any(c.value.startswith("Peak memory: ") for c in at.code)
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_without_a_plan_weights_and_kv_that_fit_are_not_called_a_fit(rec_dir, lang):
+    """The reference runtime (and mlx_lm with a model its plan does not know) counts weights + KV only: at 95 % of
+    the memory the page says they fit, that nothing else is counted and why, in an info box, never "fits"; at 101 %
+    it does not fit. The levers are labelled upper bounds."""
+    g = preset_geometry("llama-3.1-8b", "reference")
+    need = calc.calculate(g, 32768, 1, KvSpec(), "mlx-q4")["need_bytes"]
+    t = i18n.translator(lang)
+    at = page(CALC, lang, rt="reference", chip="custom", gib=round(need / 0.95 / GIB, 2))
+    assert not at.exception and not at.success and not at.error and not at.warning
+    (info,) = [el.value for el in at.info]
+    assert info.startswith(t("calc.verdict_unplanned").split("：" if lang == "ja" else ":")[0])
+    assert "95%" in info and t("calc.unplanned_runtime") in info
+    assert t("calc.levers_title_unplanned") in [h.value for h in at.subheader]
+    assert t("calc.thresholds") in [c.value for c in at.caption]
+    over = page(CALC, lang, rt="reference", chip="custom", gib=round(need / 1.01 / GIB, 2))
+    (error,) = [el.value for el in over.error]
+    assert "101%" in error and not over.success
+    assert not [el for el in over.info if t("calc.unplanned_runtime") in el.value]
+    # DeepSeek-V3's MLA under mlx_lm: its plan does not know the layers, the page says so in the same way
+    mla = page(CALC, lang, model="deepseek-v3", ctx=4096, w="mlx-q4", chip="custom", gib=1000)
+    (info,) = [el.value for el in mla.info]
+    assert t("calc.unplanned_model", runtime="mlx_lm") in info
 
 
 def test_decode_what_if_equals_the_engine_prediction(rec_dir):

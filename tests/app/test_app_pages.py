@@ -446,6 +446,7 @@ RERUN_MAY_CALL = {  # by module file name
     },
     "provenance": {"badge_fields", "source_class", "<genexpr>"},
     "calculator": {"runtime_formats"},  # a table lookup
+    "memory_fit": {"gpu_limit"},  # the GPU's limit for a RAM size: hardware's table lookup, named
     "formats": {
         "mlx_cache_formats",
         "<genexpr>",
@@ -490,8 +491,9 @@ def test_one_unit_for_a_size_across_pages(rec_dir):
 
 
 def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_dir):
-    """llama-3.1-8b in 36 GiB: most formats would hold more than the model's 131,072 tokens. Bars of the capped
-    context would all be one length; the bars show what memory holds, and the labels say where the model stops."""
+    """llama-3.1-8b on a 36 GB Mac (27 GiB the GPU may use): most formats would hold more than the model's 131,072
+    tokens. Bars of the capped context would all be one length; the bars show what memory holds, and the labels say
+    where the model stops."""
     at = page("pages/6_Savings.py", "en")
     chart = next(
         c
@@ -506,6 +508,35 @@ def test_what_fits_shows_what_differs_between_formats_at_the_default_memory(rec_
     )  # formats of different cost, bars of different length
     assert '"field": "memory_max_context"' in spec and '"x"' in spec
     assert any("131,072" in label for label in data["label"])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_what_fits_is_weights_and_kv_within_the_gpu_limit_and_says_so(rec_dir, lang):
+    """The longest context per format on a 16 GB Mac: weights + KV within the 10.67 GiB its GPU may use (two thirds
+    of the RAM, not a flat share of it), one more token past it; the caption names the limit with its source and
+    says nothing else is counted."""
+    from kvcore.inputs.presets import preset_geometry
+    from kvcore.memory.formats import KvSpec
+    from kvcore.memory.formulas import kv_bytes, weights_bytes
+    from kvcore.timing.hardware import mac_gpu_share
+    from kvcore.units import GIB
+    from kvcore.views.memory_fit import gpu_limit
+
+    at = page("pages/6_Savings.py", lang, mem=16)
+    limit, (share, source) = gpu_limit(16), mac_gpu_share(16)
+    assert f"{limit.bytes / GIB:,.2f}" == "10.67"
+    (note,) = [c.value for c in at.caption if "10.67 GiB" in c.value]
+    assert f"{share:.0%}" in note and i18n.data_text(lang, source) in note
+    assert ("nothing else counted" if lang == "en" else "ほかのものは数えていない") in note
+    g = preset_geometry("llama-3.1-8b")
+    weights = weights_bytes(g, "mlx-q4")
+    chart = next(c for c in charts(at) if "memory_max_context" in c["data"])
+    data = chart["data"].drop_duplicates("format")
+    assert len(data) >= 3
+    for row in data.itertuples():
+        spec = KvSpec(row.format, row.format)
+        assert weights + kv_bytes(g, row.memory_max_context, spec) <= limit.bytes
+        assert weights + kv_bytes(g, row.memory_max_context + 1, spec) > limit.bytes
 
 
 def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):

@@ -52,8 +52,10 @@ def test_a_slider_in_a_section_writes_the_url_and_a_reload_restores_it(server, p
 def test_a_change_above_a_section_reaches_it_and_the_sections_own_state_stays(server, page, ready):
     page.goto(f"{server}/Savings?lang=en")
     ready(page)
-    page.get_by_text("What fits in your memory").click()  # the section sits in an expander
-    _step(page, ready, "Memory (GiB)")  # the fits section's own slider: only it reruns
+    page.get_by_text(
+        "How long a context your Mac's memory allows"
+    ).click()  # the section sits in an expander
+    _step(page, ready, "Mac's RAM (GB)")  # the fits section's own slider: only it reruns
     expect(page).to_have_url(re.compile(r"[?&]mem=37(&|$)"))
     fits_chart = page.locator("[data-testid='stVegaLiteChart']").nth(2)
     before = fits_chart.inner_html()
@@ -61,7 +63,7 @@ def test_a_change_above_a_section_reaches_it_and_the_sections_own_state_stays(se
     expect(page).to_have_url(re.compile(r"[?&]model=qwen3-4b(&|$)"))
     assert _query(page)["mem"] == "37"
     assert fits_chart.inner_html() != before  # the fits section drew the new model
-    expect(page.get_by_role("slider", name="Memory (GiB)")).to_have_value("37")
+    expect(page.get_by_role("slider", name="Mac's RAM (GB)")).to_have_value("37")
     assert page.locator("[data-testid='stException']").count() == 0
 
 
