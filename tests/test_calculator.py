@@ -20,6 +20,7 @@ from kvcore.views.calculator import (
     max_sequences,
     verdict,
 )
+from kvcore.views.memory_fit import plan_allowance
 from kvcore.views.what_if import ASSUMED_EFFICIENCY, efficiency, predict_decode
 
 GB = 10**9
@@ -37,7 +38,7 @@ def fits(g, context, spec, sequences, weights, available):
     plan = runtime_of(g).memory_plan(g, context, spec, sequences, None, weights)
     if plan is None:
         return verdict(weights + kv_bytes(g, context, spec, sequences), available).status != "no"
-    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    allowance = plan_allowance(plan)
     return verdict(plan["total_bytes"], available, allowance).status == "fits"
 
 

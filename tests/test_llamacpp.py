@@ -25,6 +25,7 @@ from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import RUNTIMES
 from kvcore.views import calculator
+from kvcore.views.memory_fit import plan_allowance
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -425,7 +426,7 @@ def test_calculate_takes_the_runtime_and_its_options():
 def plan_fits(g, context, spec, n, weights, available, options=None) -> str:
     """The verdict of llama.cpp's whole plan (model, KV, output, compute buffers) against `available`."""
     plan = RUNTIMES["llama.cpp"].memory_plan(g, context, spec, n, options, weights, "auto")
-    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    allowance = plan_allowance(plan)
     return calculator.verdict(plan["total_bytes"], available, allowance).status
 
 

@@ -16,7 +16,7 @@ from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import get_runtime
 from kvcore.timing.hardware import mac_gpu_share
 from kvcore.units import GIB, MIB
-from kvcore.views.memory_fit import Limit, fit, gpu_limit, levers
+from kvcore.views.memory_fit import Limit, fit, gpu_limit, levers, plan_allowance
 
 RT = get_runtime("llama.cpp")
 G = preset_geometry("llama-3.1-8b", runtime="llama.cpp")
@@ -49,7 +49,7 @@ def test_the_limit_is_macos_default_working_set_for_that_ram_or_the_wired_limit(
 
 def test_fits_tight_and_no_are_the_plan_and_its_compute_allowance_against_the_limit():
     p = plan()
-    allowance = int(p["compute_bytes"] * p["compute_tolerance_share"])
+    allowance = plan_allowance(p)
     assert 0 < allowance < p["compute_bytes"]
     total = p["total_bytes"]
     assert fit(p, Limit(total + allowance, "t")).status == "fits"

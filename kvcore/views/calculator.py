@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvcore.errors import KvError
 from kvcore.limits import MAX_BYTES, MAX_CONTEXT
@@ -31,11 +31,6 @@ from kvcore.runtimes.registry import get_runtime, runtime_of
 
 # What a runtime holds beside weights and KV that kvcore does not count where it has no memory plan for it
 NOT_COUNTED = ("activations", "runtime buffers", "the prefill peak")
-
-if (
-    TYPE_CHECKING
-):  # pandas only where a table is made: `python -m kvcore` starts ~0.6 s sooner without it
-    pass
 
 
 def calculate(
@@ -93,9 +88,9 @@ def calculate(
         result["plan"] = plan
     # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV (nothing else)
     result["need_bytes"] = plan["total_bytes"] if plan else weights + result["kv_bytes"]
-    result["fit_allowance_bytes"] = (
-        int(plan["compute_bytes"] * plan["compute_tolerance_share"]) if plan else None
-    )
+    from kvcore.views.memory_fit import plan_allowance  # lazily, as every use of memory_fit here
+
+    result["fit_allowance_bytes"] = plan_allowance(plan) if plan else None
     for key in ("kv_bytes", "kv_prefill_peak_bytes", "weights_bytes", "need_bytes"):
         check_bytes(key, result[key])
     return result

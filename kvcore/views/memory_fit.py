@@ -100,10 +100,19 @@ def plan_status(need: int, allowance: int, limit_bytes: int) -> str:
     return "no" if need - allowance > limit_bytes else "tight"
 
 
+def plan_allowance(plan: dict) -> int:
+    """How far a plan's total may be off either way: its measured tolerance of the working memory (llama.cpp's compute
+    buffer, mlx_lm's transient parts), not of a part that is itself an upper estimate (mlx_lm's in-flight command
+    buffers on Metal, kvcore.runtimes.mlx_metal)."""
+    return int(
+        (plan["compute_bytes"] - plan.get("in_flight_bytes", 0)) * plan["compute_tolerance_share"]
+    )
+
+
 def fit(plan: dict, limit: Limit) -> Fit:
     """The verdict for a plan (a runtime plan's as_dict()) against the GPU's limit (no levers: see levers())."""
     need = plan["total_bytes"]
-    allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+    allowance = plan_allowance(plan)
     status = plan_status(need, allowance, limit.bytes)
     blocking, running, allowed = None, 0, False
     if status != "fits":

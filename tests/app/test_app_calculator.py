@@ -19,6 +19,7 @@ from kvcore.runtimes.registry import RUNTIMES, get_runtime
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views import calculator as calc
 from kvcore.views import what_if
+from kvcore.views.memory_fit import plan_allowance
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -152,7 +153,7 @@ def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
         plan = get_runtime("mlx_lm").memory_plan(g, t, spec, s, None, weights)
         if plan is None:
             return calc.verdict(weights + kv_bytes(g, t, spec, s), available).status != "no"
-        allowance = int(plan["compute_bytes"] * plan["compute_tolerance_share"])
+        allowance = plan_allowance(plan)
         return calc.verdict(plan["total_bytes"], available, allowance).status == "fits"
 
     unplanned = not get_runtime("mlx_lm").plan_covers(g)
