@@ -386,6 +386,7 @@ def decode_what_if(
             f.t(
                 "calc.no_speed_curve" if dec["chart"] else "calc.no_speed_none",
                 n=f"{ctx:,}",
+                counted=f.t("calc.counted_plan" if "plan" in result else "calc.counted_kv"),
                 need=fmt_bytes(need, decimal=False),
                 available=fmt_bytes(mem_bytes, decimal=False),
                 fits_to=f"{dec['fits_to']:,}",

@@ -421,6 +421,9 @@ def test_no_speed_is_predicted_where_it_does_not_fit_and_the_reason_is_given(rec
     fits_to = calc.max_context(g, KvSpec(), 1, weights_bytes(g, "mlx-q4"), 48 * GIB)
     reason = next(i.value for i in at.info if f"{fits_to:,}" in i.value)
     assert "131,072" in reason and "48.00 GiB" in reason
+    assert (
+        i18n.translate(lang, "calc.counted_plan") in reason
+    )  # mlx_lm's whole plan, not weights + KV
     decode = charts(at)[-1]["data"]
     assert decode["context"].max() == fits_to  # the curve stops where it stops fitting
     nothing = page(
