@@ -68,6 +68,7 @@ def test_mlx_lms_published_peaks_sit_in_its_memory_plans_range():
         in_flight = parts["in-flight command buffers"]
         assert 0 < in_flight <= 12 * 50 * 2**20
         low = row["kvcore_bytes"] - in_flight
+        assert row["kvcore_low_bytes"] == low and " – " in row["kvcore"]  # shown as the range it is
         if row["series"] == "Pre":
             assert not row["agrees"] and row["reason"] == published_memory.PLAN_DIFFERS
             assert row["published_bytes"] > row["kvcore_bytes"] + 10**9

@@ -137,6 +137,7 @@ def compare_row(rec, row: dict) -> dict:
     kv = row.get("kv_format", model.get("kv_format", "fp16"))
     spec, sequences = KvSpec(kv, kv), int(row.get("sequences", 1))
     weights_format = row.get("weights_format", model["weights_format"])
+    low = None  # a plan with an upper estimate is a range: its lower end
     if (
         row["part"] == "kv"
     ):  # the caches the runtime allocates (llama.cpp: preallocated, every cell)
@@ -166,9 +167,11 @@ def compare_row(rec, row: dict) -> dict:
             key = "agrees" if agrees else "peak_gap" if published > ours else "peak_below"
     else:
         return out
+    low = ours if low is None else low
     out.update(
-        kvcore=_text(ours, unit),
+        kvcore=_text(ours, unit) if low == ours else f"{_text(low, unit)} – {_text(ours, unit)}",
         kvcore_bytes=ours,
+        kvcore_low_bytes=low,
         kvcore_counts=counts,
         agrees=agrees,
         reason=REASONS[key],
