@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
-from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formats import ACTIVATION_DTYPES, FORMATS, get_format
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
 from kvcore.recordings import schema
 from kvcore.recordings.schema import CHIP_NOT_STATED, GRADES, PUBLIC_HOSTS, RecordingError
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.timing.hardware import chips, find_chip, variants
 
 
@@ -379,6 +379,14 @@ def validate(data, label: str = "recording") -> dict:
             for key, value in row.items():
                 if key in required or key in optional:
                     _number(value, f"{where}.{key}", label)
+                    if key in schema.WHOLE.get(name, ()) and value != int(value):
+                        fail(
+                            label,
+                            "rec_whole",
+                            f"{where}.{key} must be a whole number, not {quote(value)}",
+                            field=f"{where}.{key}",
+                            value=quote(value),
+                        )
                     if key in schema.COUNTS.get(name, ()) and (value < 1 or value != int(value)):
                         fail(
                             label,
@@ -415,7 +423,20 @@ def validate(data, label: str = "recording") -> dict:
                     )
             if name == "memory":
                 _memory_words(row, where, label)
+            if name == "peak":
+                _peak_format(row, where, label)
     return data
+
+
+def _peak_format(row: dict, where: str, label: str) -> None:
+    """A peak row's kv_format is one kvcore knows (its plan reads the bytes of that format), never a typo."""
+    try:
+        get_format(row["kv_format"])
+    except KvError:
+        known = ", ".join(FORMATS)
+        field, value = f"{where}.kv_format", quote(row["kv_format"])
+        text = f"{field} {value} is not a KV cache format kvcore knows (known: {known})"
+        fail(label, "rec_kv_format", text, field=field, value=value, known=known)
 
 
 def _memory_words(row: dict, where: str, label: str) -> None:
