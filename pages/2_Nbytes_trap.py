@@ -6,7 +6,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, url_choice
 from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (
@@ -100,6 +100,50 @@ def trap_section(rec) -> None:
 
 
 trap_section(rec)
+
+
+@st.fragment
+def peak_section() -> None:
+    """The third line: mlx_lm's measured peak beside kvcore's plan, allocated and used, against the prompt; the
+    prefill step reruns this section only."""
+    text("## " + f.t("trap.peak_title"), f.t("trap.peak_lead", step=geo["step"]))
+    peak_rec = trap_sections.peak_source(f.recs)
+    steps = trap_sections.peak_steps(peak_rec) if peak_rec is not None else []
+    if not steps:
+        st.info(f.t("trap.peak_none"))
+        return
+    step = url_choice(
+        st.radio,
+        f.t("trap.peak_step"),
+        steps,
+        max(steps),  # mlx_lm's default, 2,048, where the run has it
+        "pstep",
+        format_func=lambda s: f"{s:,}",
+        horizontal=True,
+        help=f.t("trap.peak_step_help"),
+    )
+    cited = f.source_text  # the trap chart's downloads cite the trap's source: kept past this badge
+    f.badge(peak_rec, "peak")
+    peak = trap_sections.peak_chart(peak_rec, step, f.lang)
+    show_chart(
+        f,
+        peak["chart"],
+        "peak_chart",
+        "kv-mlx-lm-peak",
+        settings={f.t("trap.peak_step"): f"{step:,}"},
+        source=f.source_text,
+    )
+    f.source_text = cited
+    note = [f.t("trap.peak_fit", **peak["fit"])]
+    if peak["boundary"]:
+        a, b = peak["boundary"]["a"], peak["boundary"]["b"]
+        note.insert(0, f.t("trap.peak_boundary", a=a, b=b, gen=peak["generated"]))
+    note.append(f.t("trap.peak_backend"))
+    note.append(f.run_yourself(peak_rec.data["provenance"]["command"]))
+    st.caption(i18n.join(f.lang, *note))
+
+
+peak_section()
 
 RIGHT_WAY = """```python
 used_bytes = 0
