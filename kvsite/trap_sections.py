@@ -112,6 +112,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
     ), error
 
 
+@cached
 def peak_source(recs: list[Recording]) -> Recording | None:
     """The recording the third line is drawn from: the first that measured mlx_lm's peak (measured runs first)."""
     found = peaks.peak_recordings(recs)
@@ -164,6 +165,7 @@ def peak_chart(rec: Recording, prefill_step: int, lang: str) -> dict:
             "worst_mib": abs(float(worst["worst_mib"])),
             "worst_of_allowed": float(worst["used"]),
             "worst_prompt": int(worst["prompt_tokens"]),
+            "worst_step": int(worst["prefill_step"]),
             "floor": peaks.FLOOR / MIB,
             "tol": float(check["tolerance"].iloc[0]),
         },

@@ -134,13 +134,11 @@ def peak_section() -> None:
         source=f.source_text,
     )
     f.source_text = cited
-    note = [f.t("trap.peak_fit", **peak["fit"])]
-    if peak["boundary"]:
-        a, b = peak["boundary"]["a"], peak["boundary"]["b"]
-        note.insert(0, f.t("trap.peak_boundary", a=a, b=b, gen=peak["generated"]))
-    note.append(f.t("trap.peak_backend"))
-    note.append(f.run_yourself(peak_rec.data["provenance"]["command"]))
-    st.caption(i18n.join(f.lang, *note))
+    near = peak["boundary"]
+    numbers = f.t("trap.peak_boundary", **near, gen=peak["generated"]) if near else ""
+    st.caption(i18n.join(f.lang, numbers, f.t("trap.peak_fit", **peak["fit"])))
+    how = f.run_yourself(peak_rec.data["provenance"]["command"])
+    st.caption(i18n.join(f.lang, f.t("trap.peak_backend"), how))
 
 
 peak_section()
