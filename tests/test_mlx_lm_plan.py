@@ -141,10 +141,10 @@ PEAKS = Path(__file__).resolve().parents[1] / "recordings" / "measured-linux-cpu
 # Runs outside the plan's tolerance, each named with what was measured: the plan is low here and the test says so
 # until it is mended (strict: a run that comes within fails as "XPASS", and its entry goes). A single-token step
 # that grows the caches right after a 256-token prefill chunk (a 257-token prompt, the last prompt token at offset
-# 256) peaks 1.2-1.3 MiB above the caches, where the plan counts 0.6 MiB (one layer's old K and V, 0.375 MiB, one
-# row of logits): about three layers' old buffers are alive at once. It is not generate_step's pipelining of the
-# next token (the same peak with no token generated), and a 256-token prompt, whose growth falls on the first
-# generated token, is 0.77 MiB above: inside the 1 MiB floor.
+# 256) peaks 1.8-1.9 MiB above the caches, where the plan counts 0.6 MiB (one layer's old K and V, 0.375 MiB, one
+# row of logits): as much as about four layers' old buffers (inferred from the size). It is not generate_step's
+# pipelining of the next token (the same peak with no token generated), and a 256-token prompt, whose growth falls
+# on the first generated token, is 0.77 MiB above the plan: inside the 1 MiB floor.
 PLAN_LOW = {(257, 1, 512, "fp32"), (257, 1, 2048, "fp32")}
 
 
