@@ -135,7 +135,7 @@ def peak_chart(rec: Recording, prefill_step: int, lang: str) -> dict:
     names = {s: t(f"trap.peak_{s}") for s in peaks.SERIES}
     lines = data["lines"].assign(series=data["lines"]["series"].map(names))
     points = data["points"].assign(series=data["points"]["series"].map(names))
-    titles = cols(lang, "tokens", "series", "mib")
+    titles = {**cols(lang, "tokens", "series", "mib"), "tokens": t("trap.peak_x")}
     table = pd.concat([points, lines], ignore_index=True).rename(columns=titles)
     chart = make_chart(
         table,
@@ -148,7 +148,7 @@ def peak_chart(rec: Recording, prefill_step: int, lang: str) -> dict:
         t("trap.peak_y"),
         points=points,
         dashed=[names["used"]],
-        titles={**titles, "tokens": t("trap.peak_x")},
+        titles=titles,
         height=300,
     )
     check = peaks.checks(rec)
