@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from kvcore.errors import KvError
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
@@ -122,9 +123,13 @@ def peak_section() -> None:
         horizontal=True,
         help=f.t("trap.peak_step_help"),
     )
+    try:
+        peak = trap_sections.peak_chart(peak_rec, step, f.lang)
+    except KvError as e:  # a run whose config or rows kvcore cannot plan: said, not drawn
+        st.error(i18n.error_text(f.lang, e))
+        return
     cited = f.source_text  # the trap chart's downloads cite the trap's source: kept past this badge
     f.badge(peak_rec, "peak")
-    peak = trap_sections.peak_chart(peak_rec, step, f.lang)
     show_chart(
         f,
         peak["chart"],

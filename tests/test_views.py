@@ -266,3 +266,23 @@ def test_the_peak_boundary_numbers_are_the_runs_either_side_of_256(tmp_path):
     assert len(checks) == len(rec.rows("peak"))
     at = checks[(checks["prompt_tokens"] == b["prompt"]) & (checks["prefill_step"] == 2048)]
     assert at["plan_mib"].tolist() == [b["plan"]] and at["peak_mib"].tolist() == [b["peak"]]
+
+
+def test_the_third_line_is_drawn_from_the_bundled_run_and_never_from_a_run_without_a_config(
+    tmp_path,
+):
+    from kvcore.views import peaks
+
+    bundled = _peaks_recording(tmp_path)
+    other = _peaks_recording(tmp_path, lambda r: r.update(prefill_step=1))  # a copy elsewhere
+    assert bundled.bundled and not other.bundled
+    assert peaks.peak_recordings([other, bundled]) == [bundled, other]
+    import yaml
+
+    from kvcore.recordings import store
+
+    raw = yaml.safe_load(other.path.read_text(encoding="utf-8"))
+    del raw["model"]["config"]
+    path = tmp_path / "no-config.yaml"
+    path.write_text(store.dump_text(raw), encoding="utf-8")
+    assert peaks.peak_recordings([load(path)]) == []

@@ -43,9 +43,10 @@ def within(plan: dict, peak_bytes: float) -> bool:
 
 
 def peak_recordings(recs: list[Recording]) -> list[Recording]:
-    """The recordings that measured mlx_lm's peak, measured runs first (in the list's order)."""
-    have = [r for r in recs if r.has(SECTION)]
-    return sorted(have, key=lambda r: r.kind != "measured")
+    """The recordings that measured mlx_lm's peak and give the model config its plan needs: bundled runs first,
+    then measured ones (in the list's order): a reader's upload never takes the bundled run's place."""
+    have = [r for r in recs if r.has(SECTION) and isinstance(r.data["model"].get("config"), dict)]
+    return sorted(have, key=lambda r: (not r.bundled, r.kind != "measured"))
 
 
 def geometry(rec: Recording) -> Geometry:
@@ -145,10 +146,11 @@ def peak_lines(rec: Recording, prefill_step: int) -> dict:
     spec = _spec(rec, fmt)
     lines = []
     for prompt in range(int(rows[0]["prompt_tokens"]), int(rows[-1]["prompt_tokens"]) + 1):
-        plan = mlx_lm_plan.plan(g, prompt, spec, 0, generated, "cpu", prefill_step)
-        end = mlx_lm_plan.moments(g, prompt, spec, generated, "cpu", prefill_step, every=False)[-1]
+        # the steps plan() keeps: its peak (weights left out) is their largest, and the last is the end
+        steps = mlx_lm_plan.moments(g, prompt, spec, generated, "cpu", prefill_step, every=False)
+        end = steps[-1]
         lines += [
-            {"tokens": prompt, "series": "plan", "mib": plan["total_bytes"] / MIB},
+            {"tokens": prompt, "series": "plan", "mib": max(m.bytes for m in steps) / MIB},
             {"tokens": prompt, "series": "allocated", "mib": end.kv_bytes / MIB},
             {
                 "tokens": prompt,
