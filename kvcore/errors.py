@@ -124,6 +124,8 @@ CODES = frozenset(
         "rec_preset",
         "rec_config",
         "rec_memory_word",
+        "rec_whole",
+        "rec_kv_format",
     }
 )
 

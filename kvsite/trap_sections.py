@@ -1,5 +1,5 @@
-"""The .nbytes trap chapter's sections: allocated vs used vs theory token by token, and the update
-patterns.
+"""The .nbytes trap chapter's sections: allocated vs used vs theory token by token, the update patterns, and
+mlx_lm's measured peak beside its plan (the third line).
 
 Example: trap_chart(300, "fp16", "en", None, {})["at"][(257, "allocated")] -> 16.0 (MiB).
 """
@@ -12,7 +12,9 @@ from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory import allocsim
 from kvcore.recordings.store import Recording
+from kvcore.units import MIB
 from kvcore.views import memory as views
+from kvcore.views import peaks
 
 from . import i18n
 from .chart import make_chart
@@ -108,3 +110,63 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
             "slack_pct": (t("slack"), "{:.1f}%"),
         },
     ), error
+
+
+@cached
+def peak_source(recs: list[Recording]) -> Recording | None:
+    """The recording the third line is drawn from: the first that measured mlx_lm's peak (measured runs first)."""
+    found = peaks.peak_recordings(recs)
+    return found[0] if found else None
+
+
+@cached
+def peak_steps(rec: Recording) -> list[int]:
+    """The prefill steps the recording drew a line at (kvcore.views.peaks.prefill_steps)."""
+    return peaks.prefill_steps(rec)
+
+
+@cached
+def peak_chart(rec: Recording, prefill_step: int, lang: str) -> dict:
+    """mlx_lm's measured peak (points) against the prompt, kvcore's plan for the same runs (line) and the caches'
+    allocated and used bytes, MiB above the weights; the numbers either side of the 256 boundary and how close the
+    plan is to every run in the recording."""
+    t = i18n.translator(lang)
+    data = peaks.peak_lines(rec, prefill_step)
+    names = {s: t(f"trap.peak_{s}") for s in peaks.SERIES}
+    lines = data["lines"].assign(series=data["lines"]["series"].map(names))
+    points = data["points"].assign(series=data["points"]["series"].map(names))
+    titles = {**cols(lang, "tokens", "series", "mib"), "tokens": t("trap.peak_x")}
+    table = pd.concat([points, lines], ignore_index=True).rename(columns=titles)
+    chart = make_chart(
+        table,
+        "series_chart",
+        lines,
+        "tokens",
+        "mib",
+        "series",
+        t("trap.peak_x"),
+        t("trap.peak_y"),
+        points=points,
+        dashed=[names["used"]],
+        titles=titles,
+        height=300,
+    )
+    check = peaks.checks(rec)
+    check = check.assign(used=check["worst_mib"].abs() / check["allowed_mib"])
+    worst = check.loc[check["used"].idxmax()]  # the run nearest its tolerance's edge
+    return {
+        "chart": chart,
+        "boundary": peaks.boundary(rec, prefill_step),
+        "generated": data["generated"],
+        "kv_format": data["kv_format"],
+        "fit": {
+            "n": len(check),
+            "within": int(check["within"].sum()),
+            "worst_mib": abs(float(worst["worst_mib"])),
+            "worst_of_allowed": float(worst["used"]),
+            "worst_prompt": int(worst["prompt_tokens"]),
+            "worst_step": int(worst["prefill_step"]),
+            "floor": peaks.FLOOR / MIB,
+            "tol": float(check["tolerance"].iloc[0]),
+        },
+    }

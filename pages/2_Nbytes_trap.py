@@ -2,11 +2,12 @@
 
 import streamlit as st
 
+from kvcore.errors import KvError
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, url_choice
 from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (
@@ -100,6 +101,52 @@ def trap_section(rec) -> None:
 
 
 trap_section(rec)
+
+
+@st.fragment
+def peak_section() -> None:
+    """The third line: mlx_lm's measured peak beside kvcore's plan, allocated and used, against the prompt; the
+    prefill step reruns this section only."""
+    text("## " + f.t("trap.peak_title"), f.t("trap.peak_lead", step=geo["step"]))
+    peak_rec = trap_sections.peak_source(f.recs)
+    steps = trap_sections.peak_steps(peak_rec) if peak_rec is not None else []
+    if not steps:
+        st.info(f.t("trap.peak_none"))
+        return
+    step = url_choice(
+        st.radio,
+        f.t("trap.peak_step"),
+        steps,
+        max(steps),  # mlx_lm's default, 2,048, where the run has it
+        "pstep",
+        format_func=lambda s: f"{s:,}",
+        horizontal=True,
+        help=f.t("trap.peak_step_help"),
+    )
+    try:
+        peak = trap_sections.peak_chart(peak_rec, step, f.lang)
+    except KvError as e:  # a run whose config or rows kvcore cannot plan: said, not drawn
+        st.error(i18n.error_text(f.lang, e))
+        return
+    cited = f.source_text  # the trap chart's downloads cite the trap's source: kept past this badge
+    f.badge(peak_rec, "peak")
+    show_chart(
+        f,
+        peak["chart"],
+        "peak_chart",
+        "kv-mlx-lm-peak",
+        settings={f.t("trap.peak_step"): f"{step:,}"},
+        source=f.source_text,
+    )
+    f.source_text = cited
+    near = peak["boundary"]
+    numbers = f.t("trap.peak_boundary", **near, gen=peak["generated"]) if near else ""
+    st.caption(i18n.join(f.lang, numbers, f.t("trap.peak_fit", **peak["fit"])))
+    how = f.run_yourself(peak_rec.data["provenance"]["command"])
+    st.caption(i18n.join(f.lang, f.t("trap.peak_backend"), how))
+
+
+peak_section()
 
 RIGHT_WAY = """```python
 used_bytes = 0

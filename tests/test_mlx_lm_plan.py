@@ -1,9 +1,12 @@
 """mlx_lm's memory plan (kvcore.runtimes.mlx_lm_plan) against mx.get_peak_memory() around mlx_lm's own
 generate_step on this machine's CPU backend: random-weight models of real geometry (fp32), prompts across the
-prefill step and the 256-token boundaries, with and without a quantized cache. The wider sweep with its table:
-scripts/record_mlx_peak.py."""
+prefill step and the 256-token boundaries, with and without a quantized cache: a few cases live, and every run of
+the bundled recording (recordings/measured-linux-cpu-mlx-lm-peaks.yaml, written by scripts/mlx_peak_sweep.py
+--record, which prints the wider sweep's table)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -14,17 +17,9 @@ from kvcore.memory.formats import KvSpec
 from kvcore.runtimes import mlx_lm_plan
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.units import MIB
-
-FLOOR = (
-    1 * MIB
-)  # small arrays mlx holds beside the plan's parts (token ids, RoPE tables, the sampler's)
-
-
-def within(plan: dict, peak: int) -> bool:
-    return (
-        abs(plan["total_bytes"] - peak)
-        <= plan["compute_tolerance_share"] * plan["compute_bytes"] + FLOOR
-    )
+from kvcore.views.peaks import (
+    within,  # the tolerance, plus 1 MiB of small arrays mlx holds beside the plan
+)
 
 
 def test_the_plan_walks_generate_steps_chunks():
@@ -168,3 +163,68 @@ def test_metals_command_buffers_in_flight_are_bounded_by_the_chip_and_by_the_ste
     for bad in ("", 7):
         with pytest.raises(KvError, match="chip"):
             mlx_lm_plan.plan(g, 10, spec, chip=bad)
+
+
+PEAKS = Path(__file__).resolve().parents[1] / "recordings" / "measured-linux-cpu-mlx-lm-peaks.yaml"
+# Runs outside the plan's tolerance, each named with what was measured: the plan is low here and the test says so
+# until it is mended (strict: a run that comes within fails as "XPASS", and its entry goes). A single-token step
+# that grows the caches right after a 256-token prefill chunk (a 257-token prompt, the last prompt token at offset
+# 256) peaks 1.8-1.9 MiB above the caches, where the plan counts 0.6 MiB (one layer's old K and V, 0.375 MiB, one
+# row of logits): as much as about four layers' old buffers (inferred from the size). It is not generate_step's
+# pipelining of the next token (the same peak with no token generated), and a 256-token prompt, whose growth falls
+# on the first generated token, is 0.77 MiB above the plan: inside the 1 MiB floor.
+PLAN_LOW = {(257, 1, 512, "fp32"), (257, 1, 2048, "fp32")}
+
+
+def _peak_rows():
+    from kvcore.recordings import store as recordings
+
+    rec = recordings.load(PEAKS)
+    return rec, [
+        pytest.param(
+            r,
+            id=f"{r['prompt_tokens']}-{r['generated']}-{r['prefill_step']}-{r['kv_format']}",
+            marks=pytest.mark.xfail(strict=True, reason="the plan is low at this boundary")
+            if (r["prompt_tokens"], r["generated"], r["prefill_step"], r["kv_format"]) in PLAN_LOW
+            else (),
+        )
+        for r in rec.rows("peak")
+    ]
+
+
+PEAK_REC, PEAK_ROWS = _peak_rows()
+
+
+def test_the_peak_recording_is_a_sweep_dense_enough_to_draw():
+    """Both prefill steps across every 256 boundary to 1,024, and quantized caches."""
+    rows = PEAK_REC.rows("peak")
+    prompts = {(r["prefill_step"], r["prompt_tokens"]) for r in rows if r["kv_format"] == "fp32"}
+    for step in (512, 2048):
+        assert {(step, b + d) for b in (256, 512, 768, 1024) for d in (-1, 0, 1)} <= prompts
+    assert {r["kv_format"] for r in rows} >= {"fp32", "mlx-q8", "mlx-q4"}
+    assert PLAN_LOW <= {
+        (r["prompt_tokens"], r["generated"], r["prefill_step"], r["kv_format"]) for r in rows
+    }
+
+
+@pytest.mark.parametrize("row", PEAK_ROWS)
+def test_the_plan_holds_to_every_run_of_the_bundled_peak_recording(row):
+    """A recorded run (each repeat) against the plan for the same prompt, tokens, prefill step, format and
+    quantized_kv_start on the CPU backend: the caches it holds at the end equal the caches the run measured
+    (allocated: .nbytes; used: the rows held), and the peak is within the plan's tolerance."""
+    from kvcore.memory.formulas import kv_bytes
+
+    model = PEAK_REC.data["model"]
+    g = parse_config(model["config"], model["name"], MLX_LM)
+    r = row
+    spec = KvSpec(r["kv_format"], r["kv_format"], 64, model["activation_dtype"])
+    start = r.get("quantized_kv_start", mlx_lm_plan.QUANTIZED_KV_START)
+    args = (g, r["prompt_tokens"], spec)
+    end = mlx_lm_plan.moments(*args, r["generated"], "cpu", r["prefill_step"], start)[-1]
+    assert end.kv_bytes == pytest.approx(r["allocated_mib"] * MIB, abs=2)
+    if r["kv_format"] == "fp32":
+        used = kv_bytes(g, r["prompt_tokens"] + r["generated"], spec)
+        assert used == pytest.approx(r["used_mib"] * MIB, abs=2)
+    plan = mlx_lm_plan.plan(*args, 0, r["generated"], "cpu", r["prefill_step"], start)
+    for peak in r["peak_runs_mib"]:
+        assert within(plan, peak * MIB), (plan["total_bytes"] / MIB, peak, plan["parts"])

@@ -434,3 +434,76 @@ def test_a_format_the_source_does_not_state_or_spells_as_llama_cpp_does_is_kept(
     data = copy.deepcopy(VALID)
     data["model"][key] = value
     assert _load_text(tmp_path, recordings.dump_text(data)).data["model"][key] == value
+
+
+# ---------------------------------------------------------------- mlx_lm's peak, measured (issue 27)
+
+PEAK_ROW = {
+    "prompt_tokens": 257,
+    "generated": 1,
+    "prefill_step": 2048,
+    "kv_format": "fp32",
+    "peak_mib": 24.5,
+    "peak_runs_mib": [24.5, 24.6],
+    "repeats": 2,
+    "allocated_mib": 22.5,
+    "used_mib": 11.3,
+}
+
+
+def _with_peak(**row) -> dict:
+    data = copy.deepcopy(VALID)
+    data["sections"]["peak"] = [{**copy.deepcopy(PEAK_ROW), **row}]
+    return data
+
+
+def test_a_peak_row_round_trips_and_a_quantized_one_names_its_start(tmp_path):
+    data = _with_peak()
+    data["sections"]["peak"].append(
+        {**copy.deepcopy(PEAK_ROW), "kv_format": "mlx-q8", "quantized_kv_start": 0}
+    )
+    rec = _load_text(tmp_path, recordings.dump_text(data), "peak.yaml")
+    assert rec.rows("peak") == data["sections"]["peak"]
+
+
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        ({"kv_format": "fp61"}, "sections.peak[0].kv_format 'fp61' is not a KV cache format"),
+        ({"generated": 0.5}, "sections.peak[0].generated must be a whole number"),
+        ({"quantized_kv_start": 1.5}, "sections.peak[0].quantized_kv_start must be a whole"),
+        (
+            {"prompt_tokens": 0},
+            "sections.peak[0].prompt_tokens must be a whole number of at least 1",
+        ),
+        (
+            {"prefill_step": 512.5},
+            "sections.peak[0].prefill_step must be a whole number of at least",
+        ),
+        ({"peak_mib": "24"}, "sections.peak[0].peak_mib must be a number"),
+        ({"peak_runs_mib": []}, "sections.peak[0].peak_runs_mib must be a non-empty list"),
+        (
+            {"plan_mib": 23.0},
+            "sections.peak[0] has an unknown field 'plan_mib'",
+        ),  # never the plan's
+        ({"kv_format": None}, "sections.peak[0].kv_format must be text"),
+    ],
+)
+def test_a_malformed_peak_row_is_refused_in_one_sentence(tmp_path, change, where):
+    data = _with_peak(**change)
+    with pytest.raises(RecordingError) as e:
+        _load_text(tmp_path, recordings.dump_text(data), "peak.yaml")
+    text = str(e.value)
+    assert text.startswith(f"peak.yaml: {where}"), text
+    assert len(text.splitlines()) == 1 and e.value.code in CODES
+    ja = i18n.error_text("ja", e.value)
+    assert ja.startswith("peak.yaml：") and "⟨" not in ja, ja
+
+
+def test_a_peak_row_without_its_format_is_refused(tmp_path):
+    data = _with_peak()
+    del data["sections"]["peak"][0]["kv_format"]
+    with pytest.raises(
+        RecordingError, match=r"^p\.yaml: sections\.peak\[0\] is missing 'kv_format'$"
+    ):
+        _load_text(tmp_path, recordings.dump_text(data), "p.yaml")

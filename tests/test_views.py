@@ -182,3 +182,108 @@ def test_the_traps_slack_is_the_share_of_allocated_rows_not_in_use():
     assert rows["capacity"].tolist() == [512, 256, 812]
     assert round(slack["257"], 1) == 49.8 and slack["256"] == 0
     assert slack["300+300"] == pytest.approx(100 * 212 / 812)
+
+
+# ---------------------------------------------------------------- mlx_lm's peak: the third line of the trap
+
+
+def _peaks_recording(tmp_path, change=None):
+    """The bundled peak recording, or a copy of it with `change` applied to its rows (a different measurement)."""
+    import yaml
+
+    from kvcore.recordings import store
+
+    path = ROOT / "recordings" / "measured-linux-cpu-mlx-lm-peaks.yaml"
+    if change is None:
+        return load(path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for row in data["sections"]["peak"]:
+        change(row)
+    out = tmp_path / "peaks.yaml"
+    out.write_text(store.dump_text(data), encoding="utf-8")
+    return load(out)
+
+
+@pytest.mark.parametrize("step", [512, 2048])
+def test_the_peak_chart_draws_the_recordings_runs_and_the_plan_for_them(tmp_path, step):
+    from kvcore.inputs.config import parse_config
+    from kvcore.runtimes import mlx_lm_plan
+    from kvcore.runtimes.mlx_lm import MLX_LM
+    from kvcore.units import MIB
+    from kvcore.views import peaks
+
+    rec = _peaks_recording(tmp_path)
+    assert step in peaks.prefill_steps(rec)
+    data = peaks.peak_lines(rec, step)
+    rows = [r for r in rec.rows("peak") if r["prefill_step"] == step and r["kv_format"] == "fp32"]
+    rows = sorted(
+        (r for r in rows if r["generated"] == data["generated"]), key=lambda r: r["prompt_tokens"]
+    )
+    # the points are the recording's runs, every one of them
+    assert data["points"].set_index("tokens")["mib"].to_dict() == {
+        r["prompt_tokens"]: r["peak_mib"] for r in rows
+    }
+    # the plan line is kvcore's plan for the same runs, at every prompt between the first and the last
+    model = rec.data["model"]
+    g = parse_config(model["config"], model["name"], MLX_LM)
+    plan = data["lines"][data["lines"]["series"] == "plan"].set_index("tokens")["mib"]
+    assert list(plan.index) == list(range(rows[0]["prompt_tokens"], rows[-1]["prompt_tokens"] + 1))
+    spec = KvSpec("fp32", "fp32", 64, "fp32")
+    for r in rows:
+        want = mlx_lm_plan.plan(g, r["prompt_tokens"], spec, 0, r["generated"], "cpu", step)
+        assert plan[r["prompt_tokens"]] == want["total_bytes"] / MIB
+    # allocated and used are kvcore's, and equal to what the run measured at its end
+    lines = data["lines"].pivot(index="tokens", columns="series", values="mib")
+    for r in rows:
+        assert lines.loc[r["prompt_tokens"], "allocated"] == pytest.approx(r["allocated_mib"])
+        assert lines.loc[r["prompt_tokens"], "used"] == pytest.approx(r["used_mib"])
+    # another measurement moves the points, never the plan
+    moved = peaks.peak_lines(_peaks_recording(tmp_path, lambda r: r.update(peak_mib=1.0)), step)
+    assert set(moved["points"]["mib"]) == {1.0}
+    assert moved["lines"].equals(data["lines"])
+
+
+def test_the_peak_boundary_numbers_are_the_runs_either_side_of_256(tmp_path):
+    from kvcore.views import peaks
+
+    rec = _peaks_recording(tmp_path)
+    near = peaks.boundary(rec, 2048)
+    a, b = near["a"], near["b"]
+    assert (a["tokens"], b["tokens"]) == (256, 257)
+    assert b["allocated"] > a["allocated"] and b["peak"] > b["allocated"]
+    row = next(
+        r
+        for r in rec.rows("peak")
+        if r["prefill_step"] == 2048
+        and r["prompt_tokens"] == b["prompt"]
+        and r["kv_format"] == "fp32"
+    )
+    assert (b["peak"], b["allocated"], b["used"]) == (
+        row["peak_mib"],
+        row["allocated_mib"],
+        row["used_mib"],
+    )
+    checks = peaks.checks(rec)  # every run, quantized caches included, against the plan for it
+    assert len(checks) == len(rec.rows("peak"))
+    at = checks[(checks["prompt_tokens"] == b["prompt"]) & (checks["prefill_step"] == 2048)]
+    assert at["plan_mib"].tolist() == [b["plan"]] and at["peak_mib"].tolist() == [b["peak"]]
+
+
+def test_the_third_line_is_drawn_from_the_bundled_run_and_never_from_a_run_without_a_config(
+    tmp_path,
+):
+    from kvcore.views import peaks
+
+    bundled = _peaks_recording(tmp_path)
+    other = _peaks_recording(tmp_path, lambda r: r.update(prefill_step=1))  # a copy elsewhere
+    assert bundled.bundled and not other.bundled
+    assert peaks.peak_recordings([other, bundled]) == [bundled, other]
+    import yaml
+
+    from kvcore.recordings import store
+
+    raw = yaml.safe_load(other.path.read_text(encoding="utf-8"))
+    del raw["model"]["config"]
+    path = tmp_path / "no-config.yaml"
+    path.write_text(store.dump_text(raw), encoding="utf-8")
+    assert peaks.peak_recordings([load(path)]) == []

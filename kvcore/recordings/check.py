@@ -9,22 +9,18 @@ RecordingError "run.yaml: model.kv_format 'fp61' is not a KV cache format kvcore
 from __future__ import annotations
 
 import datetime as dt
-import math
 from urllib.parse import urlsplit
 
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
-from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formats import ACTIVATION_DTYPES, FORMATS, get_format
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
 from kvcore.recordings import schema
-from kvcore.recordings.schema import CHIP_NOT_STATED, GRADES, PUBLIC_HOSTS, RecordingError
+from kvcore.recordings.rows import check_rows, fail
+from kvcore.recordings.schema import CHIP_NOT_STATED, GRADES, PUBLIC_HOSTS
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.timing.hardware import chips, find_chip, variants
-
-
-def fail(label: str, code: str, problem: str, **params):
-    raise RecordingError(f"{label}: {problem}", code, label=label, **params) from None
 
 
 def _unknown(label: str, code: str, what: str, param: str, value, known) -> None:
@@ -36,26 +32,6 @@ def _unknown(label: str, code: str, what: str, param: str, value, known) -> None
         **{param: quote(value)},
         known=", ".join(known),
     )
-
-
-def _number(value, where: str, label: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (isinstance(value, float) and not math.isfinite(value))
-    ):
-        fail(
-            label,
-            "rec_number",
-            f"{where} must be a number, not {quote(value)}",
-            field=where,
-            value=quote(value),
-        )
-    if abs(value) > schema.MAX_NUMBER:  # a huge int is compared exactly, never converted to float
-        fail(label, "rec_range", f"{where} is out of range", field=where)
-    if value < 0:
-        fail(label, "rec_negative", f"{where} must not be negative", field=where)
-    return value
 
 
 def _mapping(data: dict, key: str, label: str, where: str = "") -> dict:
@@ -364,64 +340,5 @@ def validate(data, label: str = "recording") -> dict:
     for name, rows in sections.items():
         if name not in schema.SECTIONS:
             _unknown(label, "rec_section", "section", "name", name, schema.SECTIONS)
-        if not isinstance(rows, list) or not rows:
-            fail(label, "rec_rows", f"section {name!r} must be a non-empty list of rows", name=name)
-        required, optional = schema.SECTIONS[name]
-        for i, row in enumerate(rows):
-            where = f"sections.{name}[{i}]"
-            if not isinstance(row, dict):
-                fail(label, "rec_row", f"{where} must be a mapping", field=where)
-            for key in (*required, *schema.REQUIRED_TEXT.get(name, ())):
-                if key not in row:
-                    fail(
-                        label, "rec_missing", f"{where} is missing {key!r}", field=f"{where}.{key}"
-                    )
-            for key, value in row.items():
-                if key in required or key in optional:
-                    _number(value, f"{where}.{key}", label)
-                    if key in schema.COUNTS.get(name, ()) and (value < 1 or value != int(value)):
-                        fail(
-                            label,
-                            "rec_count",
-                            f"{where}.{key} must be a whole number of at least 1, not {quote(value)}",
-                            field=f"{where}.{key}",
-                            value=quote(value),
-                        )
-                elif key in schema.LIST_FIELDS.get(name, ()):
-                    if not isinstance(value, list) or not value or len(value) > schema.MAX_LIST:
-                        fail(
-                            label,
-                            "rec_list",
-                            f"{where}.{key} must be a non-empty list of numbers",
-                            field=f"{where}.{key}",
-                        )
-                    for j, item in enumerate(value):
-                        _number(item, f"{where}.{key}[{j}]", label)
-                elif key in schema.TEXT_FIELDS[name]:
-                    if not isinstance(value, str):
-                        fail(
-                            label,
-                            "rec_not_text",
-                            f"{where}.{key} must be text",
-                            field=f"{where}.{key}",
-                        )
-                else:
-                    fail(
-                        label,
-                        "rec_field",
-                        f"{where} has an unknown field {quote(key)}",
-                        field=where,
-                        key=quote(key),
-                    )
-            if name == "memory":
-                _memory_words(row, where, label)
+        check_rows(name, rows, label)
     return data
-
-
-def _memory_words(row: dict, where: str, label: str) -> None:
-    """A memory row names its part and unit in kvcore's words (schema.MEMORY_PARTS, MEMORY_UNITS), never a typo."""
-    for key, words in (("part", schema.MEMORY_PARTS), ("unit", schema.MEMORY_UNITS)):
-        if row[key] not in words:
-            valid, value, field = ", ".join(words), quote(row[key]), f"{where}.{key}"
-            text = f"{field} must be one of {valid}, not {value}"
-            fail(label, "rec_memory_word", text, field=field, valid=valid, value=value)

@@ -158,6 +158,17 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "texts": ("part", "unit", "line", "series", "kv_format"),
         "required_texts": ("part", "unit"),
     },
+    # mlx_lm's peak, measured: mx.get_peak_memory() around mlx_lm's own generate_step (kvcore.measure.peaks) for a
+    # prompt of prompt_tokens fed in chunks of prefill_step, then `generated` tokens; peak_mib above the weights (the
+    # median of the repeats, each in peak_runs_mib); the caches at the end as allocated (.nbytes) and used. Only what
+    # was measured: kvcore's plan for the same run (kvcore.runtimes.mlx_lm_plan) is computed when it is shown
+    "peak": {
+        "required": ("prompt_tokens", "generated", "prefill_step", "peak_mib"),
+        "numbers": ("allocated_mib", "used_mib", "quantized_kv_start", "repeats"),
+        "texts": ("kv_format",),
+        "required_texts": ("kv_format",),
+        "lists": ("peak_runs_mib",),
+    },
 }
 # what a memory row's part and unit may be (a runtime's own words for its buffers; decimal or binary units, as printed)
 MEMORY_PARTS = ("peak", "kv", "weights", "compute", "output")
@@ -167,7 +178,9 @@ COUNTS = {
     "prefill": ("prompt_tokens", "batch"),
     "batch": ("batch",),
     "memory": ("context", "sequences"),
+    "peak": ("prompt_tokens", "prefill_step", "repeats"),
 }
+WHOLE = {"peak": ("generated", "quantized_kv_start")}  # whole numbers that may be 0
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {

@@ -80,7 +80,7 @@ HOSTILE_URL = ["inf", "-inf", "nan", "1e400", "9" * 5000, ""]
 EXPECTED = {
     None: set(),
     "pages/1_Mechanism.py": {"prompt", "new", "view", "src"},
-    "pages/2_Nbytes_trap.py": {"src", "tokens", "fmt", "updates"},
+    "pages/2_Nbytes_trap.py": {"src", "tokens", "fmt", "updates", "pstep"},
     "pages/3_Linear_growth.py": {
         "src",
         "model",
