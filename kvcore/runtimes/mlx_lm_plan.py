@@ -10,9 +10,9 @@ cache simulator (kvcore.memory.allocsim) and keeps the step whose memory is high
 * weights -- the parameters as stored (every array mlx holds for the model).
 * KV cache -- the caches as allocated after that step: KVCache grows in 256-token steps (models/cache.py#L347-L369),
   QuantizedKVCache likewise with its packed values, scales and biases (#L261-L302).
-* growth copy -- a step that passes a cache's capacity concatenates its old buffer with the new rows
-  (#L361-L362): the old and the new buffer coexist until the copy is done; counted as one layer's old K and V
-  (mlx evaluates the layers one after the other).
+* growth copy -- a step that passes a cache's capacity makes a block of zeros for the new rows and concatenates the
+  old buffer with it (#L355-L362): the old buffer, the zeros and the grown buffer coexist until the copy is done;
+  counted as one layer's old K and V plus its zeros (mlx evaluates the layers one after the other).
 * attention scores -- where attention is not fused, a chunk of S tokens at offset o materialises
   `n_heads x S x (o + S)` scores in the activation dtype (mlx's scaled_dot_product_attention fallback, and
   mlx_lm's quantized_scaled_dot_product_attention, models/base.py#L64-L107, on every backend), and the causal
@@ -206,7 +206,7 @@ def moments(
         kv = sum(cache_bytes(st[i].capacity, layers) for layers, st in traces)
         parts = []
         grown = [
-            cache_bytes(st[i - 1].capacity, layers[:1])
+            cache_bytes(st[i - 1].capacity + st[i].capacity - st[i - 1].offset, layers[:1])
             for layers, st in traces
             if i and st[i].capacity > st[i - 1].capacity and st[i - 1].capacity
         ]
@@ -221,8 +221,8 @@ def moments(
                     "growth copy",
                     "growth",
                     max(grown),
-                    f"{passing} cache(s) pass their capacity: one layer's old K and V beside its new "
-                    f"buffer (grown in {STEP}-token steps)",
+                    f"{passing} cache(s) pass their capacity: one layer's old K and V and the zeros of its "
+                    f"new rows beside its grown buffer (grown in {STEP}-token steps)",
                     f"{SOURCE}/models/cache.py#L347-L369",
                 )
             )
