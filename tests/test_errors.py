@@ -32,7 +32,7 @@ def test_an_unknown_code_is_a_programming_error():
         (lambda: allocsim.parse_updates(" , "), "updates_none", "1, 256"),
         (lambda: FORMATS["mlx-q4"].row_bytes(48), "format_group", "48"),
         (
-            lambda: guard(10**9, 10**4, 32768, available=2 * 10**9, model="m"),
+            lambda: guard(10**9, 10**4, 32768, available=15 * 10**8, model="m"),
             "guard_decode_fits",
             "m の 32,768",
         ),

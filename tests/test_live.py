@@ -43,8 +43,12 @@ def test_memory_guard_names_the_largest_context_that_fits():
     from kvcore.measure.caches import guard
 
     assert guard(1_000, 100, 1024, available=10**9) > 0
-    with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens"):
+    with pytest.raises(KvError, match=r"largest context that fits is about [\d,]+ tokens") as e:
         guard(10**6, 32_768, 131_072, available=2 * 1024**3, model="m")
+    # the context it names passes the same guard, against all the memory the backend may use (none kept back)
+    fits = e.value.params["fits"]
+    assert guard(10**6, 32_768, fits, available=2 * 1024**3) <= 2 * 1024**3
+    assert e.value.params["budget"].startswith("2.00 GiB")
     with pytest.raises(KvError, match="not even 256 tokens fit"):
         guard(4 * 1024**3, 32_768, 1024, available=2 * 1024**3, model="m")
 

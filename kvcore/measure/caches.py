@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 GROUP_SIZE = 64  # mlx_lm's default for weights and KV quantization
 ROTATING_MAX = 512  # RotatingKVCache(max_size=512, keep=4), as mlx_lm builds it for a 512-token window (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/cache.py)
-GUARD_FRACTION = 0.8  # refuse a run whose estimated peak exceeds this share of available memory
 
 
 # ---------------------------------------------------------------- dtypes and the memory guard
@@ -39,15 +38,17 @@ def guard(
     task: str = "decode",
     model: str = "",
 ) -> int:
-    """Refuse a run whose peak (fixed + KV at the largest context, doubled for the copy at a
-    256-boundary) would not fit; return the estimate. The run is task "decode" (of `model`) or "growth"
-    (the KV growth sweep). The KvError names the largest context that fits; its code is
+    """Refuse a run whose peak would not fit in the memory the backend may use (Metal's recommended working set,
+    else the memory available now: kvcore.measure.machine); return the estimate. The estimate is an upper one, so
+    no share of the memory is kept back: fixed + every layer's KV at the largest context twice (mlx_lm's 256-token
+    growth holds the old buffer beside the grown one, one layer at a time). The run is task "decode" (of `model`)
+    or "growth" (the KV growth sweep). The KvError names the largest context that fits; its code is
     guard_<task>_fits or guard_<task>_none.
     """
     from kvcore.units import fmt_bytes
 
     available = machine.available_memory_bytes() if available is None else available
-    budget = int(available * GUARD_FRACTION)
+    budget = int(available)
 
     def peak(context: int) -> int:
         padded = (context + 1 + 255) // 256 * 256 + 256
