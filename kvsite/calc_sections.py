@@ -326,4 +326,6 @@ def plan_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_byte
         "table": md_table(pd.DataFrame(rows), columns, lang),
         "log": "\n".join(plan["log_lines"]),
         "tolerance": f"{plan['compute_tolerance_share']:.0%}",
+        # what the runtime's plan leaves out, in `lang` (calc.plan_not_planned, _mlx for mlx_lm)
+        "not_planned": t("calc.plan_not_planned" + (f"_{prefix.rstrip('_')}" if prefix else "")),
     }

@@ -250,6 +250,7 @@ def calculator() -> None:
             st.markdown(plan["table"])
             st.caption(f.t("calc.plan_log", runtime=runtime))
             st.code(plan["log"], language=None)
+            st.caption(plan["not_planned"])
     else:
         st.caption(f.t("calc.thresholds"))
     if result["beyond_max_position"]:

@@ -1,8 +1,8 @@
 """llama.cpp's whole memory plan: every buffer it allocates for a model and a context, named as its log names it.
 
-(Moves to kvcore/runtimes/llamacpp_plan.py with the package move.) What `llama-cli`/`llama-server` print when
-they load a model and create a context, part by part, with the rule behind each number and its source line in
-ggml-org/llama.cpp at commit 0c1e570 (the llama.cpp inside llama-cpp-python 0.3.36):
+What `llama-cli`/`llama-server` print when they load a model and create a context, part by part, with the rule
+behind each number and its source line in ggml-org/llama.cpp at commit 0c1e570 (the llama.cpp inside
+llama-cpp-python 0.3.36):
 
     load_tensors:   CPU_Mapped model buffer size =  1252.41 MiB   the weights: the file's tensor table
     llama_context:        CPU  output buffer size =     0.49 MiB   logits for one token per sequence
@@ -20,6 +20,9 @@ The rules:
 * Output buffer -- `src/llama-context.cpp:2141` `logits.size = n_vocab*n_outputs_max`, floats, where
   `n_outputs_max = max(n_outputs, n_seq_max)` (line 2120) and the context reserves `n_seq_max` outputs (line 377);
   logged at line 381. Embeddings (`--embeddings`) would add `n_embd` floats per output: not planned here.
+* Not planned: `--fit` (common/fit.cpp in llama-server and llama-cli, not in the library: with `-c 0` it lowers the
+  context, down to `--fit-ctx`, until its projection leaves `--fit-target` MiB free on each device); this plan is
+  for the `-c` given, and the library the tests build has no fit to hold a model of it to.
 * KV buffers -- kvcore.runtimes.llamacpp_cache (cells, streams, sliding-window and recurrent caches, to the byte), logged at
   `src/llama-kv-cache.cpp:291`. A hybrid model's recurrent state is its own buffer, `CPU RS buffer`
   (`src/llama-memory-recurrent.cpp`), whose size line counts the model's n_layer (48 for Qwen3-Next) though

@@ -1,4 +1,4 @@
-"""Does the runtime's whole memory plan fit the memory its GPU may use? (Moves to kvcore/memory/fit.py.)
+"""Does the runtime's whole memory plan fit the memory its GPU may use?
 
 The limit on a Mac is Metal's recommended working set, not all RAM: macOS lets the GPU wire a share of unified
 memory that depends on the RAM size (kvcore/hardware.yaml `mac_gpu_working_set`, with the reports it comes from),

@@ -188,6 +188,21 @@ def test_verdict_changes_at_its_stated_thresholds(rec_dir):
 
 
 @pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_each_runtimes_plan_says_what_it_leaves_out(rec_dir, lang):
+    """Under the plan's log lines: what the runtime's plan does not count, in the page's language (llama.cpp's --fit
+    and CPU_REPACK; mlx_lm's in-flight estimate and what it does not plan)."""
+    for rt, key in (
+        ("mlx_lm", "calc.plan_not_planned_mlx"),
+        ("llama.cpp", "calc.plan_not_planned"),
+    ):
+        at = page(CALC, lang, rt=rt)
+        assert not at.exception
+        said = i18n.translate(lang, key)
+        assert said != key and any(c.value == said for c in at.caption), (rt, lang)
+        assert ("--fit" in said) == (rt == "llama.cpp")
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
 def test_without_a_plan_weights_and_kv_that_fit_are_not_called_a_fit(rec_dir, lang):
     """The reference runtime (and mlx_lm with a model its plan does not know) counts weights + KV only: at 95 % of
     the memory the page says they fit, that nothing else is counted and why, in an info box, never "fits"; at 101 %
