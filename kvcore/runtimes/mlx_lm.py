@@ -13,32 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcore.errors import KvError
-from kvcore.limits import MAX_PREFILL_STEP, MAX_SEQUENCES, MIN_PREFILL_STEP
+from kvcore.limits import MAX_PREFILL_STEP, MIN_PREFILL_STEP
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.memory.formulas import PREFILL_STEP
 from kvcore.runtimes import mlx_lm_plan
 from kvcore.runtimes.base import Setting
 from kvcore.runtimes.token import TokenRuntime
 
-# mlx_lm/generate.py @ v0.32.2: `DEFAULT_PREFILL_STEP_SIZE = 2048` (#L50), the default of `--prefill-step-size`
-# (#L180-L186) and of generate_step's `prefill_step_size` (#L323)
-GENERATE_SOURCE = "https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/generate.py#L50"
+# The default, 2048: https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/generate.py#L50
+# (`DEFAULT_PREFILL_STEP_SIZE = 2048`), the default of `--prefill-step-size` (#L180-L186) and of generate_step's
+# `prefill_step_size` (#L323); tests/test_runtimes.py reads it from the installed mlx_lm
 
 
 @dataclass(frozen=True)
 class Options:
-    """mlx_lm's options: the concurrent sequences (a batch of prompts) and generate_step's prefill_step_size."""
+    """mlx_lm's options: the concurrent sequences (a batch of prompts, checked where they are given) and generate_step's prefill_step_size (checked by its Setting)."""
 
     sequences: int = 1
     prefill_step: int = PREFILL_STEP
-
-    def __post_init__(self) -> None:
-        if (
-            isinstance(self.sequences, bool)
-            or not isinstance(self.sequences, int)
-            or not 1 <= self.sequences <= MAX_SEQUENCES
-        ):
-            raise KvError(f"mlx_lm runs 1 to {MAX_SEQUENCES:,} sequences, not {self.sequences!r}.")
 
 
 class MlxLmRuntime(TokenRuntime):
