@@ -478,6 +478,28 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
     assert not at.exception and not [n for n in at.number_input if n.key == "mstep"]
 
 
+def test_llama_cpp_is_offered_a_smaller_micro_batch_where_it_makes_the_plan_fit(rec_dir):
+    """The same lever under llama.cpp, in its words: Llama-3.1-8B Q4_K_M at -c 131072 -ub 2048 on 21.4 GiB does not
+    fit (flash attention as llama.cpp's default), -ub 1024 fits: the page says `-ub 1024` with that plan's total."""
+    params = dict(model="llama-3.1-8b", ctx=131072, rt="llama.cpp", w="gguf-q4_k_m", ub=2048)
+    at = page(CALC, "en", **params, chip="custom", gib=21.4)
+    assert not at.exception and at.error
+    rt, g = get_runtime("llama.cpp"), preset_geometry("llama-3.1-8b", "llama.cpp")
+    w, available = weights_bytes(g, "gguf-q4_k_m"), int(21.4 * GIB)
+
+    def plan(ub):
+        return rt.memory_plan(g, 131072, KvSpec(), 1, rt.options(1, ubatch=ub), w)
+
+    def fits(p):
+        return calc.verdict(p["total_bytes"], available, plan_allowance(p)).status == "fits"
+
+    assert fits(plan(1024)) and not fits(plan(2048))
+    said = i18n.translate(
+        "en", "calc.lever_chunk_ubatch", said="-ub 1024", need=fmt_bytes(plan(1024)["total_bytes"])
+    )
+    assert said in [c.value for c in at.caption]
+
+
 # ---------------------------------------------------------------- llama.cpp as the runtime (issue 11)
 
 
