@@ -10,6 +10,9 @@ MAX_FIELD = (
     10**9
 )  # any count or size in a config.json or a GGUF key (ranks, dimensions, heads, vocabulary)
 MAX_LAYERS = 1024  # decoder layers in a config.json: the largest real models have ~130; the engine loops over layers
+# mlx_lm's --prefill-step-size: its memory plan walks every chunk of the prompt (context / step of them, to
+# MAX_CONTEXT), so a step below 64 would cost seconds per plan there; mlx_lm itself takes any positive step
+MIN_PREFILL_STEP, MAX_PREFILL_STEP = 64, 1 << 20
 MAX_UPDATES = 4096  # cache updates in a chunking pattern (the Nbytes trap: a demo, not a fuzzer)
 MAX_DIGITS = 40  # digits of one number given as text (a link, a pasted list, a JSON integer): 10^40 is past every limit
 MAX_GGUF_TENSORS = (

@@ -39,7 +39,8 @@ NUMBERS = (
 @cached
 def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
     """calc --json's numbers, the verdict, why kvcore has no plan (if it has none), and, unless the plan fits, the
-    three levers (without a plan: upper bounds, weights + KV within the memory)."""
+    three levers (without a plan: upper bounds, weights + KV within the memory) and, with a plan, the smaller
+    prefill step that fits (a lever dict, or None)."""
     g, spec, opts = config_geometry(*src), KvSpec(k, v), runtime_options(src, seqs)
     result = calculator.calculate(g, ctx, seqs, spec, w, opts)
     need = result["need_bytes"]  # the runtime's whole plan where it has one, else weights + KV
@@ -56,6 +57,8 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
             calculator.max_context(g, spec, seqs, weights, mem_bytes, opts),
             calculator.max_sequences(g, spec, ctx, weights, mem_bytes, opts),
             calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec, opts),
+            # with a plan: the largest smaller prefill step that fits (-ub, --prefill-step-size), else None
+            calculator.smaller_chunk(g, ctx, seqs, spec, weights, mem_bytes, opts),
         )
     return out
 

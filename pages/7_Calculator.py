@@ -272,7 +272,7 @@ def calculator() -> None:
     if "levers" in out:
         bound = "" if plan else "_unplanned"  # without a plan: weights + KV only, upper bounds
         st.subheader(f.t(f"calc.levers_title{bound}"))
-        t_max, s_max, ok_formats = out["levers"]
+        t_max, s_max, ok_formats, chunk = out["levers"]
         lv = row()
         lv.metric(
             f.t(f"calc.lever_context{bound}"),
@@ -289,7 +289,15 @@ def calculator() -> None:
             ", ".join(ok_formats) if ok_formats else "—",
             help=f.t(f"calc.lever_formats_help{bound}"),
         )
-        if not (t_max or s_max or ok_formats):
+        if chunk:  # the runtime's own prefill step, in its words (-ub, --prefill-step-size)
+            st.caption(
+                f.t(
+                    f"calc.lever_chunk_{chunk['lever']}",
+                    said=chunk["said"],
+                    need=fmt_bytes(chunk["need_bytes"]),
+                )
+            )
+        if not (t_max or s_max or ok_formats or chunk):
             st.caption(f.t("calc.no_lever"))
 
     with st.expander(f.t("calc.formula_title"), icon=":material/functions:"):

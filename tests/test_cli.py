@@ -32,6 +32,28 @@ def test_calc_json_has_the_contract_fields():
     assert "131,072" in out["formula"] and "17,179,869,184" in out["formula"]
 
 
+def test_calc_takes_mlx_lms_prefill_step_into_its_plan_and_refuses_it_elsewhere():
+    """`--prefill-step-size` is mlx_lm's (its generate's flag): the plan is walked in steps of it and --json says
+    so; out of range, or given to another runtime, it is one sentence naming the flag, exit 2."""
+    common = ("calc", "--model", "llama-3.2-1b", "--context", "8192", "--json")
+    plans = {}
+    for step in (None, "512"):
+        r = kvcore(*common, "--runtime", "mlx_lm", *(["--prefill-step-size", step] if step else []))
+        assert r.returncode == 0, r.stderr
+        plans[step] = json.loads(r.stdout)["plan"]
+    assert plans[None]["prefill_step"] == 2048 and plans["512"]["prefill_step"] == 512
+    assert plans["512"]["n_tokens"] <= 512 < plans[None]["n_tokens"]
+    assert plans["512"]["total_bytes"] < plans[None]["total_bytes"]
+    r = kvcore(*common, "--prefill-step-size", "63")
+    assert r.returncode == 2 and "from 64 to 1,048,576, not '63'" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = kvcore(*common, "--runtime", "reference", "--prefill-step-size", "512")
+    assert (
+        r.returncode == 2
+        and "--prefill-step-size is a mlx_lm setting; add --runtime mlx_lm" in r.stderr
+    )
+
+
 def test_calc_sequences_and_separate_k_v_formats():
     r = kvcore(
         "calc",

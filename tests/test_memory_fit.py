@@ -100,6 +100,40 @@ def test_each_lever_fits_and_one_step_further_does_not():
     assert levers(RT, G, 4096, KvSpec(), 1, None, W, "auto", Limit(W - 1, "t"), 131072) == []
 
 
+def test_a_smaller_mlx_lm_prefill_step_is_a_lever_that_fits_where_the_next_larger_does_not():
+    """mlx_lm's analogue of -ub (its --prefill-step-size): Llama-3.1-8B with 4-bit weights and a 4-bit cache at
+    131,072 tokens on an 18 GiB GPU limit (a 24 GB Mac). The quantized cache runs attention unfused once it is
+    converted, so a 2,048-token step's scores (heads x step x keys) alone are gigabytes: the plan does not fit at
+    2,048, is tight at 1,024 and fits at 512, and the lever is 512 with the plan it gives."""
+    rt, spec = get_runtime("mlx_lm"), KvSpec("mlx-q4", "mlx-q4")
+    g = preset_geometry("llama-3.1-8b")
+    w = weights_bytes(g, "mlx-q4")
+    limit = gpu_limit(24)
+
+    def mlx_plan(step):
+        return rt.memory_plan(g, 131072, spec, 1, rt.options(1, prefill_step=step), w)
+
+    assert fit(mlx_plan(2048), limit).status == "no"
+    found = {x["lever"]: x for x in levers(rt, g, 131072, spec, 1, None, w, "auto", limit, 131072)}
+    step = found["prefill_step"]
+    assert step["value"] == 512 and step["said"] == "--prefill-step-size 512"
+    assert mlx_plan(512)["prefill_step"] == 512
+    assert step["need_bytes"] == mlx_plan(512)["total_bytes"] < mlx_plan(2048)["total_bytes"]
+    assert fit(mlx_plan(512), limit).status == "fits"
+    assert fit(mlx_plan(1024), limit).status != "fits"  # the next larger step of the list
+    # from the reader's own step: at 1,024 (tight) the same 512; at 64, the smallest the list tries, nothing
+
+    def step_lever(step):
+        options = rt.options(1, prefill_step=step)
+        out = levers(rt, g, 131072, spec, 1, options, w, "auto", limit, 131072)
+        return next((x["value"] for x in out if x["lever"] == "prefill_step"), None)
+
+    assert step_lever(1024) == 512 and step_lever(64) is None
+    # the reference runtime has no such setting, and no plan: no step lever
+    ref = preset_geometry("llama-3.1-8b", runtime="reference")
+    assert get_runtime("reference").memory_plan(ref, 131072, spec, 1, None, w) is None
+
+
 def _calc(*args):
     done = subprocess.run(
         [sys.executable, "-m", "kvcore", "calc", *args], capture_output=True, text=True
@@ -130,6 +164,14 @@ def test_calc_ram_gives_the_verdict_with_its_limit_and_levers():
     )
     assert code == 0 and "fit        fits:" in out  # mlx_lm: its own plan (generate_step's peak)
     assert "Peak memory: " in out and "attention scores" not in out  # Metal's fused attention
+    mlx = ["--model", "llama-3.1-8b", "--weights-format", "mlx-q4", "--kv-format", "mlx-q4"]
+    code, out, _ = _calc(*mlx, "--context", "131072", "--ram", "24", "--json")
+    step = next(x for x in json.loads(out)["fit"]["levers"] if x["lever"] == "prefill_step")
+    assert code == 0 and step["value"] == 512 and step["said"] == "--prefill-step-size 512"
+    code, out, _ = _calc(*mlx, "--context", "131072", "--ram", "24")
+    assert code == 0 and "lever      --prefill-step-size 512 fits (the plan needs " in out
+    code, out, _ = _calc(*mlx, "--context", "131072", "--ram", "24", "--prefill-step-size", "512")
+    assert code == 0 and "fit        fits:" in out and "prefill step 512;" in out
     code, _, err = _calc(*common, "--context", "8192", "--wired-limit-mb", "9000")
     assert code != 0 and "--ram" in err and "Traceback" not in err
 

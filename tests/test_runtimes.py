@@ -90,8 +90,80 @@ def test_llama_cpp_options_keep_their_limits():
     with pytest.raises(KvError, match="no option 'flash'"):
         LCPP.options(1, flash=True)
     with pytest.raises(KvError, match="no options of its own"):
+        get_runtime("reference").options(1, unified=True)
+    with pytest.raises(KvError, match="mlx_lm has no option 'unified'; its options: prefill_step"):
         get_runtime("mlx_lm").options(1, unified=True)
+    with pytest.raises(KvError, match="mlx_lm's options are a kvcore.runtimes.mlx_lm.Options"):
+        get_runtime("mlx_lm").options(1, llamacpp.Options())
     assert LCPP.options(4, unified=True) == llamacpp.Options(4, unified=True)
+
+
+def _mlx_lm_generate_defaults() -> tuple[int, int]:
+    """mlx_lm's own defaults, read from the installed generate.py (never imported: it needs mlx): the value of
+    DEFAULT_PREFILL_STEP_SIZE and generate_step's prefill_step_size default."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlx_lm")
+    if spec is None:
+        pytest.skip("mlx_lm is not installed here")
+    tree = ast.parse((pathlib.Path(spec.origin).parent / "generate.py").read_text())
+    constant = next(
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", "") == "DEFAULT_PREFILL_STEP_SIZE" for t in node.targets)
+    )
+    step = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "generate_step"
+    )
+    args = step.args.args + step.args.kwonlyargs
+    defaults = dict(
+        zip([a.arg for a in step.args.args][-len(step.args.defaults) :], step.args.defaults)
+    ) | {a.arg: d for a, d in zip(step.args.kwonlyargs, step.args.kw_defaults) if d is not None}
+    assert "prefill_step_size" in [a.arg for a in args]
+    return constant, defaults["prefill_step_size"].value
+
+
+def test_mlx_lm_prefill_step_is_its_setting_and_follows_into_its_plan_peak_and_chunk():
+    """mlx_lm's --prefill-step-size: its default is mlx_lm's own (generate.py), its range is refused in one
+    sentence, and the step reaches the memory plan, the prefill peak of a sliding-window cache and the prefill
+    chunk; the reference runtime, which has no such setting, keeps generate_step's default."""
+    mlx = get_runtime("mlx_lm")
+    (setting,) = mlx.settings
+    assert (setting.flag, setting.name, setting.key) == (
+        "--prefill-step-size",
+        "prefill_step_size",
+        "mstep",
+    )
+    assert setting.default == mlx.options().prefill_step == 2048
+    assert _mlx_lm_generate_defaults() == (2048, 2048)
+    with pytest.raises(KvError, match=r"--prefill-step-size must be a whole number from 64 to"):
+        mlx.options(1, prefill_step=63)
+    with pytest.raises(KvError, match=r"--prefill-step-size must be a whole number"):
+        mlx.options(1, prefill_step=True)
+    small = mlx.options(2, prefill_step=512)
+    assert (small.sequences, small.prefill_step) == (2, 512)
+    assert mlx.options(1, small).prefill_step == 512  # kept when only the sequences change
+    g = preset_geometry("llama-3.2-1b")
+    plan = mlx.memory_plan(g, 8192, KvSpec(), 1, small, 10**9)
+    assert plan["prefill_step"] == 512 and plan["n_tokens"] <= 512
+    default = mlx.memory_plan(g, 8192, KvSpec(), 1, None, 10**9)
+    assert default["prefill_step"] == 2048 and plan["total_bytes"] < default["total_bytes"]
+    assert mlx.prefill_chunk(8192, small) == 512 and mlx.prefill_chunk(8192) == 2048
+    # a sliding-window cache holds window + step - 1 right after a prefill step: a smaller step, a smaller peak
+    gemma = preset_geometry("gemma-3-27b")
+    peak = {
+        step: mlx.sizes(gemma, 32768, KvSpec(), 1, mlx.options(1, prefill_step=step))[
+            "kv_prefill_peak_bytes"
+        ]
+        for step in (2048, 512)
+    }
+    assert peak[512] < peak[2048]
+    ref = get_runtime("reference")
+    assert ref.prefill_chunk(8192) == 2048 and not ref.settings
+    with pytest.raises(KvError, match="no options of its own"):
+        ref.options(1, prefill_step=512)
 
 
 def test_no_code_outside_the_runtime_objects_compares_a_runtime_name():

@@ -241,6 +241,7 @@ def _print_fit(f: dict, runtime: str) -> None:
     names = {
         "flash_attn": "flash attention {}",
         "ubatch": "-ub {}",
+        "prefill_step": "--prefill-step-size {}",
         "context": "-c {:,}",
         "sequences": "-np {}",
         "kv_format": "KV type {}",
@@ -260,7 +261,12 @@ def _print_fit(f: dict, runtime: str) -> None:
             }[lever["lever"]].format(value)
             print(f"lever      {said}: weights + KV within the limit, nothing else counted")
         else:
-            print(f"lever      {names[lever['lever']].format(value)} fits")
+            need = (
+                f" (the plan needs {fmt_bytes(lever['need_bytes'])})"
+                if "need_bytes" in lever
+                else ""
+            )
+            print(f"lever      {names[lever['lever']].format(value)} fits{need}")
 
 
 def run(a) -> int:

@@ -149,15 +149,20 @@ def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
 
 
 def kv_prefill_peak_bytes(
-    geometry: Geometry, context: int, spec: KvSpec = KvSpec(), sequences: int = 1
+    geometry: Geometry,
+    context: int,
+    spec: KvSpec = KvSpec(),
+    sequences: int = 1,
+    prefill_step: int = PREFILL_STEP,
 ) -> int:
-    """KV bytes right after the prefill (sliding layers may hold more than their window then)."""
+    """KV bytes right after the prefill in chunks of `prefill_step` (sliding layers may hold more than their window
+    then)."""
     check_context(context, sequences)
     total = 0
     for layer in geometry.layers:
-        total += prefill_peak_tokens(layer, context) * bytes_per_token(layer, spec) + state_bytes(
+        total += prefill_peak_tokens(layer, context, prefill_step) * bytes_per_token(
             layer, spec
-        )
+        ) + state_bytes(layer, spec)
     return sequences * total
 
 

@@ -62,10 +62,10 @@ class TokenRuntime(Runtime):
         flash_attn="auto",
         chip=None,
     ):
-        """mlx_lm's peak on a Mac (Metal) for a `context`-token prompt in generate_step's chunks, part by part
-        (kvcore.runtimes.mlx_lm_plan); None where it has no plan (the reference runtime, a model whose layers the
-        plan does not know)."""
-        self.options(sequences, options)
+        """mlx_lm's peak on a Mac (Metal) for a `context`-token prompt in generate_step's chunks of its prefill step,
+        part by part (kvcore.runtimes.mlx_lm_plan); None where it has no plan (the reference runtime, a model whose
+        layers the plan does not know)."""
+        step = self.prefill_step(sequences, options)
         if not self.plan_covers(geometry):
             return None
         return self.planner.plan(
@@ -74,9 +74,16 @@ class TokenRuntime(Runtime):
             spec,
             weights_bytes,
             backend="metal",
+            prefill_step=step,
             sequences=sequences,
             chip=chip,
         )
+
+    def prefill_step(self, sequences=1, options=None) -> int:
+        """The prompt tokens one prefill step takes: generate_step's default prefill_step_size here (a runtime with
+        a setting for it answers from its options: kvcore.runtimes.mlx_lm)."""
+        self.options(sequences, options)
+        return formulas.PREFILL_STEP
 
     @property
     def kv_formats(
@@ -103,7 +110,7 @@ class TokenRuntime(Runtime):
                 geometry, context, spec
             ),
             "kv_prefill_peak_bytes": formulas.kv_prefill_peak_bytes(
-                geometry, context, spec, sequences
+                geometry, context, spec, sequences, self.prefill_step(sequences, options)
             ),
             "per_layer": formulas.per_layer_kv(geometry, context, spec, sequences),
             "formula": formulas.formula_text(geometry, context, spec, sequences),
@@ -136,8 +143,7 @@ class TokenRuntime(Runtime):
         return context
 
     def prefill_chunk(self, prompt, options=None):
-        self.options(1, options)
-        return formulas.PREFILL_STEP  # mlx_lm generate_step's prefill_step_size
+        return self.prefill_step(1, options)  # mlx_lm generate_step's prefill_step_size
 
     def describe_sizes(self, result):
         lines = []

@@ -7,8 +7,8 @@ within the memory available, does not fit when need minus it is above, tight bet
 runtime; a model whose layers mlx_lm's plan does not know: MLA, linear attention) kvcore counts weights +
 KV(context, sequences) and says so: "no" when they alone exceed the memory, else "unplanned" (they fit, but what the
 runtime holds beside them, NOT_COUNTED, is not counted), never "fits". The memory is the same for both: on a Mac,
-what the GPU may use (kvcore.views.memory_fit.gpu_limit). The levers (largest context, most sequences, KV formats)
-are solved against the same lines: with a plan every suggested answer fits and one more does not; without one they
+what the GPU may use (kvcore.views.memory_fit.gpu_limit). The levers (largest context, most sequences, KV formats;
+with a plan, a smaller prefill step: -ub, --prefill-step-size) are solved against the same lines: with a plan every suggested answer fits and one more does not; without one they
 are upper bounds (weights + KV within the memory, one more past it).
 
 Each number comes from the geometry's runtime (kvcore.runtimes.registry): mlx_lm and reference count the tokens
@@ -309,3 +309,33 @@ def formats_that_fit(
         if verdict(need, available_bytes).status != "no":
             fits.append((need, name))
     return [name for _, name in sorted(fits, reverse=True)]
+
+
+def smaller_chunk(
+    geometry: Geometry,
+    context: int,
+    sequences: int,
+    spec: KvSpec,
+    weights: int,
+    available_bytes: int,
+    options: Any = None,
+) -> dict | None:
+    """The largest prefill step below the runtime's (llama.cpp: -ub; mlx_lm: --prefill-step-size) whose whole plan
+    fits (flash attention as the runtime's default), with the plan's total and the runtime's words for it
+    (kvcore.views.memory_fit.smaller_chunk); None without a plan, without such a setting, or when none fits."""
+    runtime = runtime_of(geometry)
+    if not runtime.plan_covers(geometry):
+        return None
+    from kvcore.views.memory_fit import smaller_chunk as chunk
+
+    return chunk(
+        runtime,
+        geometry,
+        context,
+        spec,
+        sequences,
+        options,
+        weights,
+        "auto",
+        _limit(available_bytes),
+    )

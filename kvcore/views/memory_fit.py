@@ -8,8 +8,8 @@ The verdict compares the plan's total (kvcore.runtimes.llamacpp_plan: model, out
 that limit. No flat margin: the only allowance is the compute buffer's measured tolerance, so a plan fits when
 its total plus that tolerance is within the limit, does not fit when its total minus it is above, and is tight in
 between. The part that does not fit is the first, in the order llama.cpp allocates them, whose running sum passes
-the limit; the levers are the settings that make the plan fit (flash attention, `-ub`, the context, the
-sequences, the KV type), each with the plan it gives.
+the limit; the levers are the settings that make the plan fit (flash attention, `-ub` or mlx_lm's
+`--prefill-step-size`, the context, the sequences, the KV type), each with the plan it gives.
 
 Example: Llama-3.1-8B (Q4_K_M) at `-c 131072` on a 16 GB Mac -> "no": the plan needs 20.84 GiB of the 10.67
 GiB the GPU may use, and the CPU KV buffer is the part that does not fit; levers: `-c 47,104` (with 2 unified
@@ -26,6 +26,19 @@ from kvcore.timing.hardware import gpu_memory_limit_gb
 from kvcore.units import GIB, MIB
 
 UBATCHES = (4096, 2048, 1024, 512, 256, 128, 64)  # -ub values a lever tries, largest first
+PREFILL_STEPS = (
+    1024,
+    512,
+    256,
+    128,
+    64,
+)  # mlx_lm --prefill-step-size values a lever tries, largest first
+# a runtime's setting that sizes one prefill step (by its options field): the values a lever tries and how the
+# runtime's own command line writes it
+CHUNK_LEVERS = {
+    "ubatch": (UBATCHES, "-ub {}"),
+    "prefill_step": (PREFILL_STEPS, "--prefill-step-size {}"),
+}
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,41 @@ def _fits(runtime, geometry, context, spec, sequences, options, weights, flash_a
     return fit(plan, limit).status == "fits"
 
 
+def smaller_chunk(
+    runtime, geometry, context, spec, sequences, options, weights, flash_attn, limit
+) -> dict | None:
+    """The largest prefill step below the runtime's (llama.cpp's -ub, mlx_lm's --prefill-step-size; CHUNK_LEVERS)
+    whose plan fits, as a lever with the plan's total and the runtime's words for it; None when the runtime has no
+    such setting or no step of the list fits. A smaller step holds smaller activations and, where attention is not
+    fused, far smaller scores (heads x step x keys)."""
+    base = runtime.options(sequences, options)
+    for s in runtime.settings:
+        values, said = CHUNK_LEVERS.get(s.field, ((), ""))
+        for value in values:
+            if value >= getattr(base, s.field):
+                continue
+            try:
+                plan = runtime.memory_plan(
+                    geometry,
+                    context,
+                    spec,
+                    sequences,
+                    replace(base, **{s.field: value}),
+                    weights,
+                    flash_attn,
+                )
+            except KvError:
+                continue
+            if fit(plan, limit).status == "fits":
+                return {
+                    "lever": s.field,
+                    "value": value,
+                    "said": said.format(value),
+                    "need_bytes": plan["total_bytes"],
+                }
+    return None
+
+
 def largest_context(
     runtime, geometry, spec, sequences, options, weights, flash_attn, limit, max_context
 ) -> int:
@@ -203,8 +251,8 @@ def levers(
     max_context: int,
 ) -> list[dict]:
     """The settings that make the plan fit, one change at a time, each solved with the plan (never a margin):
-    flash attention on; the largest -ub; the longest context (-c); the most sequences (-np, each with `context`
-    tokens); the KV types (K = V) that fit."""
+    flash attention on; the largest -ub (mlx_lm: --prefill-step-size), with the plan's total; the longest context
+    (-c); the most sequences (-np, each with `context` tokens); the KV types (K = V) that fit."""
     out = []
     if (
         weights > limit.bytes
@@ -213,13 +261,9 @@ def levers(
     args = (geometry, context, spec, sequences)
     if flash_attn == "off" and _fits(runtime, *args, options, weights, "on", limit):
         out.append({"lever": "flash_attn", "value": "on"})
-    base = runtime.options(sequences, options)
-    for ub in UBATCHES if any(s.field == "ubatch" for s in runtime.settings) else ():
-        if ub < base.ubatch and _fits(
-            runtime, *args, replace(base, ubatch=ub), weights, flash_attn, limit
-        ):
-            out.append({"lever": "ubatch", "value": ub})
-            break
+    chunk = smaller_chunk(runtime, *args, options, weights, flash_attn, limit)
+    if chunk:
+        out.append(chunk)
     common = (options, weights, flash_attn, limit, max_context)
     longest = largest_context(runtime, geometry, spec, sequences, *common)
     if 0 < longest < context:

@@ -450,6 +450,71 @@ def test_no_speed_is_predicted_where_it_does_not_fit_and_the_reason_is_given(rec
     )  # the memory chart only
 
 
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it_alone_makes_it_fit(
+    rec_dir, lang
+):
+    """Llama-3.1-8B, 4-bit weights and cache, 131,072 tokens, 18 GiB: mlx_lm's plan at its default 2,048-token
+    prefill step does not fit (a converted quantized cache attends unfused: the scores are heads x step x keys); the
+    page offers `--prefill-step-size 512` in mlx_lm's words with that plan's total, and the widget set to 512 gives
+    that plan and a fit. The widget is there under mlx_lm only, its range the setting's."""
+    params = dict(model="llama-3.1-8b", ctx=131072, k="mlx-q4", chip="custom", gib=18)
+    t = i18n.translator(lang)
+    at = page(CALC, lang, **params)
+    assert not at.exception and at.error  # it does not fit
+    box = at.number_input(key="mstep")
+    assert (box.label, box.value, box.min, box.max) == (
+        t("calc.prefill_step_size"),
+        2048,
+        64,
+        1 << 20,
+    )
+    rt, g = get_runtime("mlx_lm"), geometry("llama-3.1-8b")
+    spec, w, available = KvSpec("mlx-q4", "mlx-q4"), weights_bytes(g, "mlx-q4"), 18 * GIB
+
+    def plan(step):
+        return rt.memory_plan(g, 131072, spec, 1, rt.options(1, prefill_step=step), w)
+
+    def fits(p):
+        return calc.verdict(p["total_bytes"], available, plan_allowance(p)).status == "fits"
+
+    said = t(
+        "calc.lever_chunk_prefill_step",
+        said="--prefill-step-size 512",
+        need=fmt_bytes(plan(512)["total_bytes"]),
+    )
+    assert said in [c.value for c in at.caption]
+    assert fits(plan(512)) and not fits(plan(1024)) and not fits(plan(2048))
+    at = page(CALC, lang, **params, mstep=512)
+    assert not at.exception and not at.error and at.success
+    assert metric(at, t("calc.total_plan")) == fmt_bytes(plan(512)["total_bytes"], decimal=False)
+    assert not [c for c in at.caption if "--prefill-step-size" in c.value]  # it fits: no lever
+    at = page(CALC, lang, **params, mstep=2048, rt="reference")
+    assert not at.exception and not [n for n in at.number_input if n.key == "mstep"]
+
+
+def test_llama_cpp_is_offered_a_smaller_micro_batch_where_it_makes_the_plan_fit(rec_dir):
+    """The same lever under llama.cpp, in its words: Llama-3.1-8B Q4_K_M at -c 131072 -ub 2048 on 21.4 GiB does not
+    fit (flash attention as llama.cpp's default), -ub 1024 fits: the page says `-ub 1024` with that plan's total."""
+    params = dict(model="llama-3.1-8b", ctx=131072, rt="llama.cpp", w="gguf-q4_k_m", ub=2048)
+    at = page(CALC, "en", **params, chip="custom", gib=21.4)
+    assert not at.exception and at.error
+    rt, g = get_runtime("llama.cpp"), preset_geometry("llama-3.1-8b", "llama.cpp")
+    w, available = weights_bytes(g, "gguf-q4_k_m"), int(21.4 * GIB)
+
+    def plan(ub):
+        return rt.memory_plan(g, 131072, KvSpec(), 1, rt.options(1, ubatch=ub), w)
+
+    def fits(p):
+        return calc.verdict(p["total_bytes"], available, plan_allowance(p)).status == "fits"
+
+    assert fits(plan(1024)) and not fits(plan(2048))
+    said = i18n.translate(
+        "en", "calc.lever_chunk_ubatch", said="-ub 1024", need=fmt_bytes(plan(1024)["total_bytes"])
+    )
+    assert said in [c.value for c in at.caption]
+
+
 # ---------------------------------------------------------------- llama.cpp as the runtime (issue 11)
 
 

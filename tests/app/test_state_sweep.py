@@ -106,6 +106,7 @@ EXPECTED = {
         "ram",
         "limit",
         "gib",
+        "mstep",  # mlx_lm's --prefill-step-size (the default runtime's setting)
         "~pasted",
     },
     "pages/8_Recordings.py": {"rec"},
