@@ -50,7 +50,7 @@ def test_calc_takes_mlx_lms_prefill_step_into_its_plan_and_refuses_it_elsewhere(
     r = kvcore(*common, "--runtime", "reference", "--prefill-step-size", "512")
     assert (
         r.returncode == 2
-        and "--prefill-step-size is a mlx_lm setting; add --runtime mlx_lm" in r.stderr
+        and "--prefill-step-size is mlx_lm's only; add --runtime mlx_lm" in r.stderr
     )
 
 

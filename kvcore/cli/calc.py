@@ -284,8 +284,8 @@ def run(a) -> int:
         ]
         if changed:
             raise KvError(
-                f"{', '.join(changed)} {'is a' if len(changed) == 1 else 'are'} {other.name} setting"
-                f"{'' if len(changed) == 1 else 's'}; add --runtime {other.name}."
+                f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} {other.name}'s only; add "
+                f"--runtime {other.name}."
             )
     if a.flash_attn and not runtime.flash_attention:
         owners = [r.name for r in RUNTIMES.values() if r.flash_attention]
