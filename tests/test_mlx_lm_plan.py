@@ -218,3 +218,50 @@ def test_the_plan_holds_to_every_run_of_the_bundled_peak_recording(row):
     plan = mlx_lm_plan.plan(*args, 0, r["generated"], "cpu", r["prefill_step"], start)
     for peak in r["peak_runs_mib"]:
         assert within(plan, peak * MIB), (plan["total_bytes"] / MIB, peak, plan["parts"])
+
+
+@pytest.mark.parametrize("window", [None, 128, 512, 4096])
+def test_a_chunked_trace_is_the_full_walk_without_walking_it(window):
+    """kvcore.memory.allocsim.ChunkedTrace against trace(), state by state: whole prefill chunks of every step a reader
+    can pick (and steps that are not aligned to 256, walked), the last prompt token and generated tokens, a KVCache
+    and a RotatingKVCache; and a 10^8-token prompt in chunks of 64 is not walked chunk by chunk."""
+    from kvcore.memory.allocsim import ChunkedTrace, trace
+    from kvcore.memory.formulas import prefill_chunks
+
+    cls = "RotatingKVCache" if window else "KVCache"
+    for step in (1, 64, 100, 128, 256, 600, 2048):
+        for prompt in (2, 255, 257, 1000, 5000, 9050):
+            for generated in (0, 5):
+                updates = prefill_chunks(prompt, step) + [1] * generated
+                lazy = ChunkedTrace(cls, updates, step, (prompt - 1) // step, window)
+                full = trace(cls, updates, max_size=window)
+                assert len(lazy) == len(full)
+                assert [(s.offset, s.capacity, s.idx) for s in full] == [
+                    (lazy[i].offset, lazy[i].capacity, lazy[i].idx) for i in range(len(full))
+                ], (step, prompt, generated)
+                assert lazy.max_capacity() == max(s.capacity for s in full)
+    huge = prefill_chunks(10**8, 64)
+    lazy = ChunkedTrace(cls, huge, 64, (10**8 - 1) // 64, window)
+    assert len(lazy.rest) + len(lazy.head) < 100 and lazy[-1].offset == 10**8
+    with pytest.raises(KvError, match="chunks of 64 tokens"):
+        ChunkedTrace(cls, [64, 63, 1], 64, 2, window)
+
+
+def test_the_plan_keeps_every_step_that_can_hold_the_peak():
+    """plan() walks only the steps that can hold the peak (the last chunks of each size, the last one that grows a
+    cache, a sliding window filling, the single tokens, the conversion): the same peak as every step, for prefill
+    steps that grow the caches only every few chunks too."""
+    for name in ("llama-3.1-8b", "gemma-3-4b"):
+        g = preset_geometry(name)
+        for step in (64, 128, 300, 2048):
+            for prompt in (9050, 20000):
+                for spec in (KvSpec(), KvSpec("mlx-q4", "mlx-q4")):
+                    for backend in ("cpu", "metal"):
+                        plan = mlx_lm_plan.plan(g, prompt, spec, 0, 2, backend, step)
+                        walk = mlx_lm_plan.moments(g, prompt, spec, 2, backend, step)
+                        peak = max(walk, key=lambda m: m.bytes)
+                        assert plan["kv_bytes"] + plan["compute_bytes"] == peak.bytes, (
+                            name,
+                            step,
+                            prompt,
+                        )

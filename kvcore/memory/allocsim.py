@@ -116,6 +116,64 @@ def simulate(
     return states[-1] if states else CacheState()
 
 
+class ChunkedTrace:
+    """trace() of `updates` whose first `whole` are chunks of `step` tokens (mlx_lm's prefill), without walking every
+    chunk of a long prompt: a KVCache (or QuantizedKVCache) fed chunks of a multiple of 256 tokens or of a divisor of
+    256 holds its offset rounded up to 256 rows after each; a RotatingKVCache's rows and write position stop changing
+    once its window is full (checked: the walk goes on where they do not). The rest is walked. Indexed as trace()'s
+    list is (tests/test_mlx_lm_plan.py compares every state with the full walk).
+
+    Example: ChunkedTrace("KVCache", [64] * 10**6 + [1], 64, 10**6)[-1 + 10**6].capacity -> 64_000_000.
+    """
+
+    def __init__(
+        self,
+        cache_class: str,
+        updates: list[int],
+        step: int,
+        whole: int,
+        max_size: int | None = None,
+    ):
+        if not 0 <= whole <= len(updates) or updates[:whole].count(step) != whole:
+            raise KvError(f"The first {whole:,} updates are not all chunks of {step:,} tokens.")
+        self.step, self.lead, self.head, self.steady = step, 0, [], None
+        if cache_class == "RotatingKVCache":
+            self.head = trace(
+                cache_class, updates[: min(whole, max_size // step + 3)], max_size=max_size
+            )
+            self.lead = len(self.head)
+            steady = len(self.head) >= 2 and self.lead < whole
+            if steady and (self.head[-2].capacity, self.head[-2].idx) == (
+                self.head[-1].capacity,
+                self.head[-1].idx,
+            ):
+                self.lead, self.steady = whole, self.head[-1]
+        elif step % STEP == 0 or STEP % step == 0:
+            self.lead = whole
+        start = self[self.lead - 1] if self.lead else None
+        self.rest = trace(cache_class, updates[self.lead :], max_size=max_size, start=start)
+
+    def __len__(self) -> int:
+        return self.lead + len(self.rest)
+
+    def __getitem__(self, i: int) -> CacheState:
+        if i < 0:
+            i += len(self)
+        if i < len(self.head):
+            return self.head[i]
+        if i < self.lead:
+            offset = (i + 1) * self.step
+            if self.steady is not None:
+                return CacheState(offset, self.steady.capacity, self.steady.idx)
+            return CacheState(offset, -(-offset // STEP) * STEP)
+        return self.rest[i - self.lead]
+
+    def max_capacity(self) -> int:
+        """The most rows it holds after any update."""
+        computed = self[self.lead - 1].capacity if self.lead > len(self.head) else 0
+        return max([computed, *(s.capacity for s in self.head), *(s.capacity for s in self.rest)])
+
+
 def nbytes(capacity: int, row_bytes_k: int, row_bytes_v: int, kv_heads: int, batch: int = 1) -> int:
     """What `.nbytes` reports: the allocated rows (not the used ones) x bytes per row."""
     return batch * kv_heads * capacity * (row_bytes_k + row_bytes_v)

@@ -8,12 +8,13 @@ Example: Llama-3.2-1B fp16 -> 16 x 8 x (128 + 128) = 32,768 bytes per token.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvcore.errors import KvError, quote
 from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory import weight_formats as gguf_weights
-from kvcore.memory.allocsim import simulate, trace
+from kvcore.memory.allocsim import ChunkedTrace, simulate
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.weight_formats import GGUF_FORMATS
 
@@ -131,8 +132,16 @@ def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_
     """
     if layer.kind != "sliding" or context <= layer.window:
         return tokens_held(layer, context)
-    states = trace("RotatingKVCache", prefill_chunks(context, prefill_step), max_size=layer.window)
-    return max(s.capacity for s in states)
+    return _rotating_peak(layer.window, context, prefill_step)
+
+
+@lru_cache(maxsize=256)
+def _rotating_peak(window: int, context: int, prefill_step: int) -> int:
+    """The most rows a RotatingKVCache of `window` holds in the chunked prefill (one walk per window, not per
+    layer)."""
+    chunks = prefill_chunks(context, prefill_step)
+    whole = (context - 1) // prefill_step
+    return ChunkedTrace("RotatingKVCache", chunks, prefill_step, whole, window).max_capacity()
 
 
 def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
@@ -140,12 +149,10 @@ def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
 
     Example: 4096 -> [2048, 2047, 1] (chunks while more than one token is left, then the last).
     """
-    chunks, left = [], context
-    while left > 1:
-        n = min(prefill_step, left - 1)
-        chunks.append(n)
-        left -= n
-    return chunks + [1] if context >= 1 else chunks
+    if context < 1:
+        return []
+    whole, rest = divmod(context - 1, prefill_step)  # chunks while more than one token is left
+    return [prefill_step] * whole + ([rest] if rest else []) + [1]
 
 
 def kv_prefill_peak_bytes(

@@ -47,6 +47,12 @@ class MlxLmRuntime(TokenRuntime):
             "mstep",
             MIN_PREFILL_STEP,
             MAX_PREFILL_STEP,
+            # powers of two: a step that divides 256 or is a multiple of it is planned without walking every chunk
+            # of a long prompt (kvcore.memory.allocsim.ChunkedTrace); mlx_lm itself takes any positive step
+            tuple(
+                1 << b
+                for b in range(MIN_PREFILL_STEP.bit_length() - 1, MAX_PREFILL_STEP.bit_length())
+            ),
         ),
     )
 

@@ -40,10 +40,12 @@ project has no Mac: the published Mac peaks are what it is held to).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate, takewhile
 
 from kvcore.errors import KvError
-from kvcore.memory.allocsim import STEP, CacheState, trace
+from kvcore.memory.allocsim import STEP, ChunkedTrace
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
 from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
 from kvcore.runtimes.base import Part
@@ -129,8 +131,8 @@ def moments(
     The cache is KVCache in the activation dtype until its offset reaches `quantized_kv_start`, when `spec` names a
     quantized format (mlx_lm's kv_bits), and QuantizedKVCache after that; sliding-window layers are held at their
     window (RotatingKVCache). `every=False` keeps only the steps that can hold the peak: the last two prefill
-    chunks (an earlier chunk of the same size holds less: fewer keys, a smaller cache), the conversion step and
-    the single-token steps."""
+    chunks of each size and the last one of each size that grows a cache (an earlier chunk of its kind holds less:
+    fewer keys, a smaller cache, a smaller old buffer), the conversion step and the single-token steps."""
     _check(geometry, spec, backend, prefill_step)
     if backend == "metal":
         command_buffer_mib(chip)  # a chip it cannot read is refused before the walk
@@ -157,40 +159,48 @@ def moments(
             layer.v_dim,
         )
         groups.setdefault(key, []).append(layer)
-    convert_at = next(
-        (
-            i
-            for i, off in enumerate(_offsets(updates))
-            if quantized and off + updates[i] >= quantized_kv_start
-        ),
-        None,
-    )
-    # KVCache fed whole chunks of a multiple of 256 tokens holds exactly what it was fed: a long prompt's first
-    # chunks are skipped to that state (the test compares it with the full walk)
-    skip = max(0, len(chunks) - 4) if prefill_step % STEP == 0 and not every else 0
-    if convert_at is not None:
-        skip = min(skip, convert_at)  # the conversion step is kept: walk from there
+    offsets = list(
+        accumulate(updates, initial=0)
+    )  # the cache's offset before each update (and after the last)
+    # the first update whose cache reaches quantized_kv_start is followed by the conversion
+    convert_at = bisect_left(offsets, quantized_kv_start, 1) - 1 if quantized else None
+    if convert_at is not None and convert_at >= len(updates):
+        convert_at = None
+    # a long prompt's chunks are not walked one by one where their states follow from the step
+    # (kvcore.memory.allocsim.ChunkedTrace: whole chunks of a KVCache, a full sliding window)
+    whole = (prompt - 1) // prefill_step if prompt > 1 else 0  # the chunks of a full prefill step
     traces = []
     for (rotating, window, *_), layers in groups.items():
-        if rotating:
-            states = trace("RotatingKVCache", updates, max_size=window)
-        else:
-            done = CacheState(skip * prefill_step, skip * prefill_step)
-            states = [done] * skip + trace("KVCache", updates[skip:], start=done)
-        traces.append((layers, states))
-    big = [i for i, n in enumerate(updates) if n > 1][-2:]
+        cache_class = "RotatingKVCache" if rotating else "KVCache"
+        traces.append((layers, ChunkedTrace(cache_class, updates, prefill_step, whole, window)))
+
+    def grows(i: int) -> bool:
+        return i > 0 and any(st[i].capacity > st[i - 1].capacity for _, st in traces)
+
+    # the steps that can hold the peak: per chunk size its last two chunks and the last one that grows a cache (a
+    # step that is not a multiple of 256 grows the caches only every few chunks, and a growth copy can hold more than
+    # a later chunk), every chunk that grows a sliding-window cache while it fills (the first few), the single-token
+    # steps and the conversion
+    big, seen = set(), {}
+    # a full-attention cache that grows again does so within STEP // step + 1 chunks: the last ones are enough
+    for i in range(len(chunks) - 1, max(-1, len(chunks) - STEP // prefill_step - 7), -1):
+        n = chunks[i]
+        if n == 1:
+            continue
+        count, grew = seen.get(n, (0, False))
+        if count < 2 or (not grew and grows(i)):
+            big.add(i)
+        seen[n] = (count + 1, grew or grows(i))
+    fill = max((w for (r, w, *_) in groups if r), default=0)
+    big.update(
+        i for i in range(min(len(chunks), fill // prefill_step + 4)) if chunks[i] > 1 and grows(i)
+    )
+    singles = list(takewhile(lambda i: updates[i] == 1, range(len(updates) - 1, -1, -1)))
     keep = (
         range(len(updates))
         if every
-        else sorted(
-            {
-                *big,
-                *(i for i, n in enumerate(updates) if n == 1),
-                *([convert_at] if convert_at is not None else []),
-            }
-        )
+        else sorted({*big, *singles, *([convert_at] if convert_at is not None else [])})
     )
-    offsets = _offsets(updates)
     out = []
     for i in keep:
         n, offset = updates[i], offsets[i]
@@ -288,15 +298,6 @@ def moments(
                 )
             )
         out.append(Moment("prefill" if n > 1 else "token", n, offset, kv, tuple(parts)))
-    return out
-
-
-def _offsets(updates: list[int]) -> list[int]:
-    """The cache's offset before each update."""
-    out, total = [], 0
-    for n in updates:
-        out.append(total)
-        total += n
     return out
 
 

@@ -462,13 +462,11 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
     t = i18n.translator(lang)
     at = page(CALC, lang, **params)
     assert not at.exception and at.error  # it does not fit
-    box = at.number_input(key="mstep")
-    assert (box.label, box.value, box.min, box.max) == (
-        t("calc.prefill_step_size"),
-        2048,
-        64,
-        1 << 20,
-    )
+    box = at.selectbox(
+        key="mstep"
+    )  # powers of two, 64 to 2^20 (every one planned without a long walk)
+    assert (box.label, box.value) == (t("calc.prefill_step_size"), 2048)
+    assert [int(o.replace(",", "")) for o in box.options] == [1 << b for b in range(6, 21)]
     rt, g = get_runtime("mlx_lm"), geometry("llama-3.1-8b")
     spec, w, available = KvSpec("mlx-q4", "mlx-q4"), weights_bytes(g, "mlx-q4"), 18 * GIB
 
@@ -490,7 +488,9 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
     assert metric(at, t("calc.total_plan")) == fmt_bytes(plan(512)["total_bytes"], decimal=False)
     assert not [c for c in at.caption if "--prefill-step-size" in c.value]  # it fits: no lever
     at = page(CALC, lang, **params, mstep=2048, rt="reference")
-    assert not at.exception and not [n for n in at.number_input if n.key == "mstep"]
+    assert not at.exception and not [n for n in at.selectbox if n.key == "mstep"]
+    odd = page(CALC, lang, **params, mstep=100)  # a link with a step the box does not offer
+    assert not odd.exception and odd.selectbox(key="mstep").value == 2048
 
 
 def test_llama_cpp_is_offered_a_smaller_micro_batch_where_it_makes_the_plan_fit(rec_dir):
