@@ -181,7 +181,11 @@ class Frame:
                     query_params={"lang": self.lang, "rec": rec.id},
                 )
         if rec != LIVE and badge_fields(rec)["class"] == "other":  # measured, not on Apple Silicon
-            st.caption(":material/warning: " + self.t("badge.not_apple"))
+            # a memory peak is not a speed: say what carries over to a Mac for it
+            st.caption(
+                ":material/warning: "
+                + self.t("badge.not_apple_peak" if section == "peak" else "badge.not_apple")
+            )
 
     def _badge_body(self, rec: Recording | str, section: str | None, full: bool) -> None:
         if rec == LIVE:

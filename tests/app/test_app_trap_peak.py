@@ -56,8 +56,8 @@ def test_the_third_line_is_drawn_from_the_recording_and_the_plan(rec_dir, lang):
     near = peaks.boundary(rec, step)
     assert f"{near['b']['peak']:.2f}" in shown and f"{near['b']['allocated']:.2f}" in shown
     assert rec.data["provenance"]["command"] in shown  # how the run was made, to run it yourself
-    # the badge of the run the chart draws: a Linux CPU run, never Apple Silicon
-    assert t("badge.not_apple") in shown
+    # the badge of the run the chart draws: a Linux CPU run, never Apple Silicon, and what carries over to a Mac
+    assert t("badge.not_apple_peak") in shown
 
 
 def test_the_prefill_step_redraws_the_chart_from_its_own_runs(rec_dir):
