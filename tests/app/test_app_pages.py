@@ -453,7 +453,10 @@ RERUN_MAY_CALL = {  # by module file name
     },  # the formats a cache class holds: a table lookup
     "registry": {"get_runtime"},  # the runtime object: a look-up
     "token": {"kv_formats"},  # the formats it stores: a look-up
-    "base": {"name", "switch"},  # a runtime setting's name (its flag as a Python name) and kind: properties
+    "base": {
+        "name",
+        "switch",
+    },  # a runtime setting's name (its flag as a Python name) and kind: properties
 }
 
 

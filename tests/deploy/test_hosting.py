@@ -170,3 +170,19 @@ def test_requirements_resolve_for_apple_silicon(tmp_path):
     }
     assert {"streamlit", "altair", "mlx", "mlx-lm", "pandas", "pyyaml"} <= set(installs)
     assert "macosx" in installs["mlx"] and "arm64" in installs["mlx"]
+
+
+def test_a_replicas_memory_cap_is_at_least_twice_its_measured_peak():
+    """deploy/kvsite@.service caps a replica's memory (MemoryMax=); docs/hosting.md holds the peak a replica reached,
+    written by benchmarks/bench_replica_memory.py: the cap leaves at least as much again for concurrent readers."""
+    import re
+
+    unit = (ROOT / "deploy" / "kvsite@.service").read_text()
+    (cap,) = re.findall(r"^MemoryMax=(\d+)([KMG])$", unit, re.M)
+    cap_mib = int(cap[0]) * {"K": 1 / 1024, "M": 1, "G": 1024}[cap[1]]
+    docs = (ROOT / "docs" / "hosting.md").read_text()
+    measured = docs.split("<!-- bench_replica_memory: written")[1].split(
+        "<!-- bench_replica_memory: end"
+    )[0]
+    peaks = [int(m) for m in re.findall(r"\| (\d+) MiB \|$", measured, re.M)]
+    assert len(peaks) >= 3 and cap_mib >= 2 * max(peaks), (cap_mib, peaks)
