@@ -141,9 +141,12 @@ def peak_section() -> None:
     f.source_text = cited
     near = peak["boundary"]
     numbers = f.t("trap.peak_boundary", **near, gen=peak["generated"]) if near else ""
-    st.caption(i18n.join(f.lang, numbers, f.t("trap.peak_fit", **peak["fit"])))
-    how = f.run_yourself(peak_rec.data["provenance"]["command"])
-    st.caption(i18n.join(f.lang, f.t("trap.peak_backend"), how))
+    with st.expander(
+        f.t("trap.peak_more"), icon=":material/table:"
+    ):  # the evidence, one click below
+        st.caption(i18n.join(f.lang, numbers, f.t("trap.peak_fit", **peak["fit"])))
+        how = f.run_yourself(peak_rec.data["provenance"]["command"])
+        st.caption(i18n.join(f.lang, f.t("trap.peak_backend"), how))
 
 
 peak_section()
