@@ -142,6 +142,7 @@ def calculator() -> None:
                         name,
                         s.choices,
                         s.choices.index(s.default),
+                        format_func="{:,}".format,  # 2,048 as every count on the page
                         key=s.key,
                         bind="query-params",
                         help=tip,
