@@ -16,7 +16,7 @@ from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import formula_terms
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime, runtime_of
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views import calculator, what_if
+from kvcore.views import calculator, memory_fit, what_if
 from kvcore.views import savings as savings_views
 
 from . import i18n
@@ -50,7 +50,10 @@ def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: 
         "verdict": calculator.verdict(need, mem_bytes, result["fit_allowance_bytes"]),
         "unplanned": calculator.unplanned_because(g),  # None: the runtime's whole plan is counted
         "layers": pd.DataFrame(result["per_layer"]),
+        "blocking": None,  # the plan's part whose running sum first passes the memory (in the runtime's words)
     }
+    if "plan" in result and out["verdict"].status != "fits":
+        out["blocking"] = memory_fit.fit(result["plan"], memory_fit.Limit(mem_bytes, "")).blocking
     if out["verdict"].status != "fits":
         weights = result["weights_bytes"]
         out["levers"] = (

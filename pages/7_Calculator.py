@@ -204,16 +204,19 @@ def calculator() -> None:
             src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes, f.lang
         )  # everything the runtime allocates, where the engine has its plan (llama.cpp)
         show = {"fits": st.success, "tight": st.warning, "unplanned": st.info, "no": st.error}
-        show[verdict.status](
-            f.t(
-                f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
-                share=f"{verdict.share:.0%}",
-                need=fmt_bytes(need),
-                available=fmt_bytes(mem.bytes),
-                runtime=runtime,
-                why=f.t(f"calc.unplanned_{out['unplanned']}", runtime=runtime) if not plan else "",
-            )
+        said = f.t(
+            f"calc.verdict{'_plan' if plan else ''}_{verdict.status}",
+            share=f"{verdict.share:.0%}",
+            need=fmt_bytes(need),
+            available=fmt_bytes(mem.bytes),
+            runtime=runtime,
+            why=f.t(f"calc.unplanned_{out['unplanned']}", runtime=runtime) if not plan else "",
         )
+        if out["blocking"]:  # the part of the plan that passes the limit
+            said = i18n.join(
+                f.lang, said, f.t("calc.verdict_part", part=out["blocking"], runtime=runtime)
+            )
+        show[verdict.status](said)
     with right:
         # ---- chart: memory vs context per format, the available memory as a line
         calc_settings = {

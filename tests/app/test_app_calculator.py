@@ -483,6 +483,11 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
     )
     assert said in [c.value for c in at.caption]
     assert fits(plan(512)) and not fits(plan(1024)) and not fits(plan(2048))
+    # the verdict names the part where the plan passes the limit, in the runtime's words
+    from kvcore.views.memory_fit import Limit, fit
+
+    part = fit(plan(2048), Limit(available, "")).blocking
+    assert part and t("calc.verdict_part", part=part, runtime="mlx_lm") in at.error[0].value
     at = page(CALC, lang, **params, mstep=512)
     assert not at.exception and not at.error and at.success
     assert metric(at, t("calc.total_plan")) == fmt_bytes(plan(512)["total_bytes"], decimal=False)

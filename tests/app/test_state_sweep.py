@@ -399,12 +399,13 @@ def where(path: str | None, lang: str, params: dict, action_text: str = "") -> s
 def verdicts(lang: str) -> list[re.Pattern]:
     """The verdict sentences as patterns ({placeholders} match anything), the engine's among them (in English its
     raise site's sentence, with its values as placeholders; a calculator prefixes a pasted config's)."""
+
+    def pattern(key: str) -> str:
+        return ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[key]))
+
+    part = pattern("calc.verdict_part")  # a plan's verdict may name the part that passes the limit
     out = [
-        re.compile(
-            ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", i18n.texts(lang)[k])), re.S
-        )
-        for k in VERDICT_KEYS
-        if i18n.has(lang, k)
+        re.compile(f"{pattern(k)}(?:\\s*{part})?", re.S) for k in VERDICT_KEYS if i18n.has(lang, k)
     ]
     for e in ENGINE_VERDICTS:
         text = i18n.texts(lang)[f"errors.{e.code}"] if lang != "en" else str(e)
