@@ -179,3 +179,14 @@ def quote(value, limit: int = MAX_QUOTE) -> Quoted:
         return Quoted(f"{repr(dict(list(value.items())[:8]))[:limit]}…")
     text = repr(value)
     return Quoted(text if len(text) <= limit else text[:limit] + "…")
+
+
+def did_you_mean(name: str, known, otherwise: str = "", cutoff: float = 0.6, n: int = 3) -> str:
+    """The hint an "unknown name" sentence ends with: the nearest known names, else `otherwise`.
+
+    Example: did_you_mean("qwen3-4", ["qwen3-4b", "qwen3-8b"]) -> " Did you mean qwen3-4b, qwen3-8b?"
+    """
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=cutoff)
+    return f" Did you mean {', '.join(close)}?" if close else otherwise

@@ -7,10 +7,9 @@ Example: whole_number("context", 1, 100)("1,024") -> argparse.ArgumentTypeError 
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 
-from kvcore.errors import MAX_QUOTE, KvError, quote
+from kvcore.errors import MAX_QUOTE, KvError, did_you_mean, quote
 from kvcore.limits import MAX_DIGITS
 
 
@@ -22,10 +21,7 @@ class Parser(argparse.ArgumentParser):
         )
         wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if wrong:  # a mistyped command or choice: name the nearest
-            close = difflib.get_close_matches(
-                wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6
-            )
-            hint = f" Did you mean {close[0]}?" if close else ""
+            hint = did_you_mean(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1)
         raise KvError(
             f"{message} (see `{self.prog} --help`).{hint}"
         )  # prog: "python -m kvcore" or "python -m kvcore calc"

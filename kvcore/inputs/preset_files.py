@@ -6,12 +6,11 @@ Example: load_preset("llama-3.2-1b")["config"]["num_hidden_layers"] -> 16.
 
 from __future__ import annotations
 
-import difflib
 import json
 from functools import lru_cache
 from pathlib import Path
 
-from kvcore.errors import KvError, quote
+from kvcore.errors import KvError, did_you_mean, quote
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -30,11 +29,8 @@ def load_preset(name: str) -> dict:
     """The preset file (name, hf_id, source, default_weights_format, config) for a preset name."""
     files = _preset_files()
     if name not in files:
-        close = difflib.get_close_matches(name.lower(), files, n=3, cutoff=0.5)
-        hint = (
-            f" Did you mean {', '.join(close)}?"
-            if close
-            else " Run `python -m kvcore presets` for the list."
+        hint = did_you_mean(
+            name.lower(), files, " Run `python -m kvcore presets` for the list.", cutoff=0.5
         )
         raise KvError(f"Unknown model preset {quote(name)}.{hint}")
     return json.loads(files[name].read_text(encoding="utf-8"))

@@ -10,12 +10,11 @@ Example: build_model("llama-3.2-1b").summary() -> {"name": "llama-3.2-1b", "weig
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from pathlib import Path
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, did_you_mean
 from kvcore.inputs.config import parse_config, read_config_file
 from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.measure import machine
@@ -92,11 +91,8 @@ def resolve_config(model: str) -> tuple[str, dict]:
             "(downloaded by mlx_lm.load) by decode, mechanism and record."
         )
     known = [*BUILTIN_CONFIGS, *preset_names()]
-    close = difflib.get_close_matches(model.lower(), known, n=3, cutoff=0.6)
-    hint = (
-        f" Did you mean {', '.join(close)}?"
-        if close
-        else " Run `python -m kvcore presets` for the list (or use cpu-demo)."
+    hint = did_you_mean(
+        model.lower(), known, " Run `python -m kvcore presets` for the list (or use cpu-demo)."
     )
     raise KvError(f"Unknown model {model!r}.{hint}")
 
