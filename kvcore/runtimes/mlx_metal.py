@@ -20,7 +20,9 @@ Example: command_buffer_mib("M3 Pro") -> (40, "a base or Pro chip (M3 Pro)"); in
 
 from __future__ import annotations
 
-from kvcore.errors import KvError
+import re
+
+from kvcore.errors import KvError, quote
 from kvcore.runtimes.base import Part
 from kvcore.units import MIB
 
@@ -40,6 +42,8 @@ COMMAND_BUFFER_MIB = {
     "Ultra": 50,
     "other": 40,
 }  # device.cpp#L604-L623: committed past this many MiB
+# an Apple M-series chip as Metal and the published runs name it: "Apple M3 Max", "M4 Max (40-core GPU)", "M5"
+APPLE_CHIP = re.compile(r"(?:Apple\s+)?M\d+(?:\s+(?P<cls>Pro|Max|Ultra))?(?:\s*\(.*\))?")
 IN_FLIGHT = MAX_ACTIVE_TASKS + 2  # 11 committed buffers and the one being encoded
 EVAL_SOURCE = f"{MLX_SOURCE}/backend/metal/eval.cpp#L47-L68"
 
@@ -59,12 +63,14 @@ def command_buffer_mib(chip: str | None) -> tuple[int, str]:
     on the others (backend/metal/device.cpp); without a chip the larger, so the estimate stays an upper one."""
     if chip is None:
         return COMMAND_BUFFER_MIB["Max"], "a Max or Ultra chip (no chip given: the larger size)"
-    if not isinstance(chip, str) or not chip.strip():
-        raise KvError(f"The chip must be a name such as 'M4 Max', not {chip!r}.")
-    words = chip.replace("(", " ").split()
-    for cls in ("Ultra", "Max"):
-        if cls in words:
-            return COMMAND_BUFFER_MIB[cls], f"an {cls} chip ({chip})"
+    name = APPLE_CHIP.fullmatch(chip.strip()) if isinstance(chip, str) else None
+    if name is None:
+        raise KvError(
+            f"mlx's Metal plan is for Apple M-series chips (e.g. 'M4 Max', 'Apple M3 Pro'), not {quote(chip)}."
+        )
+    cls = name["cls"]
+    if cls in ("Max", "Ultra"):
+        return COMMAND_BUFFER_MIB[cls], f"an {cls} chip ({chip})"
     return COMMAND_BUFFER_MIB["other"], f"a base or Pro chip ({chip})"
 
 
