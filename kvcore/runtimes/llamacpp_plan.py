@@ -110,6 +110,7 @@ class Plan:
             "kv_bytes": self.kv_bytes,
             "output_bytes": self.output_bytes,
             "compute_bytes": self.compute_bytes,
+            "in_flight_bytes": 0,  # no part of it is an upper estimate (mlx_lm's Metal plan has one)
             "total_bytes": self.total_bytes,
             "flash_attn": self.flash_attn,
             "n_tokens": self.n_tokens,

@@ -117,9 +117,7 @@ def plan_allowance(plan: dict) -> int:
     """How far a plan's total may be off either way: its measured tolerance of the working memory (llama.cpp's compute
     buffer, mlx_lm's transient parts), not of a part that is itself an upper estimate (mlx_lm's in-flight command
     buffers on Metal, kvcore.runtimes.mlx_metal)."""
-    return int(
-        (plan["compute_bytes"] - plan.get("in_flight_bytes", 0)) * plan["compute_tolerance_share"]
-    )
+    return int((plan["compute_bytes"] - plan["in_flight_bytes"]) * plan["compute_tolerance_share"])
 
 
 def fit(plan: dict, limit: Limit) -> Fit:

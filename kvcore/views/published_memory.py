@@ -156,7 +156,7 @@ def compare_row(rec, row: dict) -> dict:
             ours = plan["total_bytes"]
             counts = " + ".join(f"{p['name']} {p['bytes']:,} B" for p in plan["parts"])
             # an upper estimate (mlx_lm's command buffers in flight on Metal) makes the plan a range
-            low = ours - plan.get("in_flight_bytes", 0)
+            low = ours - plan["in_flight_bytes"]
             slack = (low - weights - kv_bytes) * plan["compute_tolerance_share"]
             agrees = low - slack <= published <= ours + slack or _agree(ours, published, row)
             key = "plan_within" if agrees else "plan_differs"
