@@ -160,7 +160,12 @@ def test_metals_command_buffers_in_flight_are_bounded_by_the_chip_and_by_the_ste
     assert in_flight(2176, "M4 Max", sequences=4) == 12 * 50 * MIB  # per buffer, not per sequence
     # two prompt tokens, then one: the step's own arrays (7 hidden, 4 query, 2 MLP widths, bf16, 36 layers)
     assert in_flight(3, "M4 Max") == 2 * (7 * 2560 + 4 * 4096 + 2 * 9728) * 2 * 36
-    for bad in ("", 7, "Intel Xeon", "M4 Maxx"):  # a chip it cannot class is refused by name, never a default
+    for bad in (
+        "",
+        7,
+        "Intel Xeon",
+        "M4 Maxx",
+    ):  # a chip it cannot class is refused by name, never a default
         with pytest.raises(KvError, match="chip"):
             mlx_lm_plan.plan(g, 10, spec, chip=bad)
 
