@@ -20,11 +20,20 @@ from pathlib import Path
 
 import yaml
 
-from kvcore.errors import KvError
-from kvcore.errors import quote
-from kvcore.recordings.check import fail, model_format, validate  # noqa: F401 - callers ask kvcore.recordings.store
-from kvcore.recordings.schema import GRADES, ROW_FIELDS, SCHEMA_VERSION, SECTIONS, RecordingError, known_fields, schema_rows
+from kvcore.errors import KvError, quote
 from kvcore.inputs.textfile import read_file_bytes
+
+# The schema and the checks, also read as kvcore.recordings.store.X by its callers.
+from kvcore.recordings.check import fail, model_format, validate  # noqa: F401
+from kvcore.recordings.schema import (  # noqa: F401
+    GRADES,
+    ROW_FIELDS,
+    SCHEMA_VERSION,
+    SECTIONS,
+    RecordingError,
+    known_fields,
+    schema_rows,
+)
 
 BUNDLED_DIR = Path(__file__).resolve().parents[2] / "recordings"
 LOCAL_DIR = BUNDLED_DIR / "local"  # git-ignored: runs made on this machine
