@@ -199,10 +199,12 @@ LAYERS = (
     "cli",
 )
 BASE = {"kvcore", "kvcore.errors", "kvcore.limits", "kvcore.units"}
-MAX_CHAIN = (
-    14  # modules in the longest chain of imports that run (22 in the flat layout this replaced)
-)
-MAX_LINES = 430  # the longest today: kvcore/views/charts.py; aim for 400
+# The design's limits, with room (not today's maxima, so one line more in a module does not fail an unrelated
+# test). A chain that climbs the layers one module each is len(LAYERS) + 2 long (a base module below, __main__
+# on top); 6 more allow a few steps inside a package. The flat layout this replaced had a chain of 22.
+MAX_CHAIN = len(LAYERS) + 2 + 6
+# STYLE.md: a module is one concept, ~100-400 lines; past 500 it is telling you it holds two.
+MAX_LINES = 500
 
 
 def _layer(module: str) -> int:
@@ -248,7 +250,9 @@ def test_the_longest_import_chain_is_short():
     chain = longest_chain(
         _engine_graph(type_only=False)
     )  # the imports that run, lazy ones included
-    assert len(chain) <= MAX_CHAIN, " -> ".join(chain)
+    assert len(chain) <= MAX_CHAIN, f"{len(chain)} modules (at most {MAX_CHAIN}): " + " -> ".join(
+        chain
+    )
     assert longest_chain({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"c"}}) == ["a", "b", "c"]
 
 
@@ -259,7 +263,7 @@ def test_no_module_of_the_engine_or_the_site_is_long():
         for p in (ROOT / package).rglob("*.py")
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
-    assert long == {}
+    assert long == {}, f"modules over {MAX_LINES} lines (split by concept): {long}"
 
 
 def test_importing_the_engine_loads_no_library_streamlit_or_mlx():
