@@ -80,12 +80,21 @@ def test_a_bad_paste_gets_one_sentence_in_japanese(rec_dir, what, text, en, ja):
     assert files_under(rec_dir, ROOT / "recordings") == before
 
 
+def kv_total(at) -> str | None:
+    return next((m.value for m in at.metric if m.label.startswith("KV cache")), None)
+
+
 def test_an_upload_with_a_byte_order_mark_is_read(rec_dir):
+    """Llama 3.2 1B's config.json behind a byte order mark gives the KV cache its preset gives (an
+    upload the page ignored would show no numbers at all)."""
     at = page(CALC, msrc="config")
+    assert kv_total(at) is None  # nothing pasted or uploaded yet: no numbers
     at.file_uploader(key="upload").set_value(
         ("config.json", b"\xef\xbb\xbf" + GOOD.encode(), "application/json")
     ).run()
     assert not at.exception and not at.error
+    preset = kv_total(page(CALC, model="llama-3.2-1b"))
+    assert preset is not None and kv_total(at) == preset
 
 
 def test_nothing_is_written_in_read_only_mode_either(rec_dir, monkeypatch, tmp_path):
