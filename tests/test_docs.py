@@ -1,14 +1,17 @@
 """The README and docs/: a README a newcomer reads in five minutes, links that lead somewhere, its
-two commands naming files that exist, and every table a script writes (between marker comments)
-being what that script makes now from the bundled data."""
+two commands naming files that exist, every table a script writes (between marker comments)
+being what that script makes now from the bundled data, and every file and module named for readers
+(docs, README, requirements, code comments) still there."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from test_module_graph import _defined as defined_names
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -103,3 +106,114 @@ def test_the_published_fits_table_is_the_fits_now():
     assert section("docs/methods.md", "published_fits").startswith(
         fits.markdown(fits.rows()) + "\n"
     )
+
+
+# A reader is pointed at this repository's files by path (kvcore/timing/hardware.yaml) and at its modules
+# by dotted name (kvcore.memory.formats, kvcore.errors.did_you_mean) in the docs, the README, the
+# requirements and the code's comments and docstrings: each must still be there.
+FOLDERS = (
+    "kvcore",
+    "kvsite",
+    "pages",
+    "tests",
+    "benchmarks",
+    "scripts",
+    "harness",
+    "deploy",
+    "docs",
+)
+PATH_REF = re.compile(
+    rf"(?<![\w/.-])((?:{'|'.join(FOLDERS)})/[\w/.-]*\w\.(?:py|yaml|json|md|txt|sh|js|css|conf))"
+    r"(?![\w/-])"
+)
+MODULE_REF = re.compile(r"(?<![\w/.-])((?:kvcore|kvsite)(?:\.\w+)+)")
+
+
+COMMENT_OR_DOCSTRING = re.compile(r'#[^\n]*|"""(?:.|\n)*?"""')
+
+
+def _comments_and_docstrings(source: str) -> str:
+    """Python's comments and triple-quoted strings (its docstrings), read as text (a "#" inside
+    a string counts too: only more to check)."""
+    return "\n".join(COMMENT_OR_DOCSTRING.findall(source))
+
+
+def prose() -> dict[str, str]:
+    """What is written for readers, by file: Markdown and requirements whole, Python's comments and
+    docstrings (its code is held by Python and tests/test_module_graph.py)."""
+    paths = [*ROOT.glob("*.md"), *ROOT.glob("requirements*.txt"), ROOT / "streamlit_app.py"]
+    paths += [p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*")) if p.is_file()]
+    out = {}
+    for path in paths:
+        if path.suffix == ".md" or path.name.startswith("requirements"):
+            out[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+        elif path.suffix == ".py":
+            text = _comments_and_docstrings(path.read_text(encoding="utf-8"))
+            out[str(path.relative_to(ROOT))] = text
+    return out
+
+
+_defined = functools.cache(defined_names)
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    base = ROOT.joinpath(*parts)
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def missing_reference(name: str) -> str | None:
+    """Why a path or dotted name of this repository names nothing (None: it does). A dotted name is
+    a module, or a module and a name it defines (kvcore.errors.did_you_mean)."""
+    if "/" in name:
+        return None if (ROOT / name).exists() else "no such file"
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        path = _module_file(parts[:n])
+        if path is None:
+            continue
+        if n == len(parts) or parts[n] in _defined(path) or _module_file(parts[: n + 1]):
+            return None
+        if path.name == "__init__.py":
+            return "no such module"
+        return f"{'.'.join(parts[:n])} defines no {parts[n]}"
+    return "no such module"
+
+
+def test_every_file_and_module_named_for_readers_exists():
+    """A moved or renamed file leaves no reference behind (the hardware table after it moved into
+    kvcore/timing/, the GGUF weights module after it became kvcore.memory.weight_formats); paths in
+    folders git ignores (.gitignore: benchmarks/out/) are what a script writes, not references."""
+    ignored = [
+        line.strip()
+        for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+        if line.strip().endswith("/") and "/" in line.strip()[:-1]
+    ]
+    stale, seen = [], 0
+    for where, text in prose().items():
+        for name in PATH_REF.findall(text) + MODULE_REF.findall(text):
+            seen += 1
+            if name.startswith(tuple(ignored)):
+                continue
+            if why := missing_reference(name):
+                stale.append(f"{where}: {name} ({why})")
+    stale = sorted(set(stale))
+    assert seen > 500
+    assert not stale, "\n".join(stale)
+
+
+def test_a_stale_reference_is_found():
+    """The check above can fail: a file that moved, a module renamed, a name no longer defined."""
+    assert missing_reference("kvcore/hardware.yaml") == "no such file"
+    assert missing_reference("kvcore.gguf_weights") == "no such module"
+    assert (
+        missing_reference("kvcore.errors.no_such_name") == "kvcore.errors defines no no_such_name"
+    )
+    assert missing_reference("kvcore/timing/hardware.yaml") is None
+    assert missing_reference("kvcore.memory.weight_formats") is None
+    assert missing_reference("kvcore.errors.did_you_mean") is None
+    assert PATH_REF.findall("see kvcore/hardware.yaml, not mlx_lm/models/cache.py") == [
+        "kvcore/hardware.yaml"
+    ]

@@ -139,8 +139,8 @@ def _defined(path: Path) -> set[str]:
 
 def test_every_name_imported_from_the_project_exists_there():
     """A moved or renamed function leaves no import behind, the lazy ones inside functions included (Python finds
-    those only when the function runs): every `from kvcore.x import name` in the engine, the site, the pages, the
-    tests, the benchmarks and the scripts names something kvcore.x defines, or a module of the package."""
+    those only when the function runs): every `from kvcore.<module> import name` in the engine, the site, the pages, the
+    tests, the benchmarks and the scripts names something that module defines, or a module of the package."""
     files = {
         _module_name(p): p
         for package in (*PACKAGES, "harness")

@@ -1,7 +1,7 @@
 """Live runs -> recordings (kvcore.recordings.store schema 1): the full suite, row conversion, provenance.
 
 A recording is assembled only after every probe finished; a stopped run raises
-kvcore.measure.probes.Interrupted before anything is written.
+kvcore.measure.progress.Interrupted before anything is written.
 Example: data = record_suite(model, "llama-3.2-1b", command="python -m kvcore record ...");
          kvcore.recordings.store.save(data)
 """

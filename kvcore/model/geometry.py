@@ -89,7 +89,7 @@ class Geometry:
         None  # the longest context the model was trained for (config.json)
     )
     # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
-    # (kvcore.gguf_weights: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
+    # (kvcore.memory.weight_formats: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
     layer_ffn: tuple[tuple[int, int], ...] = field(default=())
     file_weights: FileWeights | None = (
         None  # a model file's own weights (GGUF: its tensor table), exact

@@ -198,7 +198,7 @@ def _cited(data: dict, citation: dict, label: str) -> None:
 
 
 def _hardware(hardware: dict, label: str) -> None:
-    """hardware.chip: a chip of kvcore's table (kvcore/hardware.yaml), a family whose variant the source does not
+    """hardware.chip: a chip of kvcore's table (kvcore/timing/hardware.yaml), a family whose variant the source does not
     state ("M4 Max"), or "not stated" exactly when chip_stated is false; never a guess or a typo."""
     chip = _text(hardware, "chip", label, "hardware.")
     stated = hardware.get("chip_stated", chip != CHIP_NOT_STATED)

@@ -23,7 +23,7 @@ import yaml
 from kvcore.errors import KvError, quote
 from kvcore.inputs.textfile import read_file_bytes
 
-# The schema and the checks, also read as kvcore.recordings.store.X by its callers.
+# The schema and the checks: its callers also read them from this module.
 from kvcore.recordings.check import fail, model_format, validate  # noqa: F401
 from kvcore.recordings.schema import (  # noqa: F401
     GRADES,

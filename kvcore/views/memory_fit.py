@@ -1,7 +1,7 @@
 """Does the runtime's whole memory plan fit the memory its GPU may use?
 
 The limit on a Mac is Metal's recommended working set, not all RAM: macOS lets the GPU wire a share of unified
-memory that depends on the RAM size (kvcore/hardware.yaml `mac_gpu_working_set`, with the reports it comes from),
+memory that depends on the RAM size (kvcore/timing/hardware.yaml `mac_gpu_working_set`, with the reports it comes from),
 and `sudo sysctl iogpu.wired_limit_mb=N` raises it. Elsewhere the limit is the GPU's own memory.
 
 The verdict compares the plan's total (kvcore.runtimes.llamacpp_plan: model, output, KV and compute buffers) with
