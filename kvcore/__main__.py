@@ -1,5 +1,7 @@
 import sys
 
+from kvcore.errors import KvError
+
 try:
     from kvcore.cli.main import main
 except ModuleNotFoundError as e:  # started with a Python that lacks the requirements (e.g. PyYAML)
@@ -9,6 +11,10 @@ except ModuleNotFoundError as e:  # started with a Python that lacks the require
         " && .venv/bin/pip install -r requirements.txt`, then run `.venv/bin/python -m kvcore`.",
         file=sys.stderr,
     )
+    sys.exit(2)
+except KvError as e:
+    # a table that breaks its contract as kvcore loads (a runtime, a format, a family): one sentence
+    print(f"error: kvcore cannot start: {e}", file=sys.stderr)
     sys.exit(2)
 
 sys.exit(main())

@@ -590,6 +590,47 @@ def test_a_runtime_class_that_leaves_out_a_question_is_refused_when_it_is_define
     assert Whole("whole_rt", "whole_rt", "sliding_ignored").name == "whole_rt"
 
 
+# A runtime module whose class leaves out every question (or a registry entry of unknown window rules),
+# met while the CLI imports the registry: the module's attributes are made only when it is imported from.
+BROKEN_RUNTIME = """
+import runpy, sys, types
+from kvcore.runtimes.base import Runtime
+from kvcore.runtimes.token import TokenRuntime
+
+def broken(name):
+    if {odd_windows}:
+        return TokenRuntime("odd_rt", "odd_rt", "sliding_ignored", windows="odd_rules")
+    class Half(Runtime):
+        pass
+
+module = types.ModuleType("kvcore.runtimes.reference")
+module.__getattr__ = broken
+sys.modules[module.__name__] = module
+sys.argv = ["kvcore", "calc", "--model", "llama-3.2-1b", "--context", "100"]
+runpy.run_module("kvcore", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "odd_windows, words",
+    [
+        (False, "Runtime class Half does not define kv_bytes"),
+        (True, "Runtime odd_rt applies the window rules of 'odd_rules'"),
+    ],
+)
+def test_a_runtime_that_breaks_its_contract_stops_the_cli_in_one_sentence(odd_windows, words):
+    """`python -m kvcore` with a runtime refused as the registry loads: one line on stderr naming
+    it, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    code = BROKEN_RUNTIME.format(odd_windows=odd_windows)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.stderr.startswith(f"error: kvcore cannot start: {words}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.returncode == 2
+    assert done.stdout == ""
+
+
 @pytest.mark.parametrize(
     "setting, words",
     [
