@@ -4,6 +4,7 @@ added there reaches the navigation and the home page."""
 from __future__ import annotations
 
 from app_helpers import ROOT, page
+from i18n_keys import missing_keys
 
 from kvsite import chapters, i18n
 
@@ -20,12 +21,34 @@ def test_every_page_file_is_a_chapter_and_every_chapter_a_page_file():
     )
 
 
+def chapter_keys() -> list[str]:
+    """The texts every chapter has: its navigation entry, title, lead and its line on the home page."""
+    return [
+        key
+        for c in chapters.all_pages()
+        for key in (f"nav.{c.slug}", f"{c.texts}.title", f"{c.texts}.lead", f"home.ch.{c.slug}")
+        if key != "home.ch.home"
+    ]
+
+
 def test_every_chapter_has_its_texts_in_every_language():
-    for lang in i18n.LANGS:
-        for c in chapters.all_pages():
-            for key in (f"nav.{c.slug}", f"{c.texts}.title", f"{c.texts}.lead"):
-                assert i18n.has(lang, key), (lang, key)
-            assert c.slug == "home" or i18n.has(lang, f"home.ch.{c.slug}"), (lang, c.slug)
+    keys = chapter_keys()
+    assert len(keys) >= 4 * len(chapters.CHAPTERS)
+    assert not (gaps := missing_keys(keys)), gaps
+
+
+def test_a_chapter_text_missing_in_one_language_names_the_file_and_the_key(monkeypatch):
+    """A chapter added with its English texts only: the check above says which file lacks which key."""
+    glossary = chapters.Chapter("glossary", "10_Glossary.py", "glossary")
+    monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, glossary))
+    for key in ("nav.glossary", "glossary.title", "home.ch.glossary"):  # and no glossary.lead
+        monkeypatch.setitem(i18n.texts("en"), key, "Glossary")
+    assert missing_keys(chapter_keys()) == (
+        "add glossary.lead to kvsite/i18n/ja.yaml and kvsite/i18n/en.yaml\n"
+        "add glossary.title to kvsite/i18n/ja.yaml\n"
+        "add home.ch.glossary to kvsite/i18n/ja.yaml\n"
+        "add nav.glossary to kvsite/i18n/ja.yaml"
+    )
 
 
 def test_the_navigation_number_is_the_file_number(rec_dir):
