@@ -83,6 +83,33 @@ def test_every_written_section_is_closed_and_its_script_writes_it():
             )
 
 
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+DATED = re.compile(rf"\b\d{{1,2}}\s+(?:{MONTHS})\s+\d{{4}}\b")
+COMMITTED = re.compile(r"\bcommit\s+`?[0-9a-f]{7,40}\b")
+
+
+def test_every_written_table_carries_its_date_and_commit():
+    """Each benchmark's table says when and on which commit it was measured (the history of its
+    runs is git's), and the writer stamps both on every table it writes."""
+    undated = [
+        f"{page.name}: {name}"
+        for page in PAGES
+        for name, _, _ in BEGIN.findall(page.read_text(encoding="utf-8"))
+        if not (
+            DATED.search(body := section(str(page.relative_to(ROOT)), name))
+            and COMMITTED.search(body)
+        )
+    ]
+    assert len(BEGIN.findall((ROOT / "docs" / "benchmarks.md").read_text("utf-8"))) >= 8
+    assert undated == []
+    import datetime
+
+    tables = script("doc_tables")
+    started = datetime.datetime(2026, 12, 3, 9, 5, tzinfo=datetime.UTC)
+    for line in (tables.provenance(started, (1.0, 1.0, 1.0)), tables.computed(started)):
+        assert "3 December 2026" in line and COMMITTED.search(line), line
+
+
 def section(page: str, name: str) -> str:
     text = (ROOT / page).read_text(encoding="utf-8")
     found = re.search(
