@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from kvcore.errors import KvError, quote
 from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
@@ -398,21 +399,15 @@ def is_gguf_name(model: str) -> bool:
     return str(model).lower().endswith(".gguf")
 
 
-class _Keys:
-    """Just the metadata of a header (what a log prints of it): no tensors."""
-
-    def __init__(self, metadata: dict):
-        self.metadata = metadata
-
-
 def geometry_from_keys(metadata: dict, name: str) -> Geometry:
     """A model's layers under llama.cpp's rules from its GGUF keys alone (kvcore.inputs.logs reads them back from
     a log's print_info lines): the same reading as a file's header, without a tensor table, so no weights.
 
     Example: geometry_from_keys({"general.architecture": "llama", "llama.block_count": 30, ...}, "log").layers[0]
     """
-    arch, spec = _architecture(_Keys(metadata), name)
-    meta = _Meta(_Keys(metadata), arch, name)
+    keys = SimpleNamespace(metadata=metadata)  # a header's metadata without its tensors
+    arch, spec = _architecture(keys, name)
+    meta = _Meta(keys, arch, name)
     layers, notes = _layers(meta, spec)
     return Geometry(
         name=name,
