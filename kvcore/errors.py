@@ -126,6 +126,9 @@ CODES = frozenset(
         "rec_memory_word",
         "rec_whole",
         "rec_kv_format",
+        # a pasted runtime log (kvcore.inputs.logs)
+        "log_lines_many",
+        "log_line_long",
     }
 )
 

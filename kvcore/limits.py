@@ -24,3 +24,8 @@ MAX_LIST_TEXT = (
 MAX_BYTES = (
     1 << 60
 )  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)
+# a pasted runtime log (kvcore.inputs.logs): a verbose llama.cpp load with every tensor and layer line is
+# ~0.5 MB and ~3,000 lines; its longest lines (Ollama's environment, llama.cpp's system_info) ~2,000 characters
+MAX_LOG_BYTES = 4_000_000
+MAX_LOG_LINES = 50_000
+MAX_LOG_LINE = 8_192

@@ -1,4 +1,4 @@
-"""`python -m kvcore`: calc, presets, chips, selftest, doctor (and the live probes, which import mlx lazily).
+"""`python -m kvcore`: calc, presets, chips, selftest, doctor, log (and the live probes, which import mlx lazily).
 
 Bad input prints one sentence to stderr and exits 2; nothing prints a traceback.
 """
@@ -10,6 +10,7 @@ import json
 import sys
 
 from kvcore.cli import calc as calc_command
+from kvcore.cli import log as log_command
 from kvcore.cli.args import Parser, whole_number
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
@@ -185,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="this machine for a bug report: backend, chip, memory, versions, which probes can start",
     )
     dr.set_defaults(run=_cmd_doctor)
+    log_command.add(sub)
     add_live_commands(sub)
     return p
 

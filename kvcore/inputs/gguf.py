@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from kvcore.errors import KvError, quote
 from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
@@ -396,3 +397,30 @@ def geometry(
 def is_gguf_name(model: str) -> bool:
     """True for a model argument that names a GGUF file (by its extension)."""
     return str(model).lower().endswith(".gguf")
+
+
+def geometry_from_keys(metadata: dict, name: str) -> Geometry:
+    """A model's layers under llama.cpp's rules from its GGUF keys alone (kvcore.inputs.logs reads them back from
+    a log's print_info lines): the same reading as a file's header, without a tensor table, so no weights.
+
+    Example: geometry_from_keys({"general.architecture": "llama", "llama.block_count": 30, ...}, "log").layers[0]
+    """
+    keys = SimpleNamespace(metadata=metadata)  # a header's metadata without its tensors
+    arch, spec = _architecture(keys, name)
+    meta = _Meta(keys, arch, name)
+    layers, notes = _layers(meta, spec)
+    return Geometry(
+        name=name,
+        model_type=spec.family,
+        runtime=LLAMA_CPP,
+        layers=tuple(layers),
+        hidden_size=meta.int("{arch}.embedding_length"),
+        num_attention_heads=meta.int("{arch}.attention.head_count"),
+        vocab_size=meta.int("{arch}.vocab_size", 0, minimum=0),
+        params=Params(),
+        active_params=Params(),
+        tie_word_embeddings=False,
+        notes=tuple(text for _, _, text in notes),
+        note_codes=tuple((code, window) for code, window, _ in notes),
+        max_position_embeddings=meta.int("{arch}.context_length", 0, minimum=0) or None,
+    )
