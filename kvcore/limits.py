@@ -24,3 +24,6 @@ MAX_LIST_TEXT = (
 MAX_BYTES = (
     1 << 60
 )  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)
+# a computer's RAM in GB (vendors' GB, as `calc --ram` and the Calculator take it): Macs ship 8 to 512 GB, a
+# data-centre GPU 80 to 192 GB; room both ways, and nothing that formats as a 39-digit byte count or as 0 B
+MIN_RAM_GB, MAX_RAM_GB = 1, 4096
