@@ -67,6 +67,8 @@ CODES = frozenset(
         "gguf_version",
         "gguf_truncated",
         "gguf_header_large",
+        "gguf_metadata_large",
+        "gguf_nested_array",
         "gguf_corrupt",
         "gguf_corrupt_detail",
         "gguf_count",
