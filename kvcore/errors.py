@@ -147,6 +147,11 @@ class KvError(ValueError):
         self.code = code
         self.params = params
 
+    def bare(self) -> "KvError":
+        """The same sentence, code and params with no traceback, cause or context: what a session may keep (a
+        raised error's traceback holds every frame it passed, and their locals: a parser's buffers)."""
+        return KvError(str(self), self.code, **self.params)
+
 
 class Quoted(str):
     """A quoted input: its text is the quote, and so is its repr (a translation's {value!r} shows the same)."""
