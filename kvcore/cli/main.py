@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m kvcore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
-    c.add_argument("--model", required=True, help="preset name or path to a config.json")
+    c.add_argument(
+        "--model",
+        required=True,
+        help="preset name, a config.json (or a folder holding one) or a .gguf file (--runtime llama.cpp)",
+    )
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
     c.add_argument(
         "--sequences",
