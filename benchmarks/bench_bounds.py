@@ -102,6 +102,11 @@ def timed(call) -> float:
 peak = peak_bytes
 
 
+def _ratio(x: float) -> str:
+    """1.42 -> '1.42'; a refusal's 0.00031 -> '0.0003' (not '0.00')."""
+    return f"{x:.2f}" if x >= 0.01 else f"{x:.1g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=31)
@@ -123,12 +128,12 @@ def main() -> None:
         median, plain_ms = statistics.median(ratios), statistics.median(plain_s) * 1000
         peaks = peak(hostile) / 2**20, peak(plain) / 2**20
         print(
-            f"{name}: time ratio median {median:.2f} (IQR {q1:.2f}-{q3:.2f}, {rounds} "
+            f"{name}: time ratio median {_ratio(median)} (IQR {_ratio(q1)}-{_ratio(q3)}, {rounds} "
             f"rounds; plain median {plain_ms:.3g} ms); peak memory "
             f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"
         )
         rows.append(
-            [name, f"**×{median:.2f}** ({q1:.2f}–{q3:.2f})", f"{plain_ms:.3g} ms"]
+            [name, f"**×{_ratio(median)}** ({_ratio(q1)}–{_ratio(q3)})", f"{plain_ms:.3g} ms"]
             + [f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"]
         )
     heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "plain", "peak memory"]
