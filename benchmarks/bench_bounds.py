@@ -1,15 +1,19 @@
-"""What a hostile input costs the engine, as a ratio to a plain input measured in the same run (issue 29).
+"""What a hostile input costs the engine, as a ratio to a plain input measured in the same run (issues 29, 38).
 
-Two pairs, each timed in alternation so that the shared machine's noise falls on both sides alike:
+Pairs, each timed in alternation so that the shared machine's noise falls on both sides alike:
 - the Nbytes trap's `updates` link: '1x100000000' (built a 1.5 GB list before its size was checked) against the
   plain '256x16' (kvcore.memory.allocsim.parse_updates);
 - a qwen3_moe config.json of 1,024 layers with a 300,000-entry `mlp_only_layers` list (6-8 s of CPU when the list
   was scanned once per layer) against the same config without the list (kvcore.inputs.config.parse_json_text, then
-  kvcore.inputs.config.parse_config: what the calculator does with a pasted config).
+  kvcore.inputs.config.parse_config: what the calculator does with a pasted config);
+- GGUF headers as a browser sends them (kvcore.inputs.gguf.geometry with the file's size): Llama-3.1-8B's real
+  header (a 128,256-token vocabulary, 3.2 MB) with junk keys up to the browser's 16 MB limit, three kinds
+  (harness.inputs.GGUF_JUNK: arrays of 4,096 i8 values, of 4,096 empty strings, of empty arrays), against the
+  same header without them.
 Each round times one call of each (a refusal counts: it is the work the server does); the result is the median
 of the paired ratios hostile / plain with the interquartile range, and the peak memory of one call of each
-(tracemalloc). The issue's bounds: the link within a few MB of a plain one; the config within ~3x a plain config's
-time.
+(tracemalloc). The issues' bounds: the link within a few MB of a plain one; the config within ~3x a plain config's
+time; a header within ~100 MB of a plain page's memory.
 
 Run: .venv/bin/python benchmarks/bench_bounds.py --rounds 31 [--markdown docs/benchmarks.md]
 """
@@ -20,16 +24,22 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/gguf_files.py writes the real-sized header
+
+import gguf_files  # noqa: E402
 
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
-from harness.inputs import peak_bytes  # noqa: E402
+from harness.inputs import GGUF_JUNK, gguf_with_junk, peak_bytes  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
+from kvcore.inputs import gguf as kgguf  # noqa: E402
 from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
+from kvcore.inputs.gguf_header import read_header  # noqa: E402
 from kvcore.inputs.preset_files import load_preset  # noqa: E402
 from kvcore.memory.allocsim import parse_updates  # noqa: E402
 from kvcore.runtimes.mlx_lm import MLX_LM  # noqa: E402
@@ -46,6 +56,27 @@ def _pasted(text: str):
     return lambda: parse_config(parse_json_text(text), "config.json", MLX_LM)
 
 
+def _header_pairs() -> dict:
+    """GGUF_JUNK's kinds: Llama-3.1-8B's header as a browser sends it with junk keys up to 16 MB, and without."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = gguf_files.full_llama(Path(tmp) / "llama-3.1-8b.gguf")
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            plain = f.read(read_header(path).data_offset)
+
+    def reader(raw: bytes, file_bytes: int):
+        return lambda: kgguf.geometry(raw, "llama-3.1-8b.gguf", file_bytes=file_bytes)
+
+    pairs = {}
+    for kind in GGUF_JUNK:
+        raw, added = gguf_with_junk(plain, kind, 15_900_000 - len(plain))
+        name = (
+            f"GGUF header ({len(raw) / 1e6:.1f} MB with {kind} vs {len(plain) / 1e6:.1f} MB real)"
+        )
+        pairs[name] = (reader(raw, size + added), reader(plain, size))
+    return pairs
+
+
 PAIRS = {
     "updates link (1x100000000 vs 256x16)": (
         lambda: parse_updates("1x100000000"),
@@ -55,6 +86,7 @@ PAIRS = {
         _pasted(_config_text(300_000)),
         _pasted(_config_text(0)),
     ),
+    **_header_pairs(),
 }
 
 
@@ -68,6 +100,11 @@ def timed(call) -> float:
 
 
 peak = peak_bytes
+
+
+def _ratio(x: float) -> str:
+    """1.42 -> '1.42'; a refusal's 0.00031 -> '0.0003' (not '0.00')."""
+    return f"{x:.2f}" if x >= 0.01 else f"{x:.1g}"
 
 
 def main() -> None:
@@ -91,12 +128,12 @@ def main() -> None:
         median, plain_ms = statistics.median(ratios), statistics.median(plain_s) * 1000
         peaks = peak(hostile) / 2**20, peak(plain) / 2**20
         print(
-            f"{name}: time ratio median {median:.2f} (IQR {q1:.2f}-{q3:.2f}, {rounds} "
+            f"{name}: time ratio median {_ratio(median)} (IQR {_ratio(q1)}-{_ratio(q3)}, {rounds} "
             f"rounds; plain median {plain_ms:.3g} ms); peak memory "
             f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"
         )
         rows.append(
-            [name, f"**×{median:.2f}** ({q1:.2f}–{q3:.2f})", f"{plain_ms:.3g} ms"]
+            [name, f"**×{_ratio(median)}** ({_ratio(q1)}–{_ratio(q3)})", f"{plain_ms:.3g} ms"]
             + [f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"]
         )
     heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "plain", "peak memory"]

@@ -7,6 +7,7 @@ Example: preset_config("llama-3.2-1b", num_hidden_layers=1024)["num_hidden_layer
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -61,3 +62,33 @@ def peak_bytes(call) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+# a key-value of junk a hostile GGUF header repeats, each ~4 to 50 kB: (GGUF element type, count, the elements)
+GGUF_JUNK = {
+    "i8 arrays": (1, 4096, b"\x01" * 4096),  # 4,096 i8 values: 40 bytes each as a Python list
+    "empty-string arrays": (8, 4096, bytes(8 * 4096)),  # 4,096 strings of length 0
+    "arrays of empty arrays": (9, 4096, struct.pack("<IQ", 1, 0) * 4096),  # gguf.cpp refuses these
+}
+
+
+def gguf_with_junk(gguf: bytes, kind: str, junk_bytes: int) -> tuple[bytes, int]:
+    """A GGUF (a whole file's bytes, or its header as a browser sends it) with about `junk_bytes` of junk keys of
+    GGUF_JUNK[kind] put first, padded to a multiple of 32 bytes (the default alignment: the data section and every
+    tensor offset move together). Returns (the new bytes, how many bytes were inserted).
+
+    Example: gguf_with_junk(header, "i8 arrays", 16_000_000) -> 3,866 arrays of 4,096 i8 values, 16 MB more.
+    """
+    item, count, body = GGUF_JUNK[kind]
+    entries = []
+    for i in range(max(1, junk_bytes // (len(body) + 42))):
+        key = f"junk.{i:06d}".encode()
+        entries.append(
+            struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, item, count) + body
+        )
+    size = sum(map(len, entries))
+    pad = (-size) % 32  # one more key: a u8 array of `pad` bytes, 32 + pad bytes in all
+    entries.append(struct.pack("<Q", 8) + b"junk.pad" + struct.pack("<IIQ", 9, 0, pad) + bytes(pad))
+    n_kv = struct.unpack_from("<Q", gguf, 16)[0] + len(entries)
+    junk = b"".join(entries)
+    return gguf[:16] + struct.pack("<Q", n_kv) + junk + gguf[24:], len(junk)

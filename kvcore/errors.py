@@ -67,6 +67,8 @@ CODES = frozenset(
         "gguf_version",
         "gguf_truncated",
         "gguf_header_large",
+        "gguf_metadata_large",
+        "gguf_nested_array",
         "gguf_corrupt",
         "gguf_corrupt_detail",
         "gguf_count",
@@ -147,6 +149,11 @@ class KvError(ValueError):
         super().__init__(message)
         self.code = code
         self.params = params
+
+    def bare(self) -> "KvError":
+        """The same sentence, code and params with no traceback, cause or context: what a session may keep (a
+        raised error's traceback holds every frame it passed, and their locals: a parser's buffers)."""
+        return KvError(str(self), self.code, **self.params)
 
 
 class Quoted(str):

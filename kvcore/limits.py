@@ -15,6 +15,9 @@ MAX_LAYERS = 1024  # decoder layers in a config.json: the largest real models ha
 MIN_PREFILL_STEP, MAX_PREFILL_STEP = 64, 1 << 20
 MAX_UPDATES = 4096  # cache updates in a chunking pattern (the Nbytes trap: a demo, not a fuzzer)
 MAX_DIGITS = 40  # digits of one number given as text (a link, a pasted list, a JSON integer): 10^40 is past every limit
+# the memory a GGUF header's metadata may take once read (its keys, its numbers, the strings and arrays the
+# engine reads): a real model's is tens of kB (its tokenizer is stepped over, never kept)
+MAX_GGUF_METADATA_BYTES = 16 * 2**20
 MAX_GGUF_TENSORS = (
     1 << 16
 )  # tensor entries in a GGUF header: DeepSeek V3 has ~1,900, per-expert layouts ~14,000
@@ -29,3 +32,6 @@ MAX_BYTES = (
 MAX_LOG_BYTES = 4_000_000
 MAX_LOG_LINES = 50_000
 MAX_LOG_LINE = 8_192
+# a computer's RAM in GB (vendors' GB, as `calc --ram` and the Calculator take it): Macs ship 8 to 512 GB, a
+# data-centre GPU 80 to 192 GB; room both ways, and nothing that formats as a 39-digit byte count or as 0 B
+MIN_RAM_GB, MAX_RAM_GB = 1, 4096

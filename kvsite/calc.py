@@ -17,7 +17,7 @@ from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.presets import preset_geometry
-from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
+from kvcore.limits import MAX_CONTEXT, MAX_DIGITS, MAX_RAM_GB, MIN_RAM_GB
 from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
@@ -89,7 +89,13 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
         )
     else:
         ram = col_ram.number_input(
-            f.t("calc.ram"), 1, 4096, 48, key="ramn", bind="query-params", help=f.t("calc.ram_help")
+            f.t("calc.ram"),
+            MIN_RAM_GB,
+            MAX_RAM_GB,
+            48,
+            key="ramn",
+            bind="query-params",
+            help=f.t("calc.ram_help"),
         )
     override = col_limit.number_input(
         f.t("calc.override"),

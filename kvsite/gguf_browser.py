@@ -35,7 +35,9 @@ from . import calc
 HEADER_MB = 16  # decimal MB, as the label says it
 HEADER_LIMIT = HEADER_MB * 1_000_000
 KEY = "gguf_header"  # the component's key
-CHOSEN = "kv_gguf_chosen"  # st.session_state: read_sent() of the file read last, or its KvError
+CHOSEN = (
+    "kv_gguf_chosen"  # st.session_state: read_sent() of the file read last, or its KvError (bare)
+)
 MAX_NAME_CHARS = 255  # a file name as the browser gives it (a file system's own limit)
 
 _JS = (Path(__file__).parent / "gguf_reader.js").read_text(encoding="utf-8")
@@ -124,20 +126,27 @@ def read_sent(value) -> tuple[tuple, str, object, int, int]:
     return key, name, kgguf.geometry(raw, name, file_bytes=size), len(raw), size
 
 
+def remember(state, sent) -> None:
+    """Keep in `state` (st.session_state) what the browser sent last: read_sent()'s result (a small geometry, never
+    the header), or its refusal as a bare KvError, its sentence only (its traceback would keep the reader's frames
+    and whatever they built for as long as the session lasts)."""
+    try:
+        state[CHOSEN] = read_sent(sent)
+    except KvError as e:
+        state[CHOSEN] = e.bare()
+
+
 def file_input(f) -> tuple[tuple, str] | None:
     """The file picker, and the GGUF it was last given in this session: (source key, name), None before any; the
     file's KvError (one sentence, the page says it in its language) when it was refused."""
     result = _reader(key=KEY, data={**limits(), **_texts(f)}, on_header_change=lambda: None)
     sent = result.header  # present in the one run right after the reader chose a file
     if sent is not None:
-        try:
-            st.session_state[CHOSEN] = read_sent(sent)
-        except KvError as e:
-            st.session_state[CHOSEN] = e
+        remember(st.session_state, sent)
     chosen = st.session_state.get(CHOSEN)
     if chosen is None or isinstance(chosen, KvError):
         if chosen is not None:
-            raise chosen
+            raise chosen.bare()  # a copy: the one kept never gets this run's traceback
         return None
     key, name, geometry, header, size = chosen
     # held for the cached sections, again if other sessions' files pushed it out

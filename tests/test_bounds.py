@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +17,19 @@ import gguf_files
 import pytest
 from i18n_keys import missing_keys
 
-from harness.inputs import PAST_ANY_MACHINE, peak_bytes, preset_config, run_kvcore
+from harness.inputs import (
+    GGUF_JUNK,
+    PAST_ANY_MACHINE,
+    gguf_with_junk,
+    peak_bytes,
+    preset_config,
+    run_kvcore,
+)
 from kvcore import limits
 from kvcore.errors import CODES, KvError, quote
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
+from kvcore.inputs.gguf_header import read_header
 from kvcore.inputs.preset_files import load_preset
 from kvcore.memory import allocsim
 from kvcore.runtimes.mlx_lm import MLX_LM
@@ -350,6 +359,55 @@ def test_a_long_array_is_stepped_over_not_read(tmp_path):
     assert peak_bytes(lambda: kgguf.geometry(path)) < base + 4 * MIB
     assert kgguf.geometry(path).layers == kgguf.geometry(plain).layers
     assert kgguf.geometry(path).file_weights == kgguf.geometry(plain).file_weights
+
+
+@pytest.fixture(scope="module")
+def plain_header(tmp_path_factory) -> tuple[bytes, int]:
+    """A small llama's GGUF header as a browser sends it (up to its tensor table's end) and its file's size."""
+    path = _gguf(tmp_path_factory.mktemp("plain-header"))
+    data = path.read_bytes()
+    return data[: read_header(path).data_offset], len(data)
+
+
+@pytest.mark.parametrize("kind", GGUF_JUNK)
+def test_a_16_mb_header_of_junk_keys_costs_a_fraction_of_its_bytes(plain_header, kind):
+    """Issue 38: 16 MB of 3,866 arrays of 4,096 i8 values took 127 MB (each array a list of ints), arrays of 4,096
+    empty strings 17 MB and 7 s, arrays of empty arrays 86 MB and 6 s. The engine keeps only the arrays it
+    reads, steps over the rest and refuses arrays of arrays as llama.cpp does: the reader's peak is a few
+    1 MiB read buffers, the geometry the plain header's."""
+    header, size = plain_header
+    raw, added = gguf_with_junk(header, kind, 16_000_000)
+    assert len(raw) > 15_000_000 and added % 32 == 0
+
+    def read():
+        return kgguf.geometry(raw, "m.gguf", file_bytes=size + added)
+
+    assert peak_bytes(read) < len(raw) / 5
+    if kind == "arrays of empty arrays":
+        err = refused(read, "gguf_nested_array")
+        assert "junk.000000" in str(err) and "llama.cpp" in str(err)
+    else:
+        assert read() == kgguf.geometry(header, "m.gguf", file_bytes=size)
+
+
+def test_what_a_header_keeps_is_held_to_one_budget(plain_header):
+    """A string the engine reads (general.architecture) of 5 MB is 20 MB once decoded at worst: refused before it
+    is built, in one sentence naming the budget (kvcore.limits)."""
+    header, size = plain_header
+    arch = b"general.architecture"
+    at = header.index(arch) + len(arch)
+    (n,) = struct.unpack_from("<Q", header, at + 4)
+    # the data section moves by a multiple of 32
+    value = b"x" * (5 * 2**20 + (-(5 * 2**20 - n) % 32))
+    raw = header[: at + 4] + struct.pack("<Q", len(value)) + value + header[at + 12 + n :]
+    added = len(raw) - len(header)
+
+    def read():
+        return kgguf.geometry(raw, "m.gguf", file_bytes=size + added)
+
+    err = refused(read, "gguf_metadata_large")
+    assert f"{limits.MAX_GGUF_METADATA_BYTES // 2**20} MiB" in str(err)
+    assert peak_bytes(read) < 2 * 2**20
 
 
 def test_a_tensor_count_past_the_cap_is_refused(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvcore.inputs.preset_files import load_preset
+from kvcore.limits import MAX_RAM_GB, MIN_RAM_GB
 from kvcore.recordings import store as recordings
 from kvcore.recordings.store import RecordingError
 
@@ -212,6 +213,25 @@ def test_a_near_miss_of_cpu_demo_gets_a_suggestion():
 def test_ranges_are_worded_alike_with_thousands_separators(args, words):
     err = one_line(kvcore(*args), words)
     assert ".." not in err and ". (" not in err
+
+
+@pytest.mark.parametrize(
+    "ram", ["inf", "nan", "-inf", "1e400", "1e30", "1e-300", "0", "0.5", "5000"]
+)
+def test_ram_out_of_a_computers_range_is_one_sentence_naming_ram_and_its_range(ram):
+    """Not 'could not handle this input (OverflowError ...)', a 39-digit byte count or '0 B the GPU may use'."""
+    limits = f"from {MIN_RAM_GB:,} to {MAX_RAM_GB:,}"
+    args = ["calc", "--model", "llama-3.2-1b", "--context", "1000", f"--ram={ram}"]
+    err = one_line(kvcore(*args), f"--ram: ram must be a number of GB {limits}, not '{ram}'")
+    assert "Error" not in err
+
+
+@pytest.mark.parametrize("ram", [str(MIN_RAM_GB), "16", str(MAX_RAM_GB)])
+def test_ram_in_range_gives_the_verdict(ram):
+    r = kvcore("calc", "--model", "llama-3.2-1b", "--context", "1000", "--ram", ram, "--json")
+    assert r.returncode == 0, r.stderr
+    limit = json.loads(r.stdout)["fit"]["limit"]["bytes"]
+    assert 0 < limit <= int(ram) * 2**30
 
 
 @mlx

@@ -16,7 +16,7 @@ from gguf.constants import GGML_QUANT_SIZES
 from kvcore.cli.main import main
 from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
-from kvcore.inputs.gguf_header import read_header
+from kvcore.inputs.gguf_header import Skipped, read_header
 from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.inputs.presets import preset_geometry
 from kvcore.measure import real_model
@@ -206,3 +206,22 @@ def test_a_path_that_is_a_folder_or_missing(tmp_path):
     with pytest.raises(KvError) as e:
         kgguf.geometry(tmp_path / "nothing.gguf")
     assert e.value.code == "file_missing"
+
+
+def test_per_layer_arrays_are_kept_and_every_other_array_stepped_over(tmp_path):
+    """The reader keeps the arrays llama.cpp reads per layer (KV heads here, one flag per layer for the sliding
+    window) and steps over the rest: the tokenizer's tokens are their count, a string nobody reads its length."""
+    arch, keys = gguf_files.metadata(load_preset("gpt-oss-20b")["config"])
+    n = keys[".block_count"]
+    keys |= {
+        ".attention.head_count_kv": [8, 4] * (n // 2),
+        ".attention.sliding_window_pattern": [True, True, False] * (n // 3),
+    }
+    path = gguf_files.write(tmp_path / "m.gguf", arch, keys, {})
+    g = kgguf.geometry(path)
+    assert [layer.kv_heads for layer in g.layers] == [8, 4] * (n // 2)
+    assert [layer.kind for layer in g.layers] == ["sliding", "sliding", "full"] * (n // 3)
+    header = read_header(path, keep=kgguf.KEPT)
+    assert list(header.metadata[f"{arch}.attention.head_count_kv"]) == [8, 4] * (n // 2)
+    assert header.metadata["tokenizer.ggml.tokens"] == Skipped(8, len(gguf_files.TOKENS))
+    assert header.metadata["tokenizer.ggml.model"] == Skipped(8, len("llama"), array=False)

@@ -16,7 +16,7 @@ from streamlit import config
 from kvcore.errors import CODES, KvError
 from kvcore.inputs import gguf, gguf_header
 from kvsite import i18n
-from kvsite.gguf_browser import HEADER_LIMIT, HEADER_MB, read_sent
+from kvsite.gguf_browser import CHOSEN, HEADER_LIMIT, HEADER_MB, read_sent, remember
 
 
 def sent(raw: bytes, size: int, name: str = "model.gguf", encoding: str = "gzip") -> dict:
@@ -102,3 +102,22 @@ def test_the_largest_header_promised_fits_one_message_streamlit_accepts():
     worst = base64.b64encode(gzip.compress(os.urandom(HEADER_LIMIT), compresslevel=6))
     envelope = 64 * 1024  # the other fields, the other widgets' values, the protobuf around them
     assert len(worst) + envelope <= config.get_option("server.maxWidgetStateSize") * 1_000_000
+
+
+@pytest.mark.parametrize(
+    "value, code",
+    [
+        (sent(b"PK\x03\x04", 10**6, "notes.gguf"), "gguf_not_gguf"),
+        ({**sent(b"GGUF", 10**6), "data": "not base64!"}, "gguf_browser_bad"),  # raised from None
+    ],
+)
+def test_a_refused_header_is_kept_in_the_session_as_its_sentence_only(value, code):
+    """Issue 38: the page kept the KvError itself, and its traceback kept the reader's frames and all they had
+    built (1.4 GB with two sessions, minutes after they closed). What the session keeps has no traceback, cause
+    or context, and says the same sentence."""
+    state = {}
+    remember(state, value)
+    kept = state[CHOSEN]
+    assert isinstance(kept, KvError) and kept.code == code
+    assert (kept.__traceback__, kept.__context__, kept.__cause__) == (None, None, None)
+    assert str(kept) == str(refusal(value)) and kept.params == refusal(value).params

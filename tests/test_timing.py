@@ -91,3 +91,38 @@ def test_a_chip_without_a_compute_figure_has_no_prefill_time_but_a_decode_speed(
 def test_a_prompt_that_is_not_a_whole_positive_number_is_refused(bad):
     with pytest.raises(KvError):
         timing.prefill_flops(preset_geometry("llama-3.2-1b"), bad)
+
+
+def _kv_reads_chunk_by_chunk(g, prompt, chunk, spec, start):
+    """The prefill's KV reads as the estimate once summed them: kv_bytes after every chunk, one by one."""
+    return sum(
+        kv_bytes(g, start + min(prompt, (i + 1) * chunk), spec) for i in range(-(-prompt // chunk))
+    )
+
+
+@pytest.mark.parametrize(
+    "preset", ["gemma-3-27b", "gpt-oss-20b", "qwen3-next-80b-a3b", "deepseek-v3"]
+)
+@pytest.mark.parametrize("spec", [KvSpec(), KvSpec("q8_0", "q4_0")])
+def test_the_prefills_kv_reads_in_closed_form_are_the_sum_over_every_chunk(preset, spec):
+    """Windows of 128 and 1,024 crossed before, inside and after a chunk; chunks of 1 token to more than the prompt."""
+    g = preset_geometry(preset)
+    for start in (0, 100, 1024, 5000):
+        for prompt in (1, 2, 127, 129, 1023, 1025, 2500):
+            for chunk in (1, 3, 64, 128, 1000, 4096):
+                if prompt // chunk > 400:
+                    continue  # the reference walks every chunk
+                expected = _kv_reads_chunk_by_chunk(g, prompt, chunk, spec, start)
+                got = timing.prefill_kv_reads(g, prompt, chunk, spec, start)
+                assert got == expected, (start, prompt, chunk)
+
+
+def test_a_prefill_of_ten_million_one_token_chunks_is_estimated_without_walking_them():
+    """llama.cpp -ub 1 over 10^7 tokens (once 206 s of CPU, one chunk at a time): full layers only, so the
+    reads are the series 1 + 2 + ... + 10^7 tokens' KV bytes, and the weights once per token."""
+    g = preset_geometry("llama-3.2-1b", "llama.cpp")
+    llama = llamacpp.Options(ubatch=1)
+    step = timing.prefill_step(g, 10**7, "M2 Ultra", EFF, llama=llama)
+    per_token = kv_bytes(g, 1)
+    expected = 10**7 * weights_bytes(g, "mlx-q4") + per_token * 10**7 * (10**7 + 1) // 2
+    assert step.bytes == expected

@@ -43,3 +43,24 @@ def whole_number(label: str, low: int, high: int):
         return value
 
     return parse
+
+
+def number_in(label: str, low: float, high: float, unit: str):
+    """An argparse type: a finite number of `unit` from `low` to `high` (inf, nan and 1e400 refused by name).
+
+    Example: number_in("ram", 1, 4096, "GB")("1e30") -> "ram must be a number of GB from 1 to 4,096, not '1e30'".
+    """
+
+    def parse(text: str) -> float:
+        try:
+            digits = text.strip().replace("_", "").replace(",", "")
+            value = float(digits) if len(digits) <= MAX_DIGITS else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:  # NaN fails both comparisons
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a number of {unit} from {low:,} to {high:,}, not {quote(text)}"
+            )
+        return value
+
+    return parse

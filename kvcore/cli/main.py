@@ -11,11 +11,11 @@ import sys
 
 from kvcore.cli import calc as calc_command
 from kvcore.cli import log as log_command
-from kvcore.cli.args import Parser, whole_number
+from kvcore.cli.args import Parser, number_in, whole_number
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.preset_files import load_preset, preset_names
-from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
+from kvcore.limits import MAX_CONTEXT, MAX_RAM_GB, MAX_SEQUENCES, MIN_RAM_GB
 from kvcore.memory.formats import FORMATS
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.mlx_lm import MLX_LM
@@ -101,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m kvcore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     c = sub.add_parser("calc", help="KV-cache and weight bytes for a model at a context")
-    c.add_argument("--model", required=True, help="preset name or path to a config.json")
+    c.add_argument(
+        "--model",
+        required=True,
+        help="preset name, a config.json (or a folder holding one) or a .gguf file (--runtime llama.cpp)",
+    )
     c.add_argument("--context", required=True, type=_positive_int("context", MAX_CONTEXT))
     c.add_argument(
         "--sequences",
@@ -150,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--ram",
-        type=float,
-        help="the Mac's RAM in GB: adds the verdict against the memory its GPU may use (macOS's default working "
+        type=number_in("ram", MIN_RAM_GB, MAX_RAM_GB, "GB"),
+        help=f"the Mac's RAM in GB ({MIN_RAM_GB:,} to {MAX_RAM_GB:,}): adds the verdict against the memory its GPU may use (macOS's default working "
         "set for that RAM): the runtime's whole memory plan (llama.cpp; mlx_lm for the layers its plan knows), "
         "else weights + KV only, saying what is not counted (never 'fits')",
     )

@@ -16,12 +16,13 @@ Example: geometry("SmolLM2-135M-Instruct.Q4_1.gguf").layers[0] -> Layer(0, "full
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from kvcore.errors import KvError, quote
-from kvcore.inputs.gguf_header import Header, LongArray, TensorInfo, read_header
+from kvcore.inputs.gguf_header import Header, Skipped, TensorInfo, read_header
 from kvcore.limits import MAX_FIELD
 from kvcore.model.geometry import FileWeights, Geometry, Layer, Params
 from kvcore.model.layers import check_kv_heads, window_note
@@ -30,6 +31,13 @@ from kvcore.runtimes.llamacpp_cache import (
 )
 
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h
+# the keys llama.cpp reads as one number or one per layer (get_key_or_arr, get_arr): the only arrays kept
+PER_LAYER = (
+    "{arch}.attention.head_count",
+    "{arch}.attention.head_count_kv",
+    "{arch}.attention.sliding_window_pattern",
+    "{arch}.attention.recurrent_layers",
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,13 @@ ARCHS = {
 }
 
 
+# what the reader keeps of a header beyond its numbers (gguf_header.read_header's `keep`): every other string or
+# array (the tokenizer's, a chat template) is stepped over, never built
+KEPT = frozenset(
+    {"general.architecture", *(key.replace("{arch}", arch) for arch in ARCHS for key in PER_LAYER)}
+)
+
+
 class _Meta:
     """Typed reads of one architecture's keys; errors name the key."""
 
@@ -113,11 +128,12 @@ class _Meta:
         self, name: str, n_layers: int, default: int | None = None, minimum: int = 0
     ) -> list[int]:
         """A key that is one number or one value per layer (llama_model_loader::get_key_or_arr)."""
+        assert name in PER_LAYER, name  # kept by the reader (KEPT)
         key = self.key(name)
         value = self.m.get(key)
-        if isinstance(value, (list, LongArray)):
+        if isinstance(value, array) or isinstance(value, Skipped) and value.array:
             if (
-                isinstance(value, LongArray)
+                isinstance(value, Skipped)
                 or len(value) != n_layers
                 or not all(isinstance(v, int) and minimum <= v <= MAX_FIELD for v in value)
             ):
@@ -170,7 +186,8 @@ def _swa_flags(meta: _Meta, spec: Arch, n_all: int) -> tuple[list[bool], int, li
             value=n_swa,
         )
     pattern = meta.m.get(meta.key("{arch}.attention.sliding_window_pattern"))
-    if isinstance(pattern, list):  # one flag per layer (is_swa_impl)
+    if isinstance(pattern, array) or isinstance(pattern, Skipped) and pattern.array:
+        # one flag per layer (is_swa_impl)
         return (
             [bool(v) for v in meta.per_layer("{arch}.attention.sliding_window_pattern", n_all)],
             n_swa,
@@ -352,14 +369,10 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     meta = _Meta(header, arch, name)
     layers, notes = _layers(meta, spec)
     weights, params, active = _weights(header, meta, name)
-    tokens = header.metadata.get("tokenizer.ggml.tokens")
-    n_tokens = (
-        tokens.count
-        if isinstance(tokens, LongArray)
-        else len(tokens)
-        if isinstance(tokens, list)
-        else None
-    )
+    tokens = header.metadata.get(
+        "tokenizer.ggml.tokens"
+    )  # stepped over: its length is all that matters
+    n_tokens = tokens.count if isinstance(tokens, Skipped) and tokens.array else None
     names = {t.name for t in header.tensors}
     return Geometry(
         name=name,
@@ -391,7 +404,7 @@ def geometry(
         if not isinstance(source, (bytes, bytearray, memoryview))
         else "the uploaded file"
     )
-    return geometry_from_header(read_header(source, label, file_bytes), label)
+    return geometry_from_header(read_header(source, label, file_bytes, KEPT), label)
 
 
 def is_gguf_name(model: str) -> bool:

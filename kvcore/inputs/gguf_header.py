@@ -5,8 +5,14 @@ magic "GGUF", u32 version (2 or 3), u64 tensor count, u64 key-value count; the k
 u32 value type, value); the tensor infos (string name, u32 n_dims, n_dims x u64 sizes, u32 ggml type,
 u64 offset into the data); padding to `general.alignment` (default 32); then the tensor data.
 Every count and length in the file is checked against the bytes left before anything is read or kept
-(a lying file costs a few reads, never memory), long arrays (the tokenizer's) are walked, not kept, and
-the header is refused past MAX_HEADER_BYTES. Each problem is one KvError sentence with a code.
+(a lying file costs a few reads, never memory), and the header is refused past MAX_HEADER_BYTES.
+Only what the caller reads is kept: every number, and the strings and arrays of the keys in `keep` (an
+array packed as the file stores it, array.array); every other string or array (a tokenizer's, a chat
+template, junk) is stepped over, never built, and recorded as Skipped(type, length). A string array is
+walked length by length (a run of empty strings at once); an array of arrays is refused, as gguf.cpp
+refuses it. What is kept is charged against one budget (kvcore.limits.MAX_GGUF_METADATA_BYTES), so any
+header costs at most that much memory and time in proportion to its bytes. Each problem is one KvError
+sentence with a code.
 Example: read_header("SmolLM2-135M-Instruct.Q4_1.gguf").metadata["llama.block_count"] -> 30
 """
 
@@ -15,22 +21,29 @@ from __future__ import annotations
 import io
 import os
 import struct
+import sys
+from array import array
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvcore.errors import KvError, quote
 from kvcore.inputs.textfile import open_regular
-from kvcore.limits import MAX_GGUF_TENSORS
+from kvcore.limits import MAX_GGUF_METADATA_BYTES, MAX_GGUF_TENSORS
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # gguf.cpp reads 2 and 3 (version 1 had 32-bit counts)
 MAX_HEADER_BYTES = 512 * 1024 * 1024  # a real header (a 262k-token vocabulary) is tens of MB
-MAX_KV = 1 << 16  # real files carry ~40 keys
+MAX_KV = 1 << 12  # real files carry ~40 keys; each costs a few µs and ~200 bytes kept
 MAX_TENSORS = MAX_GGUF_TENSORS  # DeepSeek V3 has ~1,900 tensors; per-expert layouts ~14,000
 MAX_STRING = 64 * 1024 * 1024  # one string (a chat template is ~100 kB)
-MAX_KEPT = 4096  # arrays up to this long are kept (per-layer values); longer ones only counted
+MAX_KEPT = 4096  # values of a kept array (per-layer values: llama.cpp has at most 512 layers)
 MAX_DIMS = 4  # GGML_MAX_DIMS
-MAX_NESTING = 4
+MAX_NESTING = 1  # an array holds numbers or strings: gguf.cpp refuses an array of arrays ("invalid GGUF type")
+_ENTRY = (
+    160  # bytes charged per key beyond its name and value: a dict slot, a number or Skipped object
+)
+_TENSOR = 320  # bytes charged per tensor beyond its name: its TensorInfo, shape and numbers
 MAX_NAME = 65535  # a key or a tensor name (gguf.cpp reads them as strings; none is near this)
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 _CHUNK = 1 << 20
@@ -49,18 +62,31 @@ _SCALARS = {
     11: "q",
     12: "d",
 }
+# array.array's code for each scalar type where it differs (a bool is a byte; "l"/"L" may be 4 bytes wide)
+_PACKED = {**_SCALARS, 7: "B", 10: "Q", 11: "q"}
+_FORMS = {code: struct.Struct("<" + code) for code in ("I", "Q", *_SCALARS.values())}
 _STRING, _ARRAY = 8, 9
+_ZEROS = (bytes(8 * 512), bytes(8 * 8))  # runs of empty strings skip_strings steps over at once
 
 
-@dataclass(frozen=True)
-class LongArray:
-    """An array too long to keep (a tokenizer's tokens or merges): its element type and length."""
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A string or array the reader stepped over (a tokenizer's tokens, a chat template, a key nobody reads): its
+    GGUF type (an array's element type) and its length (a string's bytes, an array's elements)."""
 
     value_type: int
     count: int
+    array: bool = True
+
+    def __repr__(self) -> str:  # as an error sentence quotes it
+        return (
+            f"<an array of {self.count:,} values>"
+            if self.array
+            else f"<a string of {self.count:,} bytes>"
+        )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     name: str
     shape: tuple[int, ...]  # ne[0] (the row, contiguous) first, as ggml and GGUF store it
@@ -86,6 +112,20 @@ class _Cursor:
         # the bytes given: all of the file, or (a browser's) its header only
         self.available = size if available is None else available
         self.buf, self.pos, self.base = b"", 0, 0  # base: file offset of buf[0]
+        self.kept = 0  # bytes of metadata kept so far (charge)
+
+    def charge(self, n: int) -> None:
+        """Count `n` more bytes of metadata kept, before they are built: past MAX_GGUF_METADATA_BYTES, refuse."""
+        self.kept += n
+        if self.kept > MAX_GGUF_METADATA_BYTES:
+            raise KvError(
+                f"{self.label} has more metadata than a model's GGUF header holds (its keys and the values "
+                f"kvcore keeps pass {MAX_GGUF_METADATA_BYTES // 2**20} MiB): it is not a model file kvcore "
+                "reads.",
+                "gguf_metadata_large",
+                label=self.label,
+                mib=MAX_GGUF_METADATA_BYTES // 2**20,
+            )
 
     @property
     def offset(self) -> int:
@@ -133,11 +173,13 @@ class _Cursor:
             )
 
     def unpack(self, code: str):
-        size = struct.calcsize("<" + code)
-        self._ensure(size)
-        value = struct.unpack_from("<" + code, self.buf, self.pos)
-        self.pos += size
-        return value[0] if len(value) == 1 else value
+        """One little-endian value of struct type `code`."""
+        form = _FORMS[code]
+        if self.pos + form.size > len(self.buf):
+            self._ensure(form.size)
+        value = form.unpack_from(self.buf, self.pos)[0]
+        self.pos += form.size
+        return value
 
     def length(self, what: str, limit: int) -> int:
         n = self.unpack("Q")
@@ -160,7 +202,10 @@ class _Cursor:
         return n
 
     def string(self, what: str, limit: int = MAX_STRING) -> str:
-        n = self.length(what, limit)
+        return self.text(self.length(what, limit))
+
+    def text(self, n: int) -> str:
+        """The next `n` bytes as UTF-8 (a byte that is not: U+FFFD)."""
         self._ensure(n)
         text = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8", "replace")
         self.pos += n
@@ -179,11 +224,21 @@ class _Cursor:
         self.buf, self.pos, self.base = b"", 0, end
 
     def skip_strings(self, count: int) -> None:
-        """Walk `count` strings without keeping them (a fast loop inside the buffer)."""
+        """Walk `count` strings without keeping them: a fast loop inside the buffer, and a run of empty strings
+        (eight zero bytes each) stepped over at once, so 2 million of them cost a scan, not 2 million steps."""
+        unpack = _FORMS["Q"].unpack_from
         while count:
             buf, pos, end = self.buf, self.pos, len(self.buf)
             while count and pos + 8 <= end:
-                n = struct.unpack_from("<Q", buf, pos)[0]
+                n = unpack(buf, pos)[0]
+                if not n:  # empty strings: 512 or 8 at a time where the zeros go on (a memcmp each)
+                    for zeros in _ZEROS:
+                        if count >= len(zeros) // 8 and buf.startswith(zeros, pos):
+                            pos, count = pos + len(zeros), count - len(zeros) // 8
+                            break
+                    else:
+                        pos, count = pos + 8, count - 1
+                    continue
                 if pos + 8 + n > end:
                     break
                 pos, count = pos + 8 + n, count - 1
@@ -203,21 +258,32 @@ def _corrupt(label: str, detail: str) -> KvError:
     )
 
 
-def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
+def _value(cur: _Cursor, value_type: int, key: str, keep: bool):
+    """The value of `key` at the cursor: a number; a string or an array of numbers when `keep`; else Skipped."""
     if value_type in _SCALARS:
         return cur.unpack(_SCALARS[value_type])
     if value_type == _STRING:
-        return cur.string(f"the string {quote(key)}")
+        n = cur.length(f"the string {quote(key)}", MAX_STRING)
+        if keep:
+            cur.charge(4 * n)  # at most 4 bytes a character once decoded
+            return cur.text(n)
+        cur.skip(n)
+        return Skipped(_STRING, n, array=False)
     if value_type != _ARRAY:
         raise _corrupt(cur.label, f"the key {quote(key)} has an unknown value type {value_type}")
-    if depth >= MAX_NESTING:
-        raise _corrupt(cur.label, f"the key {quote(key)} nests arrays deeper than {MAX_NESTING}")
     item_type, count = cur.unpack("I"), cur.unpack("Q")
+    if item_type == _ARRAY:
+        raise KvError(
+            f"{cur.label}: the key {quote(key)} holds arrays of arrays, which llama.cpp does not read.",
+            "gguf_nested_array",
+            label=cur.label,
+            key=quote(key),
+        )
     smallest = (
-        struct.calcsize("<" + _SCALARS[item_type])
+        _FORMS[_SCALARS[item_type]].size
         if item_type in _SCALARS
         else 8
-        if item_type in (_STRING, _ARRAY)
+        if item_type == _STRING
         else 0
     )
     if not smallest:
@@ -226,28 +292,28 @@ def _value(cur: _Cursor, value_type: int, key: str, depth: int = 0):
         raise _corrupt(
             cur.label, f"the array {quote(key)} claims {count:,} elements, more than the file holds"
         )
-    if item_type in _SCALARS:
-        size = smallest * count
-        if count > MAX_KEPT:  # only its length matters: stepped over, never read into memory
-            cur.skip(size)
-            return LongArray(item_type, count)
-        cur._ensure(size)
-        values = struct.unpack_from(f"<{count}{_SCALARS[item_type]}", cur.buf, cur.pos)
-        cur.pos += size
-        return list(values)
-    if item_type == _STRING and count > MAX_KEPT:
+    if item_type == _STRING:
         cur.skip_strings(count)
-        return LongArray(item_type, count)
+        return Skipped(item_type, count)
+    size = smallest * count
     if (
-        count > MAX_KEPT
-    ):  # a long array of arrays: walked, each element dropped as soon as it is read
-        for _ in range(count):
-            _value(cur, item_type, key, depth + 1)
-        return LongArray(item_type, count)
-    return [_value(cur, item_type, key, depth + 1) for _ in range(count)]
+        not keep or count > MAX_KEPT
+    ):  # only its length matters: stepped over, never read into memory
+        cur.skip(size)
+        return Skipped(item_type, count)
+    cur.charge(size)
+    cur._ensure(size)
+    values = array(_PACKED[item_type])
+    values.frombytes(cur.buf[cur.pos : cur.pos + size])
+    if sys.byteorder != "little":
+        values.byteswap()
+    cur.pos += size
+    return values
 
 
-def _parse(stream, size: int, label: str, available: int | None = None) -> Header:
+def _parse(
+    stream, size: int, label: str, available: int | None = None, keep: Collection[str] = ()
+) -> Header:
     cur = _Cursor(stream, size, label, available)
     if size < 4:
         raise KvError(
@@ -298,10 +364,12 @@ def _parse(stream, size: int, label: str, available: int | None = None) -> Heade
         key = cur.string("a key", MAX_NAME)
         if key in metadata:
             raise _corrupt(label, f"the key {quote(key)} appears twice")
-        metadata[key] = _value(cur, cur.unpack("I"), key)
+        cur.charge(sys.getsizeof(key) + _ENTRY)
+        metadata[key] = _value(cur, cur.unpack("I"), key, key in keep)
     tensors, names = [], set()
     for _ in range(n_tensors):
         name = cur.string("a tensor name", MAX_NAME)
+        cur.charge(sys.getsizeof(name) + _TENSOR)
         n_dims = cur.unpack("I")
         if not 1 <= n_dims <= MAX_DIMS:
             raise _corrupt(
@@ -327,12 +395,16 @@ def _parse(stream, size: int, label: str, available: int | None = None) -> Heade
 
 
 def read_header(
-    source: str | Path | bytes, label: str | None = None, file_bytes: int | None = None
+    source: str | Path | bytes,
+    label: str | None = None,
+    file_bytes: int | None = None,
+    keep: Collection[str] = ("general.architecture",),
 ) -> Header:
     """The header of a GGUF file given by path (read from disk, only as far as the header) or by its bytes: the
     whole file, or (with `file_bytes`, the whole file's size) its first bytes up to the end of the tensor table,
     as a browser reads them (kvsite.gguf_browser): every bound is then the file's, and a header that goes on past
-    the bytes given is refused in one sentence.
+    the bytes given is refused in one sentence. `keep`: the keys whose strings and arrays the caller reads (every
+    number is kept; any other string or array is Skipped).
 
     Raises KvError with one sentence when the file is missing, not GGUF, truncated or claims sizes it cannot hold.
     """
@@ -341,7 +413,7 @@ def read_header(
         size = len(data) if file_bytes is None else file_bytes
         if size < len(data):
             raise ValueError(f"file_bytes {size} is less than the {len(data)} bytes given")
-        return _parse(io.BytesIO(data), size, label or "the uploaded file", len(data))
+        return _parse(io.BytesIO(data), size, label or "the uploaded file", len(data), keep)
     label = label or str(source)
     with open_regular(source, label) as f:
-        return _parse(f, os.fstat(f.fileno()).st_size, label)
+        return _parse(f, os.fstat(f.fileno()).st_size, label, keep=keep)

@@ -86,7 +86,7 @@ class Geometry:
         default=()
     )  # (code, sliding window), parallel to notes
     max_position_embeddings: int | None = (
-        None  # the longest context the model was trained for (config.json)
+        None  # the longest context the model was trained for (config.json; a GGUF: context_length)
     )
     # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
     # (kvcore.memory.weight_formats: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)

@@ -27,7 +27,13 @@ from dataclasses import asdict, dataclass
 
 from kvcore.errors import KvError
 from kvcore.memory.formats import KvSpec
-from kvcore.memory.formulas import kv_bytes, tokens_held, weights_bytes
+from kvcore.memory.formulas import (
+    bytes_per_token,
+    kv_bytes,
+    state_bytes,
+    tokens_held,
+    weights_bytes,
+)
 from kvcore.model.geometry import Geometry, Layer
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import runtime_of
@@ -157,6 +163,16 @@ def _sum_held(layer: Layer, lo: int, hi: int) -> int:
     return series(lo, min(hi, window)) + max(0, hi - max(lo - 1, window)) * window
 
 
+def _sum_held_every(layer: Layer, first: int, step: int, count: int) -> int:
+    """sum over i = 0..count-1 of tokens_held(layer, first + i x step): an arithmetic series, cut at a sliding
+    layer's window (terms past it hold the window); 0 for a linear layer."""
+    if layer.kind == "linear" or count <= 0:
+        return 0
+    window = layer.window if layer.kind == "sliding" else None
+    below = count if window is None else max(0, min(count, (window - first) // step + 1))
+    return below * first + step * below * (below - 1) // 2 + (count - below) * (window or 0)
+
+
 def check_tokens(label: str, n) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise KvError(f"{label} must be a whole number of tokens from 1, not {n!r}.")
@@ -262,10 +278,28 @@ def prefill_step(
     flops = prefill_flops(geometry, prompt, start)
     chunk = micro_batch(geometry, prompt, llama)
     chunks = math.ceil(prompt / chunk)
-    n_bytes = chunks * weights_bytes(geometry, weights_format)
-    for i in range(chunks):
-        n_bytes += kv_bytes(geometry, start + min(prompt, (i + 1) * chunk), spec)
+    n_bytes = chunks * weights_bytes(geometry, weights_format) + prefill_kv_reads(
+        geometry, prompt, chunk, spec, start
+    )
     return Step(flops, n_bytes, *_times(chip, eff, flops, n_bytes), tokens=prompt)
+
+
+def prefill_kv_reads(
+    geometry: Geometry, prompt: int, chunk: int, spec: KvSpec = KvSpec(), start: int = 0
+) -> int:
+    """The cache bytes a chunked prefill reads: sum over its chunks of kv_bytes after the chunk, in closed form per
+    layer (the chunks ending at start + chunk, start + 2 chunk, ... are one arithmetic run; the last ends at
+    start + prompt), so a prompt of 10^8 one-token chunks costs what one of a single chunk does.
+
+    Example: full layers, prompt 5, chunk 2 -> kv_bytes at 2 + 4 + 5 tokens.
+    """
+    check_tokens("chunk", chunk)
+    chunks = math.ceil(prompt / chunk)
+    total = kv_bytes(geometry, start + prompt, spec)  # the last chunk, and the check of its length
+    for layer in geometry.layers:
+        held = _sum_held_every(layer, start + chunk, chunk, chunks - 1)
+        total += held * bytes_per_token(layer, spec) + (chunks - 1) * state_bytes(layer, spec)
+    return total
 
 
 def estimate(

@@ -120,7 +120,7 @@ def kv_need(
 
 def beyond_max_position(geometry: Geometry, context: int) -> bool:
     """True when `context` exceeds the model's `max_position_embeddings` (the longest context it was built for,
-    per its config.json): the memory is still what the cache would hold, but the model is not meant to run there.
+    per its config.json, or a GGUF's context_length): the memory is still what the cache would hold, but the model is not meant to run there.
 
     Example: beyond_max_position(llama-3.1-8b, 131_073) -> True (its config says 131,072); a config without the field -> False.
     """

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
+from kvcore.limits import MAX_RAM_GB, MIN_RAM_GB
 from kvcore.timing.hardware import gpu_memory_limit_gb
 from kvcore.units import GIB, MIB
 
@@ -55,11 +56,22 @@ class Limit:
 def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = None) -> Limit:
     """The GPU's memory limit for a machine of `ram_gb` GB (vendors' GB are GiB): on a Mac, macOS's default working
     set for that RAM size (kvcore.timing.hardware), or the wired limit the reader set with sysctl iogpu.wired_limit_mb."""
-    for value, label in ((ram_gb, "RAM"), (wired_limit_mb, "iogpu.wired_limit_mb")):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
-        ):
-            raise KvError(f"The {label} must be a positive number, not {value!r}.")
+    if (
+        isinstance(ram_gb, bool)
+        or not isinstance(ram_gb, int | float)
+        or not MIN_RAM_GB <= ram_gb <= MAX_RAM_GB  # NaN too
+    ):
+        raise KvError(
+            f"The RAM must be a number of GB from {MIN_RAM_GB:,} to {MAX_RAM_GB:,}, not {quote(ram_gb)}."
+        )
+    if wired_limit_mb is not None and (
+        isinstance(wired_limit_mb, bool)
+        or not isinstance(wired_limit_mb, int | float)
+        or wired_limit_mb <= 0
+    ):
+        raise KvError(
+            f"The iogpu.wired_limit_mb must be a positive number, not {quote(wired_limit_mb)}."
+        )
     if wired_limit_mb is not None:
         if not unified:
             raise KvError(

@@ -392,8 +392,8 @@ def test_the_numbers_table_names_each_quantity_in_the_pages_language_with_readab
 @pytest.mark.parametrize(
     "lang, said",
     [
-        ("en", "max_position_embeddings = 131,072"),
-        ("ja", "max_position_embeddings は 131,072 です"),
+        ("en", "its context at 131,072 tokens (max_position_embeddings"),
+        ("ja", "文脈長は 131,072 トークンです（config.json の max_position_embeddings"),
     ],
 )
 def test_a_context_past_the_models_limit_is_said_and_marked_on_both_charts(rec_dir, lang, said):
