@@ -519,12 +519,12 @@ def test_what_fits_is_weights_and_kv_within_the_gpu_limit_and_says_so(rec_dir, l
     """The longest context per format on a 16 GB Mac: weights + KV within the 10.67 GiB its GPU may use (two thirds
     of the RAM, not a flat share of it), one more token past it; the caption names the limit with its source and
     says nothing else is counted."""
+    from kvcore.capacity.memory_fit import gpu_limit
     from kvcore.inputs.presets import preset_geometry
     from kvcore.memory.formats import KvSpec
     from kvcore.memory.formulas import kv_bytes, weights_bytes
     from kvcore.timing.hardware import mac_gpu_share
     from kvcore.units import GIB
-    from kvcore.views.memory_fit import gpu_limit
 
     at = page("pages/6_Savings.py", lang, mem=16)
     limit, (share, source) = gpu_limit(16), mac_gpu_share(16)

@@ -79,30 +79,53 @@ def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = 
 
 @dataclass(frozen=True)
 class Fit:
-    status: str  # "fits" | "tight" | "no"
-    need_bytes: int  # the plan's total
-    allowance_bytes: int  # the compute buffer's measured tolerance, either way
+    """The verdict: what the need is, against which limit, the part that passes it and the levers.
+
+    With a plan: "fits" | "tight" | "no", its tolerance either way. Without one (weights + KV only):
+    "unplanned" | "no", never "fits", with what is not counted and why there is no plan ("runtime" | "model");
+    its levers are upper bounds (`at_most`)."""
+
+    status: str
+    need_bytes: int  # the plan's total, else weights + KV
+    allowance_bytes: int | None  # the plan's measured tolerance, either way; None without a plan
     limit: Limit
-    blocking: (
-        str | None
-    )  # the part whose running sum first passes the limit (None when the plan fits)
+    blocking: str | None  # the part whose running sum first passes the limit (None when it fits)
     levers: tuple[dict, ...] = ()
+    not_counted: tuple[str, ...] = ()  # without a plan: what the need leaves out
+    unplanned: str | None = None  # why there is no plan: "runtime" | "model"
 
     @property
     def over_bytes(self) -> int:
-        """How far the plan (with its allowance) is above the limit (0 when within)."""
-        return max(0, self.need_bytes + self.allowance_bytes - self.limit.bytes)
+        """How far the need (with its allowance) is above the limit (0 when within)."""
+        return max(0, self.need_bytes + (self.allowance_bytes or 0) - self.limit.bytes)
 
-    def as_dict(self) -> dict:
-        return {
+    @property
+    def share(self) -> float:
+        """need / limit."""
+        return self.need_bytes / self.limit.bytes
+
+    def lever(self, name: str) -> dict | None:
+        """The lever of that name ("context", "sequences", "kv_format", "ubatch", ...), or None."""
+        return next((x for x in self.levers if x["lever"] == name), None)
+
+    def as_dict(self, limit: Limit | None = None) -> dict:
+        """calc --json's fit block (its limit as `limit` says why, if given)."""
+        out = {
             "status": self.status,
             "need_bytes": self.need_bytes,
             "allowance_bytes": self.allowance_bytes,
-            "limit": self.limit.as_dict(),
+            "limit": (limit or self.limit).as_dict(),
             "over_bytes": self.over_bytes,
             "blocking": self.blocking,
-            "levers": list(self.levers),
         }
+        levers = {"levers": list(self.levers)}
+        counted = {
+            "counted": "the whole plan" if not self.not_counted else "weights + KV",
+            "not_counted": list(self.not_counted),
+        }
+        if self.unplanned is None:
+            return {**out, **levers, **counted}
+        return {**out, **counted, "unplanned": self.unplanned, **levers}
 
 
 def plan_status(need: int, allowance: int, limit_bytes: int) -> str:
