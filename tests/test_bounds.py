@@ -438,7 +438,7 @@ def test_the_clis_last_line_is_one_sentence_with_exit_2():
     """An exception no check foresaw still ends in one line and exit 2 (here: a ValueError raised inside calc)."""
     code = (
         "import sys; import kvcore.cli.main as c; import kvcore.cli.calc as calc; "
-        "calc.calculate = lambda *a, **k: (_ for _ in ()).throw(ValueError('/srv/x' * 1000)); "
+        "calc.answer = lambda *a, **k: (_ for _ in ()).throw(ValueError('/srv/x' * 1000)); "
         "sys.exit(c.main(['calc', '--model', 'llama-3.2-1b', '--context', '10']))"
     )
     r = subprocess.run(
