@@ -229,14 +229,26 @@ def largest_context(
 def most_sequences(
     runtime, geometry, spec, context, options, weights, flash_attn, limit, max_context
 ) -> int:
-    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits;
-    padding makes the need step, so every count is tried."""
-    most = 0
-    for n in range(1, min(runtime.max_sequences, max_context // context) + 1):
+    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits.
+    Every part of a plan grows or stays as sequences are added (each brings its cells and its share of every
+    buffer; padding makes the need step, never fall), so the counts that fit are 1..N: N is found by doubling
+    then halving (tests/test_capacity.py holds it to trying every count)."""
+    most = min(runtime.max_sequences, max_context // context)
+
+    def ok(n: int) -> bool:
         cells = runtime.plan_context(context, n)
-        if _fits(runtime, geometry, cells, spec, n, options, weights, flash_attn, limit):
-            most = n
-    return most
+        return _fits(runtime, geometry, cells, spec, n, options, weights, flash_attn, limit)
+
+    if most < 1 or not ok(1):
+        return 0
+    lo, hi = 1, 2  # ok(lo); hi: the first count not yet known to fit
+    while hi <= most and ok(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, most + 1)  # ok(lo), and hi does not fit or is past the most there can be
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
 
 
 def kv_types_that_fit(

@@ -16,6 +16,7 @@ from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory import weight_formats as gguf_weights
 from kvcore.memory.allocsim import ChunkedTrace, simulate
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
+from kvcore.memory.runs import Runs
 from kvcore.memory.weight_formats import GGUF_FORMATS
 
 if TYPE_CHECKING:  # the geometry's types only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
@@ -139,7 +140,7 @@ def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_
 def _rotating_peak(window: int, context: int, prefill_step: int) -> int:
     """The most rows a RotatingKVCache of `window` holds in the chunked prefill (one walk per window, not per
     layer)."""
-    chunks = prefill_chunks(context, prefill_step)
+    chunks = prefill_runs(context, prefill_step)
     whole = (context - 1) // prefill_step
     return ChunkedTrace("RotatingKVCache", chunks, prefill_step, whole, window).max_capacity()
 
@@ -149,10 +150,18 @@ def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
 
     Example: 4096 -> [2048, 2047, 1] (chunks while more than one token is left, then the last).
     """
+    return list(prefill_runs(context, prefill_step))
+
+
+def prefill_runs(context: int, prefill_step: int = PREFILL_STEP) -> Runs:
+    """prefill_chunks() as runs of equal chunks (kvcore.memory.runs), never built as a list.
+
+    Example: 10**8 tokens at step 64 -> Runs([(64, 1_562_499), (63, 1), (1, 1)]).
+    """
     if context < 1:
-        return []
+        return Runs(())
     whole, rest = divmod(context - 1, prefill_step)  # chunks while more than one token is left
-    return [prefill_step] * whole + ([rest] if rest else []) + [1]
+    return Runs([(prefill_step, whole), (rest, 1 if rest else 0), (1, 1)])
 
 
 def kv_prefill_peak_bytes(
@@ -197,6 +206,8 @@ DOWNLOAD_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(
     GGUF_WEIGHT_FORMATS
 )  # what a reader can choose: mlx's and GGUF's
 ALL_WEIGHT_FORMATS = DOWNLOAD_WEIGHT_FORMATS + (FILE_WEIGHTS,)
+# a live run's random weights, like the article: the live commands' --weights-format and the site's choice
+LIVE_WEIGHTS_FORMAT = "mlx-q4"
 
 
 def weight_bits(weights_format: str) -> int:
