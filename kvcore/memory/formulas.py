@@ -224,7 +224,8 @@ def weights_bytes(
     geometry: Geometry, weights_format: str = "bf16", group_size: int = 64, active: bool = False
 ) -> int:
     """Weight bytes as mlx_lm stores them: quantized matrices at bits/8 + one fp16 scale and bias
-    per group; MoE routers at 8 bits (mlx_lm's quant_predicate); norms and biases in fp16.
+    per group; MoE routers, and the matrices a family keeps at 8 bits (Params.matrix_8bit), at 8 bits
+    in groups of 64 (mlx_lm's quant_predicate); norms and biases in fp16.
 
     active=True counts only what one decode step reads (MoE: the routed experts).
 
@@ -251,9 +252,10 @@ def weights_bytes(
     if weights_format in DTYPE_BYTES:
         return p.total * DTYPE_BYTES[weights_format]
     scale_bias = 2 * DTYPE_BYTES["fp16"]  # one scale + one bias per group
-    matrix = p.matrix * bits // 8 + p.matrix // group_size * scale_bias
-    router = p.router + p.router // 64 * scale_bias  # 8 bits, group 64
-    return matrix + router + p.vector * 2
+    low = p.matrix - p.matrix_8bit  # at the format's bits
+    matrix = low * bits // 8 + low // group_size * scale_bias
+    eight = p.router + p.matrix_8bit  # 8 bits, group 64
+    return matrix + eight + eight // 64 * scale_bias + p.vector * 2
 
 
 # ---------------------------------------------------------------- the worked formula
