@@ -191,13 +191,9 @@ def test_the_parity_cases_cover_every_family_of_the_presets_and_only_presets():
     assert {_family(name) for name in preset_names()} <= covered, (
         "a preset's family has no parity case"
     )
-    assert set(FAMILIES) - set(HELD_ELSEWHERE) <= covered, (
+    assert set(FAMILIES) <= covered, (
         "a family of kvcore.model.families.FAMILIES has no parity case (nor a preset)"
     )
-
-
-# families without a preset yet, each held to mlx_lm's own model by a test of its own
-HELD_ELSEWHERE = {"granite": "tests/test_mlx_8bit_layers.py"}
 
 
 FP32 = KvSpec("fp32", "fp32", activation_dtype="fp32")

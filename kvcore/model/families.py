@@ -58,7 +58,8 @@ class Family:
         False  # a Qwen MoE layer also has a shared expert and its gate (Qwen3-Next)
     )
     # the matrices mlx_lm's quant_predicate for this family keeps at 8 bits (group 64) whatever the bits asked
-    # (MLX_8BIT_MODULES names them; granite: mlx_lm/models/granite.py `quant_predicate`)
+    # (MLX_8BIT_MODULES names them; IBM Granite 3 keeps all three: mlx-lm v0.32.2 mlx_lm/models/granite.py
+    # `quant_predicate`, "Keep them safe at 8 bits")
     mlx_8bit: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -191,16 +192,6 @@ FAMILIES: dict[str, Family] = {
             ffn="moe_gpt_oss",
         ),
         Family("deepseek_v3", attention="mla", tied="never", ffn="moe_deepseek"),
-        # IBM Granite 3: Llama's layers (head width hidden / heads) with scaling multipliers that change no size;
-        # mlx_lm keeps o_proj, down_proj and lm_head at 8 bits (mlx-lm v0.32.2, mlx_lm/models/granite.py
-        # `quant_predicate`: "Keep them safe at 8 bits").
-        Family(
-            "granite",
-            tie_default=True,
-            attention_extras="llama_bias",
-            ffn="llama",
-            mlx_8bit=("o_proj", "down_proj", "lm_head"),
-        ),
     )
 }
 MODEL_TYPE_ALIASES = {
