@@ -9,6 +9,7 @@ Example: @section_cache(max_entries=64) def growth(model, ctx, ...): ...
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections import OrderedDict
@@ -75,6 +76,9 @@ def _key(value):
         return Geometry, repr(value)
     if isinstance(value, (list, tuple)):
         return type(value), tuple(map(_key, value))
+    if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:
+        # a frozen request (kvcore.capacity.request): its fields, each keyed as above
+        return type(value), tuple(_key(getattr(value, f.name)) for f in dataclasses.fields(value))
     raise TypeError(f"section_cache cannot key a {type(value).__name__}")
 
 
@@ -85,7 +89,8 @@ def section_cache(max_entries: int = 64):
     key is a tuple of the arguments (recordings by content, once per object, as HASH_FUNCS). Same contract
     as st.cache_resource: one shared result, to be treated as read-only; exceptions are not cached;
     st.cache_resource.clear() empties it; at most `max_entries` results, the least recently used dropped.
-    Arguments must be scalars, recordings, geometries or lists / tuples of them (else a TypeError).
+    Arguments must be scalars, recordings, geometries, frozen dataclasses of them or lists / tuples of them (else
+    a TypeError).
     """
 
     def decorate(fn):

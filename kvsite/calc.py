@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from kvcore.capacity.memory_fit import gpu_limit
 from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
@@ -23,7 +24,6 @@ from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
 from kvcore.timing.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
-from kvcore.views.memory_fit import gpu_limit
 
 from . import i18n
 from .cache import section_cache
@@ -147,14 +147,9 @@ def gguf_path_source(path: str) -> tuple:
 
 
 @section_cache(max_entries=32)
-def config_geometry(
-    text: str | bytes | None, name: str, runtime: str, settings: tuple = ()
-) -> Geometry:
-    """A preset (text None) or a pasted config.json -> geometry; KvError names the problem field.
-
-    The model source `src` the page passes around is (text, name, runtime, settings): settings are the values of
-    the runtime's own settings, in its order (llama.cpp: unified cache, micro-batch, swa_full; see runtime_options).
-    """
+def config_geometry(text: str | bytes | tuple | None, name: str, runtime: str) -> Geometry:
+    """A preset (text None), a pasted config.json or a GGUF's key -> geometry under `runtime`'s rules; KvError
+    names the problem field (the model source of a kvcore.capacity.request.Request: name and text)."""
     if text is None:
         return preset_geometry(name, runtime)
     if (
@@ -179,13 +174,6 @@ def config_geometry(
     if isinstance(text, tuple) and text[0] == "gguf-path":  # a local file: its header only
         return kgguf.geometry(name)
     return parse_config(parse_json_text(text, name), name, get_runtime(runtime))
-
-
-def runtime_options(src: tuple, seqs: int):
-    """The runtime's options for a model source: `seqs` sequences and the page's values of its settings."""
-    runtime = get_runtime(src[2])
-    values = src[3] if len(src) > 3 else ()
-    return runtime.options(seqs, **{s.field: value for s, value in zip(runtime.settings, values)})
 
 
 def kv_format_inputs(f, rt, cols) -> tuple[str, str]:

@@ -1,27 +1,31 @@
 """The calculator's sections, one cached function each (kvsite.sections' conventions; the
-arithmetic is kvcore.views.calculator's): its numbers and verdict, the levers, the memory and decode
-charts, the runtimes compared, the formula. Keys are cheap: the model source (kvsite.calc), the
-runtime, and the widget values.
+arithmetic is kvcore.capacity's): its result (numbers, verdict, levers), the memory and decode
+charts, the runtimes compared, the formula, the plan. Each is keyed by the request
+(kvcore.capacity.request.Request) reduced to what it computes: the sizes do not read the memory, the
+memory chart not the context below its end, so two links that ask the same question share one entry.
 
-Example: numbers((None, "llama-3.2-1b", "mlx_lm"), 32768, 1, "fp16", "fp16", "bf16", 2**34)
--> {"result": calc --json's numbers, "verdict": ..., "layers": ...}
+Example: result(Request(ModelSource("llama-3.2-1b"), 32768, memory_bytes=2**34)) -> a Result with its fit.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
+from kvcore.capacity import calculator
+from kvcore.capacity.request import Request, Result
 from kvcore.limits import MAX_CONTEXT
-from kvcore.memory.formats import KvSpec
-from kvcore.memory.formulas import formula_terms
-from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime, runtime_of
+from kvcore.memory.formulas import formula_terms, weights_bytes
+from kvcore.model.geometry import Geometry
+from kvcore.runtimes.registry import RUNTIMES, gguf_runtime, runtime_of
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views import calculator, memory_fit, what_if
 from kvcore.views import savings as savings_views
+from kvcore.views import what_if
 
 from . import i18n
 from .cache import section_cache
-from .calc import config_geometry, runtime_options
+from .calc import config_geometry
 from .growth_sections import formula_markdown
 from .sections import cached, limit_rule, memory_curves, speed_curves
 from .tables import arrow, md_table
@@ -36,46 +40,45 @@ NUMBERS = (
 )
 
 
-@cached
-def numbers(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int) -> dict:
-    """calc --json's numbers, the verdict, why kvcore has no plan (if it has none), and, unless the plan fits, the
-    three levers (without a plan: upper bounds, weights + KV within the memory) and, with a plan, the smaller
-    prefill step that fits (a lever dict, or None)."""
-    g, spec, opts = config_geometry(*src), KvSpec(k, v), runtime_options(src, seqs)
-    result = calculator.calculate(g, ctx, seqs, spec, w, opts)
-    need = result["need_bytes"]  # the runtime's whole plan where it has one, else weights + KV
-    out = {
-        "result": result,
-        "need": need,
-        "verdict": calculator.verdict(need, mem_bytes, result["fit_allowance_bytes"]),
-        "unplanned": calculator.unplanned_because(g),  # None: the runtime's whole plan is counted
-        "layers": pd.DataFrame(result["per_layer"]),
-        "blocking": None,  # the plan's part whose running sum first passes the memory (in the runtime's words)
-    }
-    if "plan" in result and out["verdict"].status != "fits":
-        out["blocking"] = memory_fit.fit(result["plan"], memory_fit.Limit(mem_bytes, "")).blocking
-    if out["verdict"].status != "fits":
-        weights = result["weights_bytes"]
-        out["levers"] = (
-            calculator.max_context(g, spec, seqs, weights, mem_bytes, opts),
-            calculator.max_sequences(g, spec, ctx, weights, mem_bytes, opts),
-            calculator.formats_that_fit(g, ctx, seqs, weights, mem_bytes, spec, opts),
-            # with a plan: the largest smaller prefill step that fits (-ub, --prefill-step-size), else None
-            calculator.smaller_chunk(g, ctx, seqs, spec, weights, mem_bytes, opts),
-        )
-    return out
+def geometry(request: Request) -> Geometry:
+    """The request's model under its runtime's rules (kvsite.calc.config_geometry, cached)."""
+    return config_geometry(request.model.text, request.model.name, request.runtime)
+
+
+def result(request: Request) -> Result:
+    """calc --json's numbers and, with the memory, the verdict and levers: the sizes cached without the memory
+    (a new memory judges them again, the levers' solving being the only new work)."""
+    sized = _sized(request.sized())
+    return sized if request.memory_bytes is None else _judged(request)
 
 
 @cached
-def numbers_table(
-    src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str
-) -> str:
-    """numbers()' byte counts as a markdown table in `lang`: each quantity's name, its size in readable units and
-    its exact bytes."""
-    result = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"]
-    t = i18n.translator(lang)
+def _sized(request: Request) -> Result:
+    return calculator.size(request, geometry(request))
+
+
+@cached
+def _judged(request: Request) -> Result:
+    return calculator.judge(_sized(request.sized()), request, geometry(request))
+
+
+@cached
+def layers(request: Request) -> pd.DataFrame:
+    return pd.DataFrame(list(_sized(request).per_layer))
+
+
+def numbers_table(request: Request, lang: str) -> str:
+    """The result's byte counts as a markdown table in `lang`: each quantity's name, its size in readable units
+    and its exact bytes (the memory does not enter)."""
+    return _numbers_table(request.sized(), lang)
+
+
+@cached
+def _numbers_table(request: Request, lang: str) -> str:
+    r = _sized(request)
+    ctx, t = request.context, i18n.translator(lang)
     windowed = (
-        result["kv_bytes_per_token_at_context"] != result["kv_bytes_per_token"]
+        r.kv_bytes_per_token_at_context != r.kv_bytes_per_token
     )  # sliding windows stop growing
     rows = []
     for q in NUMBERS:
@@ -85,11 +88,11 @@ def numbers_table(
             rows.append(
                 {
                     "quantity": t("calc.q_kv_bytes_per_token_window"),
-                    "size": fmt_bytes(result[q]),
-                    "bytes": result[q],
+                    "size": fmt_bytes(getattr(r, q)),
+                    "bytes": getattr(r, q),
                 }
             )
-            avg = result["kv_bytes_per_token_average"]
+            avg = r.kv_bytes_per_token_average
             rows.append(
                 {
                     "quantity": t("calc.q_kv_bytes_per_token_average", n=f"{ctx:,}"),
@@ -98,9 +101,8 @@ def numbers_table(
                 }
             )
             continue
-        rows.append(
-            {"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(result[q]), "bytes": result[q]}
-        )
+        value = getattr(r, q)
+        rows.append({"quantity": t(f"calc.q_{q}"), "size": fmt_bytes(value), "bytes": value})
     rows = pd.DataFrame(rows)
     return md_table(
         rows,
@@ -112,16 +114,16 @@ def numbers_table(
     )
 
 
+def layers_table(request: Request, lang: str):
+    """The result's per-layer rows with the layer kinds in `lang`, as the Arrow table st.dataframe sends."""
+    return _layers_table(request.sized(), lang)
+
+
 @cached
-def layers_table(
-    src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str
-):
-    """numbers()' per-layer rows with the layer kinds in `lang`, as the Arrow table st.dataframe sends."""
-    layers = numbers(src, ctx, seqs, k, v, w, mem_bytes)["layers"]
+def _layers_table(request: Request, lang: str):
+    rows = layers(request)
     return arrow(
-        layers.assign(
-            kind=layers["kind"].map(lambda kind: i18n.translate(lang, f"growth.kind_{kind}"))
-        )
+        rows.assign(kind=rows["kind"].map(lambda kind: i18n.translate(lang, f"growth.kind_{kind}")))
     )
 
 
@@ -134,24 +136,26 @@ def chart_contexts(ctx: int) -> list[int]:
     return what_if.log_contexts(1024, chart_end(ctx))
 
 
-@cached
-def memory_chart(
-    src: tuple, end: int, seqs: int, k: str, v: str, weights: int, mem_bytes: int, lang: str
-):
-    """Weights + KV vs context up to `end` (chart_end of the reader's context, which the chart does not mark: a new
+def memory_chart(request: Request, lang: str):
+    """Weights + KV vs context up to chart_end of the reader's context (which the chart does not mark: a new
     context below 128K redraws nothing) for several formats (the reader's first), the available memory dashed."""
-    g, t = config_geometry(*src), i18n.translator(lang)
-    contexts = what_if.log_contexts(1024, end)
+    return _memory_chart(replace(request, context=chart_end(request.context)), lang)
+
+
+@cached
+def _memory_chart(request: Request, lang: str):
+    g, t = geometry(request), i18n.translator(lang)
+    k, v, seqs = request.k_format, request.v_format, request.sequences
+    contexts = what_if.log_contexts(1024, request.context)
     formats = list(dict.fromkeys([k if k == v else "fp16", *what_if.CURVE_FORMATS]))
+    weights = weights_bytes(g, request.weights_format)
     curves = pd.DataFrame(
-        what_if.memory_curves(
-            g, contexts, weights, seqs, KvSpec(k, v), formats, runtime_options(src, seqs)
-        )
+        what_if.memory_curves(g, contexts, weights, seqs, request.spec, formats, request.options())
     )
     curves = savings_views.one_line_per_cost(curves, g)  # formats of equal cost: one line, one name
     line = pd.DataFrame(
         [
-            {"context": c, "format": t("calc.available_line"), "total_bytes": mem_bytes}
+            {"context": c, "format": t("calc.available_line"), "total_bytes": request.memory_bytes}
             for c in (contexts[0], contexts[-1])
         ]
     )
@@ -162,27 +166,18 @@ def memory_chart(
 
 
 @cached
-def decode_chart(
-    src: tuple,
-    ctx: int,
-    seqs: int,
-    k: str,
-    v: str,
-    w: str,
-    mem_bytes: int,
-    chip: str,
-    share: float,
-    lang: str,
-) -> dict:
+def decode_chart(request: Request, chip: str, share: float, lang: str) -> dict:
     """Predicted tok/s vs context on `chip` at `share` of its peak, marked at the reader's context ("here").
 
-    When weights + KV do not fit at `ctx`, nothing is predicted there (here None) and the curve stops at the
-    longest context that fits (`fits_to`; 0: not even one token, no chart).
+    When the request does not fit, nothing is predicted there (here None) and the curve stops at the longest
+    context that fits (`fits_to`, the context lever; 0: not even one token, no chart).
     """
-    g, t = config_geometry(*src), i18n.translator(lang)
-    out = numbers(src, ctx, seqs, k, v, w, mem_bytes)
-    fits = out["verdict"].status != "no"
-    fits_to = ctx if fits else out["levers"][0]
+    g, t = geometry(request), i18n.translator(lang)
+    ctx, seqs, spec, w = request.context, request.sequences, request.spec, request.weights_format
+    fit = result(request).fit
+    fits = fit.status != "no"
+    longest = fit.lever("context")
+    fits_to = ctx if fits else longest["value"] if longest else 0
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = (
@@ -190,13 +185,9 @@ def decode_chart(
         if fits
         else what_if.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
     )
-    llama = runtime_options(src, seqs)
-    rows = what_if.predict_decode(g, contexts, KvSpec(k, v), w, chip, share, seqs, llama)
-    at = (
-        what_if.predict_decode(g, [ctx], KvSpec(k, v), w, chip, share, seqs, llama)[0]
-        if fits
-        else None
-    )
+    llama = request.options()
+    rows = what_if.predict_decode(g, contexts, spec, w, chip, share, seqs, llama)
+    at = what_if.predict_decode(g, [ctx], spec, w, chip, share, seqs, llama)[0] if fits else None
     here = at["tokens_per_s"] if at else None
     each = t(f"calc.decode_each_{runtime_of(g).sequence_noun}")  # slot (llama.cpp) or sequence
     one = t("calc.predicted") if seqs == 1 else t("calc.predicted_as", what=each)
@@ -246,32 +237,34 @@ def efficiency_sources(recs: list, lang: str) -> str:
     )
 
 
+def runtimes_compared(request: Request, lang: str) -> str:
+    """The same model, context and sequences under each runtime's rules (fp16 K and V, the page's settings for
+    its runtime, the others' defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
+    plain = replace(request.sized(), k_format="fp16", v_format="fp16", weights_format="bf16")
+    return _runtimes_compared(replace(plain, group_size=64, activation_dtype="fp16"), lang)
+
+
 @cached
-def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
-    """The same model, context and sequences under each runtime's rules (fp16 K and V, llama.cpp with the page's
-    options or its defaults), as a markdown table: KV bytes and why they differ (padding, windows)."""
+def _runtimes_compared(request: Request, lang: str) -> str:
     t = i18n.translator(lang)
     rows = []
-    for runtime in (
-        [gguf_runtime()] if isinstance(src[0], tuple) else RUNTIMES.values()
-    ):  # a GGUF: its reader's rules only
-        here = (*src[:2], runtime.name, src[3] if runtime is get_runtime(src[2]) else ())
-        g = config_geometry(src[0], src[1], runtime.name)
-        r = calculator.calculate(
-            g, ctx, seqs, KvSpec("fp16", "fp16"), "bf16", runtime_options(here, seqs)
-        )
-        why = [t(f"calc.note_{code}", window=window) for code, window in g.note_codes]
+    gguf = isinstance(request.model.text, tuple)
+    for runtime in [gguf_runtime()] if gguf else RUNTIMES.values():  # a GGUF: its reader's rules
+        own = runtime.name == request.runtime  # the page's settings are its runtime's
+        here = replace(request, runtime=runtime.name, settings=request.settings if own else ())
+        r = _sized(here)
+        why = [t(f"calc.note_{code}", window=window) for code, window in geometry(here).note_codes]
         if runtime.preallocates:
             cells = ", ".join(
                 t("calc.cmp_cells", name=c["name"], cells=f"{c['cells']:,}", streams=c["streams"])
-                for c in r["caches"]
+                for c in r.runtime_report["caches"]
             )
             why.insert(0, t("calc.cmp_llamacpp", cells=cells))
         rows.append(
             {
                 "runtime": runtime.name,
-                "kv": fmt_bytes(r["kv_bytes"], decimal=False),
-                "bytes": r["kv_bytes"],
+                "kv": fmt_bytes(r.kv_bytes, decimal=False),
+                "bytes": r.kv_bytes,
                 "why": i18n.join(lang, *why) or "—",
             }
         )
@@ -286,19 +279,27 @@ def runtimes_compared(src: tuple, ctx: int, seqs: int, lang: str) -> str:
     )
 
 
-@cached
-def formula(src: tuple, ctx: int, seqs: int, k: str, v: str, lang: str) -> str:
+def formula(request: Request, lang: str) -> str:
     """The KV formula with this model's numbers, written out in `lang` (mlx_lm and reference rules)."""
-    g, spec = config_geometry(*src), KvSpec(k, v)
-    return formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang)
+    return _formula(replace(request.sized(), weights_format="bf16", settings=()), lang)
 
 
 @cached
-def plan_table(src: tuple, ctx: int, seqs: int, k: str, v: str, w: str, mem_bytes: int, lang: str):
+def _formula(request: Request, lang: str) -> str:
+    g, spec = geometry(request), request.spec
+    return formula_markdown(formula_terms(g, request.context, spec, request.sequences), spec, lang)
+
+
+def plan_table(request: Request, lang: str):
     """The runtime's memory plan in `lang`: a markdown table (each buffer as the runtime's log names it, its size,
     its exact bytes and the rule behind it, linked to its source line), the log lines it will print and the compute
     buffer's tolerance; None when the runtime has no plan."""
-    plan = numbers(src, ctx, seqs, k, v, w, mem_bytes)["result"].get("plan")
+    return _plan_table(request.sized(), lang)
+
+
+@cached
+def _plan_table(request: Request, lang: str):
+    plan = _sized(request).plan
     if plan is None:
         return None
     t = i18n.translator(lang)

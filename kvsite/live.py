@@ -143,10 +143,10 @@ BATCHES = (1, 2, 4, 8, 16, 32)
 
 def weights_choice(f, c, key: str) -> str:
     """The weight formats a live model is built in (kvcore.measure.models), the CLI's default first chosen."""
-    from kvcore.cli.live_args import DEFAULT_WEIGHTS_FORMAT
     from kvcore.measure.models import LIVE_WEIGHT_FORMATS
+    from kvcore.memory.formulas import LIVE_WEIGHTS_FORMAT
 
-    index = LIVE_WEIGHT_FORMATS.index(DEFAULT_WEIGHTS_FORMAT)
+    index = LIVE_WEIGHT_FORMATS.index(LIVE_WEIGHTS_FORMAT)
     return c.selectbox(f.t("live.weights"), LIVE_WEIGHT_FORMATS, index=index, key=key)
 
 

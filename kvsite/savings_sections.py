@@ -6,6 +6,7 @@ Example: formats("llama-3.2-1b", ("fp16", "q8_0"), 32768, "en")["kept"] -> ("fp1
 
 from __future__ import annotations
 
+from kvcore.capacity.memory_fit import gpu_limit
 from kvcore.inputs.preset_files import load_preset
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import FORMATS
@@ -15,7 +16,6 @@ from kvcore.recordings.store import Recording
 from kvcore.units import GIB, fmt_num, fmt_pct
 from kvcore.views import memory as views
 from kvcore.views import savings as savings_views
-from kvcore.views.memory_fit import gpu_limit
 
 from . import i18n
 from .calc import limit_reason

@@ -26,6 +26,7 @@ from harness.inputs import (
     run_kvcore,
 )
 from kvcore import limits
+from kvcore.capacity.calculator import calculate
 from kvcore.errors import CODES, KvError, quote
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
@@ -33,7 +34,6 @@ from kvcore.inputs.gguf_header import read_header
 from kvcore.inputs.preset_files import load_preset
 from kvcore.memory import allocsim
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.views.calculator import calculate
 from kvcore.views.savings import format_groups, format_table
 from kvsite import i18n
 
@@ -251,8 +251,9 @@ def test_sums_past_any_machine_are_refused_not_overflowed():
 def test_every_reported_sum_is_finite_and_non_negative_and_json():
     for name in ("deepseek-v3", "llama-3.2-1b", "gemma-3-4b", "qwen3-next-80b-a3b"):
         r = calculate(parse_config(config(name), "config.json", MLX_LM), limits.MAX_CONTEXT, 1)
-        json.dumps(r, allow_nan=False)
-        for key, value in r.items():
+        out = r.as_dict()
+        json.dumps(out, allow_nan=False)
+        for key, value in out.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert math.isfinite(value) and value >= 0, (name, key, value)
 
@@ -263,7 +264,7 @@ def test_a_model_without_attention_layers_is_sized_by_its_state():
     g = parse_config(config("qwen3-next-80b-a3b", num_hidden_layers=3), "config.json", MLX_LM)
     assert {layer.kind for layer in g.layers} == {"linear"}
     r = calculate(g, 1000, 1)
-    assert r["kv_bytes_per_token"] == 0 and r["kv_bytes"] > 0
+    assert r.kv_bytes_per_token == 0 and r.kv_bytes > 0
     table = format_table(g, ["fp16", "q8_0", "mlx-q4"])
     assert set(table["vs_fp16"]) == {1.0}
     assert len(set(format_groups(g, ["fp16", "q8_0"]).values())) == 1
@@ -497,7 +498,7 @@ def test_the_clis_last_line_is_one_sentence_with_exit_2():
     """An exception no check foresaw still ends in one line and exit 2 (here: a ValueError raised inside calc)."""
     code = (
         "import sys; import kvcore.cli.main as c; import kvcore.cli.calc as calc; "
-        "calc.calculate = lambda *a, **k: (_ for _ in ()).throw(ValueError('/srv/x' * 1000)); "
+        "calc.answer = lambda *a, **k: (_ for _ in ()).throw(ValueError('/srv/x' * 1000)); "
         "sys.exit(c.main(['calc', '--model', 'llama-3.2-1b', '--context', '10']))"
     )
     r = subprocess.run(

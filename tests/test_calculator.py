@@ -2,6 +2,14 @@
 
 import pytest
 
+from kvcore.capacity.calculator import (
+    NOT_COUNTED,
+    formats_that_fit,
+    max_context,
+    max_sequences,
+    verdict,
+)
+from kvcore.capacity.memory_fit import plan_allowance
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.preset_files import load_preset
 from kvcore.inputs.presets import preset_geometry
@@ -13,14 +21,6 @@ from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import runtime_of
 from kvcore.timing.decode_model import bytes_per_generated_token, predict_tokens_per_s
 from kvcore.timing.hardware import get_chip
-from kvcore.views.calculator import (
-    NOT_COUNTED,
-    formats_that_fit,
-    max_context,
-    max_sequences,
-    verdict,
-)
-from kvcore.views.memory_fit import plan_allowance
 from kvcore.views.what_if import ASSUMED_EFFICIENCY, efficiency, predict_decode
 
 GB = 10**9
@@ -62,8 +62,8 @@ def test_a_model_without_a_plan_is_judged_against_the_same_gpu_limit_and_says_so
     """DeepSeek-V3 (MLA) under mlx_lm and Llama under the reference runtime have no plan: calculate() counts weights +
     KV, and the verdict against a Mac's GPU limit (memory_fit.gpu_limit, which llama.cpp's plan is held to too) is
     "unplanned" at 95 % of the memory, "no" at 101 %."""
-    from kvcore.views.calculator import calculate, unplanned_because
-    from kvcore.views.memory_fit import gpu_limit
+    from kvcore.capacity.calculator import calculate, unplanned_because
+    from kvcore.capacity.memory_fit import gpu_limit
 
     limit = gpu_limit(64).bytes
     for g, why in (
@@ -71,12 +71,12 @@ def test_a_model_without_a_plan_is_judged_against_the_same_gpu_limit_and_says_so
         (preset_geometry("llama-3.1-8b", "reference"), "runtime"),
     ):
         r = calculate(g, 4096, 1, KvSpec(), "mlx-q4")
-        assert "plan" not in r and r["need_bytes"] == r["weights_bytes"] + r["kv_bytes"]
+        assert r.plan is None and r.need_bytes == r.weights_bytes + r.kv_bytes
         assert unplanned_because(g) == why
-        assert verdict(r["need_bytes"], int(r["need_bytes"] / 0.95)).status == "unplanned"
-        assert verdict(r["need_bytes"], int(r["need_bytes"] / 1.01)).status == "no"
-        status = verdict(r["need_bytes"], limit).status
-        assert status == ("no" if r["need_bytes"] > limit else "unplanned")
+        assert verdict(r.need_bytes, int(r.need_bytes / 0.95)).status == "unplanned"
+        assert verdict(r.need_bytes, int(r.need_bytes / 1.01)).status == "no"
+        status = verdict(r.need_bytes, limit).status
+        assert status == ("no" if r.need_bytes > limit else "unplanned")
     assert unplanned_because(geometry("llama-3.1-8b")) is None  # mlx_lm's plan covers it
 
 
@@ -253,7 +253,7 @@ def test_the_savings_chapter_puts_weights_and_kv_within_the_gpu_limit_and_one_mo
     """The longest context per KV format: weights + KV within the memory the GPU may use on a Mac with that RAM
     (memory_fit.gpu_limit: two thirds at 16 GB, three quarters at 36, 84 % at 128), nothing else counted; one more
     token passes it."""
-    from kvcore.views.memory_fit import gpu_limit
+    from kvcore.capacity.memory_fit import gpu_limit
     from kvcore.views.savings import fits_table
 
     g = geometry("llama-3.1-8b")
@@ -285,19 +285,19 @@ def test_the_savings_chapter_puts_weights_and_kv_within_the_gpu_limit_and_one_mo
     ],
 )
 def test_a_context_past_max_position_embeddings_is_flagged_and_one_within_is_not(name, limit):
-    from kvcore.views.calculator import calculate
+    from kvcore.capacity.calculator import calculate
 
     g = geometry(name)
     assert (
         g.max_position_embeddings == limit == load_preset(name)["config"]["max_position_embeddings"]
     )
     at, past = calculate(g, limit), calculate(g, limit + 1)
-    assert (at["beyond_max_position"], past["beyond_max_position"]) == (False, True)
-    assert past["max_position_embeddings"] == limit
+    assert (at.beyond_max_position, past.beyond_max_position) == (False, True)
+    assert past.max_position_embeddings == limit
 
 
 def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
-    from kvcore.views.calculator import calculate
+    from kvcore.capacity.calculator import calculate
 
     config = {
         k: v
@@ -306,7 +306,7 @@ def test_a_config_without_max_position_embeddings_has_no_limit_to_pass():
     }
     g = parse_config(config, "no-limit", MLX_LM)
     assert g.max_position_embeddings is None
-    assert calculate(g, MAX_CONTEXT)["beyond_max_position"] is False
+    assert calculate(g, MAX_CONTEXT).beyond_max_position is False
 
 
 def test_labelled_points_are_drawn_on_the_charts_own_scales_and_stay_out_of_the_legend():

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvcore.capacity.calculator import calculate
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.views.calculator import calculate
 from kvsite import i18n
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from kvcore.capacity.calculator import calculate, formats_that_fit, runtime_formats
 from kvcore.cli import main as cli
 from kvcore.errors import KvError
 from kvcore.inputs import preset_files, presets
@@ -30,7 +31,6 @@ from kvcore.runtimes import registry as runtimes
 from kvcore.runtimes.base import Runtime, Setting
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.token import TokenRuntime
-from kvcore.views.calculator import calculate, formats_that_fit, runtime_formats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def test_a_format_added_to_the_table_reaches_the_formula_the_calculator_and_the_
     assert (
         kv_bytes(g, 1024, spec) == 1024 * 16 * 8 * 2 * (64 // 32) * 26
     )  # tokens x layers x heads x K+V x blocks x bytes
-    assert calculate(g, 1024, 1, spec, "mlx-q4")["kv_bytes"] == kv_bytes(g, 1024, spec)
+    assert calculate(g, 1024, 1, spec, "mlx-q4").kv_bytes == kv_bytes(g, 1024, spec)
     assert "q6_test" in formats_that_fit(g, 131072, 1, 0, 10**12, KvSpec())  # offered as a lever
     assert calc_json(
         capsys,
@@ -555,12 +555,12 @@ def test_a_runtime_added_to_the_registry_reaches_the_engine_the_calculator_and_t
     )  # the reference rules it applies
     assert runtimes.runtime_of(g) is throwaway_runtime
     r = calculate(g, 10000, 1, KvSpec(), "bf16")
-    assert r["kv_bytes"] == kv_bytes(g, 10000, KvSpec()) and r["runtime"] == "throwaway_rt"
+    assert r.kv_bytes == kv_bytes(g, 10000, KvSpec()) and r.runtime == "throwaway_rt"
     assert (
         calc_json(
             capsys, "--model", "mistral-7b-v0.1", "--context", "10000", "--runtime", "throwaway_rt"
         )["kv_bytes"]
-        == r["kv_bytes"]
+        == r.kv_bytes
     )
 
 

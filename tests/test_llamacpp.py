@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.inputs import run_kvcore
+from kvcore.capacity import calculator
+from kvcore.capacity.memory_fit import plan_allowance
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.preset_files import load_preset
@@ -24,8 +26,6 @@ from kvcore.model.families import FAMILIES
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import RUNTIMES
-from kvcore.views import calculator
-from kvcore.views.memory_fit import plan_allowance
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -419,8 +419,8 @@ def test_every_family_has_a_known_window_rule():
 def test_calculate_takes_the_runtime_and_its_options():
     g = geometry("gpt-oss-20b")
     r = calculator.calculate(g, 131072, 1, KvSpec(), "bf16", llamacpp.Options(ubatch=2048))
-    assert r["kv_bytes"] == (3072 + 54) * MIB and r["caches"][1]["cells"] == 2304
-    assert sum(row["kv_bytes"] for row in r["per_layer"]) == r["kv_bytes"]
+    assert r.kv_bytes == (3072 + 54) * MIB and r.runtime_report["caches"][1]["cells"] == 2304
+    assert sum(row["kv_bytes"] for row in r.per_layer) == r.kv_bytes
 
 
 def plan_fits(g, context, spec, n, weights, available, options=None) -> str:
@@ -433,21 +433,21 @@ def plan_fits(g, context, spec, n, weights, available, options=None) -> str:
 def test_llama_cpp_verdict_is_its_plan_with_no_flat_margin():
     g = geometry("llama-3.1-8b")
     r = calculator.calculate(g, 32768, 1, KvSpec(), "gguf-q4_k_m")
-    need, allowance = r["need_bytes"], r["fit_allowance_bytes"]
-    assert need == r["plan"]["total_bytes"] > r["weights_bytes"] + r["kv_bytes"]
+    need, allowance = r.need_bytes, r.fit_allowance_bytes
+    assert need == r.plan["total_bytes"] > r.weights_bytes + r.kv_bytes
     assert calculator.verdict(need, need + allowance, allowance).status == "fits"
     assert calculator.verdict(need, need + allowance - 1, allowance).status == "tight"
     assert calculator.verdict(need, need - allowance - 1, allowance).status == "no"
     # mlx_lm is judged by its own plan (generate_step's peak); the reference runtime, without one, counts weights +
     # KV only and never calls them a fit
     m = calculator.calculate(preset_geometry("llama-3.1-8b", "mlx_lm"), 32768, 1, KvSpec())
-    assert m["need_bytes"] == m["plan"]["total_bytes"] > m["weights_bytes"] + m["kv_bytes"]
-    assert m["plan"]["log_lines"][0].startswith("Peak memory: ")
+    assert m.need_bytes == m.plan["total_bytes"] > m.weights_bytes + m.kv_bytes
+    assert m.plan["log_lines"][0].startswith("Peak memory: ")
     ref = calculator.calculate(preset_geometry("llama-3.1-8b", "reference"), 32768, 1, KvSpec())
-    assert "plan" not in ref and ref["fit_allowance_bytes"] is None
-    assert ref["need_bytes"] == ref["weights_bytes"] + ref["kv_bytes"]
-    assert calculator.verdict(ref["need_bytes"], ref["need_bytes"]).status == "unplanned"
-    assert calculator.verdict(ref["need_bytes"], ref["need_bytes"] - 1).status == "no"
+    assert ref.plan is None and ref.fit_allowance_bytes is None
+    assert ref.need_bytes == ref.weights_bytes + ref.kv_bytes
+    assert calculator.verdict(ref.need_bytes, ref.need_bytes).status == "unplanned"
+    assert calculator.verdict(ref.need_bytes, ref.need_bytes - 1).status == "no"
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "qwen-7b-chat", "gemma-2-2b", "deepseek-v3"])
@@ -485,12 +485,12 @@ def test_every_preset_has_a_verdict_and_levers_under_every_runtime(runtime):
     for name in preset_names():
         g = preset_geometry(name, runtime)
         r = calculator.calculate(g, 8192, 2, spec)
-        assert r["kv_bytes"] > 0 and r["runtime"] == runtime, name
-        weights = r["weights_bytes"]
+        assert r.kv_bytes > 0 and r.runtime == runtime, name
+        weights = r.weights_bytes
         available = (  # room for four times this cache (and, with a plan, its other buffers twice)
             weights
-            + 4 * r["kv_bytes"]
-            + 2 * (r["need_bytes"] - weights - r["kv_bytes"] + (r["fit_allowance_bytes"] or 0))
+            + 4 * r.kv_bytes
+            + 2 * (r.need_bytes - weights - r.kv_bytes + (r.fit_allowance_bytes or 0))
             + 1
         )
         assert calculator.max_context(g, spec, 2, weights, available) >= 8192, name

@@ -23,13 +23,13 @@ if not os.environ.get(
 
 import gguf_files  # noqa: E402
 
+from kvcore.capacity import calculator
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs import gguf
 from kvcore.inputs.preset_files import load_preset  # noqa: E402
 from kvcore.measure.llamacpp_probe import Request, run_isolated  # noqa: E402
 from kvcore.memory.formats import KvSpec  # noqa: E402
 from kvcore.runtimes import llamacpp_cache as llamacpp  # noqa: E402
-from kvcore.views import calculator
 
 # one preset per family, plus the deepest (126 layers) and a 128-wide Gemma 3
 PRESETS = [*gguf_files.LLAMACPP_FAMILY_PRESETS, "llama-3.1-405b", "gemma-3-4b"]
@@ -87,7 +87,7 @@ def engine_lines(g, r: Request) -> list[str]:
     result = calculator.calculate(
         g, r.n_ctx, r.n_seq_max, KvSpec(r.type_k, r.type_v), "gguf-file", options
     )
-    return result["log_lines"]
+    return result.runtime_report["log_lines"]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The plan's verdict against the memory a Mac's GPU may use (kvcore.views.memory_fit): the limit and its source, the
+"""The plan's verdict against the memory a Mac's GPU may use (kvcore.capacity.memory_fit): the limit and its source, the
 allowance (the compute buffer's measured tolerance, no flat margin), the part that does not fit, and levers that
 each make the plan fit while one step further does not."""
 
@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from kvcore.capacity.memory_fit import Limit, fit, gpu_limit, levers, plan_allowance
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import KvSpec
@@ -16,7 +17,6 @@ from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import get_runtime
 from kvcore.timing.hardware import mac_gpu_share
 from kvcore.units import GIB, MIB
-from kvcore.views.memory_fit import Limit, fit, gpu_limit, levers, plan_allowance
 
 RT = get_runtime("llama.cpp")
 G = preset_geometry("llama-3.1-8b", runtime="llama.cpp")

@@ -194,6 +194,7 @@ LAYERS = (
     "timing",
     "recordings",
     "fits",
+    "capacity",
     "views",
     "measure",
     "cli",

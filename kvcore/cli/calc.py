@@ -6,66 +6,67 @@ from __future__ import annotations
 
 import json
 
+from kvcore.capacity.calculator import NOT_COUNTED, answer
+from kvcore.capacity.memory_fit import gpu_limit
+from kvcore.capacity.request import ModelSource, Request, Result
 from kvcore.errors import KvError
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.source import resolve_model
-from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import KvSpec
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 from kvcore.timing import estimate as timing
 from kvcore.timing import hardware
 from kvcore.units import fmt_bytes
-from kvcore.views import calculator
-from kvcore.views.calculator import calculate
 
 
-def _print_calc(r: dict) -> None:
-    runtime = get_runtime(r["runtime"])
-    print(f"model      {r['model']} ({r['runtime']} rules)   source: {r['source']}")
-    for line in runtime.describe_options(
-        r
-    ):  # llama.cpp: its options and the lines it logs for its caches
+def _print_calc(r: Result, out: dict) -> None:
+    """calc's text: `r` read by field; `out` (calc --json's dict) for the runtime's own lines and the time."""
+    runtime = get_runtime(r.runtime)
+    print(f"model      {r.model} ({r.runtime} rules)   source: {out['source']}")
+    for line in runtime.describe_options(out):  # llama.cpp: its options and its caches' log lines
         print(line)
     print(
-        f"context    {r['context']:,} tokens x {r['sequences']} sequence(s), K {r['k_format']}, V {r['v_format']}"
+        f"context    {r.context:,} tokens x {r.sequences} sequence(s), K {r.k_format}, V {r.v_format}"
     )
-    print(f"KV cache   {fmt_bytes(r['kv_bytes'])}  ({r['kv_bytes']:,} B)")
-    if r["kv_bytes_per_token_at_context"] == r["kv_bytes_per_token"]:
-        print(f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers)")
+    print(f"KV cache   {fmt_bytes(r.kv_bytes)}  ({r.kv_bytes:,} B)")
+    if r.kv_bytes_per_token_at_context == r.kv_bytes_per_token:
+        print(f"per token  {r.kv_bytes_per_token:,} B per token per sequence (all layers)")
     else:  # sliding layers stop growing once their window is full
         print(
-            f"per token  {r['kv_bytes_per_token']:,} B per token per sequence (all layers) until the sliding windows are "
-            f"full; {r['kv_bytes_per_token_at_context']:,} B per token at {r['context']:,} tokens (windows full); "
-            f"{r['kv_bytes_per_token_average']:,.0f} B per token on average over the {r['context']:,}"
+            f"per token  {r.kv_bytes_per_token:,} B per token per sequence (all layers) until the sliding windows are "
+            f"full; {r.kv_bytes_per_token_at_context:,} B per token at {r.context:,} tokens (windows full); "
+            f"{r.kv_bytes_per_token_average:,.0f} B per token on average over the {r.context:,}"
         )
     for line in runtime.describe_sizes(
-        r
+        out
     ):  # mlx_lm: the chunked prefill's peak above the steady state
         print(line)
     print(
-        f"weights    {fmt_bytes(r['weights_bytes'])} ({r['weights_format']}, {r['params']:,} parameters;"
-        f" {r['active_params']:,} read per token)"
+        f"weights    {fmt_bytes(r.weights_bytes)} ({r.weights_format}, {r.params:,} parameters;"
+        f" {r.active_params:,} read per token)"
     )
-    if "plan" in r:  # the runtime's whole plan: its buffers beside the weights and the KV cache
+    if (
+        r.plan is not None
+    ):  # the runtime's whole plan: its buffers beside the weights and the KV cache
         print(
-            f"total      {fmt_bytes(r['plan']['total_bytes'])} (everything its plan holds at the peak;"
-            f" weights + KV alone {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])})"
+            f"total      {fmt_bytes(r.plan['total_bytes'])} (everything its plan holds at the peak;"
+            f" weights + KV alone {fmt_bytes(r.kv_bytes + r.weights_bytes)})"
         )
     else:
-        *parts, last = calculator.NOT_COUNTED
+        *parts, last = NOT_COUNTED
         print(
-            f"total      {fmt_bytes(r['kv_bytes'] + r['weights_bytes'])}, weights + KV only: kvcore has no memory"
+            f"total      {fmt_bytes(r.kv_bytes + r.weights_bytes)}, weights + KV only: kvcore has no memory"
             f" plan here, so {', '.join(parts)} and {last} are not counted"
         )
-    print(f"formula    {r['formula']}")
-    if "fit" in r:
-        _print_fit(r["fit"], r["runtime"])
-    if "decode_tokens_per_s" in r:
-        _print_time(r)
-    for note in r["notes"]:
+    print(f"formula    {r.formula}")
+    if "fit" in out:
+        _print_fit(out["fit"], r.runtime)
+    if "decode_tokens_per_s" in out:
+        _print_time(out)
+    for note in r.notes:
         print(f"note       {note}")
     print("\nlayer  kind      tokens held        KV bytes")
-    for row in r["per_layer"]:
+    for row in r.per_layer:
         print(
             f"{row['layer']:>5}  {row['kind']:<8} {row['tokens_held']:>12,} {row['kv_bytes']:>15,}"
         )
@@ -97,8 +98,8 @@ def _print_time(r: dict) -> None:
     print(f"shares     {t['efficiency_source']}")
 
 
-def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
-    """Adds the time model's figures to `result` for `calc --chip [--prompt]` (flat keys and a "time" block)."""
+def _time(a, geometry, r: Result, request: Request, out: dict) -> None:
+    """Adds the time model's figures to `out` for `calc --chip [--prompt]` (flat keys and a "time" block)."""
     if a.prompt and not a.chip:
         raise KvError(
             "--prompt needs --chip: the time to the first token depends on the chip's compute."
@@ -106,7 +107,8 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
     if not a.chip:
         return
     chip = hardware.get_chip(a.chip)
-    per_slot = runtime_of(geometry).sequence_share(result["context"], result["sequences"], llama)
+    llama = request.options()
+    per_slot = runtime_of(geometry).sequence_share(r.context, r.sequences, llama)
     if a.prompt and a.prompt > per_slot:
         raise KvError(
             f"--prompt {a.prompt:,} is longer than the {per_slot:,} tokens a sequence can hold here."
@@ -117,16 +119,16 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
         a.prompt or min(512, per_slot),
         chip,
         eff,
-        spec,
-        result["weights_format"],
-        result["context"],
-        result["sequences"],
+        request.spec,
+        r.weights_format,
+        r.context,
+        r.sequences,
         llama,
     )
     if not a.prompt:
         for key in ("prompt", "prefill_s", "prefill_bound", "prefill_intensity", "prefill"):
             t.pop(key)
-    result["time"] = t
+    out["time"] = t
     for key in (
         "prefill_s",
         "prefill_bound",
@@ -139,79 +141,7 @@ def _time(a, geometry, result: dict, spec: KvSpec, llama) -> None:
         "chip",
     ):
         if key in t:
-            result[key] = t[key]
-
-
-def _fit(a, geometry, result: dict, spec: KvSpec, options, runtime) -> None:
-    """Adds the verdict against the GPU's memory for `calc --ram [--wired-limit-mb]` (a "fit" block): the runtime's
-    whole plan where it has one, else weights + KV only, saying what is not counted."""
-    if a.ram is None:
-        if a.wired_limit_mb is not None:
-            raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
-        return
-    from kvcore.views.memory_fit import fit, gpu_limit, levers
-
-    limit = gpu_limit(a.ram, True, a.wired_limit_mb)
-    if "plan" not in result:
-        result["fit"] = _fit_unplanned(a, geometry, result, spec, options, limit)
-        return
-    verdict = fit(result["plan"], limit)
-    out = {**verdict.as_dict(), "counted": "the whole plan", "not_counted": []}
-    if verdict.status != "fits":
-        out["levers"] = levers(
-            runtime,
-            geometry,
-            a.context,
-            spec,
-            a.sequences,
-            options,
-            result["weights_bytes"],
-            a.flash_attn or "auto",
-            limit,
-            MAX_CONTEXT,
-        )
-    result["fit"] = out
-
-
-def _fit_unplanned(a, geometry, result: dict, spec: KvSpec, options, limit) -> dict:
-    """The "fit" block without a memory plan: weights + KV against the limit, "no" or "unplanned" (never "fits"),
-    what is not counted and why, and the levers as upper bounds (weights + KV within the limit, one more past it)."""
-    weights, kv = result["weights_bytes"], result["kv_bytes"]
-    v = calculator.verdict(weights + kv, limit.bytes)
-    bounds = (
-        (
-            "context",
-            calculator.max_context(geometry, spec, a.sequences, weights, limit.bytes, options),
-        ),
-        (
-            "sequences",
-            calculator.max_sequences(geometry, spec, a.context, weights, limit.bytes, options),
-        ),
-        (
-            "kv_format",
-            calculator.formats_that_fit(
-                geometry, a.context, a.sequences, weights, limit.bytes, spec, options
-            ),
-        ),
-    )
-    return {
-        "status": v.status,
-        "need_bytes": v.need_bytes,
-        "allowance_bytes": None,
-        "limit": limit.as_dict(),
-        "over_bytes": max(0, v.need_bytes - limit.bytes),
-        "blocking": None
-        if v.status != "no"
-        else "weights"
-        if weights > limit.bytes
-        else "KV cache",
-        "counted": "weights + KV",
-        "not_counted": list(v.not_counted),
-        "unplanned": calculator.unplanned_because(geometry),
-        "levers": [
-            {"lever": name, "value": value, "at_most": True} for name, value in bounds if value
-        ],
-    }
+            out[key] = t[key]
 
 
 def _print_fit(f: dict, runtime: str) -> None:
@@ -274,7 +204,7 @@ def run(a) -> int:
         raise KvError("Give either --kv-format or --k-format/--v-format, not both.")
     k = a.k_format or a.kv_format or "fp16"
     v = a.v_format or a.kv_format or "fp16"
-    spec = KvSpec(k, v, a.group_size, a.activation_dtype)
+    KvSpec(k, v, a.group_size, a.activation_dtype)  # an unknown format refused first, by name
     runtime = get_runtime(a.runtime)
     for other in RUNTIMES.values():  # another runtime's settings, given: say whose they are
         changed = [
@@ -292,25 +222,30 @@ def run(a) -> int:
         raise KvError(
             f"--flash-attn is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
         )
+    if a.ram is None and a.wired_limit_mb is not None:
+        raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
     geometry, preset = resolve_model(a.model, runtime.name)
-    # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
-    options = runtime.options(
-        a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings}
-    )
-    result = calculate(
-        geometry,
+    # --ram: the verdict against the memory the GPU may use (a Mac's default working set, or the wired limit)
+    limit = gpu_limit(a.ram, True, a.wired_limit_mb) if a.ram is not None else None
+    request = Request(
+        ModelSource(a.model),
         a.context,
-        a.sequences,
-        spec,
+        a.sequences,  # the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
+        k,
+        v,
         a.weights_format or preset.get("default_weights_format", "bf16"),
-        options,
+        runtime.name,
+        tuple((s.field, getattr(a, s.name)) for s in runtime.settings),
         a.flash_attn or "auto",
+        a.group_size,
+        a.activation_dtype,
+        limit.bytes if limit else None,
     )
-    result["source"] = preset.get("source", a.model)
-    _fit(a, geometry, result, spec, options, runtime)
-    _time(a, geometry, result, spec, options)
+    result = answer(request, geometry)
+    out = result.as_dict(source=preset.get("source", a.model), limit=limit)
+    _time(a, geometry, result, request, out)
     if a.json:
-        print(json.dumps(result, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
+        print(json.dumps(out, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
     else:
-        _print_calc(result)
+        _print_calc(result, out)
     return 0

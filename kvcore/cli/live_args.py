@@ -11,9 +11,10 @@ import re
 
 from kvcore.cli.args import whole_number  # one wording for every whole-number option
 from kvcore.errors import KvError, quote
+from kvcore.memory.formulas import LIVE_WEIGHTS_FORMAT
 
 DEFAULT_MODEL = "llama-3.2-1b"  # the live commands' --model (kvcore.cli.doctor checks its default run from these)
-DEFAULT_WEIGHTS_FORMAT = "mlx-q4"  # random weights' --weights-format, like the article
+DEFAULT_WEIGHTS_FORMAT = LIVE_WEIGHTS_FORMAT  # random weights' --weights-format
 DEFAULT_CONTEXTS = "256,1024,4096,16384,32768"
 DEFAULT_KV_CONTEXTS = "1024,2048,4096,8192,16384,32768"
 MAX_LIVE_CONTEXT = 1_048_576

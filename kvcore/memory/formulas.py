@@ -16,6 +16,7 @@ from kvcore.limits import MAX_CONTEXT, MAX_SEQUENCES
 from kvcore.memory import weight_formats as gguf_weights
 from kvcore.memory.allocsim import ChunkedTrace, simulate
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
+from kvcore.memory.runs import Runs
 from kvcore.memory.weight_formats import GGUF_FORMATS
 
 if TYPE_CHECKING:  # the geometry's types only: kvcore.model.geometry reads configs under a runtime (kvcore.runtimes.registry)
@@ -139,7 +140,7 @@ def prefill_peak_tokens(layer: Layer, context: int, prefill_step: int = PREFILL_
 def _rotating_peak(window: int, context: int, prefill_step: int) -> int:
     """The most rows a RotatingKVCache of `window` holds in the chunked prefill (one walk per window, not per
     layer)."""
-    chunks = prefill_chunks(context, prefill_step)
+    chunks = prefill_runs(context, prefill_step)
     whole = (context - 1) // prefill_step
     return ChunkedTrace("RotatingKVCache", chunks, prefill_step, whole, window).max_capacity()
 
@@ -149,10 +150,18 @@ def prefill_chunks(context: int, prefill_step: int = PREFILL_STEP) -> list[int]:
 
     Example: 4096 -> [2048, 2047, 1] (chunks while more than one token is left, then the last).
     """
+    return list(prefill_runs(context, prefill_step))
+
+
+def prefill_runs(context: int, prefill_step: int = PREFILL_STEP) -> Runs:
+    """prefill_chunks() as runs of equal chunks (kvcore.memory.runs), never built as a list.
+
+    Example: 10**8 tokens at step 64 -> Runs([(64, 1_562_499), (63, 1), (1, 1)]).
+    """
     if context < 1:
-        return []
+        return Runs(())
     whole, rest = divmod(context - 1, prefill_step)  # chunks while more than one token is left
-    return [prefill_step] * whole + ([rest] if rest else []) + [1]
+    return Runs([(prefill_step, whole), (rest, 1 if rest else 0), (1, 1)])
 
 
 def kv_prefill_peak_bytes(
@@ -197,6 +206,8 @@ DOWNLOAD_WEIGHT_FORMATS = WEIGHT_FORMATS + tuple(
     GGUF_WEIGHT_FORMATS
 )  # what a reader can choose: mlx's and GGUF's
 ALL_WEIGHT_FORMATS = DOWNLOAD_WEIGHT_FORMATS + (FILE_WEIGHTS,)
+# a live run's random weights, like the article: the live commands' --weights-format and the site's choice
+LIVE_WEIGHTS_FORMAT = "mlx-q4"
 
 
 def weight_bits(weights_format: str) -> int:
@@ -213,7 +224,8 @@ def weights_bytes(
     geometry: Geometry, weights_format: str = "bf16", group_size: int = 64, active: bool = False
 ) -> int:
     """Weight bytes as mlx_lm stores them: quantized matrices at bits/8 + one fp16 scale and bias
-    per group; MoE routers at 8 bits (mlx_lm's quant_predicate); norms and biases in fp16.
+    per group; MoE routers, and the matrices a family keeps at 8 bits (Params.matrix_8bit), at 8 bits
+    in groups of 64 (mlx_lm's quant_predicate); norms and biases in fp16.
 
     active=True counts only what one decode step reads (MoE: the routed experts).
 
@@ -240,9 +252,10 @@ def weights_bytes(
     if weights_format in DTYPE_BYTES:
         return p.total * DTYPE_BYTES[weights_format]
     scale_bias = 2 * DTYPE_BYTES["fp16"]  # one scale + one bias per group
-    matrix = p.matrix * bits // 8 + p.matrix // group_size * scale_bias
-    router = p.router + p.router // 64 * scale_bias  # 8 bits, group 64
-    return matrix + router + p.vector * 2
+    low = p.matrix - p.matrix_8bit  # at the format's bits
+    matrix = low * bits // 8 + low // group_size * scale_bias
+    eight = p.router + p.matrix_8bit  # 8 bits, group 64
+    return matrix + eight + eight // 64 * scale_bias + p.vector * 2
 
 
 # ---------------------------------------------------------------- the worked formula

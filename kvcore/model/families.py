@@ -57,9 +57,24 @@ class Family:
     shared_expert: bool = (
         False  # a Qwen MoE layer also has a shared expert and its gate (Qwen3-Next)
     )
+    # the matrices mlx_lm's quant_predicate for this family keeps at 8 bits (group 64) whatever the bits asked
+    # (MLX_8BIT_MODULES names them; IBM Granite 3 keeps all three: mlx-lm v0.32.2 mlx_lm/models/granite.py
+    # `quant_predicate`, "Keep them safe at 8 bits")
+    mlx_8bit: tuple[str, ...] = ()
 
     def __post_init__(self):
         check_window_keys(self)
+        unknown = sorted(set(self.mlx_8bit) - set(MLX_8BIT_MODULES))
+        if unknown:
+            raise KvError(
+                f"Model family {self.model_type!r} keeps {', '.join(map(repr, unknown))} at 8 bits, which "
+                f"kvcore does not count; known: {', '.join(MLX_8BIT_MODULES)}."
+            )
+
+
+# The matrices a family may keep at 8 bits under mlx_lm (Family.mlx_8bit), as mlx_lm's paths end: the attention's
+# output projection, a dense MLP's down projection, the untied output head (kvcore.model.params counts each).
+MLX_8BIT_MODULES = ("o_proj", "down_proj", "lm_head")
 
 
 def check_window_keys(family: Family) -> None:

@@ -17,12 +17,14 @@ class Params:
 
     matrix: Linear/Embedding weights (quantized at the chosen bits); router: MoE router
     weights (mlx_lm keeps them at 8 bits); vector: norms, biases, other small tensors (never
-    quantized).
+    quantized). matrix_8bit: the part of `matrix` a family's quant_predicate keeps at 8 bits
+    (Family.mlx_8bit: granite's o_proj, down_proj and lm_head), counted in `matrix` too.
     """
 
     matrix: int = 0
     router: int = 0
     vector: int = 0
+    matrix_8bit: int = 0  # of matrix, not beside it
 
     @property
     def total(self) -> int:
@@ -30,11 +32,14 @@ class Params:
 
     def __add__(self, other: "Params") -> "Params":
         return Params(
-            self.matrix + other.matrix, self.router + other.router, self.vector + other.vector
+            self.matrix + other.matrix,
+            self.router + other.router,
+            self.vector + other.vector,
+            self.matrix_8bit + other.matrix_8bit,
         )
 
     def __mul__(self, k: int) -> "Params":
-        return Params(self.matrix * k, self.router * k, self.vector * k)
+        return Params(self.matrix * k, self.router * k, self.vector * k, self.matrix_8bit * k)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,10 @@ def _attention(cfg: Cfg, family: Family, layer: Layer) -> Params:
         )
     hd, kvh = layer.k_dim, layer.kv_heads
     q_out = nh * hd * (2 if family.gated_q else 1)
-    p = Params(matrix=h * q_out + 2 * h * kvh * hd + nh * hd * h)
+    o_proj = nh * hd * h
+    p = Params(matrix=h * q_out + 2 * h * kvh * hd + o_proj)
+    if "o_proj" in family.mlx_8bit:
+        p += Params(matrix_8bit=o_proj)
     p += _layout(ATTENTION_EXTRAS, "attention_extras", family.attention_extras, family)(
         cfg, nh, kvh, hd, h
     )
@@ -109,7 +112,10 @@ def _moe_layer(cfg: Cfg, i: int, first_dense: str | None = None) -> bool:
 
 
 def _dense(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
-    p = _mlp(cfg.int("hidden_size"), cfg.int("intermediate_size"))
+    h, inter = cfg.int("hidden_size"), cfg.int("intermediate_size")
+    p = _mlp(h, inter)
+    if "down_proj" in family.mlx_8bit:
+        p += Params(matrix_8bit=inter * h)
     return p, p, 0
 
 
@@ -207,6 +213,8 @@ def count_params(cfg: Cfg, family: Family, layers: list[Layer]) -> tuple[Params,
     if tied is None:
         tied = cfg.bool("tie_word_embeddings", family.tie_default)
     base = Params(matrix=vocab * h * (1 if tied else 2), vector=h)
+    if not tied and "lm_head" in family.mlx_8bit:
+        base += Params(matrix_8bit=vocab * h)
     total, active = base, base
     for layer in layers:
         attn = _attention(cfg, family, layer) + Params(vector=family.norms_per_layer * h)

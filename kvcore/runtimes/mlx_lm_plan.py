@@ -40,14 +40,14 @@ project has no Mac: the published Mac peaks are what it is held to).
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
-from itertools import accumulate, takewhile
+from itertools import takewhile
 
 from kvcore.errors import KvError
 from kvcore.memory.allocsim import STEP, ChunkedTrace
 from kvcore.memory.formats import DTYPE_BYTES, KvSpec, get_format
-from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_chunks, state_bytes
+from kvcore.memory.formulas import PREFILL_STEP, bytes_per_token, prefill_runs, state_bytes
+from kvcore.memory.runs import Runs
 from kvcore.runtimes.base import Part
 from kvcore.runtimes.mlx_metal import (
     MLX_SOURCE,
@@ -141,8 +141,10 @@ def moments(
     full = KvSpec(
         spec.activation_dtype, spec.activation_dtype, spec.group_size, spec.activation_dtype
     )
-    chunks = prefill_chunks(prompt, prefill_step)
-    updates = chunks + [1] * generated
+    chunks = prefill_runs(
+        prompt, prefill_step
+    )  # a long prompt's chunks as runs, never a list of them
+    updates = chunks + Runs([(1, generated)])
     e, heads = geometry.hidden_size, geometry.num_attention_heads
     mlp = _mlp_width(geometry)
     q = max(heads * layer.k_dim for layer in geometry.layers)
@@ -159,11 +161,8 @@ def moments(
             layer.v_dim,
         )
         groups.setdefault(key, []).append(layer)
-    offsets = list(
-        accumulate(updates, initial=0)
-    )  # the cache's offset before each update (and after the last)
     # the first update whose cache reaches quantized_kv_start is followed by the conversion
-    convert_at = bisect_left(offsets, quantized_kv_start, 1) - 1 if quantized else None
+    convert_at = max(1, updates.reaching(quantized_kv_start)) - 1 if quantized else None
     if convert_at is not None and convert_at >= len(updates):
         convert_at = None
     # a long prompt's chunks are not walked one by one where their states follow from the step
@@ -203,7 +202,7 @@ def moments(
     )
     out = []
     for i in keep:
-        n, offset = updates[i], offsets[i]
+        n, offset = updates[i], updates.offset(i)  # the cache's offset before update i
         converted = convert_at is not None and i > convert_at
         now = spec if converted else full  # the cache this step runs on
 
@@ -322,7 +321,7 @@ def plan(
 ) -> dict:
     """The peak of generate_step for a `prompt`-token prompt and `generated` tokens: weights, the caches as
     allocated and the transient parts of the step whose memory is highest, as a dict (the shape of
-    kvcore.runtimes.llamacpp_plan's, read by kvcore.views.memory_fit: compute_bytes is the transient total).
+    kvcore.runtimes.llamacpp_plan's, read by kvcore.capacity.memory_fit: compute_bytes is the transient total).
     `sequences` prompts of that length run as one batch: every array but the weights has the batch dimension."""
     steps = moments(
         geometry,

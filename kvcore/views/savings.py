@@ -12,6 +12,8 @@ import dataclasses
 
 import pandas as pd
 
+from kvcore.capacity.calculator import max_context_kv_only
+from kvcore.capacity.memory_fit import gpu_limit
 from kvcore.errors import KvError
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import FORMATS, KvSpec, get_format, padding_formats
@@ -20,8 +22,6 @@ from kvcore.model.geometry import Geometry
 from kvcore.recordings.published import figures
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB
-from kvcore.views.calculator import max_context_kv_only
-from kvcore.views.memory_fit import gpu_limit
 
 # ---------------------------------------------------------------- 5 savings
 from kvcore.views.what_if import doubling_contexts, memory_curves
@@ -180,7 +180,7 @@ def fits_table(
     sequences: int = 1,
 ) -> pd.DataFrame:
     """Longest context per KV format whose weights + KV stay within the memory the GPU may use on a Mac with
-    `ram_gb` GB of RAM (kvcore.views.memory_fit.gpu_limit: macOS's default working set; vendors' "GB" of RAM are
+    `ram_gb` GB of RAM (kvcore.capacity.memory_fit.gpu_limit: macOS's default working set; vendors' "GB" of RAM are
     GiB), nothing else counted: an upper bound that compares the formats by their bytes alone (the Calculator counts
     everything the runtime holds), capped at the model's max_position_embeddings (`capped` says where the model,
     not the memory, sets the limit)."""

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from kvcore.capacity.calculator import kv_need
 from kvcore.fits.decode import chip_for, geometry_for
 from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import weights_bytes
@@ -20,7 +21,6 @@ from kvcore.model.geometry import Geometry
 from kvcore.recordings.store import Recording
 from kvcore.timing import estimate as timing
 from kvcore.timing.hardware import Chip
-from kvcore.views.calculator import kv_need
 
 PEAK = timing.Efficiency(
     1.0, 1.0, "peak"

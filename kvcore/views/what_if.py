@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvcore.capacity.calculator import kv_need
 from kvcore.errors import KvError
 from kvcore.fits.decode import chip_for, fit_run
 from kvcore.memory.formats import COMPARED, KvSpec
@@ -18,7 +19,6 @@ from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.timing.hardware import Chip, gpu_memory_limit_gb
 from kvcore.units import GIB
-from kvcore.views.calculator import kv_need
 
 if (
     TYPE_CHECKING

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 from app_helpers import ROOT, charts, page, texts
 
+from kvcore.capacity import calculator as calc
+from kvcore.capacity.memory_fit import plan_allowance
 from kvcore.errors import KvError
 from kvcore.inputs.preset_files import load_preset
 from kvcore.inputs.presets import preset_geometry
@@ -17,9 +19,7 @@ from kvcore.memory.formats import KvSpec, mlx_cache_formats
 from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.runtimes.registry import RUNTIMES, get_runtime
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views import calculator as calc
 from kvcore.views import what_if
-from kvcore.views.memory_fit import plan_allowance
 from kvsite import i18n
 from kvsite.calc_sections import NUMBERS
 
@@ -177,8 +177,8 @@ def test_levers_fit_and_one_more_does_not(rec_dir, model, ctx, gib):
 def test_verdict_changes_at_its_stated_thresholds(rec_dir):
     # mlx_lm: its plan (generate_step's peak) with the transient parts' measured tolerance, no flat margin
     r = calc.calculate(geometry("llama-3.1-8b"), 32768, 1, KvSpec(), "mlx-q4")
-    need, allowance = r["need_bytes"], r["fit_allowance_bytes"]
-    assert need == r["plan"]["total_bytes"] > r["weights_bytes"] + r["kv_bytes"]
+    need, allowance = r.need_bytes, r.fit_allowance_bytes
+    assert need == r.plan["total_bytes"] > r.weights_bytes + r.kv_bytes
     assert page(CALC, chip="custom", gib=round((need + allowance) / GIB + 0.01, 2)).success
     assert page(CALC, chip="custom", gib=round((need + allowance) / GIB - 0.01, 2)).warning
     assert page(CALC, chip="custom", gib=round((need - allowance) / GIB + 0.01, 2)).warning
@@ -208,7 +208,7 @@ def test_without_a_plan_weights_and_kv_that_fit_are_not_called_a_fit(rec_dir, la
     the memory the page says they fit, that nothing else is counted and why, in an info box, never "fits"; at 101 %
     it does not fit. The levers are labelled upper bounds."""
     g = preset_geometry("llama-3.1-8b", "reference")
-    need = calc.calculate(g, 32768, 1, KvSpec(), "mlx-q4")["need_bytes"]
+    need = calc.calculate(g, 32768, 1, KvSpec(), "mlx-q4").need_bytes
     t = i18n.translator(lang)
     at = page(CALC, lang, rt="reference", chip="custom", gib=round(need / 0.95 / GIB, 2))
     assert not at.exception and not at.success and not at.error and not at.warning
@@ -484,7 +484,7 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
     assert said in [c.value for c in at.caption]
     assert fits(plan(512)) and not fits(plan(1024)) and not fits(plan(2048))
     # the verdict names the part where the plan passes the limit, in the runtime's words
-    from kvcore.views.memory_fit import Limit, fit
+    from kvcore.capacity.memory_fit import Limit, fit
 
     part = fit(plan(2048), Limit(available, "")).blocking
     assert part and t("calc.verdict_part", part=part, runtime="mlx_lm") in at.error[0].value

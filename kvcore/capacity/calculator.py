@@ -2,12 +2,12 @@
 
 A runtime with a memory plan (llama.cpp: kvcore.runtimes.llamacpp_plan, every buffer it allocates; mlx_lm:
 kvcore.runtimes.mlx_lm_plan, the peak of its generate_step) is judged by its plan, with no margin
-(kvcore.views.memory_fit): need = the plan's total, fits when need plus the measured tolerance of its working memory is
+(kvcore.capacity.memory_fit): need = the plan's total, fits when need plus the measured tolerance of its working memory is
 within the memory available, does not fit when need minus it is above, tight between. Without a plan (the reference
 runtime; a model whose layers mlx_lm's plan does not know: MLA, linear attention) kvcore counts weights +
 KV(context, sequences) and says so: "no" when they alone exceed the memory, else "unplanned" (they fit, but what the
 runtime holds beside them, NOT_COUNTED, is not counted), never "fits". The memory is the same for both: on a Mac,
-what the GPU may use (kvcore.views.memory_fit.gpu_limit). The levers (largest context, most sequences, KV formats;
+what the GPU may use (kvcore.capacity.memory_fit.gpu_limit). The levers (largest context, most sequences, KV formats;
 with a plan, a smaller prefill step: -ub, --prefill-step-size) are solved against the same lines: with a plan every suggested answer fits and one more does not; without one they
 are upper bounds (weights + KV within the memory, one more past it).
 
@@ -19,7 +19,7 @@ each layer holds; llama.cpp preallocates padded caches, where `context` is its `
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from kvcore.errors import KvError
@@ -29,8 +29,45 @@ from kvcore.memory.formulas import check_context, weights_bytes
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.registry import get_runtime, runtime_of
 
+from . import memory_fit
+from .memory_fit import Fit, Limit, plan_allowance, plan_status
+from .request import Request, Result
+
 # What a runtime holds beside weights and KV that kvcore does not count where it has no memory plan for it
 NOT_COUNTED = ("activations", "runtime buffers", "the prefill peak")
+# the runtime's report's fields a Result holds by name; the rest is what only that runtime reports
+_SIZES = (
+    "kv_bytes",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
+    "kv_bytes_per_token_average",
+    "kv_bytes_per_token_at_context",
+    "kv_prefill_peak_bytes",
+)
+
+
+def answer(request: Request, geometry: Geometry) -> Result:
+    """The request's result: its sizes (size()) and, when it gives the memory, the verdict and levers (judge()).
+    `geometry` is the request's model read under its runtime (kvcore.inputs.source, or the site's reader)."""
+    result = size(request, geometry)
+    return judge(result, request, geometry) if request.memory_bytes is not None else result
+
+
+def size(request: Request, geometry: Geometry) -> Result:
+    """The request's sizes without a verdict (its memory is not read)."""
+    if geometry.runtime != request.runtime:
+        raise KvError(
+            f"{geometry.name} was read under {geometry.runtime}'s rules, not {request.runtime}'s."
+        )
+    return calculate(
+        geometry,
+        request.context,
+        request.sequences,
+        request.spec,
+        request.weights_format,
+        request.options(),
+        request.flash_attn,
+    )
 
 
 def calculate(
@@ -41,8 +78,8 @@ def calculate(
     weights_format: str = "bf16",
     options: Any = None,
     flash_attn: str = "auto",
-) -> dict:
-    """Everything `calc --json` prints, as a dict; the calculator page shows the same numbers.
+) -> Result:
+    """Everything `calc --json` prints but the verdict, as a Result; the calculator page shows the same numbers.
 
     `options` are the runtime's own (llama.cpp: a llamacpp.Options, default `-np sequences`, no unified cache,
     -b 2048, -ub 512; its `sequences` is taken from the `sequences` argument); the runtime's report gives the
@@ -54,46 +91,95 @@ def calculate(
     weights = weights_bytes(geometry, weights_format)
     # every buffer the runtime allocates (llama.cpp: model, KV, output, compute), where the engine has a plan
     plan = runtime.memory_plan(geometry, context, spec, sequences, options, weights, flash_attn)
-    result = {
-        "model": geometry.name,
-        "runtime": geometry.runtime,
-        "context": context,
-        "sequences": report.pop("sequences"),
-        "k_format": spec.k_format,
-        "v_format": spec.v_format,
-        **{
-            key: report.pop(key)
-            for key in (
-                "kv_bytes",
-                "kv_bytes_per_sequence",
-                "kv_bytes_per_token",
-                "kv_bytes_per_token_average",
-                "kv_bytes_per_token_at_context",
-                "kv_prefill_peak_bytes",
-                "per_layer",
-            )
-        },
-        "weights_format": weights_format,
-        "weights_bytes": weights,
-        "weights_bytes_active": weights_bytes(geometry, weights_format, active=True),
-        "params": geometry.params.total,
-        "active_params": geometry.active_params.total,
-        "formula": report.pop("formula"),
-        "notes": list(geometry.notes),
-        **report,  # what only this runtime reports (llama.cpp: its caches, log lines and options)
-        "max_position_embeddings": geometry.max_position_embeddings,
-        "beyond_max_position": beyond_max_position(geometry, context),
-    }
-    if plan is not None:
-        result["plan"] = plan
-    # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV (nothing else)
-    result["need_bytes"] = plan["total_bytes"] if plan else weights + result["kv_bytes"]
-    from kvcore.views.memory_fit import plan_allowance  # lazily, as every use of memory_fit here
+    sizes = {key: report.pop(key) for key in _SIZES}
+    sequences_held, per_layer, formula = (
+        report.pop(k) for k in ("sequences", "per_layer", "formula")
+    )
+    # what the verdict compares with the memory: the plan's total and its allowance, else weights + KV
+    need = plan["total_bytes"] if plan else weights + sizes["kv_bytes"]
+    for key, value in (
+        ("kv_bytes", sizes["kv_bytes"]),
+        ("kv_prefill_peak_bytes", sizes["kv_prefill_peak_bytes"]),
+        ("weights_bytes", weights),
+        ("need_bytes", need),
+    ):
+        check_bytes(key, value)
+    return Result(
+        model=geometry.name,
+        runtime=geometry.runtime,
+        context=context,
+        sequences=sequences_held,
+        k_format=spec.k_format,
+        v_format=spec.v_format,
+        **sizes,
+        per_layer=tuple(per_layer),
+        weights_format=weights_format,
+        weights_bytes=weights,
+        weights_bytes_active=weights_bytes(geometry, weights_format, active=True),
+        params=geometry.params.total,
+        active_params=geometry.active_params.total,
+        formula=formula,
+        notes=tuple(geometry.notes),
+        runtime_report=report,  # what only this runtime reports (llama.cpp: caches, log lines, options)
+        max_position_embeddings=geometry.max_position_embeddings,
+        beyond_max_position=beyond_max_position(geometry, context),
+        plan=plan,
+        need_bytes=need,
+        fit_allowance_bytes=plan_allowance(plan) if plan else None,
+    )
 
-    result["fit_allowance_bytes"] = plan_allowance(plan) if plan else None
-    for key in ("kv_bytes", "kv_prefill_peak_bytes", "weights_bytes", "need_bytes"):
-        check_bytes(key, result[key])
-    return result
+
+def judge(result: Result, request: Request, geometry: Geometry) -> Result:
+    """`result` with its verdict against the request's memory: the runtime's whole plan where it has one (unless it
+    fits, the levers that make it fit, each solved with the plan); else weights + KV only, "no" or "unplanned",
+    what is not counted and why, and the levers as upper bounds (weights + KV within the memory, one more past it).
+    """
+    limit = _limit(request.memory_bytes)
+    spec, options = request.spec, request.options()
+    weights = result.weights_bytes
+    if result.plan is not None:
+        fit = memory_fit.fit(result.plan, limit)
+        if fit.status != "fits":
+            levers = memory_fit.levers(
+                runtime_of(geometry),
+                geometry,
+                request.context,
+                spec,
+                request.sequences,
+                options,
+                weights,
+                request.flash_attn,
+                limit,
+                MAX_CONTEXT,
+            )
+            fit = replace(fit, levers=tuple(levers))
+        return replace(result, fit=fit)
+    v = verdict(result.need_bytes, limit.bytes)
+    bounds = (
+        ("context", max_context(geometry, spec, request.sequences, weights, limit.bytes, options)),
+        (
+            "sequences",
+            max_sequences(geometry, spec, request.context, weights, limit.bytes, options),
+        ),
+        (
+            "kv_format",
+            formats_that_fit(
+                geometry, request.context, request.sequences, weights, limit.bytes, spec, options
+            ),
+        ),
+    )
+    blocking = None
+    if v.status == "no":
+        blocking = "weights" if weights > limit.bytes else "KV cache"
+    fit = replace(
+        v,
+        blocking=blocking,
+        levers=tuple(
+            {"lever": name, "value": value, "at_most": True} for name, value in bounds if value
+        ),
+        unplanned=unplanned_because(geometry),
+    )
+    return replace(result, fit=fit)
 
 
 def check_bytes(what: str, value: int | float) -> None:
@@ -128,45 +214,18 @@ def beyond_max_position(geometry: Geometry, context: int) -> bool:
     return limit is not None and context > limit
 
 
-@dataclass(frozen=True)
-class Verdict:
-    status: str  # a plan: "fits" | "tight" | "no"; weights + KV only: "unplanned" | "no"
-    need_bytes: int
-    available_bytes: int
-    share: float  # need / available
-    # what the need leaves out: nothing with a plan, NOT_COUNTED without one
-    not_counted: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict:
-        return {
-            "status": self.status,
-            "need_bytes": self.need_bytes,
-            "available_bytes": self.available_bytes,
-            "share": self.share,
-            "counted": "the whole plan" if not self.not_counted else "weights + KV",
-            "not_counted": list(self.not_counted),
-        }
-
-
-def verdict(need_bytes: int, available_bytes: int, allowance_bytes: int | None = None) -> Verdict:
-    """A memory plan's need (calculate()'s need_bytes) with its allowance (fit_allowance_bytes): fits when
-    need + allowance <= available, no when need - allowance > available, tight between (kvcore.views.memory_fit).
+def verdict(need_bytes: int, available_bytes: int, allowance_bytes: int | None = None) -> Fit:
+    """A memory plan's need (Result.need_bytes) with its allowance (fit_allowance_bytes): fits when
+    need + allowance <= available, no when need - allowance > available, tight between (kvcore.capacity.memory_fit).
     Without an allowance (no plan; need = weights + KV): "no" when need > available, else "unplanned": weights + KV
-    fit, and what the runtime holds beside them (NOT_COUNTED) is not counted, so it is never called a fit."""
-    from kvcore.views.memory_fit import plan_status
-
-    if available_bytes <= 0:
-        raise KvError("Available memory must be positive.")
-    share = need_bytes / available_bytes
+    fit, and what the runtime holds beside them (NOT_COUNTED) is not counted, so it is never called a fit. No part
+    named and no levers: judge() adds them."""
+    limit = _limit(available_bytes)
     if allowance_bytes is not None:
-        return Verdict(
-            plan_status(need_bytes, allowance_bytes, available_bytes),
-            need_bytes,
-            available_bytes,
-            share,
-        )
-    status = "no" if need_bytes > available_bytes else "unplanned"
-    return Verdict(status, need_bytes, available_bytes, share, NOT_COUNTED)
+        status = plan_status(need_bytes, allowance_bytes, limit.bytes)
+        return Fit(status, need_bytes, allowance_bytes, limit, None)
+    status = "no" if need_bytes > limit.bytes else "unplanned"
+    return Fit(status, need_bytes, None, limit, None, not_counted=NOT_COUNTED)
 
 
 def unplanned_because(geometry: Geometry) -> str | None:
@@ -185,9 +244,7 @@ def _budget_for_kv(available_bytes: int, weights: int) -> int:
     return int(available_bytes) - weights
 
 
-def _limit(available_bytes: int):
-    from kvcore.views.memory_fit import Limit
-
+def _limit(available_bytes: int) -> Limit:
     if available_bytes <= 0:
         raise KvError("Available memory must be positive.")
     return Limit(int(available_bytes), "the memory given")
@@ -206,9 +263,7 @@ def max_context(
     stay within the memory, an upper bound (nothing else counted)."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
-        from kvcore.views.memory_fit import largest_context
-
-        return largest_context(
+        return memory_fit.largest_context(
             runtime,
             geometry,
             spec,
@@ -248,9 +303,7 @@ def max_sequences(
     the most whose weights + KV stay within the memory, an upper bound."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
-        from kvcore.views.memory_fit import most_sequences
-
-        return most_sequences(
+        return memory_fit.most_sequences(
             runtime,
             geometry,
             spec,
@@ -286,9 +339,7 @@ def formats_that_fit(
     plan where it has one; else those whose weights + KV stay within the memory, an upper bound)."""
     runtime = runtime_of(geometry)
     if runtime.plan_covers(geometry):
-        from kvcore.views.memory_fit import kv_types_that_fit
-
-        return kv_types_that_fit(
+        return memory_fit.kv_types_that_fit(
             runtime,
             geometry,
             context,
@@ -322,13 +373,11 @@ def smaller_chunk(
 ) -> dict | None:
     """The largest prefill step below the runtime's (llama.cpp: -ub; mlx_lm: --prefill-step-size) whose whole plan
     fits (flash attention as the runtime's default), with the plan's total and the runtime's words for it
-    (kvcore.views.memory_fit.smaller_chunk); None without a plan, without such a setting, or when none fits."""
+    (kvcore.capacity.memory_fit.smaller_chunk); None without a plan, without such a setting, or when none fits."""
     runtime = runtime_of(geometry)
     if not runtime.plan_covers(geometry):
         return None
-    from kvcore.views.memory_fit import smaller_chunk as chunk
-
-    return chunk(
+    return memory_fit.smaller_chunk(
         runtime,
         geometry,
         context,

@@ -91,30 +91,53 @@ def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = 
 
 @dataclass(frozen=True)
 class Fit:
-    status: str  # "fits" | "tight" | "no"
-    need_bytes: int  # the plan's total
-    allowance_bytes: int  # the compute buffer's measured tolerance, either way
+    """The verdict: what the need is, against which limit, the part that passes it and the levers.
+
+    With a plan: "fits" | "tight" | "no", its tolerance either way. Without one (weights + KV only):
+    "unplanned" | "no", never "fits", with what is not counted and why there is no plan ("runtime" | "model");
+    its levers are upper bounds (`at_most`)."""
+
+    status: str
+    need_bytes: int  # the plan's total, else weights + KV
+    allowance_bytes: int | None  # the plan's measured tolerance, either way; None without a plan
     limit: Limit
-    blocking: (
-        str | None
-    )  # the part whose running sum first passes the limit (None when the plan fits)
+    blocking: str | None  # the part whose running sum first passes the limit (None when it fits)
     levers: tuple[dict, ...] = ()
+    not_counted: tuple[str, ...] = ()  # without a plan: what the need leaves out
+    unplanned: str | None = None  # why there is no plan: "runtime" | "model"
 
     @property
     def over_bytes(self) -> int:
-        """How far the plan (with its allowance) is above the limit (0 when within)."""
-        return max(0, self.need_bytes + self.allowance_bytes - self.limit.bytes)
+        """How far the need (with its allowance) is above the limit (0 when within)."""
+        return max(0, self.need_bytes + (self.allowance_bytes or 0) - self.limit.bytes)
 
-    def as_dict(self) -> dict:
-        return {
+    @property
+    def share(self) -> float:
+        """need / limit."""
+        return self.need_bytes / self.limit.bytes
+
+    def lever(self, name: str) -> dict | None:
+        """The lever of that name ("context", "sequences", "kv_format", "ubatch", ...), or None."""
+        return next((x for x in self.levers if x["lever"] == name), None)
+
+    def as_dict(self, limit: Limit | None = None) -> dict:
+        """calc --json's fit block (its limit as `limit` says why, if given)."""
+        out = {
             "status": self.status,
             "need_bytes": self.need_bytes,
             "allowance_bytes": self.allowance_bytes,
-            "limit": self.limit.as_dict(),
+            "limit": (limit or self.limit).as_dict(),
             "over_bytes": self.over_bytes,
             "blocking": self.blocking,
-            "levers": list(self.levers),
         }
+        levers = {"levers": list(self.levers)}
+        counted = {
+            "counted": "the whole plan" if not self.not_counted else "weights + KV",
+            "not_counted": list(self.not_counted),
+        }
+        if self.unplanned is None:
+            return {**out, **levers, **counted}
+        return {**out, **counted, "unplanned": self.unplanned, **levers}
 
 
 def plan_status(need: int, allowance: int, limit_bytes: int) -> str:
@@ -218,14 +241,26 @@ def largest_context(
 def most_sequences(
     runtime, geometry, spec, context, options, weights, flash_attn, limit, max_context
 ) -> int:
-    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits;
-    padding makes the need step, so every count is tried."""
-    most = 0
-    for n in range(1, min(runtime.max_sequences, max_context // context) + 1):
+    """The most sequences that each get `context` tokens (llama.cpp: -c context x N -np N) whose plan fits.
+    Every part of a plan grows or stays as sequences are added (each brings its cells and its share of every
+    buffer; padding makes the need step, never fall), so the counts that fit are 1..N: N is found by doubling
+    then halving (tests/test_capacity.py holds it to trying every count)."""
+    most = min(runtime.max_sequences, max_context // context)
+
+    def ok(n: int) -> bool:
         cells = runtime.plan_context(context, n)
-        if _fits(runtime, geometry, cells, spec, n, options, weights, flash_attn, limit):
-            most = n
-    return most
+        return _fits(runtime, geometry, cells, spec, n, options, weights, flash_attn, limit)
+
+    if most < 1 or not ok(1):
+        return 0
+    lo, hi = 1, 2  # ok(lo); hi: the first count not yet known to fit
+    while hi <= most and ok(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, most + 1)  # ok(lo), and hi does not fit or is past the most there can be
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
 
 
 def kv_types_that_fit(
