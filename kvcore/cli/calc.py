@@ -292,10 +292,17 @@ def run(a) -> int:
         raise KvError(
             f"--flash-attn is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
         )
+    if a.backend and a.backend not in runtime.backends:
+        owners = [r.name for r in RUNTIMES.values() if a.backend in r.backends]
+        raise KvError(
+            f"--backend {a.backend} is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
+        )
     geometry, preset = resolve_model(a.model, runtime.name)
     # --sequences is the runtime's (llama.cpp: -np, its n_seq_max, at most LLAMA_MAX_SEQ)
     options = runtime.options(
-        a.sequences, **{s.field: getattr(a, s.name) for s in runtime.settings}
+        a.sequences,
+        **{s.field: getattr(a, s.name) for s in runtime.settings},
+        **({"backend": a.backend} if a.backend else {}),
     )
     result = calculate(
         geometry,

@@ -87,6 +87,7 @@ METAL_ALLOC = re.compile(
 OVER_LIMIT = "greater than the recommended max working set size"
 WORKING_SET = re.compile(rf"recommendedMaxWorkingSetSize\s*=\s*{NUM} MB")
 GPU_NAME = re.compile(r"(?:GPU name:|found device:)\s+(.+?)\s*$")
+USING_DEVICE = re.compile(r"using device (\w+) \((.+?)\)")  # llama_model_load_from_file_impl, 2025-
 OLLAMA_OFFLOAD = re.compile(r'msg="?offload(?: to (\w+))?"?')
 OLLAMA_LIBRARY = re.compile(r"\blibrary=(\w+)")
 OLLAMA_FIGURE = re.compile(rf'(memory\.[\w.]+)="\[?{NUM} (B|KiB|MiB|GiB)\]?"')
@@ -332,6 +333,8 @@ def _line_facts(line: str) -> list[Fact]:
         return [fact] if fact else []
     if (m := CONTEXT.search(line)) and m.group(1) in SETTINGS:
         return [Fact(0, "setting", {m.group(1): _number(m.group(2))})]
+    if m := USING_DEVICE.search(line):
+        return [Fact(0, "device", {"gpu": m.group(2), "name": m.group(1)})]
     if m := GPU_NAME.search(line):
         return [Fact(0, "device", {"gpu": m.group(1)})]
     if m := MLX_PEAK.search(line):
