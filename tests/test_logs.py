@@ -55,6 +55,17 @@ EXPECTED = {
         (16, "compute_buffer", None),
         (17, "compute_buffer", None),
     ],
+    "llamacpp-metal-m4-qwen2.5-0.5b-2026": [
+        (16, "working_set", None),
+        (457, "metal_alloc", None),
+        (461, "model_buffer", None),  # CPU_Mapped: the input embedding, the same file pages again
+        (462, "model_buffer", True),  # MTL0_Mapped: the file's tensors
+        (483, "output_buffer", True),
+        (508, "kv_buffer", True),
+        (509, "kv_cache", True),
+        (521, "compute_buffer", True),  # MTL0: the Metal plan
+        (522, "compute_buffer", None),  # the host's
+    ],
     "llamacpp-print-info-glm-4.7-flash": [],
     "llamacpp-python-cpu-qwen3": [(3, "model_buffer", None), (18, "output_buffer", None)],
     "llamacpp-python-metal-m1pro-16gb": [
