@@ -164,6 +164,15 @@ def test_the_real_llamacpp_log_of_this_machine_is_re_derived():
     )  # SmolLM2-135M: 30 layers, 3 x 64 KV
     compute = rows["compute_buffer"]
     assert compute.agrees is True
+    # every size line of the full log is set beside the plan and agrees: none left unknown or undecided
+    assert all(row.agrees is True for row in r.rows if row.printed is not None), [
+        (row.n, row.kind, row.agrees) for row in r.rows if row.printed is not None
+    ]
+    assert not [t for _, t in r.unknown_lines if "buffer size" in t or "KV self" in t]
+    # the exit line states the same buffer to four decimals; the worst case is the plan's micro-batch
+    assert rows["compute_exit"].derived_bytes == compute.derived_bytes
+    assert abs(rows["compute_exit"].printed_bytes - compute.printed_bytes) < 0.005 * MIB
+    assert r.settings["worst_case_tokens"] == 512
     assert (
         abs(compute.derived_bytes - compute.printed_bytes)
         <= COMPUTE_TOLERANCE * compute.printed_bytes

@@ -36,6 +36,7 @@ SIZED = (
     "output_buffer",
     "model_buffer",
     "compute_buffer",
+    "compute_exit",
     "working_set",
     "metal_alloc",
     "ollama",
@@ -69,6 +70,8 @@ TEXTS = {
     "GPU; print_info's file size: {derived}.",
     "model_host": "The input embedding on {device}: llama.cpp keeps the input layer on the CPU, mapped from the "
     "same file pages as the GPU's buffer, so it is not more memory; not planned.",
+    "compute_exit": "The same compute buffer, printed again to four decimals as the context is freed; kvcore's "
+    "plan: {derived}, held within {tolerance}.",
     "compute_host": "The host's compute buffer beside {gpu}'s (the CPU's share of a split graph): not planned.",
     "compute_2023": "The compute buffer of a 2023 build (its graph has changed since): not planned.",
     "needs_model": "Printed, not re-derived: {why}.",
@@ -319,7 +322,7 @@ def reading(text: str, label: str = "the log") -> Reading:
             elif file_bytes:
                 derived = file_bytes
                 agrees = abs(nbytes - derived) <= 0.005 * GIB + 0.005 * MIB
-        elif f.kind == "compute_buffer":
+        elif f.kind in ("compute_buffer", "compute_exit"):
             device = v["device"]
             if v["unit"] == "MB":
                 code = "compute_2023"
@@ -330,6 +333,7 @@ def reading(text: str, label: str = "the log") -> Reading:
                 tolerance = llamacpp_plan.COMPUTE_TOLERANCE
                 agrees = abs(derived - nbytes) <= tolerance * nbytes
                 code = "compute_metal" if device.startswith(("Metal", "MTL")) else "compute_buffer"
+                code = "compute_exit" if f.kind == "compute_exit" else code
                 params = {"tolerance": f"{tolerance:.0%}"}
         elif f.kind == "working_set":
             params = {
@@ -362,6 +366,7 @@ def reading(text: str, label: str = "the log") -> Reading:
                 "model_metal",
                 "compute_buffer",
                 "compute_metal",
+                "compute_exit",
             )
             and derived is None
         ):
@@ -413,7 +418,9 @@ def _device(facts: list[Fact], on_gpu: bool, gpu: str | None) -> str | None:
         return library
     if on_gpu:
         devices = [f.values.get("device", "") for f in facts if f.kind in BUFFERS]
-        named = next((d.removesuffix("_Mapped") for d in devices if d.startswith(GPU_DEVICES)), None)
+        named = next(
+            (d.removesuffix("_Mapped") for d in devices if d.startswith(GPU_DEVICES)), None
+        )
         return gpu and f"{named or 'Metal'} ({gpu})" or named or "Metal"
     return "CPU" if any(f.kind in BUFFERS for f in facts) else None
 
