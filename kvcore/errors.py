@@ -28,6 +28,7 @@ CODES = frozenset(
         "llamacpp_ubatch",
         "llamacpp_flash_attn",
         "llamacpp_quantized_v_needs_fa",
+        "llamacpp_backend",
         "json_too_large",
         "json_invalid",
         "json_nested",

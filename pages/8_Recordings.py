@@ -3,7 +3,7 @@
 import streamlit as st
 
 from kvcore.recordings import store as recordings
-from kvsite import live, recordings_sections, uploads
+from kvsite import live, log_sections, recordings_sections, uploads
 from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, setup, url_choice
 from kvsite.layout import text
@@ -93,6 +93,9 @@ if ids:
                     key=f"rec_csv_{section}",
                     on_click="ignore",
                 )
+
+# public runtime logs, each read back line by line beside kvcore's plan (kvsite.log_sections)
+log_sections.corpus_logs(f)
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written
 text(

@@ -55,6 +55,17 @@ EXPECTED = {
         (16, "compute_buffer", None),
         (17, "compute_buffer", None),
     ],
+    "llamacpp-metal-m4-qwen2.5-0.5b-2026": [
+        (16, "working_set", None),
+        (457, "metal_alloc", None),
+        (461, "model_buffer", None),  # CPU_Mapped: the input embedding, the same file pages again
+        (462, "model_buffer", True),  # MTL0_Mapped: the file's tensors
+        (483, "output_buffer", True),
+        (508, "kv_buffer", True),
+        (509, "kv_cache", True),
+        (521, "compute_buffer", True),  # MTL0: the Metal plan
+        (522, "compute_buffer", None),  # the host's
+    ],
     "llamacpp-print-info-glm-4.7-flash": [],
     "llamacpp-python-cpu-qwen3": [(3, "model_buffer", None), (18, "output_buffer", None)],
     "llamacpp-python-metal-m1pro-16gb": [
@@ -153,6 +164,15 @@ def test_the_real_llamacpp_log_of_this_machine_is_re_derived():
     )  # SmolLM2-135M: 30 layers, 3 x 64 KV
     compute = rows["compute_buffer"]
     assert compute.agrees is True
+    # every size line of the full log is set beside the plan and agrees: none left unknown or undecided
+    assert all(row.agrees is True for row in r.rows if row.printed is not None), [
+        (row.n, row.kind, row.agrees) for row in r.rows if row.printed is not None
+    ]
+    assert not [t for _, t in r.unknown_lines if "buffer size" in t or "KV self" in t]
+    # the exit line states the same buffer to four decimals; the worst case is the plan's micro-batch
+    assert rows["compute_exit"].derived_bytes == compute.derived_bytes
+    assert abs(rows["compute_exit"].printed_bytes - compute.printed_bytes) < 0.005 * MIB
+    assert r.settings["worst_case_tokens"] == 512
     assert (
         abs(compute.derived_bytes - compute.printed_bytes)
         <= COMPUTE_TOLERANCE * compute.printed_bytes

@@ -222,11 +222,17 @@ def run(a) -> int:
         raise KvError(
             f"--flash-attn is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
         )
+    if a.backend and a.backend not in runtime.backends:
+        owners = [r.name for r in RUNTIMES.values() if a.backend in r.backends]
+        raise KvError(
+            f"--backend {a.backend} is a {' and '.join(owners)} setting; add --runtime {owners[0]}."
+        )
     if a.ram is None and a.wired_limit_mb is not None:
         raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
     geometry, preset = resolve_model(a.model, runtime.name)
     # --ram: the verdict against the memory the GPU may use (a Mac's default working set, or the wired limit)
     limit = gpu_limit(a.ram, True, a.wired_limit_mb) if a.ram is not None else None
+    settings = tuple((s.field, getattr(a, s.name)) for s in runtime.settings)
     request = Request(
         ModelSource(a.model),
         a.context,
@@ -235,7 +241,7 @@ def run(a) -> int:
         v,
         a.weights_format or preset.get("default_weights_format", "bf16"),
         runtime.name,
-        tuple((s.field, getattr(a, s.name)) for s in runtime.settings),
+        settings + (("backend", a.backend),) if a.backend else settings,
         a.flash_attn or "auto",
         a.group_size,
         a.activation_dtype,

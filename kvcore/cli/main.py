@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help=s.help,
                 )
     c.add_argument(
+        "--backend",
+        choices=("cpu", "metal"),
+        help="llama.cpp: the build its memory plan is for (default cpu: the build the plan is tested on; metal: "
+        "Apple's GPU, its buffers named MTL0 and its compute buffer with flash attention's extra room)",
+    )
+    c.add_argument(
         "--flash-attn",
         choices=("on", "off", "auto"),
         help="llama.cpp: flash attention (-fa, default auto: on where the backend runs it); "

@@ -8,7 +8,10 @@ and sets each printed size beside the planned one:
     KV cache, KV buffer, output buffer   equal at the printed precision (the plan is exact; llamacpp_cache)
     model buffer                         the file size print_info states, at its printed precision
     compute buffer (CPU build)           within the plan's measured tolerance (COMPUTE_TOLERANCE)
-    compute buffer (Metal, MTL0)         the CPU build's rule, said as such: Metal reserves more for its kernels
+    compute buffer (Metal, MTL0)         the Metal rule (the CPU build's graph + ggml-metal's extra room), same
+                                         tolerance
+    MTL0_Mapped model buffer             the file size print_info states (the host's CPU_Mapped line beside it
+                                         is the input embedding, the same file pages mapped again)
     host compute buffer beside a GPU's, Ollama's estimates without the model's lines, mlx_lm's peak: printed,
                                          not re-derived (the line says why)
 
@@ -33,6 +36,7 @@ SIZED = (
     "output_buffer",
     "model_buffer",
     "compute_buffer",
+    "compute_exit",
     "working_set",
     "metal_alloc",
     "ollama",
@@ -59,9 +63,15 @@ TEXTS = {
     "line alone is not planned.",
     "compute_buffer": "The compute buffer: the graph of the largest micro-batch (n_ubatch tokens over the whole "
     "cache); kvcore's plan for the CPU build: {derived}, held within {tolerance} of the real build.",
-    "compute_metal": "The Metal compute buffer: kvcore's plan follows the CPU build's rule ({derived}); Metal "
-    "reserves extra room for its kernels (flash attention's f16 copies of K and V, MoE routing), so a larger "
-    "figure here is expected, not planned.",
+    "compute_metal": "The Metal compute buffer: the graph of the largest micro-batch, each tensor with the extra "
+    "room ggml-metal reserves for its kernels (beside flash attention: f16 copies of K and V); kvcore's plan for "
+    "Metal: {derived}, held within {tolerance}.",
+    "model_metal": "The weights on {device}: the span of the file that holds the offloaded tensors, mapped for the "
+    "GPU; print_info's file size: {derived}.",
+    "model_host": "The input embedding on {device}: llama.cpp keeps the input layer on the CPU, mapped from the "
+    "same file pages as the GPU's buffer, so it is not more memory; not planned.",
+    "compute_exit": "The same compute buffer, printed again to four decimals as the context is freed; kvcore's "
+    "plan: {derived}, held within {tolerance}.",
     "compute_host": "The host's compute buffer beside {gpu}'s (the CPU's share of a split graph): not planned.",
     "compute_2023": "The compute buffer of a 2023 build (its graph has changed since): not planned.",
     "needs_model": "Printed, not re-derived: {why}.",
@@ -199,13 +209,14 @@ def _flash(value) -> str:
     }.get(text, "auto" if text == "auto" else "auto")
 
 
-def _plan(keys: dict, settings: dict, file_bytes: int | None):
+def _plan(keys: dict, settings: dict, file_bytes: int | None, backend: str = "cpu"):
     """llama.cpp's plan for the log's model and settings, or (None, why)."""
     if "n_ctx" not in settings:
         return None, "the log does not state the context (n_ctx)"
     try:
         geometry = geometry_from_keys(keys, "the log's model")
         options = llamacpp_cache.Options(
+            backend=backend,
             sequences=int(settings.get("n_seq_max", 1)),
             unified=str(settings.get("kv_unified", "false")).lower() in ("true", "1"),
             batch=int(settings.get("n_batch", llamacpp_cache.DEFAULT_BATCH)),
@@ -242,15 +253,21 @@ def reading(text: str, label: str = "the log") -> Reading:
     keys, model = _model(facts)
     settings = _settings(facts)
     file_bytes = _file_bytes(model)
-    planned, why = (
-        _plan(keys, settings, file_bytes)
-        if keys.get("general.architecture")
-        else (None, "the log does not print the model's dimensions (its print_info lines)")
+    gpus = [f.values for f in facts if f.kind == "device"]
+    gpu = next((g["gpu"] for g in gpus if "name" in g), None) or next(
+        (g["gpu"] for g in gpus), None
     )
-    gpu = next((f.values["gpu"] for f in facts if f.kind == "device"), None)
     devices = {f.values.get("device", "") for f in facts if f.kind in BUFFERS}
     on_gpu = any(d.startswith(GPU_DEVICES) for d in devices) or any(
         f.kind in ("working_set", "metal_alloc") for f in facts
+    )
+    metal = any(d.startswith(("Metal", "MTL")) for d in devices) or any(
+        f.kind in ("working_set", "metal_alloc") for f in facts
+    )
+    planned, why = (
+        _plan(keys, settings, file_bytes, "metal" if metal else "cpu")
+        if keys.get("general.architecture")
+        else (None, "the log does not print the model's dimensions (its print_info lines)")
     )
     era_2023 = any(f.kind == "metal_alloc" and f.values["buffer"] for f in facts) or any(
         f.values.get("loader") == "llama_model_load_internal" for f in facts
@@ -294,12 +311,18 @@ def reading(text: str, label: str = "the log") -> Reading:
             agrees = _same(v["printed"], derived)
         elif f.kind == "model_buffer":
             params = {"device": v["device"]}
-            if len(model_lines) > 1:
+            mapped = {m.values["device"] for m in model_lines}
+            if mapped == {"CPU_Mapped", "MTL0_Mapped"} and len(model_lines) == 2:
+                code = "model_host" if v["device"] == "CPU_Mapped" else "model_metal"
+                if code == "model_metal" and file_bytes:
+                    derived = file_bytes
+                    agrees = abs(nbytes - derived) <= 0.005 * GIB + 0.005 * MIB
+            elif len(model_lines) > 1:
                 code = "model_split"
             elif file_bytes:
                 derived = file_bytes
                 agrees = abs(nbytes - derived) <= 0.005 * GIB + 0.005 * MIB
-        elif f.kind == "compute_buffer":
+        elif f.kind in ("compute_buffer", "compute_exit"):
             device = v["device"]
             if v["unit"] == "MB":
                 code = "compute_2023"
@@ -310,6 +333,7 @@ def reading(text: str, label: str = "the log") -> Reading:
                 tolerance = llamacpp_plan.COMPUTE_TOLERANCE
                 agrees = abs(derived - nbytes) <= tolerance * nbytes
                 code = "compute_metal" if device.startswith(("Metal", "MTL")) else "compute_buffer"
+                code = "compute_exit" if f.kind == "compute_exit" else code
                 params = {"tolerance": f"{tolerance:.0%}"}
         elif f.kind == "working_set":
             params = {
@@ -339,8 +363,10 @@ def reading(text: str, label: str = "the log") -> Reading:
                 "kv_buffer",
                 "output_buffer",
                 "model_buffer",
+                "model_metal",
                 "compute_buffer",
                 "compute_metal",
+                "compute_exit",
             )
             and derived is None
         ):
@@ -392,7 +418,9 @@ def _device(facts: list[Fact], on_gpu: bool, gpu: str | None) -> str | None:
         return library
     if on_gpu:
         devices = [f.values.get("device", "") for f in facts if f.kind in BUFFERS]
-        named = next((d for d in devices if d.startswith(GPU_DEVICES)), None)
+        named = next(
+            (d.removesuffix("_Mapped") for d in devices if d.startswith(GPU_DEVICES)), None
+        )
         return gpu and f"{named or 'Metal'} ({gpu})" or named or "Metal"
     return "CPU" if any(f.kind in BUFFERS for f in facts) else None
 

@@ -43,6 +43,9 @@ HPARAM_KEYS = {
     "n_vocab": "{arch}.vocab_size",
     "n_ctx_train": "{arch}.context_length",
     "n_swa": "{arch}.attention.sliding_window",
+    "n_ff": "{arch}.feed_forward_length",
+    "n_expert": "{arch}.expert_count",
+    "n_expert_used": "{arch}.expert_used_count",
 }
 HPARAM_TEXT = (
     "arch",
@@ -80,6 +83,10 @@ KV_SELF = re.compile(
 KV_SELF_2023 = re.compile(rf"kv self size\s*=\s*{NUM} MB")
 BUFFER = re.compile(rf":\s+(\S+)\s+(KV|RS|compute|output|model) buffer size\s*=\s*{NUM} MiB")
 BUFFER_2024 = re.compile(rf"llm_load_tensors:\s+(\S+) buffer size\s*=\s*{NUM} MiB")
+COMPUTE_EXIT = re.compile(  # ~llama_context, as the context is freed (2025-): 4 decimals
+    rf"~llama_context:\s+(\S+) compute buffer size is\s+{NUM} MiB, (matches|does not match) expectation"
+)
+WORST_CASE = re.compile(r"worst-case: n_tokens = (\d+), n_seqs = (\d+), n_outputs = (\d+)")
 COMPUTE_2023 = re.compile(rf"compute buffer total size = {NUM} MB")
 METAL_ALLOC = re.compile(
     rf"(?:allocated '(\w+)\s*' buffer|allocated buffer), size =\s*{NUM} (MiB|MB),[^(]*\(\s*{NUM} /\s*{NUM}\)"
@@ -87,6 +94,7 @@ METAL_ALLOC = re.compile(
 OVER_LIMIT = "greater than the recommended max working set size"
 WORKING_SET = re.compile(rf"recommendedMaxWorkingSetSize\s*=\s*{NUM} MB")
 GPU_NAME = re.compile(r"(?:GPU name:|found device:)\s+(.+?)\s*$")
+USING_DEVICE = re.compile(r"using device (\w+) \((.+?)\)")  # llama_model_load_from_file_impl, 2025-
 OLLAMA_OFFLOAD = re.compile(r'msg="?offload(?: to (\w+))?"?')
 OLLAMA_LIBRARY = re.compile(r"\blibrary=(\w+)")
 OLLAMA_FIGURE = re.compile(rf'(memory\.[\w.]+)="\[?{NUM} (B|KiB|MiB|GiB)\]?"')
@@ -186,6 +194,9 @@ def _gguf_key(match: re.Match) -> Fact | None:
             ".vocab_size",
             ".context_length",
             ".sliding_window",
+            ".feed_forward_length",
+            ".expert_count",
+            ".expert_used_count",
         )
     ):
         number = _number(value)
@@ -272,6 +283,13 @@ def _line_facts(line: str) -> list[Fact]:
         return [
             Fact(0, "model_buffer", {"device": m.group(1), "printed": m.group(2), "unit": "MiB"})
         ]
+    if m := COMPUTE_EXIT.search(line):
+        device, size, said = m.groups()
+        values = {"device": device, "printed": size, "unit": "MiB", "matches": said == "matches"}
+        return [Fact(0, "compute_exit", values)]
+    if m := WORST_CASE.search(line):
+        tokens, seqs, outputs = (int(x) for x in m.groups())
+        return [Fact(0, "setting", {"worst_case_tokens": tokens, "worst_case_seqs": seqs})]
     if m := COMPUTE_2023.search(line):
         return [Fact(0, "compute_buffer", {"device": "all", "printed": m.group(1), "unit": "MB"})]
     if m := METAL_ALLOC.search(line):
@@ -332,6 +350,8 @@ def _line_facts(line: str) -> list[Fact]:
         return [fact] if fact else []
     if (m := CONTEXT.search(line)) and m.group(1) in SETTINGS:
         return [Fact(0, "setting", {m.group(1): _number(m.group(2))})]
+    if m := USING_DEVICE.search(line):
+        return [Fact(0, "device", {"gpu": m.group(2), "name": m.group(1)})]
     if m := GPU_NAME.search(line):
         return [Fact(0, "device", {"gpu": m.group(1)})]
     if m := MLX_PEAK.search(line):

@@ -177,6 +177,9 @@ class Runtime:
         False  # True: a GGUF file's geometry is this runtime's reading of it (kvcore.inputs.gguf)
     )
     flash_attention: bool = False  # True: -fa on/off/auto sizes its compute buffer (memory_plan; the CLI's --flash-attn)
+    backends: tuple[
+        str, ...
+    ] = ()  # the builds its plan tells apart (llama.cpp: cpu, metal; the CLI's --backend)
     plans_memory: bool = (
         False  # True: memory_plan() gives every buffer; verdicts and levers use it, no margin
     )

@@ -12,6 +12,7 @@ from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import llamacpp_types
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.base import DecodeRead, Runtime, Setting
+from kvcore.runtimes.llamacpp_plan import BACKENDS, check_backend
 
 
 class LlamaCppRuntime(Runtime):
@@ -25,6 +26,7 @@ class LlamaCppRuntime(Runtime):
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = flash_attention = plans_memory = True
+    backends = BACKENDS  # the CPU build and Metal: the plan's buffer names, compute buffer and -fa auto differ
     # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
     default_kv_format = "fp16"
     settings = (
@@ -58,10 +60,12 @@ class LlamaCppRuntime(Runtime):
         return llamacpp_types()
 
     def options(self, sequences=1, base=None, **values):
-        """llamacpp.Options with -np `sequences`; the other fields from `values`, else from `base`, else the defaults."""
+        """llamacpp.Options with -np `sequences`; the other fields from `values`, else from `base`, else the defaults.
+        `backend` (cpu, metal) is the build the plan is for: it changes the plan, not the caches."""
         if base is not None and not isinstance(base, llamacpp.Options):
             raise KvError(f"llama.cpp's options are a llamacpp.Options, not {type(base).__name__}.")
         base = base or llamacpp.Options()
+        backend = check_backend(values.pop("backend", base.backend))
         known = {s.field: s for s in self.settings}
         for field in values:
             if field not in known:
@@ -69,7 +73,7 @@ class LlamaCppRuntime(Runtime):
                     f"llama.cpp has no option {field!r}; its options: {', '.join(known)}."
                 )
         fields = {f: known[f].check(values[f]) if f in values else getattr(base, f) for f in known}
-        return llamacpp.Options(sequences, batch=base.batch, **fields)
+        return llamacpp.Options(sequences, batch=base.batch, backend=backend, **fields)
 
     def kv_bytes(self, geometry, context, spec, sequences=1, options=None):
         self.check(geometry)
@@ -226,7 +230,8 @@ class LlamaCppRuntime(Runtime):
         if plan:  # every buffer, and the lines llama.cpp will print for them
             fa = "on" if plan["flash_attn"] else "off"
             lines.append(
-                f"memory plan (flash attention {fa}, micro-batch {plan['n_tokens']:,} tokens):"
+                f"memory plan ({plan['backend']} build, flash attention {fa}, micro-batch "
+                f"{plan['n_tokens']:,} tokens):"
             )
             lines += [
                 f"  {part['name']:<26} {part['bytes']:>16,} B  {part['rule']}"
@@ -237,6 +242,7 @@ class LlamaCppRuntime(Runtime):
             )
             lines.append("what llama.cpp will print:")
             lines += [f"  {line}" for line in plan["log_lines"]]
+            lines += [f"  also printed, not planned: {what}" for what in plan["unplanned"]]
         return lines
 
 

@@ -79,6 +79,9 @@ class Options:
     batch: int = DEFAULT_BATCH  # -b (logical batch)
     ubatch: int = DEFAULT_UBATCH  # -ub (micro-batch)
     swa_full: bool = False  # --swa-full: the SWA cache as large as the full one
+    backend: str = (
+        "cpu"  # the build it runs on: "cpu" or "metal" (kvcore.runtimes.llamacpp_plan.BACKENDS)
+    )
 
     def __post_init__(self):
         if (

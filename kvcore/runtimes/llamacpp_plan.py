@@ -48,6 +48,41 @@ The rules:
   fused op (`resolve_fused_ops`, line 557): on the CPU and Metal backends, so auto plans as on. A quantized V cache
   without flash attention is refused at context creation (line 460: "quantized V cache was requested, but this
   requires Flash Attention").
+
+The Metal build (`Options(backend="metal")`, `calc --backend metal`) differs where its source says so:
+
+* Names -- its device and buffers are `MTL0` (`ggml/src/ggml-metal/ggml-metal.cpp:307`, GGML_METAL_NAME + the
+  device's number): `MTL0_Mapped model buffer`, `MTL0 KV buffer`, `MTL0 compute buffer`; the logits stay in the
+  host's `CPU output buffer`.
+* Weights -- the input layer stays on the CPU (`src/llama-model.cpp:1605`, `dev_input = cpu_dev`): its
+  `CPU_Mapped` line is the token embedding mapped again from the same file pages, not more memory; the
+  `MTL0_Mapped` line maps the span of the file that holds the offloaded tensors (line 1863, `get_mapping_range`),
+  the whole tensor data where the embedding lies between them: planned as the file's tensors.
+* Compute buffer -- ggml's allocator asks the Metal buffer type for each tensor's size
+  (`ggml_backend_metal_buffer_type_get_alloc_size`, ggml-metal.cpp:220-255), which adds room for fleeting data.
+  Every `FLASH_ATTN_EXT` node's output is sized with (`ggml/src/ggml-metal/ggml-metal-ops.cpp`):
+    - kv_f16 (line 3190, "always reserve the temp buffer"): f16 copies of the K and V views it reads,
+      `2 x n_kv x head_dim x n_head_kv x n_stream` each (MLA: V is a view of K, K only), padded to 16;
+    - pad (line 3064): `64 x (nb11 x n_head_kv x n_stream + nb21 x n_head_kv x n_stream + 2 x n_tokens)`, the
+      row strides of K and V as stored (f16 rows when a quantized cache is dequantized: line 2961, 32+ queries);
+    - blk (line 3122): one byte per (8 queries x 64 keys) block of the mask (vec kernel below 20 queries: 1 x 32);
+    - tmp (line 3161): `4 x min(n_tokens, 32) x n_head x n_stream x 32 x (head_dim_v + 2)` floats;
+    - idx (line 3215): 0 here (sparse index lists only where the graph sets n_kv_max: DeepSeek's top-k).
+  The output lives from the attention to the output projection, so the extras of one layer add to its moment:
+  Metal's figure is max(logits, mask + activations + scores + the largest layer's extras). `MUL_MAT_ID` (MoE)
+  adds `4 x n_expert x (n_tokens + 1) + 8 + 1024` bytes to its output (line 2650-2673), under 1 MiB at 128
+  experts and 512 tokens: inside the tolerance, not planned. A Metal build prints the host's compute buffer
+  beside MTL0's (`CPU compute buffer`: the inputs the host fills, the token embeddings' rows): listed, not planned.
+* Flash attention -- `-fa auto` is resolved by whether the device runs the op for every layer
+  (`resolve_fused_ops`, src/llama-context.cpp:507-563); Metal's `supports_op` (ggml-metal-device.m:1727-1771)
+  takes head sizes 32, 40, 48, 64, 72, 80, 96, 112, 128, 192, 256, 320, 512 and 576 only, K at least as wide as
+  V (72 only with V 72), the same type for K and V, and the types f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1:
+  elsewhere auto turns flash attention off. A quantized V cache turns auto into on before that
+  (src/llama-context.cpp:3838-3843, "enabling flash_attn since it is required for quantized V cache"): it is
+  refused only with `-fa off`; where Metal lacks the kernel it then runs on the CPU (graph splits).
+  Checked against the corpus's Metal logs (tests/test_llamacpp_metal.py): every printed KV figure exact, the
+  compute buffers within 1.0 % (three logs, all at short contexts where the logits dominate: the extras above
+  are read from the source and not yet held to a printed long-context figure).
 """
 
 from __future__ import annotations
@@ -55,13 +90,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcore.errors import KvError
-from kvcore.memory.formats import get_format
+from kvcore.memory.formats import get_format, ggml_name
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.base import Part
 
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/0c1e570"
 FLOAT = 4  # bytes of an f32 activation, logit
 FLASH_ATTN = ("on", "off", "auto")
+BACKENDS = ("cpu", "metal")  # the CPU build the tests run, and Apple's GPU (ggml-metal)
+DEVICE = {"cpu": "CPU", "metal": "MTL0"}  # how each names its buffers in the log
+METAL_FA_HEADS = (
+    32,
+    40,
+    48,
+    64,
+    72,
+    80,
+    96,
+    112,
+    128,
+    192,
+    256,
+    320,
+    512,
+    576,
+)  # ggml-metal-device.m:1729
+METAL_FA_TYPES = (
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+)  # ggml-metal-device.m:1754
+METAL_DEQUANT = (
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "q8_0",
+)  # ggml-metal-ops.cpp:2971: dequantized to f16 first
+NCPSG, NQPSG, VEC_NCPSG, VEC_NQPSG = 64, 8, 32, 1  # ggml-metal-impl.h:126-130
 # The measured spread of the compute-buffer formula against the real build (tests/test_llamacpp_plan.py, 11 families
 # x 9 settings, and a 432-context sweep): |plan - llama.cpp| <= COMPUTE_TOLERANCE x llama.cpp. The worst seen was
 # 18.4 % (Phi-3 with flash attention: 392.05 MiB printed, 320.00 planned, its fused QKV projection's tensors);
@@ -77,6 +148,10 @@ class Plan:
     flash_attn: bool
     n_tokens: int  # the worst-case micro-batch the compute buffer is sized for
     tolerance: str  # how close the compute buffer is (the measured spread)
+    backend: str = "cpu"  # BACKENDS
+    unplanned: tuple[
+        str, ...
+    ] = ()  # lines the backend prints that the plan does not size, each with why
 
     def _sum(self, kind: str) -> int:
         return sum(p.bytes for p in self.parts if p.kind == kind)
@@ -116,9 +191,19 @@ class Plan:
             "n_tokens": self.n_tokens,
             "compute_tolerance": self.tolerance,
             "compute_tolerance_share": COMPUTE_TOLERANCE,
+            "backend": self.backend,
+            "unplanned": list(self.unplanned),
             "parts": [p.as_dict() for p in self.parts],
             "log_lines": self.log_lines(),
         }
+
+
+METAL_UNPLANNED = (
+    "CPU_Mapped model buffer: the token embedding, kept on the CPU (the input layer) and mapped from the same "
+    "file pages as the MTL0 buffer: not more memory",
+    "CPU compute buffer: the inputs the host fills (token embeddings' rows, positions, masks), a few MiB: "
+    "not planned",
+)
 
 
 def _mib(n_bytes: int) -> float:
@@ -126,9 +211,35 @@ def _mib(n_bytes: int) -> float:
     return n_bytes / 1024.0 / 1024.0
 
 
-def flash_attention(value: str | bool, v_type: str) -> bool:
-    """-fa on|off|auto as llama.cpp resolves it on the CPU and Metal backends (auto: on); a quantized V cache
-    without it is refused, as llama.cpp refuses it."""
+def check_backend(backend: str) -> str:
+    """The backend's name as the plan takes it, or a KvError naming it."""
+    if backend not in BACKENDS:
+        raise KvError(
+            f"llama.cpp's plan knows the backends {', '.join(BACKENDS)}, not {backend!r}.",
+            "llamacpp_backend",
+            value=str(backend),
+        )
+    return backend
+
+
+def metal_runs_flash_attention(geometry, k_type: str, v_type: str) -> bool:
+    """True when ggml-metal's supports_op takes every attention layer's flash-attention node (see the module)."""
+    k, v = (ggml_name(get_format(t).name) for t in (k_type, v_type))
+    if k != v or k not in METAL_FA_TYPES:
+        return False
+    for layer in geometry.layers:
+        dk, dv = _head_dims(layer)
+        if dk and (dk not in METAL_FA_HEADS or dk < dv or (dk == 72 and dv != 72)):
+            return False
+    return True
+
+
+def flash_attention(
+    value: str | bool, v_type: str, k_type: str = "f16", geometry=None, backend: str = "cpu"
+) -> bool:
+    """-fa on|off|auto as llama.cpp resolves it: a quantized V cache turns auto into on; otherwise auto is on
+    where the backend runs the op (the CPU always; Metal: metal_runs_flash_attention). A quantized V cache with
+    -fa off is refused, as llama.cpp refuses it."""
     if isinstance(value, bool):
         value = "on" if value else "off"
     if value not in FLASH_ATTN:
@@ -137,8 +248,11 @@ def flash_attention(value: str | bool, v_type: str) -> bool:
             "llamacpp_flash_attn",
             value=value,
         )
+    quantized_v = get_format(v_type).kind == "block"
+    if value == "auto" and not quantized_v and check_backend(backend) == "metal":
+        return geometry is None or metal_runs_flash_attention(geometry, k_type, v_type)
     on = value != "off"
-    if not on and get_format(v_type).kind == "block":
+    if not on and quantized_v:
         raise KvError(
             f"llama.cpp refuses a quantized V cache ({get_format(v_type).name}) without flash attention: "
             "turn flash attention on or keep V in f16.",
@@ -148,10 +262,58 @@ def flash_attention(value: str | bool, v_type: str) -> bool:
     return on
 
 
-def compute_bytes(
-    geometry, n_ctx: int, caches: list, options: llamacpp.Options, flash_attn: bool
+def _head_dims(layer) -> tuple[int, int]:
+    """(K, V) values per head the attention reads: MLA reads latent + rope as K and the latent as V."""
+    if layer.kind == "mla":
+        return layer.k_dim + layer.v_dim, layer.k_dim
+    if layer.kind in ("full", "sliding"):
+        return layer.k_dim, layer.v_dim
+    return 0, 0
+
+
+def _pad(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+def metal_fa_extra_bytes(
+    layer, n_kv: int, streams: int, n_tokens: int, heads: int, k_type: str, v_type: str
 ) -> int:
-    """The compute buffer ggml's allocator sizes for the worst micro-batch (see the module's rule)."""
+    """The room ggml-metal adds to one FLASH_ATTN_EXT node (ggml-metal-ops.cpp:3064-3231): kv_f16 + pad + blk +
+    tmp (idx is 0 without a top-k graph).
+    Example: Llama-3.1-8B's layer at n_kv 131,072, 512 tokens, f16: 512 MiB of f16 K and V + about 18 MiB."""
+    dk, dv = _head_dims(layer)
+    mla = layer.kind == "mla"
+    kv_heads = 1 if mla else layer.kv_heads
+    q = n_tokens // streams  # queries per stream (ne01)
+    kv_f16 = _pad(2 * dk * n_kv * kv_heads * streams, 16)
+    if not mla:  # V is a view of K in MLA: its dequantized copy too
+        kv_f16 += _pad(2 * dv * n_kv * kv_heads * streams, 16)
+    dequant = q >= 32 and ggml_name(get_format(k_type).name) in METAL_DEQUANT
+    k_row = 2 * dk if dequant else llamacpp.row_bytes(k_type, kv_heads * dk)
+    v_row = (
+        (2 * (dk if mla else dv))
+        if dequant
+        else (k_row if mla else llamacpp.row_bytes(v_type, kv_heads * dv))
+    )
+    pad = NCPSG * (k_row * kv_heads * streams + v_row * kv_heads * streams + 2 * q * streams)
+    vec = q < 20 and dk % 32 == 0
+    per_q, per_kv = (VEC_NQPSG, VEC_NCPSG) if vec else (NQPSG, NCPSG)
+    blk = _pad(-(-q // per_q) * -(-n_kv // per_kv) * streams, 32)
+    tmp = FLOAT * min(q, 32) * heads * streams * 32 * (dv + 2)
+    return kv_f16 + pad + blk + tmp
+
+
+def compute_bytes(
+    geometry,
+    n_ctx: int,
+    caches: list,
+    options: llamacpp.Options,
+    flash_attn: bool,
+    k_type: str = "f16",
+    v_type: str = "f16",
+) -> int:
+    """The compute buffer ggml's allocator sizes for the worst micro-batch (see the module's rule), on the backend
+    `options.backend` names (Metal: each flash-attention node's extra room)."""
     n_tokens = llamacpp.micro_batch(n_ctx, options)
     e = geometry.hidden_size
     logits = FLOAT * n_tokens * (geometry.vocab_size + 2 * e)
@@ -173,7 +335,16 @@ def compute_bytes(
             widths.append(2 * heads * latent + latent + heads * layer.k_dim)
     activations = FLOAT * n_tokens * (3 * e + max(widths, default=0))
     scores = 0 if flash_attn else FLOAT * max(c.cells for c in attention) * n_tokens * heads
-    return max(logits, mask + activations + scores)
+    extra = 0
+    if flash_attn and check_backend(options.backend) == "metal":
+        extra = max(
+            metal_fa_extra_bytes(
+                geometry.layers[i], c.cells, c.streams, n_tokens, heads, k_type, v_type
+            )
+            for c in attention
+            for i in c.layers
+        )
+    return max(logits, mask + activations + scores + extra)
 
 
 def plan(
@@ -191,7 +362,9 @@ def plan(
     `weights_bytes`: the weights as stored (a GGUF's tensor table; default the geometry's file_weights).
     Example: plan(llama_3_2_1b, 32768, flash_attn="off").compute_bytes -> about 2,134 MiB.
     """
-    fa = flash_attention(flash_attn, v_type)
+    backend = check_backend(options.backend)
+    device = DEVICE[backend]
+    fa = flash_attention(flash_attn, v_type, k_type, geometry, backend)
     if weights_bytes is None:
         if geometry.file_weights is None:
             raise KvError(
@@ -199,7 +372,7 @@ def plan(
             )
         weights_bytes = geometry.file_weights.bytes
     caches = llamacpp.caches(geometry, n_ctx, k_type, v_type, options)
-    buffer = "CPU_Mapped" if mmap else "CPU"
+    buffer = f"{device}_Mapped" if mmap else device
     from_file = geometry.file_weights is not None and weights_bytes == geometry.file_weights.bytes
     parts = [
         Part(
@@ -226,33 +399,40 @@ def plan(
         )
     )
     for cache in caches:
-        parts.append(_cache_part(cache))
+        parts.append(_cache_part(cache, device))
     n_tokens = llamacpp.micro_batch(n_ctx, options)
-    compute = compute_bytes(geometry, n_ctx, caches, options, fa)
+    compute = compute_bytes(geometry, n_ctx, caches, options, fa, k_type, v_type)
+    metal = (
+        "; on Metal, beside each flash-attention node, f16 copies of K and V and its pad, blk and tmp "
+        "(ggml-metal-ops.cpp)"
+        if backend == "metal" and fa
+        else ""
+    )
     parts.append(
         Part(
-            "CPU compute buffer",
+            f"{device} compute buffer",
             "compute",
             compute,
             f"the graph of one micro-batch of {n_tokens:,} tokens: the larger of the logits "
             f"(n_tokens x (n_vocab + 2 n_embd) floats) and one attention layer (masks, activations"
             f"{'' if fa else ', the scores of every head: n_kv x n_tokens x n_head floats'}); "
-            f"flash attention {'on' if fa else 'off'}",
+            f"flash attention {'on' if fa else 'off'}{metal}",
             f"{SOURCE}/src/llama-context.cpp#L740",
-            f"sched_reserve: {'CPU':>10s} compute buffer size = {_mib(compute):8.2f} MiB",
+            f"sched_reserve: {device:>10s} compute buffer size = {_mib(compute):8.2f} MiB",
         )
     )
     tolerance = f"within {COMPUTE_TOLERANCE:.0%} of what the real build prints"
-    return Plan(tuple(parts), fa, n_tokens, tolerance)
+    unplanned = METAL_UNPLANNED if backend == "metal" else ()
+    return Plan(tuple(parts), fa, n_tokens, tolerance, backend, unplanned)
 
 
-def _cache_part(cache: llamacpp.Cache) -> Part:
+def _cache_part(cache: llamacpp.Cache, device: str = "CPU") -> Part:
     """A cache's buffer as llama.cpp names it: `CPU KV buffer` (llama_kv_cache), or for a hybrid model's recurrent
     state `CPU RS buffer` (llama_memory_recurrent prints "CPU RS buffer size"), whose size line counts the model's
     n_layer while only the recurrent layers hold R (conv) and S (state) rows."""
     if cache.name == "recurrent":
         return Part(
-            "CPU RS buffer",
+            f"{device} RS buffer",
             "kv",
             cache.bytes,
             f"{cache.cells:,} cell(s), one per sequence, x {len(cache.layers)} recurrent layers x R (conv) "
@@ -261,7 +441,7 @@ def _cache_part(cache: llamacpp.Cache) -> Part:
             cache.log_line(),
         )
     return Part(
-        f"CPU KV buffer ({cache.name})",
+        f"{device} KV buffer ({cache.name})",
         "kv",
         cache.bytes,
         f"{cache.cells:,} cells x {cache.streams} stream(s) x {len(cache.layers)} layers x K and V rows",
