@@ -112,7 +112,7 @@ def _corpus() -> list[tuple[str, dict, Reading]]:
 
 def _machine(source: dict, lang: str) -> str:
     m = source.get("machine") or {}
-    parts = [m.get("chip") or ""]
+    parts = [i18n.data_text(lang, m.get("chip") or "")]
     if m.get("ram_gb"):
         parts.append(f"{m['ram_gb']} GB")
     if m.get("macos"):
@@ -126,12 +126,8 @@ def corpus_logs(f) -> None:
     text("## " + f.t("logread.corpus_title"), f.t("logread.corpus_lead"))
     for stem, source, r in _corpus():
         with st.expander(stem, icon=":material/description:"):
-            url = source.get("url")
-            where = (
-                f"[{plain(source.get('where') or url)}]({url})"
-                if url
-                else plain(source.get("where") or "")
-            )
+            url, said = source.get("url"), i18n.data_text(f.lang, source.get("where") or "")
+            where = f"[{plain(said or url)}]({url})" if url else plain(said)
             text(
                 f.t("logread.source", where=where),
                 f.t("logread.machine", machine=plain(_machine(source, f.lang))),
