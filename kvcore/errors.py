@@ -126,6 +126,10 @@ CODES = frozenset(
         "rec_memory_word",
         "rec_whole",
         "rec_kv_format",
+        "rec_scope",
+        "rec_positions",
+        "rec_share",
+        "rec_verdict",
     }
 )
 

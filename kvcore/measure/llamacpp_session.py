@@ -82,6 +82,10 @@ class Model:
     def chat(self, question: str) -> list[int]:
         """The file's chat template (tokenizer.chat_template) for one user turn, tokenized with its
         control tokens."""
+        return self.tokenize(self.chat_text(question), special=True)
+
+    def chat_text(self, question: str) -> str:
+        """The file's chat template rendered for one user turn, ready for the assistant's answer."""
         from kvcore.measure.real_model import render_chat
 
         template = self.lc.llama_model_chat_template(self.model, None)
@@ -89,13 +93,13 @@ class Model:
             raise KvError(
                 f"{self.path.name} has no chat template; give --prompt '' to score the text only."
             )
-        return self.tokenize(render_chat(template.decode("utf-8"), question), special=True)
+        return render_chat(template.decode("utf-8"), question)
 
 
 class Context:
-    """One llama.cpp context of `model` whose cache stores K and V as `kv_format`, one sequence; its
-    log and the cache lines llama.cpp logged making it; `flash_attn` in llama.cpp's words (auto,
-    off, on)."""
+    """One llama.cpp context of `model` whose cache stores K and V as `kv_format` (V as `v_format`
+    when given: -ctk and -ctv apart), one sequence; its log and the cache lines llama.cpp logged
+    making it; `flash_attn` in llama.cpp's words (auto, off, on)."""
 
     def __init__(
         self,
@@ -106,6 +110,7 @@ class Context:
         n_batch: int,
         threads: int,
         flash_attn: str = "auto",
+        v_format: str | None = None,
     ):
         from kvcore.measure import llamacpp_probe as probe
 
@@ -113,20 +118,26 @@ class Context:
         probe._log.clear()
         cp = lc.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, min(512, n_batch), 1
-        cp.type_k = cp.type_v = probe.ggml_type(kv_format)
+        cp.type_k = probe.ggml_type(kv_format)
+        cp.type_v = probe.ggml_type(v_format or kv_format)
         cp.flash_attn_type = probe.FLASH_ATTN[flash_attn]
         cp.n_threads = cp.n_threads_batch = threads
         cp.swa_full = False  # llama-server's and llama-cli's default (the C default is true)
         self.ctx = lc.llama_init_from_model(model.model, cp)
         if not self.ctx:
             raise KvError(
-                f"llama.cpp could not create a {kv_format} context for {model.path.name}: "
+                f"llama.cpp could not create a {kv_format}{'/' + v_format if v_format else ''} "
+                f"context for {model.path.name}: "
                 f"{probe.error_line()}",
                 "model_load",
                 name=model.path.name,
                 detail=probe.error_line(),
             )
-        self.kv_format, self.n_vocab = kv_format, model.n_vocab
+        self.kv_format, self.v_format, self.n_vocab = (
+            kv_format,
+            v_format or kv_format,
+            model.n_vocab,
+        )
         self.n_ctx, self.n_batch, self.n_ubatch = n_ctx, n_batch, cp.n_ubatch
         self.log = list(probe._log)
         self.cache_lines = [line for line in self.log if line.startswith(probe.CACHE_LINES)]
@@ -136,6 +147,10 @@ class Context:
 
     def clear(self) -> None:
         self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
+
+    def cut(self, tokens: int) -> None:
+        """Drop every cached position from `tokens` on (llama_memory_seq_rm of sequence 0)."""
+        self.lc.llama_memory_seq_rm(self.lc.llama_get_memory(self.ctx), 0, tokens, -1)
 
     def decode(self, batch) -> None:
         """llama_decode of `batch` (a llama_batch) after what the cache holds, or one sentence if it
