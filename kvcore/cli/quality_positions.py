@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kvcore.errors import KvError
 
-MLX_FORMATS = "mlx-q8,mlx-q4@32,mlx-q4@64,mlx-q4@128"  # --kv-formats under mlx_lm (format@group)
+MLX_FORMATS = "mlx-q8,mlx-q4@32,mlx-q4@64"  # format@group (128 does not divide head_dim 64)
 LLAMACPP_PAIRS = "q8_0,q4_0,q8_0/q4_0"  # llama.cpp: one type for K and V, or K/V
 WINDOW_COLUMNS = [  # (key, header, format)
     ("label", "kv format", "<26"),
