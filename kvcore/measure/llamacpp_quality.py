@@ -504,6 +504,7 @@ def long_context_recording(
     """A long-context sweep as a measured recording (sections long_context and retrieval), with llama.cpp's
     provenance and the method in words."""
     from kvcore.measure import long_context as lc
+    from kvcore.measure.recording import section_rows
     from kvcore.memory.formats import get_format
 
     geometry = gguf.geometry(path)
@@ -552,6 +553,6 @@ def long_context_recording(
         "provenance": prov,
         "model": model_block(geometry, BASELINE),
         "method": {"long_context": how, "allocation_lines": run["allocation_lines"]},
-        "sections": lc.sections(result, names),
+        "sections": {k: section_rows(k, rows) for k, rows in lc.sections(result, names).items()},
     }
     return recordings.validate(data)

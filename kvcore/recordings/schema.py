@@ -108,7 +108,7 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     # question, then the answer): correct is 1 when the answer names `expected`
     "retrieval": {
         "required": ("context", "prompt_tokens", "correct"),
-        "numbers": ("text_tokens", "fact_token", "answer_tokens"),
+        "numbers": ("text_tokens", "fact_token", "answer_tokens", "bits", "group_size"),
         "texts": ("kv_format", "v_format", "label", "question", "expected", "answer"),
         "required_texts": ("kv_format", "question", "expected", "answer"),
     },
