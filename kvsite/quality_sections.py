@@ -273,7 +273,9 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         titles=titles,
     )
     wide = pd.concat([pd.DataFrame(r.rows("long_context")).assign(run=r.label) for r in runs])
-    wide = wide[wide["kl_mean"] > 0]
+    wide = wide[wide["kl_mean"] > 0].sort_values(
+        ["run", "kv_format", "scope", "end"], kind="stable"
+    )
     wide = wide.assign(
         format=[_pair_label(r, lang) for r in wide.to_dict("records")],
         positions=lambda d: [f"{s:,}–{e:,}" for s, e in zip(d["start"], d["end"])],
