@@ -24,3 +24,4 @@ MAX_LIST_TEXT = (
 MAX_BYTES = (
     1 << 60
 )  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)
+MAX_TEXT_BYTES = 4_000_000  # a text for `kvcore quality` to read (a novel is ~1 MB)

@@ -18,9 +18,9 @@ from kvcore.cli.run import (
     with_bar,
 )
 from kvcore.errors import KvError
+from kvcore.limits import MAX_TEXT_BYTES
 from kvcore.measure.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # the bundled public-domain text
 
-MAX_TEXT_BYTES = 4_000_000  # a text for `quality` (a novel is ~1 MB)
 QUALITY_COLUMNS = [  # (key, header, format)
     ("label", "kv format", "<28"),
     ("perplexity", "perplexity", ".3f"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvcore.errors import KvError
+from kvcore.limits import MAX_TEXT_BYTES
 
 MLX_FORMATS = "mlx-q8,mlx-q4@32,mlx-q4@64"  # format@group (128 does not divide head_dim 64)
 LLAMACPP_PAIRS = "q8_0,q4_0,q8_0/q4_0"  # llama.cpp: one type for K and V, or K/V
@@ -60,7 +61,6 @@ def run_mlx(a) -> int:
     from kvcore.measure.probes import resolve_geometry
     from kvcore.measure.recording import build_recording, model_info
 
-    from .quality import MAX_TEXT_BYTES
     from .run import command_line, with_bar
 
     if a.model != real_model.NAME:
@@ -113,7 +113,7 @@ def run_llamacpp(a) -> int:
 
     from kvcore.inputs import gguf
     from kvcore.inputs.textfile import read_text_file
-    from kvcore.measure.llamacpp_quality import (
+    from kvcore.measure.llamacpp_long import (
         long_context_recording,
         pair_name,
         parse_pairs,
@@ -121,7 +121,6 @@ def run_llamacpp(a) -> int:
     )
 
     from .live_args import require_gguf
-    from .quality import MAX_TEXT_BYTES
     from .run import command_line, with_bar
 
     require_gguf(a, "scores")

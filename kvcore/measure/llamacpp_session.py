@@ -257,3 +257,97 @@ def preset_of(geometry) -> dict:
                 ),
             }
     return {}
+
+
+BASELINE = "f16"  # llama.cpp's default cache type (-ctk/-ctv f16): the baseline every format is compared with
+FLASH_ATTN_NOTE = (
+    "flash attention on in every context, the baseline's too (llama.cpp refuses a quantized V cache "
+    "without it: 'quantized V cache requires flash_attn')"
+)
+
+
+def parse_formats(names: list[str]) -> list[str]:
+    """The cache types as llama.cpp's runtime object knows them (its -ctk/-ctv types, in llama.cpp's spelling:
+    f16, q8_0, ...), or one sentence naming the first it does not know."""
+    from kvcore.memory.formats import aliases, ggml_name
+    from kvcore.runtimes.registry import gguf_runtime
+
+    runtime = gguf_runtime()
+    out = []
+    for name in names:
+        ours = aliases().get(name, name)
+        if ours not in runtime.kv_formats:
+            valid = ", ".join(map(ggml_name, runtime.kv_formats))
+            raise KvError(
+                f"Unknown KV format {name!r} for {runtime.name}'s quality; valid: {valid} (its "
+                "-ctk/-ctv cache types).",
+                "llamacpp_format",
+                format=name,
+                valid=valid,
+            )
+        out.append(ggml_name(ours))
+    return list(dict.fromkeys(out))
+
+
+class BatchContext(Context):
+    """A context fed a batch at a time (flash attention on), asking for every position's logits or the last."""
+
+    def __init__(
+        self,
+        model: Model,
+        kv_format: str,
+        n_ctx: int,
+        n_batch: int,
+        threads: int,
+        v_format: str | None = None,
+    ):
+        super().__init__(
+            model,
+            kv_format,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            threads=threads,
+            flash_attn="on",
+            v_format=v_format,
+        )
+        self.batch = self.lc.llama_batch_init(n_batch, 0, 1)
+        self.pos = 0
+
+    def close(self) -> None:
+        self.lc.llama_batch_free(self.batch)
+        super().close()
+
+    def clear(self) -> None:
+        super().clear()
+        self.pos = 0
+
+    def feed(self, tokens: list[int], every: bool = True):
+        """Decode `tokens` after what the cache holds, n_batch at a time; [n, vocab] float32 logits of every
+        position (or of the last only)."""
+        import numpy as np
+
+        out = []
+        for at in range(0, len(tokens), self.n_batch):
+            piece = tokens[at : at + self.n_batch]
+            last = at + len(piece) == len(tokens)
+            rows = self._decode(piece, every, last)
+            if rows is not None:
+                out.append(rows)
+        return np.concatenate(out)
+
+    def _decode(self, tokens: list[int], every: bool, last: bool):
+        import numpy as np
+
+        b = self.batch
+        b.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            b.token[i], b.pos[i], b.n_seq_id[i] = token, self.pos + i, 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = 1 if every or (last and i == len(tokens) - 1) else 0
+        self.decode(b)
+        self.pos += len(tokens)
+        rows = len(tokens) if every else int(last)
+        if not rows:
+            return None
+        logits = self.lc.llama_get_logits(self.ctx)
+        return np.ctypeslib.as_array(logits, shape=(rows, self.n_vocab)).copy()
