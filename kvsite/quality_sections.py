@@ -316,7 +316,19 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         "retrieval": [(r.label, _retrieval_table(r, lang)) for r in runs if r.has("retrieval")],
         "finding": _finding(df, lang),
         "sources": " · ".join(r.label for r in runs),
+        "tokens": f"{int(df['context'].max()):,}",
+        "window": _window(runs[0]),
     }
+
+
+def _window(rec: Recording) -> str:
+    """The scored model's trained window (its preset's max_position_embeddings), as a reader reads it."""
+    from kvcore.inputs.presets import preset_geometry
+
+    model = rec.data.get("model") or {}
+    name = model.get("preset") or model.get("name")
+    window = preset_geometry(name).max_position_embeddings
+    return f"{window:,}" if window else "?"
 
 
 def _retrieval_table(rec: Recording, lang: str) -> str:

@@ -197,7 +197,14 @@ else:
 long = quality_sections.long_context(tuple(f.recs), f.lang)  # the price against context: evidence
 if long is not None:
     st.subheader(f.t("savings.long_title"))
-    st.markdown(f.t("savings.long_lead", finding=long["finding"]))
+    st.markdown(
+        f.t(
+            "savings.long_lead",
+            finding=long["finding"],
+            tokens=long["tokens"],
+            window=long["window"],
+        )
+    )
     show_chart(f, long["chart"], "long_chart", "kv-quality-by-context", source=long["sources"])
     st.caption(f.t("savings.long_note"))
     with st.expander(f.t("savings.long_more"), icon=":material/table:"):

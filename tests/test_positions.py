@@ -182,5 +182,5 @@ def test_the_retrieval_baseline_is_right_at_every_length(path):
     base = rows[0]["kv_format"]
     lengths = {r["end"] for r in rec.rows("long_context") if r["scope"] == "prefix"}
     asked = {(r["context"], r["question"]) for r in rows if r["kv_format"] == base}
-    assert {c for c, _ in asked} == lengths and len(lengths) >= 4
+    assert {c for c, _ in asked} == lengths and len(lengths) >= 2
     assert all(r["correct"] for r in rows if r["kv_format"] == base and "v_format" not in r)
