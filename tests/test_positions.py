@@ -156,22 +156,29 @@ def test_a_long_context_or_retrieval_row_that_contradicts_itself_is_refused(chan
 @pytest.mark.parametrize("path", LONG, ids=[p.stem for p in LONG])
 def test_one_point_recomputed_from_the_saved_logits_agrees_with_the_recording(path):
     """The sample beside the recording: per position the baseline's most likely tokens (all but 1e-4 of its
-    probability) with its log-probabilities and the run's difference from them; KL recomputed here, plus the
-    part of the tokens left out as the measurement states it, equals the recorded KL at each position, and
-    the left-out part is a small share of it."""
+    probability, at most 4,096 of 49,152) with its log-probabilities and the run's difference from them. KL
+    recomputed here from them, plus the part of the tokens left out as the measurement states it, equals
+    the recorded KL at each position (the difference is stored in float16); over the sample the part
+    recomputed here is all but a few percent of the recorded KL (on a near-zero position the left-out tail
+    can be most of it)."""
     sample = path.with_suffix(".logits.npz")
     rec = recordings.load(path).data
     stated = rec["method"]["long_context"]["sample"]
     with np.load(sample) as z:
-        assert list(z["positions"]) == stated["positions"]
+        assert list(z["positions"]) == stated["positions"] and len(stated["kl"]) >= 8
+        heads = []
         for i, kl in enumerate(stated["kl"]):
             lo, hi = z["offsets"][i], z["offsets"][i + 1]
             base = z["base"][lo:hi].astype(np.float64)
-            diff = z["diff"][lo:hi].astype(np.float64)
-            head = float((np.exp(base) * diff).sum())
-            assert head + z["rest_kl"][i] == pytest.approx(kl, rel=2e-3, abs=2e-4)
-            assert abs(z["rest_kl"][i]) <= 0.05 * kl + 1e-4
-            assert 1 - np.exp(base).sum() <= 1.01e-4 + z["rest_mass"][i]
+            diff = z["diff"][lo:hi].astype(np.float64)  # baseline - run, float16
+            heads.append(float((np.exp(base) * diff).sum()))
+            assert heads[-1] + z["rest_kl"][i] == pytest.approx(kl, rel=2e-3, abs=1e-4)
+            assert np.exp(base).sum() + z["rest_mass"][i] == pytest.approx(1, abs=1e-5)
+        # over the sample, what is recomputed here carries all but a few percent of the recorded KL
+        assert sum(heads) == pytest.approx(sum(stated["kl"]), rel=0.05)
+        assert float(np.mean(heads) + np.mean(z["rest_kl"])) == pytest.approx(
+            float(np.mean(stated["kl"])), rel=1e-3
+        )
     assert sample.stat().st_size < 1_000_000
 
 
