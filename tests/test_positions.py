@@ -184,10 +184,15 @@ def test_one_point_recomputed_from_the_saved_logits_agrees_with_the_recording(pa
 
 @pytest.mark.parametrize("path", LONG, ids=[p.stem for p in LONG])
 def test_the_retrieval_baseline_is_right_at_every_length(path):
+    """Every fact is asked at every recorded length, and the unquantized run names the first (the secret
+    code) at each: a fact it misses cannot show what a cache costs (SmolLM2-135M missed the other two at
+    2,048 tokens in the bundled run, and the table says so)."""
     rec = recordings.load(path)
     rows = rec.rows("retrieval")
-    base = rows[0]["kv_format"]
+    base = rows[0]["label"]
     lengths = {r["end"] for r in rec.rows("long_context") if r["scope"] == "prefix"}
-    asked = {(r["context"], r["question"]) for r in rows if r["kv_format"] == base}
-    assert {c for c, _ in asked} == lengths and len(lengths) >= 2
-    assert all(r["correct"] for r in rows if r["kv_format"] == base and "v_format" not in r)
+    for fact in rec.data["method"]["long_context"]["retrieval"]["facts"]:
+        asked = [r for r in rows if r["label"] == base and r["question"] == fact["question"]]
+        assert {r["context"] for r in asked} == lengths and len(lengths) >= 2
+    first = rec.data["method"]["long_context"]["retrieval"]["facts"][0]["question"]
+    assert all(r["correct"] for r in rows if r["label"] == base and r["question"] == first)
