@@ -132,6 +132,10 @@ CODES = frozenset(
         # a pasted runtime log (kvcore.inputs.logs)
         "log_lines_many",
         "log_line_long",
+        "rec_scope",
+        "rec_positions",
+        "rec_share",
+        "rec_verdict",
     }
 )
 

@@ -35,3 +35,4 @@ MAX_LOG_LINE = 8_192
 # a computer's RAM in GB (vendors' GB, as `calc --ram` and the Calculator take it): Macs ship 8 to 512 GB, a
 # data-centre GPU 80 to 192 GB; room both ways, and nothing that formats as a 39-digit byte count or as 0 B
 MIN_RAM_GB, MAX_RAM_GB = 1, 4096
+MAX_TEXT_BYTES = 4_000_000  # a text for `kvcore quality` to read (a novel is ~1 MB)

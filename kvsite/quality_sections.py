@@ -232,3 +232,153 @@ def agreement_line(answers: dict[str, list[dict]], lang: str) -> str:
             for f, n in zip(labels, same, strict=True)
         ),
     )
+
+
+@cached
+def long_context(recs: tuple, lang: str) -> dict | None:
+    """The price against context length from the runs with a long_context section: the chart (mean KL, its 99th
+    percentile or top-1 agreement per format, picked inside the chart), every row as a table, each run's
+    retrieval answers, and the published long-context figures for larger models (a table, never a line)."""
+    from kvcore.recordings.published import figures
+    from kvcore.units import fmt_small
+    from kvcore.views.chart_parts import Choice
+
+    t = i18n.translator(lang)
+    runs = [r for r in recs if r.has("long_context")]
+    df = savings_views.long_context(runs)
+    if df.empty:
+        return None
+    df = df.assign(
+        series=[
+            t("savings.quality_runtime_format", runtime=r["runtime"], label=_pair_label(r, lang))
+            for r in df.to_dict("records")
+        ]
+    )
+    metrics = savings_views.LONG_METRICS
+    choice = Choice(
+        "metric",
+        metrics,
+        metrics[0],
+        t("savings.long_choice"),
+        tuple(t(f"savings.long_metric_{m}") for m in metrics),
+    )
+    titles = {**cols(lang, "series", "context", "perplexity"), "value": t("savings.long_value")}
+    chart = make_chart(
+        df[["series", "metric", "context", "value", "perplexity"]].rename(columns=titles),
+        "price_by_context",
+        df,
+        "series",
+        t("savings.long_x"),
+        choice,
+        titles=titles,
+    )
+    wide = pd.concat([pd.DataFrame(r.rows("long_context")).assign(run=r.label) for r in runs])
+    wide = wide[wide["kl_mean"] > 0].sort_values(
+        ["run", "kv_format", "scope", "end"], kind="stable"
+    )
+    wide = wide.assign(
+        format=[_pair_label(r, lang) for r in wide.to_dict("records")],
+        positions=lambda d: [f"{s:,}–{e:,}" for s, e in zip(d["start"], d["end"])],
+        scope_text=lambda d: d["scope"].map(lambda s: t(f"savings.long_scope_{s}")),
+        kl=lambda d: d["kl_mean"].map(fmt_small),
+        p99=lambda d: d["kl_p99"].map(fmt_small),
+    )
+    table = md_table(
+        wide,
+        {
+            "format": (t("cols.format"), None),
+            "scope_text": (t("savings.long_col_scope"), None),
+            "positions": (t("savings.long_col_positions"), None),
+            "kl": (t("savings.long_metric_kl_mean"), None),
+            "p99": (t("savings.long_metric_kl_p99"), None),
+            "top1_agreement": (t("savings.long_metric_top1_agreement"), "{:.1%}"),
+            "perplexity": (t("cols.perplexity"), "{:.2f}"),
+        },
+        lang,
+    )
+    pub = pd.DataFrame(figures()["kv_quality_long"])
+    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
+    published = md_table(
+        pub,
+        {
+            "src": (t("savings.col_source"), "{}"),
+            "model": (t("savings.col_model"), None),
+            "kv": (t("savings.col_kv"), None),
+            "context": (t("savings.long_col_context"), None),
+            "figure": (t("savings.col_figure"), "`{}`"),
+        },
+        lang,
+    )  # as stated
+    return {
+        "chart": chart,
+        "table": table,
+        "published": published,
+        "retrieval": [(r.label, _retrieval_table(r, lang)) for r in runs if r.has("retrieval")],
+        "finding": _finding(df, lang),
+        "sources": " · ".join(r.label for r in runs),
+        "tokens": f"{int(df['context'].max()):,}",
+        "window": _window(runs[0]),
+    }
+
+
+def _window(rec: Recording) -> str:
+    """The scored model's trained window (its preset's max_position_embeddings), as a reader reads it."""
+    from kvcore.inputs.presets import preset_geometry
+
+    model = rec.data.get("model") or {}
+    name = model.get("preset") or model.get("name")
+    window = preset_geometry(name).max_position_embeddings
+    return f"{window:,}" if window else "?"
+
+
+def _retrieval_table(rec: Recording, lang: str) -> str:
+    """One run's answers to the facts, per context and format: right or wrong, and what it said."""
+    t = i18n.translator(lang)
+    df = savings_views.retrieval(rec)
+    df = df.assign(
+        format=[_pair_label(r, lang) for r in df.to_dict("records")],
+        verdict=df["correct"].map(lambda c: t("savings.long_right" if c else "savings.long_wrong")),
+        said=df["answer"].map(lambda a: a.replace("|", "/").replace("\n", " ")),
+    )
+    return md_table(
+        df,
+        {
+            "context": (t("cols.context"), "{:,}"),
+            "question": (t("savings.long_col_question"), None),
+            "format": (t("cols.format"), None),
+            "verdict": (t("savings.long_col_verdict"), None),
+            "said": (t("savings.long_col_answer"), None),
+        },
+        lang,
+    )
+
+
+def _finding(df: pd.DataFrame, lang: str) -> str:
+    """The chart's claim in numbers: per runtime, its 4-bit format's mean KL in the first and the last window."""
+    from kvcore.units import fmt_small
+
+    t = i18n.translator(lang)
+    kl = df[df["metric"] == "kl_mean"]
+    parts = []
+    for series, rows in kl.groupby("series", sort=False):
+        if "q4" not in series:
+            continue
+        rows = rows.sort_values("context")
+        first, last = rows.iloc[0], rows.iloc[-1]
+        parts.append(
+            t(
+                "savings.long_finding_row",
+                series=series,
+                first=fmt_small(first["value"]),
+                at_first=f"{int(first['context']):,}",
+                last=fmt_small(last["value"]),
+                at_last=f"{int(last['context']):,}",
+            )
+        )
+    return t("recordings.list_sep").join(parts)
+
+
+def _pair_label(row: dict, lang: str) -> str:
+    """A cache's name in `lang`: K/V apart as llama.cpp's label names them (q8_0/q4_0), else format_label."""
+    v = row.get("v_format")
+    return str(row["label"]) if isinstance(v, str) else format_label(row, lang)

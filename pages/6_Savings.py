@@ -194,6 +194,28 @@ else:
     with st.expander(f.t("savings.quality_published_title"), icon=":material/menu_book:"):
         st.markdown(q["published"])
 
+long = quality_sections.long_context(tuple(f.recs), f.lang)  # the price against context: evidence
+if long is not None:
+    st.subheader(f.t("savings.long_title"))
+    st.markdown(
+        f.t(
+            "savings.long_lead",
+            finding=long["finding"],
+            tokens=long["tokens"],
+            window=long["window"],
+        )
+    )
+    show_chart(f, long["chart"], "long_chart", "kv-quality-by-context", source=long["sources"])
+    st.caption(f.t("savings.long_note"))
+    with st.expander(f.t("savings.long_more"), icon=":material/table:"):
+        st.markdown(long["table"])
+    with st.expander(f.t("savings.long_retrieval_title"), icon=":material/quiz:"):
+        st.markdown(f.t("savings.long_retrieval_lead"))
+        for label, table in long["retrieval"]:
+            st.markdown(f"**{label}**\n\n{table}")
+    with st.expander(f.t("savings.long_published_title"), icon=":material/menu_book:"):
+        st.markdown(long["published"])
+
 f.faq(("smaller", "kv_vs_weights", "turboquant", "quality", "faster"), **nums)
 
 f.chapter_end()

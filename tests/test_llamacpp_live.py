@@ -257,3 +257,36 @@ def test_llamacpp_reads_the_text_as_the_same_tokens_as_the_mlx_lm_runs():
         model.close()
     ours = real_model.build_tokenizer(mx.load(str(smollm2()), return_metadata=True)[1])
     assert len(theirs) > 10_000 and theirs == ours.encode(text)
+
+
+def test_the_price_by_position_runs_in_llamacpp_with_k_and_v_apart(tmp_path):
+    """The short version of the long-context sweep under llama.cpp (256 tokens): q4_0 K and V, and q8_0 K with a
+    q4_0 V (a quantized V: flash attention on); every position scored against the f16 baseline, the first fact
+    asked, the questions' tokens cut from the cache (the pass goes on), a logits sample beside the recording."""
+    r = _quality(
+        "--by-position",
+        "--model",
+        str(smollm2()),
+        "--kv-formats",
+        "q4_0,q8_0/q4_0",
+        "--tokens",
+        "256",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "lc",
+    )
+    assert r.returncode == 0, r.stderr
+    rec = recordings.load(tmp_path / "lc.yaml")  # validates
+    rows = {row["label"]: row for row in rec.rows("long_context")}
+    assert list(rows) == ["f16 (baseline)", "q4_0", "q8_0/q4_0"]
+    assert rows["f16 (baseline)"]["kl_mean"] == 0 and rows["q4_0"]["kl_mean"] > 0
+    assert rows["q8_0/q4_0"]["kv_format"] == "q8_0" and rows["q8_0/q4_0"]["v_format"] == "q4_0"
+    assert rows["q8_0/q4_0"]["bytes_per_token"] == (12240 + 6480) / 2
+    asked = [row for row in rec.rows("retrieval") if row["expected"] == "4127"]
+    assert asked[0]["label"] == "f16 (baseline)" and asked[0]["correct"] == 1
+    lines = rec.data["method"]["allocation_lines"]
+    assert any("K (q8_0)" in line and "V (q4_0)" in line for line in lines)
+    assert (tmp_path / "lc.logits.npz").is_file()

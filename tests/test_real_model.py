@@ -260,3 +260,28 @@ def test_a_text_shorter_than_asked_is_one_sentence(capsys, tmp_path):
     text.write_text("Only a few words.", encoding="utf-8")
     assert main(["quality", "--text", str(text), "--tokens", "512"]) == 2
     assert "holds 5 tokens; --tokens 512 needs 513" in capsys.readouterr().err
+
+
+def test_the_price_by_position_runs_on_the_real_model_and_its_recording_checks(capsys, tmp_path):
+    """The short version of the long-context sweep (`quality --by-position`, 256 tokens, one quantized
+    format): mlx_lm's 4-bit cache costs KL at every position, the baseline answers the first fact, the
+    recording validates and its logits sample sits beside it; beyond the model's window is one sentence."""
+    from kvcore.recordings import store as recordings
+
+    argv = ["quality", "--by-position", "--tokens", "256", "--kv-formats", "mlx-q4@64"]
+    assert main([*argv, "--out", str(tmp_path), "--name", "short"]) == 0
+    rec = recordings.load(tmp_path / "short.yaml")
+    rows = {r["kv_format"]: r for r in rec.rows("long_context")}
+    assert rows["fp32"]["kl_mean"] == 0 and rows["mlx-q4"]["kl_mean"] > 0.01
+    assert rows["mlx-q4"]["kl_p99"] > rows["mlx-q4"]["kl_mean"] and rows["mlx-q4"]["tokens"] == 256
+    asked = [r for r in rec.rows("retrieval") if r["expected"] == "4127"]
+    assert asked[0]["kv_format"] == "fp32" and asked[0]["correct"] == 1
+    assert "maybe_quantize_kv_cache" in rec.data["method"]["long_context"]["quantize"]
+    assert (tmp_path / "short.logits.npz").stat().st_size < 1_000_000
+    capsys.readouterr()
+    assert main(["quality", "--by-position", "--tokens", "8193"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: --tokens 8,193 is beyond smollm2-135m's window of 8,192 positions "
+        "(max_position_embeddings); give at most that."
+    )

@@ -18,9 +18,9 @@ from kvcore.cli.run import (
     with_bar,
 )
 from kvcore.errors import KvError
+from kvcore.limits import MAX_TEXT_BYTES
 from kvcore.measure.real_model import SAMPLE_TEXT as BUNDLED_TEXT  # the bundled public-domain text
 
-MAX_TEXT_BYTES = 4_000_000  # a text for `quality` (a novel is ~1 MB)
 QUALITY_COLUMNS = [  # (key, header, format)
     ("label", "kv format", "<28"),
     ("perplexity", "perplexity", ".3f"),
@@ -35,6 +35,7 @@ MLX_FORMATS = "fp16,mlx-q8,mlx-q4"  # --kv-formats under mlx_lm (llama.cpp's: ll
 def _cmd_quality(a) -> int:
     import json
 
+    from kvcore.cli import quality_positions
     from kvcore.inputs.textfile import read_text_file
     from kvcore.measure import real_model
     from kvcore.measure.machine import backend
@@ -45,13 +46,18 @@ def _cmd_quality(a) -> int:
     from kvcore.runtimes.registry import DEFAULT, RUNTIMES, get_runtime
 
     runtime = get_runtime(a.runtime)
-    if runtime.reads_gguf:
-        return _cmd_quality_gguf(a)
-    if runtime is not RUNTIMES[DEFAULT]:
+    if runtime is not RUNTIMES[DEFAULT] and not runtime.reads_gguf:
         raise KvError(
             f"quality runs a model under {DEFAULT} (the default) or llama.cpp (--model FILE.gguf), "
             f"not {runtime.name}, which has no live runs."
         )
+    if a.sample is not None and not a.by_position:
+        raise KvError("--sample belongs to quality --by-position.")
+    if a.by_position:
+        run = quality_positions.run_llamacpp if runtime.reads_gguf else quality_positions.run_mlx
+        return run(a)
+    if runtime.reads_gguf:
+        return _cmd_quality_gguf(a)
     if a.threads is not None or a.name:
         raise KvError("--threads and --name belong to quality --runtime llama.cpp.")
     a.kv_formats = a.kv_formats or formats(MLX_FORMATS)
@@ -61,7 +67,9 @@ def _cmd_quality(a) -> int:
             f"quality needs a trained model with its tokenizer; {a.model} would run with random "
             f"weights here (use --model {real_model.NAME})."
         )
-    head_dim = resolve_geometry(a.model).layers[0].k_dim  # checked against the file when it loads
+    geometry = resolve_geometry(a.model)
+    quality_positions.check_tokens(a.tokens, geometry.max_position_embeddings, a.model)
+    head_dim = geometry.layers[0].k_dim  # checked against the file when it loads
     options = [parse_format(f, a.group_size, a.quantized_kv_start, head_dim) for f in a.kv_formats]
     text = read_text_file(a.text, MAX_TEXT_BYTES, a.text)
     real_model.require()
@@ -73,7 +81,7 @@ def _cmd_quality(a) -> int:
             "(or give a longer text)."
         )
     result = with_bar(
-        run_quality, model, ids[: a.tokens + 1], options, a.chunk, a.prompt, a.answer_tokens
+        run_quality, model, ids[: a.tokens + 1], options, a.chunk, a.prompt, a.answer_tokens or 48
     )
     method = quality_method(a.text, a.tokens, a.chunk, a.prompt, model)
     result["provenance"] = dict(
@@ -107,6 +115,8 @@ def _cmd_quality_gguf(a) -> int:
     import json
     import os
 
+    from kvcore.cli.quality_positions import check_tokens
+    from kvcore.inputs import gguf
     from kvcore.inputs.textfile import read_text_file
     from kvcore.measure.llamacpp_quality import DEFAULT_FORMATS, parse_formats, recording, run
 
@@ -117,10 +127,12 @@ def _cmd_quality_gguf(a) -> int:
             "own blocks (32 values) and quantize from the first token."
         )
     kv_formats = parse_formats(a.kv_formats or list(DEFAULT_FORMATS))
+    geometry = gguf.geometry(a.model)
+    check_tokens(a.tokens, geometry.max_position_embeddings, geometry.name)
     text = read_text_file(a.text, MAX_TEXT_BYTES, a.text)
     threads = a.threads or os.cpu_count() or 1
     result = with_bar(
-        run, a.model, kv_formats, text, a.tokens, a.chunk, a.prompt, a.answer_tokens, threads
+        run, a.model, kv_formats, text, a.tokens, a.chunk, a.prompt, a.answer_tokens or 48, threads
     )
     data = recording(a.model, result, command_line(), Path(a.text).name, a.title, a.label)
     if a.json:
@@ -143,6 +155,7 @@ def _cmd_quality_gguf(a) -> int:
 
 
 def add(sub) -> None:
+    from kvcore.cli import quality_positions
     from kvcore.measure import real_model
     from kvcore.measure.mlx_quality import DEFAULT_CHUNK, DEFAULT_PROMPT
 
@@ -164,7 +177,21 @@ def add(sub) -> None:
         "--tokens",
         type=count("--tokens", 1, MAX_LIVE_CONTEXT),
         default=512,
-        help="positions scored: the text's first N+1 tokens",
+        help="positions scored: the text's first N+1 tokens (at most the model's "
+        "max_position_embeddings)",
+    )
+    p.add_argument(
+        "--by-position",
+        action="store_true",
+        help="the price at long context: KL (mean, 99th percentile), top-1 and perplexity at 1,024 "
+        "tokens doubling to --tokens and in windows of 512 positions, a fact asked at each length, "
+        "a sample of logits beside the recording; --kv-formats: mlx_lm's format@group "
+        f"(default {quality_positions.MLX_FORMATS}), llama.cpp's type or K/V pair "
+        f"(default {quality_positions.LLAMACPP_PAIRS})",
+    )
+    p.add_argument(
+        "--sample",
+        help="--by-position: the run whose logits are sampled, as labelled (default: the last)",
     )
     p.add_argument(
         "--kv-formats",
@@ -192,7 +219,11 @@ def add(sub) -> None:
         default=DEFAULT_PROMPT,
         help="the chat question each cache answers greedily ('' for none)",
     )
-    p.add_argument("--answer-tokens", type=count("--answer-tokens", 1, 1024), default=48)
+    p.add_argument(
+        "--answer-tokens",
+        type=count("--answer-tokens", 1, 1024),
+        help="greedy tokens per answer (default 48; --by-position: 24)",
+    )
     p.add_argument(
         "--json", action="store_true", help="print one JSON object (formats, answers, provenance)"
     )

@@ -160,22 +160,23 @@ def checked(command):
     return run
 
 
-def save(a, data: dict, name: str | None = None) -> None:
+def save(a, data: dict, name: str | None = None) -> Path | None:
     """Save a built recording where the command asks (nothing unless it wants saving; nothing in
-    read-only mode, said in one line)."""
+    read-only mode, said in one line); its path, or None."""
     from kvcore.measure.recording import save_run
     from kvcore.recordings import store as recordings
 
     if not wants_save(a):
-        return
+        return None
     if recordings.read_only():
         print(f"read-only mode ({recordings.READ_ONLY_ENV}=1): the run was not saved.")
-        return
+        return None
     try:
         path = save_run(data, _out_folder(a), name)
     except recordings.RecordingError as e:
         raise KvError(str(e)) from None
     print(f"saved {path}")
+    return path
 
 
 def save_sections(a, sections: dict, model: dict, method: dict) -> None:

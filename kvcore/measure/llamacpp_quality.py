@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from kvcore.errors import KvError
 from kvcore.inputs import gguf
-from kvcore.measure.llamacpp_session import (
+from kvcore.measure.llamacpp_session import (  # noqa: F401 (BASELINE, parse_formats: quality's names)
+    BASELINE,
+    FLASH_ATTN_NOTE,
     LLAMA_CPP_COMMIT,
-    Context,
+    BatchContext,
     Model,
     model_block,
+    parse_formats,
     predicted,
     run_provenance,
     runtime_block,
@@ -32,88 +35,10 @@ from kvcore.measure.progress import Progress, StopCheck, Ticker
 from kvcore.measure.quality import add, chunk_sums, finish, first_divergence, log_softmax
 from kvcore.recordings import store as recordings
 
-BASELINE = "f16"  # llama.cpp's default cache type (-ctk/-ctv f16): the baseline every format is compared with
 DEFAULT_FORMATS = ("f16", "q8_0", "q4_0")
-FLASH_ATTN_NOTE = (
-    "flash attention on in every context, the baseline's too (llama.cpp refuses a quantized V cache "
-    "without it: 'quantized V cache requires flash_attn')"
-)
 
 
-def parse_formats(names: list[str]) -> list[str]:
-    """The cache types as llama.cpp's runtime object knows them (its -ctk/-ctv types, in llama.cpp's spelling:
-    f16, q8_0, ...), or one sentence naming the first it does not know."""
-    from kvcore.memory.formats import aliases, ggml_name
-    from kvcore.runtimes.registry import gguf_runtime
-
-    runtime = gguf_runtime()
-    out = []
-    for name in names:
-        ours = aliases().get(name, name)
-        if ours not in runtime.kv_formats:
-            valid = ", ".join(map(ggml_name, runtime.kv_formats))
-            raise KvError(
-                f"Unknown KV format {name!r} for {runtime.name}'s quality; valid: {valid} (its "
-                "-ctk/-ctv cache types).",
-                "llamacpp_format",
-                format=name,
-                valid=valid,
-            )
-        out.append(ggml_name(ours))
-    return list(dict.fromkeys(out))
-
-
-class _Context(Context):
-    """A context fed a batch at a time (flash attention on), asking for every position's logits or the last."""
-
-    def __init__(self, model: Model, kv_format: str, n_ctx: int, n_batch: int, threads: int):
-        super().__init__(
-            model, kv_format, n_ctx=n_ctx, n_batch=n_batch, threads=threads, flash_attn="on"
-        )
-        self.batch = self.lc.llama_batch_init(n_batch, 0, 1)
-        self.pos = 0
-
-    def close(self) -> None:
-        self.lc.llama_batch_free(self.batch)
-        super().close()
-
-    def clear(self) -> None:
-        super().clear()
-        self.pos = 0
-
-    def feed(self, tokens: list[int], every: bool = True):
-        """Decode `tokens` after what the cache holds, n_batch at a time; [n, vocab] float32 logits of every
-        position (or of the last only)."""
-        import numpy as np
-
-        out = []
-        for at in range(0, len(tokens), self.n_batch):
-            piece = tokens[at : at + self.n_batch]
-            last = at + len(piece) == len(tokens)
-            rows = self._decode(piece, every, last)
-            if rows is not None:
-                out.append(rows)
-        return np.concatenate(out)
-
-    def _decode(self, tokens: list[int], every: bool, last: bool):
-        import numpy as np
-
-        b = self.batch
-        b.n_tokens = len(tokens)
-        for i, token in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i] = token, self.pos + i, 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = 1 if every or (last and i == len(tokens) - 1) else 0
-        self.decode(b)
-        self.pos += len(tokens)
-        rows = len(tokens) if every else int(last)
-        if not rows:
-            return None
-        logits = self.lc.llama_get_logits(self.ctx)
-        return np.ctypeslib.as_array(logits, shape=(rows, self.n_vocab)).copy()
-
-
-def score(contexts: dict[str, _Context], ids: list[int], chunk: int, ticker: Ticker) -> dict:
+def score(contexts: dict[str, BatchContext], ids: list[int], chunk: int, ticker: Ticker) -> dict:
     """Feed ids[:-1] through the baseline context and each format's, chunk by chunk; each format's sums."""
     n = len(ids) - 1
     sums: dict[str, dict | None] = {name: None for name in contexts}
@@ -131,7 +56,7 @@ def score(contexts: dict[str, _Context], ids: list[int], chunk: int, ticker: Tic
     return sums
 
 
-def greedy(model: Model, ctx: _Context, prompt: list[int], max_tokens: int) -> list[int]:
+def greedy(model: Model, ctx: BatchContext, prompt: list[int], max_tokens: int) -> list[int]:
     """Greedy tokens after `prompt` through `ctx`'s cache (cleared first)."""
     ctx.clear()
     logits = ctx.feed(prompt, every=False)
@@ -146,7 +71,7 @@ def greedy(model: Model, ctx: _Context, prompt: list[int], max_tokens: int) -> l
 
 
 def answers(
-    model: Model, contexts: dict[str, _Context], question: str, max_tokens: int, ticker
+    model: Model, contexts: dict[str, BatchContext], question: str, max_tokens: int, ticker
 ) -> list[dict]:
     """The same chat prompt answered greedily through the baseline's cache (the first row, labelled as the baseline)
     and each format's; where each answer first parts from the baseline's, and by how much the baseline preferred its
@@ -199,7 +124,7 @@ def run(
     {"formats": [...], "answers": [...], "baseline": "f16", "tokens": N, "chunk": C, "llama_cpp": {...}}."""
     formats = parse_formats(formats)
     model = Model(path)
-    contexts: dict[str, _Context] = {}
+    contexts: dict[str, BatchContext] = {}
     try:
         ids = model.tokenize(text)
         if len(ids) < tokens + 1:
@@ -213,7 +138,7 @@ def run(
         # the baseline is a context of its own: a listed f16 is a second, independent run of the same cache
         n_batch = min(chunk, 2048)
         for name in [BASELINE, *[f"run:{f}" for f in formats]]:
-            contexts[name] = _Context(model, name.split(":")[-1], n_ctx, n_batch, threads)
+            contexts[name] = BatchContext(model, name.split(":")[-1], n_ctx, n_batch, threads)
         chunks = -(-tokens // chunk)
         ticker = Ticker((1 + len(formats)) * (chunks + (1 if prompt else 0)), progress, should_stop)
         sums = score(contexts, ids, chunk, ticker)
@@ -256,7 +181,7 @@ def run(
         model.close()
 
 
-def _row(ctx: _Context, sums: dict, per_token: int) -> dict:
+def _row(ctx: BatchContext, sums: dict, per_token: int) -> dict:
     """One format's figures; a ggml block format names its bits and block size (values per scale)."""
     from kvcore.memory.formats import get_format
 

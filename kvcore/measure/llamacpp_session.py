@@ -82,6 +82,10 @@ class Model:
     def chat(self, question: str) -> list[int]:
         """The file's chat template (tokenizer.chat_template) for one user turn, tokenized with its
         control tokens."""
+        return self.tokenize(self.chat_text(question), special=True)
+
+    def chat_text(self, question: str) -> str:
+        """The file's chat template rendered for one user turn, ready for the assistant's answer."""
         from kvcore.measure.real_model import render_chat
 
         template = self.lc.llama_model_chat_template(self.model, None)
@@ -89,13 +93,13 @@ class Model:
             raise KvError(
                 f"{self.path.name} has no chat template; give --prompt '' to score the text only."
             )
-        return self.tokenize(render_chat(template.decode("utf-8"), question), special=True)
+        return render_chat(template.decode("utf-8"), question)
 
 
 class Context:
-    """One llama.cpp context of `model` whose cache stores K and V as `kv_format`, one sequence; its
-    log and the cache lines llama.cpp logged making it; `flash_attn` in llama.cpp's words (auto,
-    off, on)."""
+    """One llama.cpp context of `model` whose cache stores K and V as `kv_format` (V as `v_format`
+    when given: -ctk and -ctv apart), one sequence; its log and the cache lines llama.cpp logged
+    making it; `flash_attn` in llama.cpp's words (auto, off, on)."""
 
     def __init__(
         self,
@@ -106,6 +110,7 @@ class Context:
         n_batch: int,
         threads: int,
         flash_attn: str = "auto",
+        v_format: str | None = None,
     ):
         from kvcore.measure import llamacpp_probe as probe
 
@@ -113,20 +118,26 @@ class Context:
         probe._log.clear()
         cp = lc.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, min(512, n_batch), 1
-        cp.type_k = cp.type_v = probe.ggml_type(kv_format)
+        cp.type_k = probe.ggml_type(kv_format)
+        cp.type_v = probe.ggml_type(v_format or kv_format)
         cp.flash_attn_type = probe.FLASH_ATTN[flash_attn]
         cp.n_threads = cp.n_threads_batch = threads
         cp.swa_full = False  # llama-server's and llama-cli's default (the C default is true)
         self.ctx = lc.llama_init_from_model(model.model, cp)
         if not self.ctx:
             raise KvError(
-                f"llama.cpp could not create a {kv_format} context for {model.path.name}: "
+                f"llama.cpp could not create a {kv_format}{'/' + v_format if v_format else ''} "
+                f"context for {model.path.name}: "
                 f"{probe.error_line()}",
                 "model_load",
                 name=model.path.name,
                 detail=probe.error_line(),
             )
-        self.kv_format, self.n_vocab = kv_format, model.n_vocab
+        self.kv_format, self.v_format, self.n_vocab = (
+            kv_format,
+            v_format or kv_format,
+            model.n_vocab,
+        )
         self.n_ctx, self.n_batch, self.n_ubatch = n_ctx, n_batch, cp.n_ubatch
         self.log = list(probe._log)
         self.cache_lines = [line for line in self.log if line.startswith(probe.CACHE_LINES)]
@@ -136,6 +147,10 @@ class Context:
 
     def clear(self) -> None:
         self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
+
+    def cut(self, tokens: int) -> None:
+        """Drop every cached position from `tokens` on (llama_memory_seq_rm of sequence 0)."""
+        self.lc.llama_memory_seq_rm(self.lc.llama_get_memory(self.ctx), 0, tokens, -1)
 
     def decode(self, batch) -> None:
         """llama_decode of `batch` (a llama_batch) after what the cache holds, or one sentence if it
@@ -242,3 +257,97 @@ def preset_of(geometry) -> dict:
                 ),
             }
     return {}
+
+
+BASELINE = "f16"  # llama.cpp's default cache type (-ctk/-ctv f16): the baseline every format is compared with
+FLASH_ATTN_NOTE = (
+    "flash attention on in every context, the baseline's too (llama.cpp refuses a quantized V cache "
+    "without it: 'quantized V cache requires flash_attn')"
+)
+
+
+def parse_formats(names: list[str]) -> list[str]:
+    """The cache types as llama.cpp's runtime object knows them (its -ctk/-ctv types, in llama.cpp's spelling:
+    f16, q8_0, ...), or one sentence naming the first it does not know."""
+    from kvcore.memory.formats import aliases, ggml_name
+    from kvcore.runtimes.registry import gguf_runtime
+
+    runtime = gguf_runtime()
+    out = []
+    for name in names:
+        ours = aliases().get(name, name)
+        if ours not in runtime.kv_formats:
+            valid = ", ".join(map(ggml_name, runtime.kv_formats))
+            raise KvError(
+                f"Unknown KV format {name!r} for {runtime.name}'s quality; valid: {valid} (its "
+                "-ctk/-ctv cache types).",
+                "llamacpp_format",
+                format=name,
+                valid=valid,
+            )
+        out.append(ggml_name(ours))
+    return list(dict.fromkeys(out))
+
+
+class BatchContext(Context):
+    """A context fed a batch at a time (flash attention on), asking for every position's logits or the last."""
+
+    def __init__(
+        self,
+        model: Model,
+        kv_format: str,
+        n_ctx: int,
+        n_batch: int,
+        threads: int,
+        v_format: str | None = None,
+    ):
+        super().__init__(
+            model,
+            kv_format,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            threads=threads,
+            flash_attn="on",
+            v_format=v_format,
+        )
+        self.batch = self.lc.llama_batch_init(n_batch, 0, 1)
+        self.pos = 0
+
+    def close(self) -> None:
+        self.lc.llama_batch_free(self.batch)
+        super().close()
+
+    def clear(self) -> None:
+        super().clear()
+        self.pos = 0
+
+    def feed(self, tokens: list[int], every: bool = True):
+        """Decode `tokens` after what the cache holds, n_batch at a time; [n, vocab] float32 logits of every
+        position (or of the last only)."""
+        import numpy as np
+
+        out = []
+        for at in range(0, len(tokens), self.n_batch):
+            piece = tokens[at : at + self.n_batch]
+            last = at + len(piece) == len(tokens)
+            rows = self._decode(piece, every, last)
+            if rows is not None:
+                out.append(rows)
+        return np.concatenate(out)
+
+    def _decode(self, tokens: list[int], every: bool, last: bool):
+        import numpy as np
+
+        b = self.batch
+        b.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            b.token[i], b.pos[i], b.n_seq_id[i] = token, self.pos + i, 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = 1 if every or (last and i == len(tokens) - 1) else 0
+        self.decode(b)
+        self.pos += len(tokens)
+        rows = len(tokens) if every else int(last)
+        if not rows:
+            return None
+        logits = self.lc.llama_get_logits(self.ctx)
+        return np.ctypeslib.as_array(logits, shape=(rows, self.n_vocab)).copy()

@@ -31,6 +31,16 @@ QUANTIZE_RULE = (
     "read back in the activation dtype"
 )
 
+QUANTIZE_RULE_PREFILL = (
+    "mlx_lm's own maybe_quantize_kv_cache (kv_bits, kv_group_size, quantized_kv_start 0) before every "
+    "chunk of the pass, the first included, so every scored position reads quantized K and V (its own "
+    "chunk's too, quantized as mlx_lm's QuantizedKVCache stores them), as every decode step after a prefill "
+    "does. mlx_lm's generate_step calls the same function after each prefill step (prefill_step_size "
+    "tokens, default 2048), so there the first step attends in full precision and is quantized after it; "
+    "here the chunks are that prefill step at --chunk tokens, with the conversion moved before the first. "
+    "Plain fp16/bf16: stored in that dtype, read back in the activation dtype"
+)
+
 
 @dataclass(frozen=True)
 class KvOption:
@@ -283,3 +293,99 @@ def run_quality(
         "tokens": base["tokens"],
         "chunk": chunk,
     }
+
+
+class CacheRunner:
+    """One option's caches fed a stream from its start (kvcore.measure.long_context.Runner): converted by
+    mlx_lm's maybe_quantize_kv_cache before every forward pass, as _maybe_quantize does for score()."""
+
+    def __init__(self, model: LiveModel, option: KvOption):
+        self.model, self.option = model, option
+        self.caches = new_caches(model, option)
+
+    def _forward(self, tokens: list[int]):
+        import mlx.core as mx
+
+        _maybe_quantize(self.caches, self.option)
+        return self.model.module(mx.array([tokens]), cache=self.caches)[0]
+
+    def feed(self, tokens: list[int]):
+        import mlx.core as mx
+        import numpy as np
+
+        logits = self._forward(tokens).astype(mx.float32)
+        mx.eval(logits)
+        return np.array(logits)
+
+    def answer(self, prompt: list[int], max_tokens: int) -> list[int]:
+        import mlx.core as mx
+
+        held = self.caches[0].offset
+        out: list[int] = []
+        x = prompt
+        for _ in range(max_tokens):
+            token = int(mx.argmax(self._forward(x)[-1]).item())
+            if token in (self.model.tokenizer.eos_id, 0):
+                break
+            out.append(token)
+            x = [token]
+        for c in self.caches:
+            c.trim(c.offset - held)
+        return out
+
+
+def run_long_context(
+    model: LiveModel,
+    text: str,
+    options: list[KvOption],
+    tokens: int,
+    chunk: int = DEFAULT_CHUNK,
+    answer_tokens: int | None = None,
+    sample: str | None = None,
+    progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
+) -> dict:
+    """kvcore.measure.long_context's sweep on mlx_lm's caches: the baseline (the activation dtype's KVCache) and
+    each option over the model's chat opening + `text` with the facts; `sample` names the option (its label)
+    whose logits against the baseline's are kept for a few positions."""
+    from kvcore.measure import long_context as lc
+    from kvcore.measure import positions
+
+    tok = model.tokenizer
+    head, tail = lc.chat_parts(tok.chat_text)
+    ids = tok.encode(head) + tok.encode(lc.retrieval_text(text))
+    if len(ids) < tokens + 1:
+        raise KvError(
+            f"The text holds {len(ids):,} tokens with the chat opening and the facts; --tokens "
+            f"{tokens:,} needs {tokens + 1:,} (or give a longer text)."
+        )
+    questions = [
+        lc.Question(
+            f, tok.encode(lc.question_text(f, tail)), lc.fact_tokens(tok.encode, head, text, f)
+        )
+        for f in lc.FACTS
+    ]
+    baseline = KvOption(model.dtype)
+    runs = [baseline, *[o for o in options if o != baseline]]
+    answer_tokens = answer_tokens or lc.ANSWER_TOKENS
+    lengths = positions.lengths_for(tokens)
+    bounds, stops = lc.plan(tokens, chunk, lengths, questions, answer_tokens)
+    ticker = Ticker(lc.ticks(len(runs), bounds, stops), progress, should_stop)
+    runners = {o.label: CacheRunner(model, o) for o in runs}
+    result = lc.sweep(
+        runners, ids, tokens, chunk, lengths, questions, tok.decode, answer_tokens, sample, ticker
+    )
+    result.update(
+        baseline=baseline.label,
+        options={o.label: o for o in runs},
+        tokens=tokens,
+        chunk=chunk,
+        stream_tokens=len(ids),
+        head_tokens=len(tok.encode(head)),
+        answer_tokens=answer_tokens,
+        bytes_per_token={
+            o.label: cache_bytes_per_token(r.caches, r.caches[0].offset)
+            for o, r in zip(runs, runners.values())
+        },
+    )
+    return result

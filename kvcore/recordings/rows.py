@@ -102,6 +102,41 @@ def check_rows(name: str, rows, label: str) -> None:
             _memory_words(row, where, label)
         if name == "peak":
             _peak_format(row, where, label)
+        if name == "long_context":
+            _positions(row, where, label)
+        if name == "retrieval":
+            _verdict(row, where, label)
+
+
+def _positions(row: dict, where: str, label: str) -> None:
+    """A long_context row: a scope kvcore knows, positions start < end with tokens their count, shares and the
+    tail percentile in range."""
+    if row["scope"] not in schema.SCOPES:
+        valid, value = ", ".join(schema.SCOPES), quote(row["scope"])
+        text = f"{where}.scope must be one of {valid}, not {value}"
+        fail(label, "rec_scope", text, field=f"{where}.scope", valid=valid, value=value)
+    if row["tokens"] != row["end"] - row["start"]:
+        text = (
+            f"{where} scores positions {row['start']}..{row['end']}, so tokens must be "
+            f"{row['end'] - row['start']}, not {row['tokens']}"
+        )
+        fail(label, "rec_positions", text, field=where)
+    if row["top1_agreement"] > 1:
+        fail(label, "rec_share", f"{where}.top1_agreement must be at most 1", field=where)
+    if row["perplexity"] < 1:
+        fail(label, "rec_share", f"{where}.perplexity must be at least 1", field=where)
+
+
+def _verdict(row: dict, where: str, label: str) -> None:
+    """A retrieval row's verdict is 0 or 1 and says what its answer says: right exactly when the answer names
+    the expected text."""
+    right = row["expected"].lower() in row["answer"].lower()
+    if row["correct"] not in (0, 1) or bool(row["correct"]) != right:
+        text = (
+            f"{where}.correct must be {int(right)}: the answer {quote(row['answer'])} "
+            f"{'names' if right else 'does not name'} {quote(row['expected'])}"
+        )
+        fail(label, "rec_verdict", text, field=f"{where}.correct")
 
 
 def _peak_format(row: dict, where: str, label: str) -> None:

@@ -94,6 +94,24 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "texts": ("kv_format", "label"),
         "required_texts": ("kv_format",),
     },
+    # quality by position at long context (kvcore.measure.positions): over positions [start, end) of one pass,
+    # scope "prefix" (the first `end` positions: the figures at that context length) or "window" (the last
+    # positions before `end`: the price of a token that deep); kl_p99: the 99th percentile of per-position KL;
+    # a llama.cpp cache with V stored apart from K names its v_format
+    "long_context": {
+        "required": ("start", "end", "tokens", "kl_mean", "kl_p99", "top1_agreement", "perplexity"),
+        "numbers": ("bits", "group_size", "bytes_per_token"),
+        "texts": ("kv_format", "v_format", "label", "scope"),
+        "required_texts": ("kv_format", "scope"),
+    },
+    # a fact placed early in a long text, asked at the end within `context` tokens (prompt_tokens of text and
+    # question, then the answer): correct is 1 when the answer names `expected`
+    "retrieval": {
+        "required": ("context", "prompt_tokens", "correct"),
+        "numbers": ("text_tokens", "fact_token", "answer_tokens", "bits", "group_size"),
+        "texts": ("kv_format", "v_format", "label", "question", "expected", "answer"),
+        "required_texts": ("kv_format", "question", "expected", "answer"),
+    },
     # the same chat prompt answered greedily through each cache; first_divergence: the first token that differs;
     # margin: how many nats the baseline preferred its own token there
     "answers": {
@@ -179,8 +197,15 @@ COUNTS = {
     "batch": ("batch",),
     "memory": ("context", "sequences"),
     "peak": ("prompt_tokens", "prefill_step", "repeats"),
+    "long_context": ("end", "tokens"),
+    "retrieval": ("context", "prompt_tokens"),
 }
-WHOLE = {"peak": ("generated", "quantized_kv_start")}  # whole numbers that may be 0
+WHOLE = {  # whole numbers that may be 0
+    "peak": ("generated", "quantized_kv_start"),
+    "long_context": ("start",),
+    "retrieval": ("correct", "text_tokens", "fact_token", "answer_tokens"),
+}
+SCOPES = ("prefix", "window")  # a long_context row's scope
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {

@@ -152,3 +152,40 @@ def quality_trade(
             .encode(text=alt.Text(f"{labels}:N"), opacity=shown_when(f"width < {NARROW_PX}"))
         )
     return alt.layer(points, *texts, height=height)
+
+
+def price_by_context(
+    df: pd.DataFrame,
+    color: str,
+    x_title: str,
+    choice,
+    *,
+    titles: dict | None = None,
+    height: int = 300,
+) -> alt.LayerChart:
+    """Each format's price against context length, one line per `color` value (runtime and format), the metric
+    picked inside the chart (`choice`: a chart_parts.Choice over the frame's `metric` column, e.g. mean KL, its
+    99th percentile, top-1 agreement); x and y on log scales (1,024 to 8,192 tokens; KL spans decades).
+    Example: price_by_context(savings_views.long_context(recs), "series", "Context (tokens)", choice)."""
+    df = positive_rows(df, ["context", "value"])
+    domain = list(dict.fromkeys(df[color]))
+    sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
+    pick = choice.param()
+    enc_color = alt.Color(f"{color}:N", legend=legend(), scale=color_scale(domain))
+    x_enc = alt.X(
+        "context:Q",
+        axis=alt.Axis(title=x_title, values=sorted(set(df["context"])), format=",d"),
+        scale=alt.Scale(type="log", base=2, nice=False),
+    )
+    y_enc = alt.Y(
+        "value:Q", axis=alt.Axis(title=None), scale=alt.Scale(type="log", zero=False, nice=True)
+    )
+    tip = tooltips(df, [color, "context", "value", "perplexity"], titles)
+    base = (
+        alt.Chart(df)
+        .transform_filter(choice.test(pick))
+        .encode(x=x_enc, y=y_enc, color=enc_color, opacity=picked(sel, 0.15), tooltip=tip)
+    )
+    lines = base.mark_line(strokeWidth=2.2).add_params(sel, pick)
+    points = base.mark_point(size=60, filled=True)
+    return alt.layer(lines, points, height=height)

@@ -328,3 +328,44 @@ def quality_answers(rec: Recording) -> dict[str, list[dict]]:
     for row in rec.rows("answers"):
         out.setdefault(row["prompt"], []).append(row)
     return out
+
+
+# the metrics the price-against-context chart offers, in the order its choice lists them
+LONG_METRICS = ("kl_mean", "kl_p99", "top1_agreement")
+
+
+def long_context(recs: list[Recording], scope: str = "window") -> pd.DataFrame:
+    """Each quantized cache's figures against context length from runs with a long_context section, one row per
+    run, format, length and metric (LONG_METRICS, long: a chart picks one): scope "window" prices a token that
+    deep (positions [L - 512, L)), "prefix" the whole first L positions. The baseline (KL 0) is left out."""
+    frames = []
+    for r in recs:
+        df = pd.DataFrame(r.rows("long_context"))
+        if df.empty:
+            continue
+        df = df[(df["scope"] == scope) & (df["kl_mean"] > 0)]
+        for name in ("group_size", "v_format"):  # optional: NaN where a run left it out
+            if name not in df:
+                df[name] = float("nan")
+        frames.append(
+            df.assign(
+                runtime=quality_runtime(r),
+                recording=r.id,
+                source=r.label,
+                format=df.get("label", df["kv_format"]),
+                context=df["end"],
+            )
+        )
+    if not frames:
+        return pd.DataFrame()
+    wide = pd.concat(frames, ignore_index=True)
+    keep = ["runtime", "recording", "source", "format", "kv_format", "v_format", "group_size"]
+    keep += ["context", "start", "end", "perplexity"]
+    return wide.melt(keep, list(LONG_METRICS), "metric", "value").sort_values(
+        ["metric", "runtime", "format", "context"], ignore_index=True
+    )
+
+
+def retrieval(rec: Recording) -> pd.DataFrame:
+    """A run's retrieval answers: one row per question, context and format (the baseline first, as recorded)."""
+    return pd.DataFrame(rec.rows("retrieval"))

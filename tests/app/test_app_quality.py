@@ -4,6 +4,8 @@ through two caches side by side, and the mechanism on real text beside the publi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from app_helpers import charts, page, texts
 
@@ -133,3 +135,33 @@ def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
     colour = points["encoding"]["color"]["legend"]
     assert colour["symbolStrokeWidth"] == 0 and colour["symbolSize"] >= 100
     assert points["encoding"]["shape"]["legend"]["symbolFillColor"]
+
+
+LONG_REC = "measured-linux-cpu-smollm2-135m-long-context"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_savings_draws_the_price_against_context_length_with_the_published_figures_beside_it(
+    rec_dir, lang
+):
+    """Below the quality chart: each quantized format's mean KL, its 99th percentile and top-1 agreement at
+    every recorded length (a choice inside the chart), the retrieval answers, and the published long-context
+    figures for larger models in a table of their own, each with its address, none on the chart's lines."""
+    from kvcore.recordings.published import figures
+
+    at = page(SAVINGS, lang)
+    assert not at.exception, [e.message for e in at.exception]
+    chart = next(c for c in charts(at) if "metric" in c["data"].columns)
+    rec = bundled(LONG_REC)
+    windows = [r for r in rec.rows("long_context") if r["scope"] == "window" and r["kl_mean"] > 0]
+    assert len(chart["data"]) == 3 * len(windows)  # three metrics a point
+    assert set(chart["data"]["context"]) == {r["end"] for r in windows}
+    assert set(chart["data"]["metric"]) == set(savings_views.LONG_METRICS)
+    spec = json.dumps(chart["spec"], ensure_ascii=False)
+    assert "binding_radio" in spec or '"input": "radio"' in spec
+    published = figures()["kv_quality_long"]
+    shown = texts(at)
+    assert all(p["url"] in shown for p in published)
+    assert not any(p["model"] in set(chart["data"].astype(str).values.ravel()) for p in published)
+    for row in rec.rows("retrieval"):
+        assert row["answer"].replace("\n", " ") in shown
