@@ -139,8 +139,13 @@ def _spy_url_choice(widget, label, options, default, key, *args, **kwargs):
 
 @pytest.fixture(autouse=True)
 def spy_url_choice(monkeypatch):
-    """The real url_choice, noting its options (pages import it from kvsite.frame on every run)."""
-    monkeypatch.setattr(kvsite.frame, "url_choice", _spy_url_choice)
+    """The real url_choice, noting its options: in kvsite.frame, where pages import it from on every run, and in
+    every site module that imported it once (the Calculator's inputs)."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("kvsite") and getattr(module, "url_choice", None) is _url_choice:
+            monkeypatch.setattr(module, "url_choice", _spy_url_choice)
 
 
 # ---------------------------------------------------------------- widgets as the sweep drives them
