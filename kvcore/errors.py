@@ -42,6 +42,7 @@ CODES = frozenset(
         "updates_none",
         "updates_digits",
         "updates_long",
+        "number_text",  # kvcore.numbers: a whole number written as text
         "kv_heads",
         "no_attention",
         "total_range",

@@ -17,9 +17,10 @@ from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.presets import preset_geometry
-from kvcore.limits import MAX_CONTEXT, MAX_DIGITS
+from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
+from kvcore.numbers import whole_number
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
 from kvcore.timing.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
@@ -234,12 +235,10 @@ def context_inputs(f, col_log, col_exact) -> int:
     the real default comes from session state), so ?ctx=1 was neither written nor read back: it came back 32,768."""
     state = st.session_state
     if "ctx" not in state:
-        url = st.query_params.get("ctx", "")
-        state["ctx"] = (
-            int(url)
-            if url.isdigit() and len(url) <= MAX_DIGITS and 1 <= int(url) <= MAX_CONTEXT
-            else DEFAULT_CONTEXT
-        )
+        try:  # ASCII digits in range, else the default ('²' is str.isdigit() but no number)
+            state["ctx"] = whole_number(st.query_params.get("ctx", ""), "ctx", 1, MAX_CONTEXT)
+        except KvError:
+            state["ctx"] = DEFAULT_CONTEXT
 
     def to_url() -> None:
         value = int(state["ctx"])

@@ -309,3 +309,31 @@ def test_the_last_line_of_defence_shows_one_sentence_and_no_path(rec_dir, tmp_pa
     assert not at.exception
     assert [e.value for e in at.error] == [i18n.translate(lang, "site.failed")]
     assert "/srv/" not in texts(at) and "Overflow" not in texts(at)
+
+
+# ---------------------------------------------------------------- digits that are not 0-9 (issue 38)
+
+TRAP = "pages/2_Nbytes_trap.py"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize(
+    "path, key", [(CALC, "ctx"), (TRAP, "updates"), (CALC, "seq"), (CALC, "mstep")]
+)
+def test_a_superscript_digit_in_a_link_is_one_sentence_at_most(rec_dir, path, key, lang):
+    """'²'.isdigit() is True and int('²') a ValueError: ?ctx=² failed the whole Calculator, ?updates=² the trap's
+    section. Each now opens the page with one sentence at most (or the field's default), never a traceback."""
+    for value in ("²", "300, ²", "٣"):
+        at = page(path, lang, **{key: value})
+        assert one_sentence_at_most(at, lang) == [], (key, value)
+    if key == "ctx":
+        assert at.number_input(key="ctx").value == 32768  # the default
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_superscript_digit_typed_into_the_custom_updates_is_one_sentence(rec_dir, lang):
+    at = page(TRAP, lang)
+    at.text_input(key="updates").input("300, ²").run()
+    assert one_sentence_at_most(at, lang) == []
+    [error] = [e.value for e in at.error]
+    assert "'300, ²'" in error and i18n.translate(lang, "site.failed") not in error
