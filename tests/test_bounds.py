@@ -113,7 +113,9 @@ def test_a_hostile_updates_list_is_refused_before_it_is_built(text, code):
     refused(lambda: allocsim.parse_updates(text), code)
 
 
-@pytest.mark.parametrize("text", ["²", "300²", "①", "٣", "３", "+3", "-3", " 3", "3.0", "", "9" * 41])
+@pytest.mark.parametrize(
+    "text", ["²", "300²", "①", "٣", "３", "+3", "-3", " 3", "3.0", "", "9" * 41]
+)
 def test_a_whole_number_is_read_from_the_ascii_digits_only(text):
     """kvcore.numbers.whole_number, the one reader of an integer given as text: anything str.isdigit() or int()
     takes besides 0-9 is one sentence naming the field, never a ValueError."""
