@@ -1,15 +1,20 @@
 """What a hostile input costs the engine, as a ratio to a plain input measured in the same run (issue 29).
 
-Two pairs, each timed in alternation so that the shared machine's noise falls on both sides alike:
+Four pairs, each timed in alternation so that the shared machine's noise falls on both sides alike:
 - the Nbytes trap's `updates` link: '1x100000000' (built a 1.5 GB list before its size was checked) against the
   plain '256x16' (kvcore.memory.allocsim.parse_updates);
 - a qwen3_moe config.json of 1,024 layers with a 300,000-entry `mlp_only_layers` list (6-8 s of CPU when the list
   was scanned once per layer) against the same config without the list (kvcore.inputs.config.parse_json_text, then
   kvcore.inputs.config.parse_config: what the calculator does with a pasted config).
+- a reader's upload of a published recording with 3,000 `memory` peak rows under a 1,024-layer config at 10^8
+  tokens (85-148 s of CPU when each row parsed the config and planned every layer), and one at the limit
+  (kvcore.limits.MAX_MEMORY_FIGURES), against the bundled mlx-lm #40 run uploaded (2 figures, 32 layers): read,
+  checked and its figures computed (kvcore.recordings.store.parse_bytes, then
+  kvcore.views.published_memory.recording_rows).
 Each round times one call of each (a refusal counts: it is the work the server does); the result is the median
 of the paired ratios hostile / plain with the interquartile range, and the peak memory of one call of each
 (tracemalloc). The issue's bounds: the link within a few MB of a plain one; the config within ~3x a plain config's
-time.
+time; any accepted upload's figures within ~1 s of CPU.
 
 Run: .venv/bin/python benchmarks/bench_bounds.py --rounds 31 [--markdown docs/benchmarks.md]
 """
@@ -23,16 +28,21 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
-from harness.inputs import peak_bytes  # noqa: E402
+from harness.inputs import memory_upload, peak_bytes  # noqa: E402
 from kvcore.errors import KvError  # noqa: E402
 from kvcore.inputs.config import parse_config, parse_json_text  # noqa: E402
 from kvcore.inputs.preset_files import load_preset  # noqa: E402
+from kvcore.limits import MAX_MEMORY_FIGURES  # noqa: E402
 from kvcore.memory.allocsim import parse_updates  # noqa: E402
+from kvcore.recordings import store  # noqa: E402
 from kvcore.runtimes.mlx_lm import MLX_LM  # noqa: E402
+from kvcore.views import published_memory  # noqa: E402
 
 
 def _config_text(mlp_only: int) -> str:
@@ -46,6 +56,17 @@ def _pasted(text: str):
     return lambda: parse_config(parse_json_text(text), "config.json", MLX_LM)
 
 
+def _upload(data: dict):
+    """What the server does with an uploaded recording: read and check it (kvcore.recordings.store.parse_bytes,
+    as kvsite.uploads.receive), then set its memory figures beside kvcore's (the Recordings page, opened)."""
+    raw = yaml.safe_dump(data, sort_keys=False).encode("utf-8")
+    return lambda: published_memory.recording_rows(store.parse_bytes(raw, "upload.yaml"))
+
+
+PLAIN_UPLOAD = memory_upload(
+    2, layers=32
+)  # the bundled mlx-lm #40 run as an upload: Mistral 7B's 32 layers
+
 PAIRS = {
     "updates link (1x100000000 vs 256x16)": (
         lambda: parse_updates("1x100000000"),
@@ -54,6 +75,14 @@ PAIRS = {
     "config (300,000 mlp_only_layers vs none, 1,024 layers)": (
         _pasted(_config_text(300_000)),
         _pasted(_config_text(0)),
+    ),
+    "upload (3,000 memory figures vs 2, 1,024 vs 32 layers)": (
+        _upload(memory_upload(3000)),
+        _upload(PLAIN_UPLOAD),
+    ),
+    f"upload ({MAX_MEMORY_FIGURES} memory figures, the most, vs 2, 1,024 vs 32 layers)": (
+        _upload(memory_upload(MAX_MEMORY_FIGURES)),
+        _upload(PLAIN_UPLOAD),
     ),
 }
 
@@ -79,7 +108,7 @@ def main() -> None:
     rows = []
     for name, (hostile, plain) in PAIRS.items():
         timed(hostile), timed(plain)  # warm-up, untimed
-        ratios, plain_s = [], []
+        ratios, plain_s, hostile_s = [], [], []
         for i in range(rounds):
             if i % 2:  # alternate which goes first
                 h, p = timed(hostile), timed(plain)
@@ -87,21 +116,24 @@ def main() -> None:
                 p, h = timed(plain), timed(hostile)
             ratios.append(h / p)
             plain_s.append(p)
+            hostile_s.append(h)
         q1, _, q3 = statistics.quantiles(ratios, n=4)
-        median, plain_ms = statistics.median(ratios), statistics.median(plain_s) * 1000
+        median = statistics.median(ratios)
+        plain_ms, hostile_ms = (statistics.median(s) * 1000 for s in (plain_s, hostile_s))
         peaks = peak(hostile) / 2**20, peak(plain) / 2**20
         print(
             f"{name}: time ratio median {median:.2f} (IQR {q1:.2f}-{q3:.2f}, {rounds} "
-            f"rounds; plain median {plain_ms:.3g} ms); peak memory "
+            f"rounds; median {hostile_ms:.3g} ms vs {plain_ms:.3g} ms); peak memory "
             f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"
         )
         rows.append(
-            [name, f"**×{median:.2f}** ({q1:.2f}–{q3:.2f})", f"{plain_ms:.3g} ms"]
-            + [f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"]
+            [name, f"**×{median:.2f}** ({q1:.2f}–{q3:.2f})", f"{hostile_ms:.3g} ms"]
+            + [f"{plain_ms:.3g} ms", f"{peaks[0]:.3g} MiB vs {peaks[1]:.3g} MiB"]
         )
-    heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "plain", "peak memory"]
+    heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "hostile", "plain"]
     section.write(
-        table(heads, rows, right=(1, 2)) + f"\n\n{rounds} rounds, alternating which goes first."
+        table([*heads, "peak memory"], rows, right=(1, 2, 3))
+        + f"\n\n{rounds} rounds, alternating which goes first; times are medians."
     )
 
 

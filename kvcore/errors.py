@@ -127,6 +127,7 @@ CODES = frozenset(
         "rec_memory_word",
         "rec_whole",
         "rec_kv_format",
+        "rec_figures",
     }
 )
 

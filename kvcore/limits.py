@@ -24,3 +24,7 @@ MAX_LIST_TEXT = (
 MAX_BYTES = (
     1 << 60
 )  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)
+# memory figures in one recording (`memory` rows, `benchmark` peaks): each is set beside a memory
+# plan when shown (up to ~20 ms of CPU at 1,024 layers and 10^8 tokens); bundled ones hold at most 5
+MAX_MEMORY_FIGURES = 32
+MAX_DECIMALS = 6  # decimals a published figure is read at (sources print 1-3; 1e-300 is not 300)
