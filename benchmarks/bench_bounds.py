@@ -5,16 +5,16 @@ Four pairs, each timed in alternation so that the shared machine's noise falls o
   plain '256x16' (kvcore.memory.allocsim.parse_updates);
 - a qwen3_moe config.json of 1,024 layers with a 300,000-entry `mlp_only_layers` list (6-8 s of CPU when the list
   was scanned once per layer) against the same config without the list (kvcore.inputs.config.parse_json_text, then
-  kvcore.inputs.config.parse_config: what the calculator does with a pasted config).
+  kvcore.inputs.config.parse_config: what the calculator does with a pasted config);
 - a reader's upload of a published recording with 3,000 `memory` peak rows under a 1,024-layer config at 10^8
   tokens (85-148 s of CPU when each row parsed the config and planned every layer), and one at the limit
   (kvcore.limits.MAX_MEMORY_FIGURES), against the bundled mlx-lm #40 run uploaded (2 figures, 32 layers): read,
   checked and its figures computed (kvcore.recordings.store.parse_bytes, then
   kvcore.views.published_memory.recording_rows).
-Each round times one call of each (a refusal counts: it is the work the server does); the result is the median
-of the paired ratios hostile / plain with the interquartile range, and the peak memory of one call of each
-(tracemalloc). The issue's bounds: the link within a few MB of a plain one; the config within ~3x a plain config's
-time; any accepted upload's figures within ~1 s of CPU.
+Each round times one call of each in CPU seconds (a refusal counts: it is the work the server does); the
+result is the median of the paired ratios hostile / plain with the interquartile range, the median CPU time of
+each, and the peak memory of one call of each (tracemalloc). The issues' bounds: the link within a few MB of a
+plain one; the config within ~3x a plain config's time; any accepted upload's figures within ~1 s of CPU.
 
 Run: .venv/bin/python benchmarks/bench_bounds.py --rounds 31 [--markdown docs/benchmarks.md]
 """
@@ -88,12 +88,14 @@ PAIRS = {
 
 
 def timed(call) -> float:
-    start = time.perf_counter()
+    """Seconds of this process's CPU for one call (the server's own time: what other work on a shared machine
+    does not inflate)."""
+    start = time.process_time()
     try:
         call()
     except KvError:
         pass
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 peak = peak_bytes
@@ -133,7 +135,7 @@ def main() -> None:
     heads = ["hostile vs plain", "time, median of paired ratios (IQR)", "hostile", "plain"]
     section.write(
         table([*heads, "peak memory"], rows, right=(1, 2, 3))
-        + f"\n\n{rounds} rounds, alternating which goes first; times are medians."
+        + f"\n\n{rounds} rounds, alternating which goes first; times are medians of CPU time."
     )
 
 
