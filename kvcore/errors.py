@@ -1,6 +1,8 @@
 """One exception type for input the engine refuses, carrying a sentence for the reader; `quote`, the one way a
 sentence echoes what it was given (at most a short prefix)."""
 
+from kvcore.limits import MAX_QUOTE
+
 # The errors a reader of the site can cause, by code: a front end says them in the reader's language
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset(
@@ -153,9 +155,6 @@ class Quoted(str):
 
     def __repr__(self) -> str:
         return str(self)
-
-
-MAX_QUOTE = 60  # characters of a reader's input an error sentence quotes: a prefix, never the whole
 
 
 def quote(value, limit: int = MAX_QUOTE) -> Quoted:

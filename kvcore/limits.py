@@ -28,3 +28,6 @@ MAX_BYTES = (
 # plan when shown (up to ~20 ms of CPU at 1,024 layers and 10^8 tokens); bundled ones hold at most 5
 MAX_MEMORY_FIGURES = 32
 MAX_DECIMALS = 6  # decimals a published figure is read at (sources print 1-3; 1e-300 is not 300)
+MAX_QUOTE = 60  # characters of a reader's input a sentence quotes (kvcore.errors.quote): a prefix
+# characters of text from outside a page shows (an upload's title or note, an error's sentence; kvsite.layout.plain)
+MAX_SHOWN = 1_000

@@ -220,7 +220,7 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
             rt.check_kv(spec)
     except KvError as e:
         shown = f.t("growth.f_same_format", k=k) if k == v else f.t("growth.f_formats", k=k, v=v)
-        st.warning(f.t("calc.link_refused", message=i18n.error_text(f.lang, e), shown=shown))
+        st.warning(f.t("calc.link_refused", message=i18n.error_markdown(f.lang, e), shown=shown))
     if asked["v"] and "v" not in keys:
         st.query_params.pop("v", None)  # no box of its own here: said once, then out of the link
     return k, v

@@ -129,13 +129,14 @@ class Frame:
     def _missing_source(self, asked: str, shown, live_refused: bool) -> None:
         """A shared link's ?src= that this page cannot show (an upload from another session, a run that is gone, live
         on the hosted demo), said in one sentence above what is shown instead."""
-        shown_name = self.label(shown)
+        shown_name = self.label(shown) if shown == LIVE or shown.path else plain(self.label(shown))
+        name = plain(quote(asked))  # the link's words as text, a short prefix of them
         if live_refused:
             st.warning(self.t("source.live_not_here", shown=shown_name))
         elif asked.startswith(uploads.PREFIX):
-            st.warning(self.t("source.upload_missing", id=asked, shown=shown_name))
+            st.warning(self.t("source.upload_missing", id=name, shown=shown_name))
         else:
-            st.warning(self.t("source.unknown", id=asked, shown=shown_name))
+            st.warning(self.t("source.unknown", id=name, shown=shown_name))
 
     def short_label(self, rec: Recording | str) -> str:
         """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""

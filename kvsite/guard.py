@@ -65,7 +65,7 @@ def last_line(lang: str):
         from kvcore.errors import KvError
 
         if isinstance(ex, KvError) and ex.code:
-            text = i18n.error_text(lang, ex)
+            text = i18n.error_markdown(lang, ex)
         elif isinstance(ex, RecursionError):  # e.g. a widget's JSON value nested 5,000 deep
             text = i18n.translate(lang, "site.nested")
         else:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from kvcore.limits import MAX_SHOWN
+
 # Markdown's punctuation (CommonMark escapes any of it with a backslash): links, images, emphasis, code, HTML,
 # headings, lists, tables, Streamlit's :directives[...] and $math$
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
@@ -19,13 +21,16 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
 _AUTOLINK = re.compile(r"(?i)\b(https?|ftp|www)(?=[:.])|(?<=\S)(@)(?=\S)")
 
 
-def plain(value) -> str:
-    """Text from outside (an uploaded run's title or note, a link's value) as markdown that shows it as written:
-    every markdown mark escaped, line breaks made spaces, an address kept from becoming a link, so no image loads,
-    no link forms and nothing is bold.
+def plain(value, limit: int = MAX_SHOWN) -> str:
+    """Text from outside (an uploaded run's title or note, a link's value, an error's sentence) as markdown that
+    shows it as written: cut to `limit` characters (with …), every markdown mark escaped, line breaks made spaces,
+    an address kept from becoming a link, so no image loads, no link forms and nothing is bold. The one way a page
+    echoes what it was given; a link's value goes through kvcore.errors.quote first (a short prefix).
 
     Example: plain("![x](https://a.b/c.png)") -> "\\!\\[x\\]\\(https\\:/...\\)" (shown as typed)."""
-    text = _AUTOLINK.sub(lambda m: (m[1] or "") + "\u2060" + (m[2] or ""), str(value))
+    text = str(value)
+    text = text if len(text) <= limit else text[:limit] + "…"
+    text = _AUTOLINK.sub(lambda m: (m[1] or "") + "\u2060" + (m[2] or ""), text)
     return _MARKDOWN.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
 
 

@@ -44,7 +44,7 @@ def calculator() -> None:
         try:
             text, label = gguf_browser.source(f, c[0])
         except KvError as e:
-            st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+            st.error(f.t("calc.bad_input", message=i18n.error_markdown(f.lang, e)))
             return
     elif src == "config":
         upload = c[0].file_uploader(
@@ -132,7 +132,7 @@ def calculator() -> None:
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
-        st.error(i18n.error_text(f.lang, e))
+        st.error(i18n.error_markdown(f.lang, e))
         st.stop()
     for s, (name, tip) in zip(rt.settings, labels):
         if s.choices:
@@ -172,7 +172,7 @@ def calculator() -> None:
     try:
         out = calc_sections.numbers(src_key, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, mem.bytes)
     except KvError as e:
-        message = i18n.error_text(
+        message = i18n.error_markdown(
             f.lang, e
         )  # about a pasted config, or the engine's sentence on a preset and format
         st.error(f.t("calc.bad_input", message=message) if src != "preset" else message)
