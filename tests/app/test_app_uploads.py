@@ -183,7 +183,7 @@ def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_not
 ):
     at = upload(page("pages/8_Recordings.py", "ja"), name, content)
     assert not at.exception
-    [error] = [e.value for e in at.error]
+    [error] = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # as the reader reads it
     assert error.startswith(f"{name}：") and ja in error and "⟨" not in error, error
     assert not at.success and not any(
         "Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options
