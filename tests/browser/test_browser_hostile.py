@@ -4,7 +4,7 @@ is requested, no link is made), and a link's odd numbers open the page with one 
 from __future__ import annotations
 
 import shutil
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlsplit
 
 from playwright.sync_api import expect
 
@@ -66,6 +66,10 @@ def test_a_links_odd_numbers_open_the_page_with_one_sentence(server, page, ready
 EVIL = "[click here](https://evil.example/login) ![px](https://evil.example/p.png)"
 
 
+def _evil(url: str) -> bool:
+    return (urlsplit(url).hostname or "").endswith("evil.example")
+
+
 def _nothing_from_evil(page, requested: list[str], where) -> None:
     """No link to, no image from evil.example in the DOM, none requested, no traceback element."""
     assert page.locator("a[href*='evil.example']").count() == 0, where
@@ -79,7 +83,7 @@ def test_markdown_in_a_link_is_shown_as_text(server, page, ready):
     """?src= on a chapter with a source picker rendered a live link and a remote image inside the site's own
     warning; ?updates= and ?k= through quote(). Each is shown as typed, a short prefix of it."""
     requested = []
-    page.on("request", lambda r: requested.append(r.url) if "evil.example" in r.url else None)
+    page.on("request", lambda r: requested.append(r.url) if _evil(r.url) else None)
     for path, key in [
         ("Decode_slowdown", "src"),
         ("Nbytes_trap", "updates"),
@@ -101,13 +105,17 @@ def test_an_uploads_short_label_is_text_in_the_decode_run_table(server, page, re
     data["provenance"]["machine"]["chip"] = "Apple M4 Max"  # a Mac run: in the table at once
     data["short_label"] = "[x](https://evil.example) ![i](https://evil.example/p.png)"[:35]
     requested = []
-    page.on("request", lambda r: requested.append(r.url) if "evil.example" in r.url else None)
+    page.on("request", lambda r: requested.append(r.url) if _evil(r.url) else None)
     page.goto(f"{server}/Recordings?lang=en")
     ready(page)
     upload_recording(page, "label.yaml", data)
     ready(page)
     expect(page.locator("[data-testid='stAlertContentSuccess']")).to_be_visible(timeout=30_000)
     page.get_by_role("link", name="4 · Decode slowdown").first.click()  # the same session
+    ready(page)
+    page.get_by_text(
+        i18n.translate("en", "decode.sb_details")
+    ).click()  # the run table, one click below
     ready(page)
     expect(page.locator("table").filter(has_text="[x](https").first).to_be_visible(timeout=30_000)
     _nothing_from_evil(page, requested, "decode run table")
