@@ -204,7 +204,9 @@ def test_an_uploaded_memory_figure_of_0_00001_leaves_the_recordings_page_working
     at.run()
     assert not at.exception and not at.error
     # an upload's words are text (kvsite.layout.plain): what the reader sees, backslashes dropped
-    [table] = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "| 100,000,000 |" in m.value]
+    [table] = [
+        re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "| 100,000,000 |" in m.value
+    ]
     assert "| 0.00001 GB |" in table and "| 0.000000 GB |" in table
     at.switch_page("pages/4_Decode_slowdown.py").run()
     assert not at.exception and not at.error
