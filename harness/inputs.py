@@ -92,3 +92,19 @@ def gguf_with_junk(gguf: bytes, kind: str, junk_bytes: int) -> tuple[bytes, int]
     n_kv = struct.unpack_from("<Q", gguf, 16)[0] + len(entries)
     junk = b"".join(entries)
     return gguf[:16] + struct.pack("<Q", n_kv) + junk + gguf[24:], len(junk)
+
+
+def memory_upload(figures: int, value: float = 12.257, layers: int = 1024) -> dict:
+    """A published recording as a reader could upload it: the bundled mlx-lm #40 peak run (an M2 Ultra's mlx_lm
+    peak) with its model as a config of `layers` layers and `figures` peak rows at 10^8 tokens down, each one a
+    memory plan when shown (issue 38: 3,000 of them under 1,024 layers cost 85-148 s of CPU)."""
+    import yaml
+
+    path = ROOT / "recordings" / "published-mlx-lm-40-m2-ultra-mistral-7b-4bit-peak.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    model = data["model"]
+    model["config"] = preset_config(model.pop("preset"), num_hidden_layers=layers)
+    data["sections"]["memory"] = [
+        {"context": 10**8 - i, "value": value, "unit": "GB", "part": "peak"} for i in range(figures)
+    ]
+    return data

@@ -136,6 +136,24 @@ class Reader:
                     )
                 return seconds
 
+    def send(self, page: str, query: str, widgets: list, fragment_id: str = "") -> list:
+        """A rerun with these widget states (WidgetState protos, as a browser or a hostile client sends them), of
+        the fragment `fragment_id` if given: the elements it drew, an exception's included (never raised)."""
+        msg = BackMsg()
+        msg.rerun_script.query_string = query
+        msg.rerun_script.page_name = page
+        msg.rerun_script.widget_states.widgets.extend(widgets)
+        msg.rerun_script.fragment_id = fragment_id
+        self.ws.send(msg.SerializeToString())
+        elements = []
+        while True:
+            fwd = ForwardMsg.FromString(self.ws.recv(timeout=self.timeout_s))
+            kind = fwd.WhichOneof("type")
+            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                elements.append(fwd.delta.new_element)
+            elif kind == "script_finished":
+                return elements
+
     def slider(self, key: str) -> tuple[str, float, float, float, list[str]]:
         """(widget id, value, step, max, options) of the slider with this key among the last rerun's elements; a
         select_slider's value is its option's index, and a rerun sets it by the option's label (options[index])."""

@@ -1,6 +1,8 @@
 """One exception type for input the engine refuses, carrying a sentence for the reader; `quote`, the one way a
 sentence echoes what it was given (at most a short prefix)."""
 
+from kvcore.limits import MAX_QUOTE
+
 # The errors a reader of the site can cause, by code: a front end says them in the reader's language
 # from the code and the params (kvsite: errors.<code> in i18n/ja.yaml; English is str(e)).
 CODES = frozenset(
@@ -43,6 +45,7 @@ CODES = frozenset(
         "updates_none",
         "updates_digits",
         "updates_long",
+        "number_text",  # kvcore.numbers: a whole number written as text
         "kv_heads",
         "no_attention",
         "total_range",
@@ -136,6 +139,7 @@ CODES = frozenset(
         "rec_positions",
         "rec_share",
         "rec_verdict",
+        "rec_figures",
     }
 )
 
@@ -166,9 +170,6 @@ class Quoted(str):
 
     def __repr__(self) -> str:
         return str(self)
-
-
-MAX_QUOTE = 60  # characters of a reader's input an error sentence quotes: a prefix, never the whole
 
 
 def quote(value, limit: int = MAX_QUOTE) -> Quoted:

@@ -36,3 +36,10 @@ MAX_LOG_LINE = 8_192
 # data-centre GPU 80 to 192 GB; room both ways, and nothing that formats as a 39-digit byte count or as 0 B
 MIN_RAM_GB, MAX_RAM_GB = 1, 4096
 MAX_TEXT_BYTES = 4_000_000  # a text for `kvcore quality` to read (a novel is ~1 MB)
+# memory figures in one recording (`memory` rows, `benchmark` peaks): each is set beside a memory
+# plan when shown (up to ~20 ms of CPU at 1,024 layers and 10^8 tokens); bundled ones hold at most 5
+MAX_MEMORY_FIGURES = 32
+MAX_DECIMALS = 6  # decimals a published figure is read at (sources print 1-3; 1e-300 is not 300)
+MAX_QUOTE = 60  # characters of a reader's input a sentence quotes (kvcore.errors.quote): a prefix
+# characters of text from outside a page shows (an upload's title or note, an error's sentence; kvsite.layout.plain)
+MAX_SHOWN = 1_000

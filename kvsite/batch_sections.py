@@ -21,6 +21,7 @@ from kvcore.views import speed as time_views
 from . import i18n
 from .chart import make_chart
 from .prefill_sections import RUNTIME, efficiency, residual_text
+from .recording_text import as_text
 from .sections import cached, cols
 from .sources import source_label
 
@@ -113,7 +114,9 @@ def batch_measured(rec: Recording, lang: str) -> dict | None:
     pts = time_views.batch_points(rec)
     if pts.empty:
         return None
-    name = source_label(rec, lang)
+    name = as_text(rec)(
+        source_label(rec, lang)
+    )  # in a caption and a heading: an upload's words as text
     fitted = time_views.batch_fit(rec)
     many = pts["series"].nunique() > 1 or (pts["series"] != "").all()
     label = (

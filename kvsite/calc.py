@@ -21,6 +21,7 @@ from kvcore.inputs.presets import preset_geometry
 from kvcore.limits import MAX_CONTEXT, MAX_DIGITS, MAX_RAM_GB, MIN_RAM_GB
 from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
+from kvcore.numbers import whole_number
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
 from kvcore.timing.hardware import chips, get_chip, mac_gpu_share
 from kvcore.units import GIB
@@ -213,7 +214,7 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
             rt.check_kv(spec)
     except KvError as e:
         shown = f.t("growth.f_same_format", k=k) if k == v else f.t("growth.f_formats", k=k, v=v)
-        st.warning(f.t("calc.link_refused", message=i18n.error_text(f.lang, e), shown=shown))
+        st.warning(f.t("calc.link_refused", message=i18n.error_markdown(f.lang, e), shown=shown))
     if asked["v"] and "v" not in keys:
         st.query_params.pop("v", None)  # no box of its own here: said once, then out of the link
     return k, v
@@ -228,12 +229,10 @@ def context_inputs(f, col_log, col_exact) -> int:
     the real default comes from session state), so ?ctx=1 was neither written nor read back: it came back 32,768."""
     state = st.session_state
     if "ctx" not in state:
-        url = st.query_params.get("ctx", "")
-        state["ctx"] = (
-            int(url)
-            if url.isdigit() and len(url) <= MAX_DIGITS and 1 <= int(url) <= MAX_CONTEXT
-            else DEFAULT_CONTEXT
-        )
+        try:  # ASCII digits in range, else the default ('²' is str.isdigit() but no number)
+            state["ctx"] = whole_number(st.query_params.get("ctx", ""), "ctx", 1, MAX_CONTEXT)
+        except KvError:
+            state["ctx"] = DEFAULT_CONTEXT
 
     def to_url() -> None:
         value = int(state["ctx"])

@@ -87,7 +87,7 @@ def request(f) -> tuple[Inputs | None, object, object]:
 
 def refused(f, e: KvError, src_kind: str) -> None:
     """The engine's sentence: about a pasted config or a GGUF, under the page's words for a bad input."""
-    message = i18n.error_text(f.lang, e)
+    message = i18n.error_markdown(f.lang, e)
     st.error(f.t("calc.bad_input", message=message) if src_kind != "preset" else message)
 
 
@@ -128,7 +128,7 @@ def _source(f, col, kind: str) -> ModelSource | None:
         try:
             text, label = gguf_browser.source(f, col)
         except KvError as e:
-            st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
+            st.error(f.t("calc.bad_input", message=i18n.error_markdown(f.lang, e)))
             return None
         return ModelSource(label, text)
     if kind == "config":
@@ -181,7 +181,7 @@ def _settings(f, rt, col) -> tuple:
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
-        st.error(i18n.error_text(f.lang, e))
+        st.error(i18n.error_markdown(f.lang, e))
         st.stop()
     values = []
     for s, (name, tip) in zip(rt.settings, labels):

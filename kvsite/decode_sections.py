@@ -22,6 +22,7 @@ from kvcore.views import what_if as decode_what_if
 
 from . import i18n
 from .chart import make_chart
+from .recording_text import as_text
 from .sections import cached, cols, source_colors, source_names, speed_curves
 from .tables import md_table
 
@@ -252,8 +253,11 @@ def slowdown_vs_bytes(
     )
     summary = decode_runs.slowdown_summary(frame)
     # one column for the contexts compared: with a From and a To column the ratio was pushed off a phone's screen
+    # an upload's name is text in the table (recording_text.as_text: its short_label could hold markdown)
+    as_shown = {names[r.id]: as_text(r)(names[r.id]) for r in recs}
     spans = summary.assign(
-        tokens=[f"{a:,} → {b:,}" for a, b in zip(summary["context_first"], summary["context"])]
+        tokens=[f"{a:,} → {b:,}" for a, b in zip(summary["context_first"], summary["context"])],
+        run=summary["run"].map(lambda n: as_shown.get(n, n)),
     )
     table = md_table(
         spans,

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from kvcore.errors import quote
 from kvcore.limits import MAX_DIGITS
@@ -22,7 +21,7 @@ from kvcore.recordings.store import Recording
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
-from .guard import drop_odd_numbers, last_line
+from .guard import drop_odd_numbers, install
 from .layout import plain, row, style, text
 from .sources import badge_fields, live_status, load_recordings, source_label
 
@@ -130,13 +129,14 @@ class Frame:
     def _missing_source(self, asked: str, shown, live_refused: bool) -> None:
         """A shared link's ?src= that this page cannot show (an upload from another session, a run that is gone, live
         on the hosted demo), said in one sentence above what is shown instead."""
-        shown_name = self.label(shown)
+        shown_name = self.label(shown) if shown == LIVE or shown.path else plain(self.label(shown))
+        name = plain(quote(asked))  # the link's words as text, a short prefix of them
         if live_refused:
             st.warning(self.t("source.live_not_here", shown=shown_name))
         elif asked.startswith(uploads.PREFIX):
-            st.warning(self.t("source.upload_missing", id=asked, shown=shown_name))
+            st.warning(self.t("source.upload_missing", id=name, shown=shown_name))
         else:
-            st.warning(self.t("source.unknown", id=asked, shown=shown_name))
+            st.warning(self.t("source.unknown", id=name, shown=shown_name))
 
     def short_label(self, rec: Recording | str) -> str:
         """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""
@@ -381,9 +381,7 @@ def setup(page: str) -> Frame:
             or lang
         )
         t = i18n.translator(lang)
-    ctx = get_script_run_ctx()
-    if ctx is not None:  # None in bare mode (a page imported, not run)
-        ctx.on_script_error = last_line(lang)
+    install(lang)  # the last line of defence, for this run and the session's next ones
     with st.sidebar:
         # page_link switches pages inside the session (a live run's panel stays reachable); it costs
         # ~0.15 ms per link and rerun, which markdown links would save at the price of a page reload.

@@ -94,7 +94,7 @@ def growth(
     logarithmic (the reader's choice, to read the small contexts)."""
     g, spec = preset_geometry(model), KvSpec(kv, kv)
     if kv in savings_views.misfits(g, [kv]):
-        return {"error": i18n.error_text(lang, savings_views.misfits(g, [kv])[kv])}
+        return {"error": i18n.error_markdown(lang, savings_views.misfits(g, [kv])[kv])}
     curve = views.growth_curve(g, ctx, spec, weights, seqs)
     points = None
     if (

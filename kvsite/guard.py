@@ -1,5 +1,5 @@
 """What keeps a hostile link or an unforeseen error from reaching a reader as a traceback: link values a number
-widget cannot take are taken out before any widget reads them, and the run's last line of defence shows one
+widget cannot take are taken out before any widget reads them, and the session's last line of defence shows one
 sentence in the page's language (the traceback stays in the server's log).
 
 Example: ?ctx=1e400 -> drop_odd_numbers() == [("ctx", "1e400")]; the widget opens at its default.
@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 from streamlit.runtime.state.session_state_proxy import get_session_state
 
 from kvcore.limits import MAX_DIGITS
@@ -56,18 +58,39 @@ def drop_odd_numbers() -> list[tuple[str, str]]:
 def last_line(lang: str):
     """The site's last line of defence, for an exception no page caught: Streamlit has already logged it with its
     traceback on the server; the reader gets one sentence in the page's language (an engine error's own sentence,
-    else that the page failed and the error was logged) and never a traceback or a server path. Installed as the
-    run's on_script_error (what streamlit.App(on_script_error=...) sets; `streamlit run` has no option for it)."""
+    a value nested too deeply for Python to decode said as such, else that the page failed and the error was
+    logged) and never a traceback or a server path. Installed by install()."""
 
     def handler(ex: Exception) -> bool:
         from kvcore.errors import KvError
 
-        text = (
-            i18n.error_text(lang, ex)
-            if isinstance(ex, KvError) and ex.code
-            else i18n.translate(lang, "site.failed")
-        )
+        if isinstance(ex, KvError) and ex.code:
+            text = i18n.error_markdown(lang, ex)
+        elif isinstance(ex, RecursionError):  # e.g. a widget's JSON value nested 5,000 deep
+            text = i18n.translate(lang, "site.nested")
+        else:
+            text = i18n.translate(lang, "site.failed")
         st.error(text)
         return True  # no traceback on the page
 
     return handler
+
+
+def install(lang: str) -> None:
+    """last_line(lang) for this run and for every later run of this session until the next page run installs it
+    again: as the run's on_script_error (what streamlit.App(on_script_error=...) sets; `streamlit run` has no
+    option for it) and as its session's. Streamlit 1.67 starts a new ScriptRunner, with a new context that takes
+    its handler from the session, for each run after the last one ended: a fragment rerun (fragment.py calls
+    handle_user_script_exception with that context's handler), and the widget callbacks and the decoding of the
+    widgets' values that run before any page code (script_runner.py, session_state.on_script_will_rerun). Only
+    the run's handler is set where no server runs the page (AppTest, bare mode)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:  # bare mode: a page imported, not run
+        return
+    handler = last_line(lang)
+    ctx.on_script_error = handler
+    # a server's session creates the next run's context (runtime/app_session.py); AppTest's runtime is a mock
+    manager = getattr(Runtime.instance(), "_session_mgr", None) if Runtime.exists() else None
+    info = manager.get_session_info(ctx.session_id) if manager is not None else None
+    if info is not None:
+        info.session._on_script_error = handler

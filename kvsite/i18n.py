@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from kvcore.errors import CODES, KvError
+from kvcore.errors import CODES, KvError, Quoted
 
 FOLDER = Path(__file__).parent / "i18n"
 LANGUAGES = {
@@ -172,6 +172,44 @@ def error_text(lang: str, error: Exception) -> str:
     if lang == "en" or code is None or not has(lang, f"errors.{code}"):
         return str(error)
     return translate(lang, f"errors.{code}", **error.params)
+
+
+def error_markdown(lang: str, error: Exception) -> str:
+    """error_text(lang, error) as markdown a page shows as written (st.error, st.warning): every value the error
+    quotes from outside (its params: what a link, an upload or a pasted text put in it) escaped by
+    kvsite.layout.plain, so none becomes a link, an image or emphasis; the site's own words as they are. An error
+    without a code has no params to find its values by, and is escaped whole.
+
+    Example: error_markdown("en", KvError("'[x](https://e.x)' is not ...", "updates_bad", text=quote(...)))
+    -> "'\\[x\\]\\(https\u2060\\:...' is not ..." (shown as typed, no link)."""
+    from .layout import plain
+
+    code, params = getattr(error, "code", None), getattr(error, "params", {})
+    if code is None:
+        return plain(str(error))
+    if lang == "en" or not has(lang, f"errors.{code}"):
+        values = sorted({v for v in params.values() if isinstance(v, str) and v}, key=len)
+        if not values:
+            return str(error)
+        found = re.compile("|".join(re.escape(v) for v in reversed(values)))  # the longest first
+        return found.sub(lambda m: plain(m[0]), str(error))
+    escaped = {k: _Escaped(v) if isinstance(v, str) else v for k, v in params.items()}
+    return translate(lang, f"errors.{code}", **escaped)
+
+
+class _Escaped(str):
+    """A value an error quotes, in a translated sentence: escaped as {value} and as {value!r} alike (a Quoted's
+    repr is itself, a plain str's its repr)."""
+
+    def __new__(cls, value: str):
+        from .layout import plain
+
+        self = super().__new__(cls, plain(value))
+        self.quoted = plain(value if isinstance(value, Quoted) else repr(value))
+        return self
+
+    def __repr__(self) -> str:
+        return self.quoted
 
 
 def has(lang: str, key: str) -> bool:

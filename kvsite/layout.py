@@ -9,9 +9,16 @@ from pathlib import Path
 
 import streamlit as st
 
-# Markdown's punctuation (CommonMark escapes any of it with a backslash): links, images, emphasis, code, HTML,
-# headings, lists, tables, Streamlit's :directives[...] and $math$
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
+from kvcore.limits import MAX_SHOWN
+
+# The marks that make markdown inline, wherever they stand (CommonMark escapes each with a backslash): links,
+# images and reference definitions ([ ]), autolinks and HTML (<), emphasis (* ~, and _ where it can open or close
+# one: not inside a word, as in q_lora_rank), code (`), Streamlit's $math$ and :shortcodes: (a colon before a
+# letter), entities (&), and the backslash itself. A period, hyphen, pipe or colon inside a line is text, and stays
+# as it is (a file name reads as typed).
+_MARKDOWN = re.compile(r"([\\`*\[\]<~$&])|:(?=[^\W\d_])|(?<![^\W_])_|_(?![^\W_])")
+# What makes a block of a line that starts with it (a heading, a list, a quote, a table row)
+_LINE_START = re.compile(r"^(\s*\d*)([#>+\-|=.)])")
 
 
 # What GitHub-flavoured markdown links by itself, escaped or not (its autolink literals: http://, https://, www.,
@@ -19,14 +26,18 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&])")
 _AUTOLINK = re.compile(r"(?i)\b(https?|ftp|www)(?=[:.])|(?<=\S)(@)(?=\S)")
 
 
-def plain(value) -> str:
-    """Text from outside (an uploaded run's title or note, a link's value) as markdown that shows it as written:
-    every markdown mark escaped, line breaks made spaces, an address kept from becoming a link, so no image loads,
-    no link forms and nothing is bold.
+def plain(value, limit: int = MAX_SHOWN) -> str:
+    """Text from outside (an uploaded run's title or note, a link's value, an error's sentence) as markdown that
+    shows it as written: cut to `limit` characters (with …), every mark that makes markdown escaped, line breaks
+    made spaces, an address kept from becoming a link, so no image loads, no link forms and nothing is bold. The
+    one way a page echoes what it was given; a link's value goes through kvcore.errors.quote first (a prefix).
 
-    Example: plain("![x](https://a.b/c.png)") -> "\\!\\[x\\]\\(https\\:/...\\)" (shown as typed)."""
-    text = _AUTOLINK.sub(lambda m: (m[1] or "") + "\u2060" + (m[2] or ""), str(value))
-    return _MARKDOWN.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
+    Example: plain("![x](https://a.b/c.png) **b**") -> "!\\[x\\](https\u2060\\://a.b/c.png) \\*\\*b\\*\\*"."""
+    text = str(value)
+    text = text if len(text) <= limit else text[:limit] + "…"
+    text = _AUTOLINK.sub(lambda m: (m[1] or "") + "\u2060" + (m[2] or ""), text)
+    text = _MARKDOWN.sub(lambda m: "\\" + m[0], text).replace("\r", " ").replace("\n", " ")
+    return _LINE_START.sub(r"\1\\\2", text, count=1)
 
 
 def row(**kwargs):

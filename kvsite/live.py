@@ -271,7 +271,7 @@ def progress_text(f, done: int, total: int, text: str) -> str:
 
 def _reason(f, e: Exception) -> str:
     """One sentence for the reader: the engine's refusal in the page's language, anything else by its type."""
-    return i18n.error_text(f.lang, e) if isinstance(e, KvError) else f"{type(e).__name__}: {e}"
+    return i18n.error_markdown(f.lang, e) if isinstance(e, KvError) else f"{type(e).__name__}: {e}"
 
 
 def _status(f, job: Job, key: str) -> None:

@@ -100,7 +100,7 @@ def log_reader(f) -> None:
     try:
         r = _read(decode_log(data, upload.name if upload is not None else t("logread.pasted")))
     except KvError as e:
-        st.error(i18n.error_text(f.lang, e))
+        st.error(i18n.error_markdown(f.lang, e))
         return
     show_reading(r, f.lang)
 

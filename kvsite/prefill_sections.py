@@ -25,6 +25,7 @@ from kvcore.views import speed as time_views
 
 from . import i18n
 from .chart import make_chart
+from .recording_text import as_text
 from .sections import cached, cols
 from .sources import badge_fields, source_label
 from .tables import md_table
@@ -257,7 +258,7 @@ def prefill_measured(rec: Recording, lang: str) -> dict | None:
     )
     caption = t(
         "prefill_caption",
-        source=source_label(rec, lang),
+        source=as_text(rec)(source_label(rec, lang)),
         prompt=_k(int(longest["prompt_tokens"])),
         share=fmt_pct(longest["attention_share"]),
         residual=residual_text(fitted["fit"]["residuals"]),
@@ -303,8 +304,8 @@ def pptg_table(recs: list[Recording], lang: str) -> list[tuple[str, str]]:
                 "tg": (t("pptg_tg"), "{:,.2f}"),
             },
         )
-        p = badge_fields(rec)
-        out.append(
-            (f"{source_label(rec, lang)} · [{p['author']}, {p['published']}]({p['url']})", table)
-        )
+        p, shown = badge_fields(rec), as_text(rec)
+        name, cited = shown(source_label(rec, lang)), shown(f"{p['author']}, {p['published']}")
+        # a bundled run links its source; an upload's words are text, unlinked (as its badge)
+        out.append((f"{name} · [{cited}]({p['url']})" if rec.path else f"{name} · {cited}", table))
     return out

@@ -14,7 +14,7 @@ from kvcore.views import memory as views
 from kvcore.views import published_memory
 
 from . import i18n
-from .recording_text import group_name, translated_table
+from .recording_text import as_text, group_name, translated_table
 from .sections import cached, cols, source_colors, source_names, speed_curves
 from .tables import arrow, md_table
 
@@ -91,24 +91,45 @@ MEMORY_COLUMNS = ("source", "part", "context", "published", "kvcore", "reason")
 
 
 @cached
+def memory_rows(rec: Recording) -> list[dict]:
+    """kvcore.views.published_memory.recording_rows(rec), once per recording's content: a bundled run's figures are
+    computed once for every session, an upload's once (at most MAX_MEMORY_FIGURES of them, its model read once)."""
+    return published_memory.recording_rows(rec)
+
+
+def has_memory_figures(recs: list[Recording]) -> bool:
+    """Whether any recording holds a published memory figure (read from the rows, nothing computed)."""
+    return any(published_memory.figures(r) for r in recs)
+
+
+@cached
 def memory_figures(recs: list[Recording], lang: str) -> str:
     """The published Mac memory figures beside kvcore's (kvcore.views.published_memory) as a markdown table in
-    `lang`: each run by its short name linked to its source, the part and reason in words; "" when none is bundled."""
-    rows = published_memory.rows(recs)
+    `lang`: each run by its short name linked to its source, the part and reason in words; "" when none is bundled.
+    An upload's own words (its name, a series, a refusal quoting it) are text (recording_text.as_text), unlinked."""
+    rows = [row for rec in recs for row in memory_rows(rec)]
     if not rows:
         return ""
     t = i18n.translator(lang)
     names = source_names(recs, lang)
+    by_id = {r.id: r for r in recs}
+    shown = {rid: as_text(rec) for rid, rec in by_id.items()}
     df = pd.DataFrame(rows).assign(
         source=[
-            f"[{names[r['run']]}]({r['url']})" if r.get("url") else names[r["run"]] for r in rows
+            f"[{names[r['run']]}]({r['url']})"
+            if r.get("url") and by_id[r["run"]].path
+            else shown[r["run"]](names[r["run"]])
+            for r in rows
         ],
         part=[t(f"recordings.mem_part_{r['part']}") for r in rows],
         published=[
-            f"{r['published']} ({r['series']})" if r.get("series") else r["published"] for r in rows
+            shown[r["run"]](
+                f"{r['published']} ({r['series']})" if r.get("series") else r["published"]
+            )
+            for r in rows
         ],
         reason=[
-            r["reason"]
+            shown[r["run"]](r["reason"])
             if r["reason_key"] == "refused"
             else t(f"recordings.mem_reason_{r['reason_key']}")
             for r in rows

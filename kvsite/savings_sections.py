@@ -88,7 +88,7 @@ def formats(model: str, fmts: tuple[str, ...], ctx: int, lang: str) -> dict:
     top = max(ctx, 8192)
     misfits = savings_views.misfits(g, list(fmts))
     kept = tuple(f for f in fmts if f not in misfits)
-    left_out = i18n.join(lang, *(i18n.error_text(lang, e) for e in misfits.values()))
+    left_out = i18n.join(lang, *(i18n.error_markdown(lang, e) for e in misfits.values()))
     if not kept:
         return {"chart": None, "table": "", "kept": kept, "left_out": left_out}
     curve = savings_views.formats_curve(g, list(kept), top)

@@ -5,10 +5,14 @@ Example: md_table(df, {"format": ("Format", None), "vs_fp16": ("x fp16", "{:.3f}
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pyarrow as pa
 
 from .i18n import data_text
+
+_PIPE = re.compile(r"(?<!\\)\|")  # a pipe not escaped yet: it would end the table's cell
 
 
 def csv_number(value) -> str:
@@ -42,7 +46,9 @@ def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang:
         text = (
             fmt.format(value) if fmt else data_text(lang, str(value))
         )  # a data file's own words, rendered
-        return text.replace("|", "\\|").replace("\n", " ")
+        return _PIPE.sub(r"\\|", text).replace(
+            "\n", " "
+        )  # a pipe escaped once (kvsite.layout.plain's too)
 
     lines = [
         "| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",

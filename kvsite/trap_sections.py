@@ -97,7 +97,7 @@ def chunking(fmt: str, patterns: tuple[str, ...], custom: str, lang: str) -> tup
             g, [*patterns, custom] if custom not in patterns else list(patterns), fmt
         )
     except KvError as e:
-        rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_text(lang, e)
+        rows, error = views.chunking_table(g, list(patterns), fmt), i18n.error_markdown(lang, e)
     t = i18n.translator(lang, "trap.col_")
     return md_table(
         rows,

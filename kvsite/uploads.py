@@ -82,7 +82,7 @@ def show(f) -> None:
     """The last upload's outcome: where the recording now appears, or one sentence in the page's language."""
     result = st.session_state.get(RESULT)
     if isinstance(result, RecordingError):
-        st.error(i18n.error_text(f.lang, result))
+        st.error(i18n.error_markdown(f.lang, result))
     elif result in st.session_state.get(STORE, {}):
         rec = st.session_state[STORE][result]
         st.success(f.t("recordings.uploaded", label=plain(f.label(rec)), title=plain(rec.title)))

@@ -126,7 +126,7 @@ def peak_section() -> None:
     try:
         peak = trap_sections.peak_chart(peak_rec, step, f.lang)
     except KvError as e:  # a run whose config or rows kvcore cannot plan: said, not drawn
-        st.error(i18n.error_text(f.lang, e))
+        st.error(i18n.error_markdown(f.lang, e))
         return
     cited = f.source_text  # the trap chart's downloads cite the trap's source: kept past this badge
     f.badge(peak_rec, "peak")

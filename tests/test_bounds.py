@@ -33,6 +33,7 @@ from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.gguf_header import read_header
 from kvcore.inputs.preset_files import load_preset
 from kvcore.memory import allocsim
+from kvcore.numbers import whole_number
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.views.savings import format_groups, format_table
 from kvsite import i18n
@@ -115,10 +116,37 @@ def test_the_engine_limits_live_in_one_module():
         ("inf", "updates_bad"),
         ("1e400", "updates_bad"),
         ("💥" * 100_000, "updates_long"),
+        ("300, ²", "updates_bad"),  # '²'.isdigit() is True, and int('²') a ValueError
+        ("٣x2", "updates_bad"),  # int('٣') is 3: a digit of another script
     ],
 )
 def test_a_hostile_updates_list_is_refused_before_it_is_built(text, code):
     refused(lambda: allocsim.parse_updates(text), code)
+
+
+@pytest.mark.parametrize(
+    "text", ["²", "300²", "①", "٣", "３", "+3", "-3", " 3", "3.0", "", "9" * 41]
+)
+def test_a_whole_number_is_read_from_the_ascii_digits_only(text):
+    """kvcore.numbers.whole_number, the one reader of an integer given as text: anything str.isdigit() or int()
+    takes besides 0-9 is one sentence naming the field, never a ValueError."""
+    err = refused(lambda: whole_number(text, "ctx", 1, limits.MAX_CONTEXT), "number_text")
+    assert str(err).startswith("ctx must be a whole number from 1 to 100,000,000"), str(err)
+    assert whole_number("0300", "ctx", 1, limits.MAX_CONTEXT) == 300
+
+
+def test_every_integer_read_from_text_goes_through_one_function():
+    """No int() of a str.isdigit()-checked text left in the engine or the site: what reads a number from text
+    calls kvcore.numbers.whole_number."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in ("kvcore", "kvsite", "pages")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if ".isdigit()" in line.split("#")[0]
+        and path.name not in ("numbers.py", "guard.py")  # guard.py counts digits, reads none
+    ]
+    assert found == []
 
 
 def test_the_updates_link_costs_what_a_plain_one_does():

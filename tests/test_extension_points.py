@@ -700,7 +700,8 @@ def test_a_runtime_setting_without_its_texts_is_one_sentence_on_the_page(monkeyp
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     for lang in ("en", "ja"):
         at = chapter("pages/7_Calculator.py", lang=lang, rt="blocky_rt")
-        shown = " ".join(e.value for e in at.error)
+        said = " ".join(e.value for e in at.error)
+        shown = re.sub(r"\\(.)", r"\1", said)  # as the reader reads it
         assert not at.exception and "calc.block_size" in shown and "⟨" not in shown
         assert ("設定" in shown) == (lang == "ja")
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 
 import pytest
+import yaml
 
+from harness.inputs import memory_upload
+from kvcore import limits
 from kvcore.recordings import store
 from kvcore.recordings.check import validate
 from kvcore.recordings.schema import MEMORY_UNITS, RecordingError, schema_rows
@@ -175,3 +178,63 @@ def test_the_real_llamacpp_prints_the_published_kv_line_for_that_geometry(tmp_pa
         assert printed in line, (line, row["line"])
         (ours,) = [r for r in published_memory.rows([rec]) if r["part"] == "kv"]
         assert ours["kvcore"] == f"{row['value']:.2f} MiB"
+
+
+# ---------------------------------------------------------------- a reader's upload of memory figures (issue 38)
+
+
+def _upload(figures: int, **kw) -> store.Recording:
+    raw = yaml.safe_dump(memory_upload(figures, **kw), sort_keys=False).encode("utf-8")
+    return store.parse_bytes(raw, "figures.yaml")
+
+
+@pytest.mark.parametrize(
+    "value, printed",
+    [(0.00001, "0.00001 GB"), (1e-300, "0.000000 GB"), (33.46, "33.46 GB"), (12.0, "12 GB")],
+)
+def test_a_figure_is_read_at_the_decimals_it_is_written_with_and_at_most_six(value, printed):
+    """0.00001 is repr'd '1e-05' (no '.'): published_memory._decimals raised an IndexError, which failed the
+    Recordings page for the rest of the session; 1e-300 would be read at 300 decimals."""
+    (row,) = published_memory.rows([_upload(1, value=value, layers=16)])
+    assert row["published"] == printed and row["reason_key"] == "plan_differs"
+    assert published_memory.MAX_DECIMALS == limits.MAX_DECIMALS == 6
+
+
+def test_more_memory_figures_than_the_limit_are_refused_in_one_sentence():
+    """3,000 peak rows under a 1,024-layer config (195 KB) cost 85-148 s of the server's CPU, a plan each; a
+    recording holds at most MAX_MEMORY_FIGURES, and one more is refused when the file is read."""
+    assert len(_upload(limits.MAX_MEMORY_FIGURES, layers=16).data["sections"]["memory"]) == 32
+    for figures in (limits.MAX_MEMORY_FIGURES + 1, 3000):
+        with pytest.raises(RecordingError) as refused:
+            _upload(figures)
+        text = str(refused.value)
+        assert refused.value.code == "rec_figures" and "\n" not in text and len(text) < 200, text
+        assert f"holds {figures:,} memory figures" in text and "at most 32" in text
+    assert all(
+        len(published_memory.figures(r)) <= 5 for r in store.load_all([store.BUNDLED_DIR])[0]
+    )
+
+
+def test_an_uploads_figures_read_its_model_once_and_a_plan_does_not_grow_with_alike_layers(
+    monkeypatch,
+):
+    """The work counted: an upload at the limit parses its config once for all its figures (it was once per
+    figure), and mlx_lm's plan sizes a group of alike layers once (it summed every layer at every step kept), so
+    a figure under 1,024 layers costs what one under 16 does."""
+    from kvcore.runtimes import mlx_lm_plan
+
+    parsed, sized = [], []
+    parse, size = published_memory.parse_config, mlx_lm_plan.bytes_per_token
+    monkeypatch.setattr(published_memory, "parse_config", lambda *a: parsed.append(a) or parse(*a))
+    monkeypatch.setattr(mlx_lm_plan, "bytes_per_token", lambda *a: sized.append(a) or size(*a))
+    rows = published_memory.rows([_upload(limits.MAX_MEMORY_FIGURES)])
+    assert len(rows) == limits.MAX_MEMORY_FIGURES and {r["reason_key"] for r in rows} == {
+        "plan_differs"
+    }
+    assert len(parsed) == 1
+    work = {}
+    for layers in (16, 1024):
+        sized.clear()
+        published_memory.rows([_upload(1, layers=layers)])
+        work[layers] = len(sized)
+    assert 0 < work[1024] == work[16], work

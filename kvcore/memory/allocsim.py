@@ -18,6 +18,7 @@ from kvcore.limits import (
     MAX_LIST_TEXT,
     MAX_UPDATES,
 )
+from kvcore.numbers import is_digits, whole_number
 
 STEP = 256  # KVCache.step
 CACHE_CLASSES = ("KVCache", "QuantizedKVCache", "RotatingKVCache")
@@ -198,7 +199,7 @@ def parse_updates(text: str) -> list[int]:
         if not part:
             continue
         part, _, times = part.partition("x") if "x" in part else (part, "", "1")
-        if max(len(part), len(times)) > MAX_DIGITS and part.isdigit() and times.isdigit():
+        if max(len(part), len(times)) > MAX_DIGITS and is_digits(part) and is_digits(times):
             raise KvError(
                 f"An update in {quote(text)} has more than {MAX_DIGITS} digits; one update holds at most "
                 f"{MAX_CONTEXT:,} tokens.",
@@ -207,24 +208,21 @@ def parse_updates(text: str) -> list[int]:
                 digits=MAX_DIGITS,
                 limit=MAX_CONTEXT,
             )
-        count = int(times) if times.isdigit() and len(times) <= MAX_DIGITS else -1
-        if (
-            not part.isdigit()
-            or len(part) > MAX_DIGITS
-            or count < 1
-            or not 1 <= int(part) <= MAX_CONTEXT
-        ):
+        try:  # ASCII digits only: '²' is str.isdigit() but no number (kvcore.numbers)
+            tokens = whole_number(part, "updates", 1, MAX_CONTEXT)
+            count = whole_number(times, "updates", 1)
+        except KvError:
             raise KvError(
                 f"{quote(text)} is not a list of positive token counts such as '300, 300' or '500x8'.",
                 "updates_bad",
                 text=quote(text),
-            )
+            ) from None
         total += count
         if total > MAX_UPDATES:  # checked before the list is built: '1x100000000' builds nothing
             raise KvError(
                 f"At most {MAX_UPDATES:,} updates, please.", "updates_many", n=MAX_UPDATES
             )
-        parts.append((int(part), count))
+        parts.append((tokens, count))
     out = [n for n, count in parts for _ in range(count)]
     if not out:
         raise KvError("Give at least one update, such as '1, 256'.", "updates_none")

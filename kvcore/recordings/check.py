@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from kvcore.errors import KvError, quote
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.preset_files import preset_names
+from kvcore.limits import MAX_MEMORY_FIGURES
 from kvcore.memory.formats import ACTIVATION_DTYPES, FORMATS, get_format
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS
 from kvcore.recordings import schema
@@ -341,4 +342,21 @@ def validate(data, label: str = "recording") -> dict:
         if name not in schema.SECTIONS:
             _unknown(label, "rec_section", "section", "name", name, schema.SECTIONS)
         check_rows(name, rows, label)
+    _figures(sections, label)
     return data
+
+
+def _figures(sections: dict, label: str) -> None:
+    """At most MAX_MEMORY_FIGURES memory figures (`memory` rows and `benchmark` peaks): each costs a memory plan
+    when kvcore.views.published_memory sets it beside kvcore's, so an upload of thousands is refused here."""
+    benchmark = sections.get("benchmark", [])
+    n = len(sections.get("memory", [])) + sum("peak_memory_gb" in row for row in benchmark)
+    if n > MAX_MEMORY_FIGURES:
+        fail(
+            label,
+            "rec_figures",
+            f"holds {n:,} memory figures (memory rows and benchmark peaks); a recording holds at most "
+            f"{MAX_MEMORY_FIGURES}",
+            n=f"{n:,}",
+            limit=MAX_MEMORY_FIGURES,
+        )

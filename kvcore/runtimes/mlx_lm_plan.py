@@ -207,10 +207,9 @@ def moments(
         now = spec if converted else full  # the cache this step runs on
 
         def cache_bytes(cap, layers, s=None):
-            return sum(
-                cap * bytes_per_token(layer, s or now) + state_bytes(layer, s or now)
-                for layer in layers
-            )
+            # the layers of a group are alike in their cache (the key above): one layer's bytes, times their count
+            one = layers[0]
+            return len(layers) * (cap * bytes_per_token(one, s or now) + state_bytes(one, s or now))
 
         kv = sum(cache_bytes(st[i].capacity, layers) for layers, st in traces)
         parts = []

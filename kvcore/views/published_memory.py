@@ -18,9 +18,12 @@ Example: rows(recordings)[0] -> {"part": "kv", "published": "816.00 MiB", "kvcor
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_geometry
+from kvcore.limits import MAX_DECIMALS
 from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import ALL_WEIGHT_FORMATS, weights_bytes
 from kvcore.recordings.schema import MEMORY_UNITS
@@ -89,11 +92,13 @@ def _geometry(model: dict, runtime: str):
 
 def _decimals(row: dict) -> int:
     """The decimals the source printed: its line's (llama.cpp's MiB: 2, mlx_lm's GB: 3), else as the value is
-    written (a table's "33.46")."""
+    written (a table's "33.46": 2; 0.00001: 5), at most MAX_DECIMALS (1e-300 is not read at 300)."""
     if row.get("line"):
         return DECIMALS[row["unit"]]
-    text = repr(float(row["value"]))
-    return 0 if text.endswith(".0") else len(text.split(".")[1])
+    value = float(row["value"])
+    if value == int(value):
+        return 0
+    return min(max(0, -Decimal(repr(value)).as_tuple().exponent), MAX_DECIMALS)
 
 
 def _agree(ours: float, published: float, row: dict) -> bool:
@@ -105,8 +110,12 @@ def _text(n_bytes: float, unit: str) -> str:
     return f"{n_bytes / MEMORY_UNITS[unit]:,.{DECIMALS[unit]}f} {unit}"
 
 
-def compare_row(rec, row: dict) -> dict:
-    """One published figure against kvcore (see the module's rules)."""
+_READ = object()  # compare_row's geometry when its caller has not read it
+
+
+def compare_row(rec, row: dict, geometry=_READ) -> dict:
+    """One published figure against kvcore (see the module's rules). geometry: the recording's model under its
+    engine's runtime, read once for all its rows (recording_rows), else read here."""
     model, engine = rec.data["model"], engine_of(rec)
     unit = row["unit"]
     published = row["value"] * MEMORY_UNITS[unit]
@@ -130,7 +139,8 @@ def compare_row(rec, row: dict) -> dict:
         "reason": NOT_COMPUTED,
         "reason_key": "not_computed",
     }
-    geometry = _geometry(model, engine) if engine else None
+    if geometry is _READ:
+        geometry = _geometry(model, engine) if engine else None
     if geometry is None:
         return out
     runtime = get_runtime(engine)
@@ -204,27 +214,48 @@ def benchmark_rows(rec) -> list[dict]:
     return out
 
 
-def rows(recordings) -> list[dict]:
-    """Every bundled published memory figure against kvcore, in the recordings' order: `memory` sections, and the
-    peaks of `benchmark` sections (benchmark_rows)."""
+def figures(rec) -> list[dict]:
+    """A published recording's memory figures as rows: its `memory` section's, then its `benchmark` peaks
+    (benchmark_rows); none for a measured run. At most MAX_MEMORY_FIGURES (kvcore.recordings.check)."""
+    if rec.data.get("kind") != "published":
+        return []
+    return [*rec.data.get("sections", {}).get("memory", []), *benchmark_rows(rec)]
+
+
+def recording_rows(rec) -> list[dict]:
+    """One recording's figures (figures) against kvcore: its model's geometry is read once for all of them, so
+    each figure costs its own runtime's sizes and plan only; a geometry or setting kvcore refuses is said in
+    each row it concerns, not hidden."""
+    rows = figures(rec)
+    if not rows:
+        return []
+    engine, refused = engine_of(rec), None
+    try:
+        geometry = _geometry(rec.data["model"], engine) if engine else None
+    except KvError as e:
+        geometry, refused = None, e
     out = []
-    for rec in recordings:
-        if rec.data.get("kind") != "published":
-            continue
-        sections = rec.data.get("sections", {})
-        for row in [*sections.get("memory", []), *benchmark_rows(rec)]:
-            try:
-                out.append(compare_row(rec, row))
-            except KvError as e:  # a geometry or setting kvcore refuses: said, not hidden
-                out.append(
-                    {
-                        "run": rec.id,
-                        "part": row["part"],
-                        "published": f"{row['value']} {row['unit']}",
-                        "kvcore": "",
-                        "agrees": False,
-                        "reason": str(e),
-                        "reason_key": "refused",
-                    }
-                )
+    for row in rows:
+        try:
+            if refused is not None:
+                raise refused
+            out.append(compare_row(rec, row, geometry))
+        except KvError as e:
+            out.append(
+                {
+                    "run": rec.id,
+                    "part": row["part"],
+                    "published": f"{row['value']} {row['unit']}",
+                    "kvcore": "",
+                    "agrees": False,
+                    "reason": str(e),
+                    "reason_key": "refused",
+                }
+            )
     return out
+
+
+def rows(recordings) -> list[dict]:
+    """Every published memory figure against kvcore, in the recordings' order: `memory` sections, and the peaks of
+    `benchmark` sections (recording_rows)."""
+    return [row for rec in recordings for row in recording_rows(rec)]

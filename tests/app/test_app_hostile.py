@@ -309,3 +309,87 @@ def test_the_last_line_of_defence_shows_one_sentence_and_no_path(rec_dir, tmp_pa
     assert not at.exception
     assert [e.value for e in at.error] == [i18n.translate(lang, "site.failed")]
     assert "/srv/" not in texts(at) and "Overflow" not in texts(at)
+
+
+# ---------------------------------------------------------------- digits that are not 0-9 (issue 38)
+
+TRAP = "pages/2_Nbytes_trap.py"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize(
+    "path, key", [(CALC, "ctx"), (TRAP, "updates"), (CALC, "seq"), (CALC, "mstep")]
+)
+def test_a_superscript_digit_in_a_link_is_one_sentence_at_most(rec_dir, path, key, lang):
+    """'²'.isdigit() is True and int('²') a ValueError: ?ctx=² failed the whole Calculator, ?updates=² the trap's
+    section. Each now opens the page with one sentence at most (or the field's default), never a traceback."""
+    for value in ("²", "300, ²", "٣"):
+        at = page(path, lang, **{key: value})
+        assert one_sentence_at_most(at, lang) == [], (key, value)
+    if key == "ctx":
+        assert at.number_input(key="ctx").value == 32768  # the default
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_superscript_digit_typed_into_the_custom_updates_is_one_sentence(rec_dir, lang):
+    at = page(TRAP, lang)
+    at.text_input(key="updates").input("300, ²").run()
+    assert one_sentence_at_most(at, lang) == []
+    [error] = [e.value for e in at.error]
+    assert "'300, ²'" in error and i18n.translate(lang, "site.failed") not in error
+
+
+# ---------------------------------------------------------------- markdown from a link or an upload (issue 38)
+
+EVIL = "[click here](https://evil.example/login) ![px](https://evil.example/p.png) **bold**"
+
+
+def live_markdown(value: str) -> list[str]:
+    """What in `value` markdown would render as a link, an image, an address or emphasis: each mark left after
+    the escaped characters (\\x) are taken out."""
+    bare = re.sub(r"\\.", "", value)
+    marks = [m for m in ("](", "![", "**", "<") if m in bare]
+    return marks + (["an address"] if "https://evil" in value else [])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize(
+    "path, key",
+    [
+        ("pages/4_Decode_slowdown.py", "src"),
+        (TRAP, "src"),
+        (TRAP, "updates"),
+        (CALC, "k"),
+        (CALC, "v"),
+    ],
+)
+def test_markdown_in_a_link_is_shown_as_text_and_cut_short(rec_dir, path, key, lang):
+    """?src= went whole and unescaped into the page's warning (a live link and a remote image inside the site's own
+    words; 500,000 characters -> a 500,123-character warning); ?updates=, ?k=, ?v= through quote(), a short prefix,
+    but unescaped. Every value echoed is text now, a short prefix of it."""
+    for value in (EVIL, EVIL + "x" * 500_000):
+        at = page(path, lang, **{key: value})
+        assert one_sentence_at_most(at, lang) == [], key
+        said = [str(e.value) for kind in ("error", "warning") for e in getattr(at, kind)]
+        assert said, f"?{key}= was not named"
+        for s in said:
+            assert live_markdown(s) == [] and len(s) < 700, s[:300]
+        if value == EVIL:  # quoted as written (a 500,000-character list is named by its length)
+            assert "click here" in re.sub(r"\\(.)", r"\1", " ".join(said))
+
+
+def test_an_uploads_short_label_is_text_in_the_decode_chapters_run_table(rec_dir):
+    """The run table under the slowdown-vs-bytes chart rendered an upload's short_label as markdown."""
+    data = measured_recording()
+    data["provenance"]["machine"]["chip"] = "Apple M4 Max"  # a Mac run: in the table at once
+    data["short_label"] = "[x](https://evil.example) ![i](https://evil.example/p.png)"[:35]
+    at = page("pages/8_Recordings.py", "en")
+    at.file_uploader(key="rec_upload").set_value(
+        ("mine.yaml", yaml.safe_dump(data).encode(), "application/x-yaml")
+    )
+    at.run()
+    assert at.success, [e.value for e in at.error]
+    at.switch_page("pages/4_Decode_slowdown.py").run()
+    assert not at.exception
+    tables = [m.value for m in at.markdown if "evil" in m.value]
+    assert tables and all(live_markdown(t) == [] for t in tables), tables

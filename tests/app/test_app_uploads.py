@@ -10,6 +10,7 @@ import pytest
 import yaml
 from app_helpers import measured_recording, page, texts
 
+from harness.inputs import memory_upload
 from kvcore.recordings import store as recordings
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -182,7 +183,7 @@ def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_not
 ):
     at = upload(page("pages/8_Recordings.py", "ja"), name, content)
     assert not at.exception
-    [error] = [e.value for e in at.error]
+    [error] = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # as the reader reads it
     assert error.startswith(f"{name}：") and ja in error and "⟨" not in error, error
     assert not at.success and not any(
         "Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options
@@ -190,3 +191,33 @@ def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_not
     english = upload(page("pages/8_Recordings.py", "en"), name, content)
     [sentence] = [e.value for e in english.error]
     assert sentence.startswith(f"{name}: ") and not JAPANESE.search(sentence), sentence
+
+
+def test_an_uploaded_memory_figure_of_0_00001_leaves_the_recordings_page_working(rec_dir):
+    """A figure of 0.00001 (repr '1e-05') raised an IndexError in published_memory._decimals: the Recordings
+    page failed for the rest of the session. Its figures are computed when their expander opens."""
+    tiny = memory_upload(2, value=0.00001, layers=16)
+    tiny["sections"]["memory"][1]["value"] = 1e-300
+    at = upload(page("pages/8_Recordings.py", "en"), "tiny.yaml", yaml.safe_dump(tiny).encode())
+    assert not at.exception and not at.error and at.success
+    at.session_state["rec_memory"] = True  # the reader opens the figures
+    at.run()
+    assert not at.exception and not at.error
+    # an upload's words are text (kvsite.layout.plain): what the reader sees, backslashes dropped
+    [table] = [
+        re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "| 100,000,000 |" in m.value
+    ]
+    assert "| 0.00001 GB |" in table and "| 0.000000 GB |" in table
+    at.switch_page("pages/4_Decode_slowdown.py").run()
+    assert not at.exception and not at.error
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_an_upload_of_3000_memory_figures_is_refused_in_one_sentence(rec_dir, lang):
+    big = yaml.safe_dump(memory_upload(3000)).encode()
+    at = upload(page("pages/8_Recordings.py", lang), "many.yaml", big)
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    assert "3,000" in error and "32" in error and "\n" not in error
+    assert (JAPANESE.search(error) is not None) == (lang == "ja")
+    assert "kv_uploads" not in at.session_state or not at.session_state["kv_uploads"]
