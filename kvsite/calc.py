@@ -18,7 +18,7 @@ from kvcore.errors import KvError
 from kvcore.inputs import gguf as kgguf
 from kvcore.inputs.config import parse_config, parse_json_text
 from kvcore.inputs.presets import preset_geometry
-from kvcore.limits import MAX_CONTEXT, MAX_DIGITS, MAX_RAM_GB, MIN_RAM_GB
+from kvcore.limits import MAX_CONTEXT, MAX_RAM_GB, MIN_RAM_GB
 from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.numbers import whole_number
