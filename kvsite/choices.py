@@ -7,21 +7,23 @@ from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import WEIGHT_FORMATS
 from kvcore.views.memory import ARTICLE_MODEL
 
+from .frame import bound_choice
+
 
 def model_choice(where, f, default: str = ARTICLE_MODEL) -> str:
     """A bundled preset, `default` first shown (Article A's Llama-3.2-1B unless the chapter says)."""
     names = preset_names()
-    return where.selectbox(
-        f.t("common.model"), names, index=names.index(default), key="model", bind="query-params"
+    return bound_choice(
+        where.selectbox, f.t("common.model"), names, "model", index=names.index(default)
     )
 
 
 def weights_choice(where, f) -> str:
     """A weights format, mlx-q4 first shown (what Article A's model ships as)."""
-    return where.selectbox(
+    return bound_choice(
+        where.selectbox,
         f.t("common.weights"),
         WEIGHT_FORMATS,
+        "w",
         index=WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
     )

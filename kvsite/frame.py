@@ -107,6 +107,7 @@ class Frame:
                 help=self.t("source.help"),
                 width=SOURCE_PX,
                 label_visibility="collapsed",
+                say_unknown=False,  # _missing_source says why, below
             )
         rec = by_id.get(chosen, LIVE)
         asked = st.query_params.get("src")
@@ -311,10 +312,20 @@ class Frame:
             return []
 
 
-def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):
+def url_choice(
+    widget,
+    label: str,
+    options: list,
+    default,
+    key: str,
+    format_func=str,
+    say_unknown: bool = True,
+    **kwargs,
+):
     """A choice widget bound to ?key=<option> by its raw value (Streamlit's own binding puts the
     *formatted* label in the URL). The URL wins when valid; a change rewrites it; the default is omitted.
     default may be a function, called only when needed (the URL holds no valid choice, or the reader changed it).
+    A ?key= that names no option is said in one sentence beside the widget (say_unknown=False: the caller says it).
     """
     url = st.query_params.get(key)
     value = next((o for o in options if str(o) == url), None)
@@ -335,11 +346,49 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
         else:
             st.query_params[key] = str(new)
 
-    return widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
+    chosen = widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
+    if url and say_unknown and not any(str(o) == url for o in options):
+        unknown_choice(key, label, [url], format_func(chosen))
+        st.query_params.pop(key, None)  # said once, as Streamlit's own binding drops such a value
+    return chosen
 
 
 def _value(default):
     return default() if callable(default) else default
+
+
+def bound_choice(widget, label: str, options: list, key: str, format_func=str, **kwargs):
+    """A choice widget bound to ?key= by Streamlit (the option's formatted label in the URL) that says so when the
+    link names a value that is none of the options: Streamlit drops such a value without a word and shows the
+    default. Example: ?model=llama-3.1-9b -> "The link's 'model' value 'llama-3.1-9b' ... shows llama-3.1-8b"."""
+    asked = st.query_params.get_all(
+        key
+    )  # before the widget: it takes an unknown value out of the link
+    value = widget(label, options, key=key, bind="query-params", format_func=format_func, **kwargs)
+    labels = {format_func(o) for o in options}
+    unknown = [
+        v for v in asked if v and v not in labels
+    ]  # an empty value: the default, as Streamlit reads it
+    if unknown:
+        shown = value if isinstance(value, (list, tuple)) else [value]
+        unknown_choice(key, label, unknown, ", ".join(format_func(v) for v in shown))
+    return value
+
+
+def unknown_choice(key: str, label: str, asked: list[str], shown: str) -> None:
+    """One sentence for a link's value that a choice does not offer: which value, for which control, and what the
+    page shows instead (in the page's language, the one the language control holds)."""
+    lang = st.session_state.get("lang__w")
+    t = i18n.translator(lang if lang in i18n.LANGUAGES else "en")
+    st.warning(
+        t(
+            "site.url_choice",
+            param=plain(quote(key)),
+            value=plain(quote(asked[0])),
+            label=label,
+            shown=plain(shown) if shown else t("site.url_nothing"),
+        )
+    )
 
 
 def browser_language() -> str:
@@ -377,6 +426,7 @@ def setup(page: str) -> Frame:
                 "lang",
                 format_func=i18n.LANGUAGES.get,
                 required=True,
+                say_unknown=False,  # said in the page's body below, where a phone shows it
             )
             or lang
         )
@@ -418,6 +468,8 @@ def setup(page: str) -> Frame:
         st.warning(
             t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors)
         )
+    if url and url not in i18n.LANGUAGES:
+        unknown_choice("lang", "言語 / Language", [url], i18n.LANGUAGES[lang])
     for key, value in odd[:1]:  # one sentence, for the first such value
         st.warning(
             t(

@@ -7,7 +7,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, url_choice
+from kvsite.frame import DEFAULT_SOURCE, LIVE, bound_choice, setup, url_choice
 from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (
@@ -38,12 +38,12 @@ def trap_section(rec) -> None:
         bind="query-params",
     )
     fmts = mlx_cache_formats()  # the formats an mlx_lm cache class holds
-    fmt = c.selectbox(
+    fmt = bound_choice(
+        c.selectbox,
         f.t("trap.format"),
         fmts,
+        "fmt",
         index=fmts.index("fp16"),
-        key="fmt",
-        bind="query-params",
         help=f.t("trap.format_help"),
     )
 

@@ -7,7 +7,7 @@ from kvcore.units import fmt_num, gib
 from kvsite import growth_sections, sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
-from kvsite.frame import setup
+from kvsite.frame import bound_choice, setup
 from kvsite.layout import row
 
 LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each
@@ -23,24 +23,24 @@ def body(rec) -> None:
     the model, format and sequences chosen at its top)."""
     c = row()
     model = model_choice(c, f)
-    ctx = c.select_slider(
+    ctx = bound_choice(
+        c.select_slider,
         f.t("growth.max_context"),
         [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
-        32768,
-        key="ctx",
+        "ctx",
+        value=32768,
         format_func="{:,}".format,
-        bind="query-params",
     )
     weights = weights_choice(c, f)
     kvs = (
         mlx_cache_formats()
     )  # the chapter's cache is mlx_lm's: what its KVCache / QuantizedKVCache hold
-    kv = c.selectbox(
+    kv = bound_choice(
+        c.selectbox,
         f.t("common.kv_format"),
         kvs,
+        "kv",
         index=kvs.index("fp16"),
-        key="kv",
-        bind="query-params",
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
     log = c.toggle(f.t("growth.log"), False, key="log", bind="query-params")

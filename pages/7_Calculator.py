@@ -13,7 +13,7 @@ from kvsite import calc as calc_site
 from kvsite import calc_sections, gguf_browser, i18n
 from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
 from kvsite.chart import show_chart
-from kvsite.frame import setup, url_choice
+from kvsite.frame import bound_choice, setup, url_choice
 from kvsite.layout import row
 
 f = setup("calculator")
@@ -62,12 +62,12 @@ def calculator() -> None:
         label = upload.name if upload is not None else "config.json"
         st.caption(f.t("calc.config_url_note"))
     else:
-        model = c[0].selectbox(
+        model = bound_choice(
+            c[0].selectbox,
             f.t("common.model"),
             names,
+            "model",
             index=names.index("llama-3.1-8b"),
-            key="model",
-            bind="query-params",
         )
     if (
         src == "gguf"
@@ -75,11 +75,11 @@ def calculator() -> None:
         runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
         c[1].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
     else:
-        runtime = c[1].selectbox(
+        runtime = bound_choice(
+            c[1].selectbox,
             f.t("calc.runtime"),
             list(RUNTIMES),
-            key="rt",
-            bind="query-params",
+            "rt",
             help=f.t("calc.runtime_help"),
         )
     rt = get_runtime(runtime)
@@ -105,12 +105,12 @@ def calculator() -> None:
             format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
         )
     else:
-        w_fmt = c[-1].selectbox(
+        w_fmt = bound_choice(
+            c[-1].selectbox,
             f.t("common.weights"),
             DOWNLOAD_WEIGHT_FORMATS,
+            "w",
             index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
-            key="w",
-            bind="query-params",
         )
 
     # the machine, the numbers and the verdict on the left, the chart that shows them on the right (a phone
@@ -138,13 +138,13 @@ def calculator() -> None:
         if s.choices:
             settings.append(
                 int(
-                    lc.selectbox(
+                    bound_choice(
+                        lc.selectbox,
                         name,
                         s.choices,
-                        s.choices.index(s.default),
+                        s.key,
+                        index=s.choices.index(s.default),
                         format_func="{:,}".format,  # 2,048 as every count on the page
-                        key=s.key,
-                        bind="query-params",
                         help=tip,
                     )
                 )
