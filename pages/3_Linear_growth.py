@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
-from kvsite import growth_sections, sections
+from kvsite import growth_sections, i18n, sections
 from kvsite.chart import show_chart
 from kvsite.choices import model_choice, weights_choice
 from kvsite.frame import bound_choice, setup
@@ -85,7 +85,9 @@ def body(rec) -> None:
         f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help")
     )
     st.code(grow["formula"], language=None, wrap_lines=True)
-    st.caption(f.t("growth.exact_note", **sections.article_geometry()))
+    st.caption(
+        i18n.join(f.lang, f.t("growth.exact_note", **sections.article_geometry()), grow["axes"])
+    )
 
     with st.expander(f.t("growth.layers_title"), icon=":material/layers:"):
         contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value

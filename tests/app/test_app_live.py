@@ -14,6 +14,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views import charts as kcharts
 from kvcore.views import memory as views
 from kvsite import chart as chart_view
+from kvsite import i18n, sections
 
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.mlx
@@ -237,3 +238,19 @@ def test_the_prefill_chapters_live_run_measures_both_sweeps_and_draws_them(rec_d
     assert (
         "Points: a real prefill measured at each prompt length" in shown
     )  # the live run's own prefill
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_after_a_live_probe_the_trap_numbers_are_the_real_caches(rec_dir, lang):
+    """The metrics at 256 and 257 tokens and their caption come from the probe just run on the real mlx_lm cache,
+    not from the simulation the page shows before it (which the caption then says agrees)."""
+    t = i18n.translator(lang, "trap.")
+    at = page("pages/2_Nbytes_trap.py", lang, src="live", tokens=300)
+    assert t("metrics_note", model="llama-3.2-1b", **sections.article_geometry()) in texts(at)
+    at.button(key="live_trap_run").click().run()
+    assert not at.exception and not at.error
+    words = texts(at)
+    assert t("metrics_note_live", model="llama-3.2-1b", **sections.article_geometry()) in words
+    assert t("metrics_note", model="llama-3.2-1b", **sections.article_geometry()) not in words
+    assert t("sim_agrees") in words
+    assert [m.value for m in at.metric][:2] == ["8.000 MiB", "16.000 MiB"]
