@@ -22,6 +22,7 @@ from kvcore.recordings.store import Recording
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
+from .choices import unknown_choice
 from .guard import drop_odd_numbers, last_line
 from .layout import plain, row, style, text
 from .sources import badge_fields, live_status, load_recordings, source_label
@@ -312,21 +313,12 @@ class Frame:
             return []
 
 
-def url_choice(
-    widget,
-    label: str,
-    options: list,
-    default,
-    key: str,
-    format_func=str,
-    say_unknown: bool = True,
-    **kwargs,
-):
+def url_choice(widget, label: str, options: list, default, key: str, format_func=str, **kwargs):
     """A choice widget bound to ?key=<option> by its raw value (Streamlit's own binding puts the
     *formatted* label in the URL). The URL wins when valid; a change rewrites it; the default is omitted.
     default may be a function, called only when needed (the URL holds no valid choice, or the reader changed it).
-    A ?key= that names no option is said in one sentence beside the widget (say_unknown=False: the caller says it).
-    """
+    A ?key= naming no option is said beside the widget (say_unknown=False: the caller says it)."""
+    say_unknown = kwargs.pop("say_unknown", True)
     url = st.query_params.get(key)
     value = next((o for o in options if str(o) == url), None)
     if value is None:
@@ -357,56 +349,11 @@ def _value(default):
     return default() if callable(default) else default
 
 
-def bound_choice(widget, label: str, options: list, key: str, format_func=str, **kwargs):
-    """A choice widget bound to ?key= by Streamlit (the option's formatted label in the URL) that says so when the
-    link names a value that is none of the options: Streamlit drops such a value without a word and shows the
-    default. Example: ?model=llama-3.1-9b -> "The link's 'model' value 'llama-3.1-9b' ... shows llama-3.1-8b"."""
-    asked = st.query_params.get_all(
-        key
-    )  # before the widget: it takes an unknown value out of the link
-    value = widget(label, options, key=key, bind="query-params", format_func=format_func, **kwargs)
-    labels = {format_func(o) for o in options}
-    unknown = [
-        v for v in asked if v and v not in labels
-    ]  # an empty value: the default, as Streamlit reads it
-    if unknown:
-        shown = value if isinstance(value, (list, tuple)) else [value]
-        unknown_choice(key, label, unknown, ", ".join(format_func(v) for v in shown))
-    return value
-
-
-def unknown_choice(key: str, label: str, asked: list[str], shown: str) -> None:
-    """One sentence for a link's value that a choice does not offer: which value, for which control, and what the
-    page shows instead (in the page's language, the one the language control holds)."""
-    lang = st.session_state.get("lang__w")
-    t = i18n.translator(lang if lang in i18n.LANGUAGES else "en")
-    st.warning(
-        t(
-            "site.url_choice",
-            param=plain(quote(key)),
-            value=plain(quote(asked[0])),
-            label=label,
-            shown=plain(shown) if shown else t("site.url_nothing"),
-        )
-    )
-
-
-def browser_language() -> str:
-    """'ja' or 'en' from the browser's locale, else its Accept-Language header."""
-    ctx = st.context
-    locale = getattr(ctx, "locale", None)
-    return (
-        i18n.from_locale(locale)
-        if locale
-        else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
-    )
-
-
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
     url = st.query_params.get("lang")
     lang = (
-        url if url in i18n.LANGUAGES else browser_language()
+        url if url in i18n.LANGUAGES else i18n.browser_language()
     )  # the browser is asked only without ?lang=
     st.set_page_config(
         page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
@@ -422,7 +369,7 @@ def setup(page: str) -> Frame:
                 st.segmented_control,
                 "言語 / Language",
                 list(i18n.LANGUAGES),
-                browser_language,
+                i18n.browser_language,
                 "lang",
                 format_func=i18n.LANGUAGES.get,
                 required=True,

@@ -7,7 +7,8 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, LIVE, bound_choice, setup, url_choice
+from kvsite.choices import bound_choice
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, url_choice
 from kvsite.layout import row, text
 
 CHUNK_EXAMPLES = (

@@ -6,8 +6,8 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
 from kvsite import growth_sections, i18n, sections
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
-from kvsite.frame import bound_choice, setup
+from kvsite.choices import bound_choice, model_choice, weights_choice
+from kvsite.frame import setup
 from kvsite.layout import row
 
 LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each

@@ -7,8 +7,8 @@ from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
-from kvsite.frame import DEFAULT_SOURCE, LIVE, bound_choice, setup
+from kvsite.choices import bound_choice, model_choice, weights_choice
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.layout import row
 

@@ -7,8 +7,8 @@ from kvcore.timing import hardware
 from kvsite import batch_sections, live
 from kvsite import prefill_sections as ps
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
-from kvsite.frame import DEFAULT_SOURCE, LIVE, bound_choice, setup
+from kvsite.choices import bound_choice, model_choice, weights_choice
+from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 from kvsite.layout import row, text
 
 # Mac data first: the published Apple Silicon batching run (M3 Ultra, four contexts); the bundled Linux CPU run of

@@ -6,8 +6,8 @@ from kvcore.memory.formats import COMPARED, FORMATS
 from kvcore.recordings.published import source
 from kvsite import i18n, quality_sections, savings_sections
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
-from kvsite.frame import LIVE, bound_choice, setup
+from kvsite.choices import bound_choice, model_choice, weights_choice
+from kvsite.frame import LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.layout import row, text
 

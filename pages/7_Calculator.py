@@ -13,7 +13,8 @@ from kvsite import calc as calc_site
 from kvsite import calc_sections, gguf_browser, i18n
 from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
 from kvsite.chart import show_chart
-from kvsite.frame import bound_choice, setup, url_choice
+from kvsite.choices import bound_choice
+from kvsite.frame import setup, url_choice
 from kvsite.layout import row
 
 f = setup("calculator")
