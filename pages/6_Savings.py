@@ -189,6 +189,7 @@ else:
                 f.lang,
                 quality_sections.answer_text(chosen, f.lang),
                 quality_sections.agreement_line(q["answers"], f.lang),
+                quality_sections.answers_scope(qrec, f.lang),
             )
         )
     with st.expander(f.t("savings.quality_published_title"), icon=":material/menu_book:"):

@@ -260,3 +260,20 @@ def test_a_text_shorter_than_asked_is_one_sentence(capsys, tmp_path):
     text.write_text("Only a few words.", encoding="utf-8")
     assert main(["quality", "--text", str(text), "--tokens", "512"]) == 2
     assert "holds 5 tokens; --tokens 512 needs 513" in capsys.readouterr().err
+
+
+def test_the_savings_default_question_is_answered_right_as_recorded(model):
+    """The question the Savings page opens on, asked again through the unquantized cache: the recorded answer, and
+    a right one (kvcore.measure.mlx_quality.DEMO_QUESTIONS says what a right answer holds)."""
+    from kvcore.measure.mlx_quality import DEMO_QUESTIONS, KvOption, greedy
+    from kvcore.recordings import store
+    from kvcore.views.savings import quality_answers
+    from kvsite.quality_sections import default_question
+
+    rec = store.load(store.BUNDLED_DIR / "measured-linux-cpu-smollm2-135m.yaml")
+    answers = quality_answers(rec)
+    question = list(answers)[default_question(answers)]
+    recorded = answers[question][0]["answer"]
+    ids = greedy(model, model.tokenizer.chat(question), KvOption(model.dtype), 40)
+    assert model.tokenizer.decode(ids) == recorded
+    assert DEMO_QUESTIONS[question] in recorded
