@@ -44,6 +44,18 @@ def csv_bytes(df: pd.DataFrame, notes: tuple[str, ...] = ()) -> bytes:
     return text.getvalue().encode("utf-8-sig")
 
 
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as the site shows them (kvcore.units.fmt_num: whole numbers in full with thousands separators, others
+    to 3 significant figures), for a table a reader reads rather than sorts: 8192 -> '8,192', 590.2341 -> '590'."""
+    from kvcore.units import fmt_num
+
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda v: fmt_num(v) if v == v else "—")
+    return out
+
+
 def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang: str = "en") -> str:
     """A small table as a markdown table: columns maps a field to (header, format spec such as "{:.3f}", or
     None for text). Number columns align right. For a handful of rows shown among prose, where st.dataframe's grid

@@ -15,7 +15,7 @@ from kvsite.calc import CUSTOM, available_memory, chip_names, setting_labels
 from kvsite.chart import show_chart
 from kvsite.choices import bound_choice
 from kvsite.frame import setup, url_choice
-from kvsite.layout import row
+from kvsite.layout import row, uploader_words
 
 f = setup("calculator")
 f.intro()
@@ -48,6 +48,13 @@ def calculator() -> None:
             st.error(f.t("calc.bad_input", message=i18n.error_text(f.lang, e)))
             return
     elif src == "config":
+        if f.lang != "en":  # Streamlit's own words in the box are English
+            uploader_words(
+                "upload",
+                f.t("common.upload_button"),
+                f.t("common.upload_note", mb=MAX_CONFIG_BYTES // 1_000_000, types="JSON"),
+                f.t("common.upload_drop"),
+            )
         upload = c[0].file_uploader(
             f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000),
             type=["json"],

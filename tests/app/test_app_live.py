@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import xml.etree.ElementTree as ET
 
@@ -189,7 +190,7 @@ def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_d
     # the same job panel runs the Recordings page's suite; a decode sweep is its quick part (the suite's
     # without-cache comparison takes minutes on a shared CPU)
     at = _wait(
-        _start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)),
+        _start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(1024,)),
         "job_decode",
     )
     assert at.session_state["job_decode"].state == "done" and not at.exception
@@ -199,7 +200,13 @@ def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_d
             d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value
         ]
 
-    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == [256]
+    # numbers as the site writes them: a context with its thousands separator, times to 3 significant figures
+    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == ["1,024"]
+    [row] = results()[0].drop(columns="文脈長（トークン）").to_dict("records")
+    whole = re.compile(r"\d{1,3}(,\d{3})*")  # 1,234: a whole number in full
+    assert all(whole.fullmatch(v) or len(re.sub(r"\D|^0\.0*", "", v)) <= 3 for v in row.values()), (
+        row
+    )
     assert {"live_save_decode", "live_discard_decode"} <= {b.key for b in at.button}
     at.run()  # a rerun (any widget) keeps them
     assert len(results()) == 1

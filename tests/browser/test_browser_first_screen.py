@@ -72,3 +72,14 @@ def test_each_chapter_shows_a_whole_chart_in_its_first_screen_and_is_at_most_fou
     phone = layout(tab, server, name, lang, PHONE)
     assert phone["order"] == desk["order"], "the phone shows the blocks in another order"
     assert not phone["wide"], f"cut at the right edge: {phone['wide']}"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_homes_four_numbers_share_one_row_on_a_desktop(server, tab, lang):
+    """The home page's key numbers side by side at 1400 px: none wraps onto a row of its own."""
+    layout(tab, server, "home", lang, DESKTOP)
+    tops = tab.evaluate(
+        """() => [...document.querySelectorAll("[data-testid='stMetric']")]
+                 .map(m => Math.round(m.getBoundingClientRect().top))"""
+    )
+    assert len(tops) == 4 and len(set(tops)) == 1, tops
