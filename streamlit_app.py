@@ -14,7 +14,9 @@ f.intro()
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = home_sections.key_numbers(rec)
 geo = sections.article_geometry()
-dec = home_sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
+dec = (
+    home_sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—", "chip_name": "—"}
+)
 c = row(gap="medium")  # a metric takes its label's width: the four share one row at 1400 px
 c.metric(
     f.t("home.m_per_token"),

@@ -39,13 +39,17 @@ def _k(tokens: int) -> str:
 
 
 def home_decode(rec: Recording | None, numbers: dict) -> dict:
-    """The home page's decode labels: first/last context of the worked check, the recording's chip and model."""
+    """The home page's decode labels: first/last context of the worked check, the recording's chip (with its vendor,
+    and without: chip_name) and model."""
     p = run_info.badge_fields(rec) if rec is not None else {"chip": "", "model": ""}
     vendor = rec.data.get("hardware", {}).get("vendor", "") if rec is not None else ""
     return {
         "a": _k(numbers["context_a"]),
         "b": _k(numbers["context_b"]),
         "chip": " ".join(filter(None, (vendor, p["chip"]))),
+        "chip_name": p[
+            "chip"
+        ],  # where room is short: the metric's label (its help names the vendor)
         "model": p["model"].split("/")[-1],
     }
 
