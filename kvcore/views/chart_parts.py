@@ -85,7 +85,9 @@ def axis_scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
     """A value axis's scale, PAD_PX of room past the data at each end: linear from the data (not from zero), or log
     from the round tick below the values to the one above."""
     if not log:
-        return alt.Scale(zero=False, padding=PAD_PX)
+        return alt.Scale(
+            zero=False, nice=False, padding=PAD_PX
+        )  # nice: a tick past 0 ("-40 tokens")
     if values is not None and len(values) and (values > 0).any():
         ticks = log_ticks(float(values[values > 0].min()), float(values.max()))
         return alt.Scale(type="log", domain=[ticks[0], ticks[-1]], nice=False, padding=PAD_PX)
