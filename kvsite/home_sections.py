@@ -75,7 +75,7 @@ def link_text(url: str) -> str:
         return f"{m[1]}: {m[2]}"
     m = re.match(r"https://arxiv\.org/abs/([\w.]+)", url)
     if m:
-        return f"arXiv {m[1]}"
+        return f"`arXiv:{m[1]}`"  # an identifier, not a number
     return re.sub(r"^https?://(www\.)?([^/]+).*", r"\2", url)
 
 
