@@ -14,8 +14,10 @@ f.intro()
 rec = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
 n = home_sections.key_numbers(rec)
 geo = sections.article_geometry()
-dec = home_sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—"}
-c = row(gap="large")  # a metric takes its label's width
+dec = (
+    home_sections.home_decode(rec, n) if "tokens_per_s_a" in n else {"chip": "—", "chip_name": "—"}
+)
+c = row(gap="medium")  # a metric takes its label's width: the four share one row at 1400 px
 c.metric(
     f.t("home.m_per_token"),
     f"{n['kv_per_token'] / 1024:,.0f} KiB",
@@ -31,7 +33,7 @@ c.metric(
 if "tokens_per_s_a" in n:
     c.metric(
         f.t("home.m_decode", **dec),
-        f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])}",
+        f"{fmt_num(n['tokens_per_s_a'])} → {fmt_num(n['tokens_per_s_b'])} tok/s",
         help=f.t("home.m_decode_help", **dec),
         width="content",
     )
@@ -67,4 +69,15 @@ for (
         query_params={"lang": f.lang, "rec": home_sections.ARTICLES[article]},
     )
     st.caption(f.t(f"home.{article}_note"))
+with st.expander(f.t("home.sources_title"), icon=":material/link:"):
+    st.markdown(home_sections.sources(f.recs, f.lang))
+
+st.markdown("#### " + f.t("home.run_title"))
+repository = home_sections.repository()
+if repository:  # the hosted site names its repository: the README holds the install steps
+    st.markdown(f.t("home.run_repo", url=repository))
+else:  # no address to link: the README's own two commands
+    st.caption(f.t("home.run_commands"))
+    for command in home_sections.readme_commands():
+        st.code(command, language="sh", wrap_lines=True)
 f.chapter_end()

@@ -29,7 +29,9 @@ from .calc import (
     kv_format_inputs,
     setting_labels,
 )
+from .choices import bound_choice
 from .frame import url_choice
+from .layout import uploader_words
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,11 @@ def _model(f) -> tuple[str, ModelSource | None, str]:
         runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
         top[2].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
     else:
-        runtime = top[2].selectbox(
+        runtime = bound_choice(
+            top[2].selectbox,
             f.t("calc.runtime"),
             list(RUNTIMES),
-            key="rt",
-            bind="query-params",
+            "rt",
             help=f.t("calc.runtime_help"),
         )
     return kind, source, runtime
@@ -132,6 +134,13 @@ def _source(f, col, kind: str) -> ModelSource | None:
             return None
         return ModelSource(label, text)
     if kind == "config":
+        if f.lang != "en":  # Streamlit's own words in the box are English
+            uploader_words(
+                "upload",
+                f.t("common.upload_button"),
+                f.t("common.upload_note", mb=MAX_CONFIG_BYTES // 1_000_000, types="JSON"),
+                f.t("common.upload_drop"),
+            )
         upload = col.file_uploader(
             f.t("calc.upload", mb=MAX_CONFIG_BYTES // 1_000_000),
             type=["json"],
@@ -144,12 +153,8 @@ def _source(f, col, kind: str) -> ModelSource | None:
             return ModelSource(upload.name, upload.getvalue())
         return ModelSource("config.json", pasted)
     names = preset_names()
-    model = col.selectbox(
-        f.t("common.model"),
-        names,
-        index=names.index("llama-3.1-8b"),
-        key="model",
-        bind="query-params",
+    model = bound_choice(
+        col.selectbox, f.t("common.model"), names, "model", index=names.index("llama-3.1-8b")
     )
     return ModelSource(model)
 
@@ -163,12 +168,12 @@ def _weights(f, col, kind: str) -> str:
             key="w_gguf",
             format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
         )
-    return col.selectbox(
+    return bound_choice(
+        col.selectbox,
         f.t("common.weights"),
         DOWNLOAD_WEIGHT_FORMATS,
+        "w",
         index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
-        key="w",
-        bind="query-params",
     )
 
 
@@ -187,8 +192,14 @@ def _settings(f, rt, col) -> tuple:
     for s, (name, tip) in zip(rt.settings, labels):
         common = {"key": s.key, "bind": "query-params", "help": tip}
         if s.choices:  # 2,048 as every count on the page
-            value = box.selectbox(
-                name, s.choices, s.choices.index(s.default), format_func="{:,}".format, **common
+            value = bound_choice(
+                box.selectbox,
+                name,
+                s.choices,
+                s.key,
+                index=s.choices.index(s.default),
+                format_func="{:,}".format,
+                help=tip,
             )
         elif s.switch:
             value = bool(box.checkbox(name, s.default, **common))

@@ -52,8 +52,8 @@ class Export:
     title: str
     lines: tuple[str, ...] = ()
 
-    def csv_header(self) -> str:
-        return "".join(f"# {line}\n" for line in (self.title, *self.lines) if line)
+    def csv_notes(self) -> tuple[str, ...]:
+        return (self.title, *self.lines)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def show_chart(
             with row():
                 st.download_button(
                     frame.t("common.csv"),
-                    lambda: csv_bytes(chart.data, about.csv_header()),
+                    lambda: csv_bytes(chart.data, about.csv_notes()),
                     f"{stem}.csv",
                     "text/csv",
                     key=f"{key}_csv",

@@ -21,6 +21,7 @@ from kvcore.recordings.store import Recording
 from . import chapters, i18n, recording_text, uploads
 from .chapters import HOME, by_slug
 from .chart import Export
+from .choices import unknown_choice
 from .guard import drop_odd_numbers, install
 from .layout import plain, row, style, text
 from .sources import badge_fields, live_status, load_recordings, source_label
@@ -106,6 +107,7 @@ class Frame:
                 help=self.t("source.help"),
                 width=SOURCE_PX,
                 label_visibility="collapsed",
+                say_unknown=False,  # _missing_source says why, below
             )
         rec = by_id.get(chosen, LIVE)
         asked = st.query_params.get("src")
@@ -315,7 +317,8 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
     """A choice widget bound to ?key=<option> by its raw value (Streamlit's own binding puts the
     *formatted* label in the URL). The URL wins when valid; a change rewrites it; the default is omitted.
     default may be a function, called only when needed (the URL holds no valid choice, or the reader changed it).
-    """
+    A ?key= naming no option is said beside the widget (say_unknown=False: the caller says it)."""
+    say_unknown = kwargs.pop("say_unknown", True)
     url = st.query_params.get(key)
     value = next((o for o in options if str(o) == url), None)
     if value is None:
@@ -335,29 +338,22 @@ def url_choice(widget, label: str, options: list, default, key: str, format_func
         else:
             st.query_params[key] = str(new)
 
-    return widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
+    chosen = widget(label, options, key=wkey, on_change=_sync, format_func=format_func, **kwargs)
+    if url and say_unknown and not any(str(o) == url for o in options):
+        unknown_choice(key, label, [url], format_func(chosen))
+        st.query_params.pop(key, None)  # said once, as Streamlit's own binding drops such a value
+    return chosen
 
 
 def _value(default):
     return default() if callable(default) else default
 
 
-def browser_language() -> str:
-    """'ja' or 'en' from the browser's locale, else its Accept-Language header."""
-    ctx = st.context
-    locale = getattr(ctx, "locale", None)
-    return (
-        i18n.from_locale(locale)
-        if locale
-        else i18n.from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
-    )
-
-
 def setup(page: str) -> Frame:
     """Page config, language switch, navigation, read-only note and broken-recording warnings."""
     url = st.query_params.get("lang")
     lang = (
-        url if url in i18n.LANGUAGES else browser_language()
+        url if url in i18n.LANGUAGES else i18n.browser_language()
     )  # the browser is asked only without ?lang=
     st.set_page_config(
         page_title=f"{i18n.translate(lang, 'nav.' + page)} — {i18n.translate(lang, 'site.name')}",
@@ -373,10 +369,11 @@ def setup(page: str) -> Frame:
                 st.segmented_control,
                 "言語 / Language",
                 list(i18n.LANGUAGES),
-                browser_language,
+                i18n.browser_language,
                 "lang",
                 format_func=i18n.LANGUAGES.get,
                 required=True,
+                say_unknown=False,  # said in the page's body below, where a phone shows it
             )
             or lang
         )
@@ -416,6 +413,8 @@ def setup(page: str) -> Frame:
         st.warning(
             t("site.broken", count=len(errors)) + "\n\n" + "\n".join(f"- `{e}`" for e in errors)
         )
+    if url and url not in i18n.LANGUAGES:
+        unknown_choice("lang", "言語 / Language", [url], i18n.LANGUAGES[lang])
     for key, value in odd[:1]:  # one sentence, for the first such value
         st.warning(
             t(

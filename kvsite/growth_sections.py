@@ -139,7 +139,33 @@ def growth(
         "weights": int(top["weights"]),
         "crossover": crossover_context(g, weights, spec, seqs),
         "model_max": g.max_position_embeddings,
+        "axes": axes_note(model, log, lang),
     }
+
+
+def axes_note(model: str, log: bool, lang: str) -> str:
+    """What the chart's axes make of linear growth, and why this model's line is not straight when it is not: layers
+    that stop growing (a sliding window) or never grow (a linear-attention state) add a fixed part to a growing one.
+
+    Example: axes_note("gemma-3-4b", True, "en") -> "Both axes are logarithmic: ... its 29 sliding-window layers ..."
+    """
+    t = i18n.translator(lang, "growth.")
+    g = preset_geometry(model)
+    axes = t("axes_log" if log else "axes_linear")
+    windows = [layer.window for layer in g.layers if layer.kind == "sliding"]
+    states = [layer for layer in g.layers if layer.kind == "linear"]
+    if not windows and not states:
+        return axes
+    scale = "log" if log else "linear"
+    fixed = len(windows) or len(states)
+    why = t(
+        f"fixed_{'window' if windows else 'state'}_{scale}",
+        model=model,
+        n=fixed,
+        rest=len(g.layers) - fixed,
+        window=f"{max(windows):,}" if windows else "",
+    )
+    return i18n.join(lang, axes, why)
 
 
 @cached

@@ -223,3 +223,16 @@ def from_locale(locale: str | None, accept_language: str | None = None) -> str:
             code = value.strip().lower()[:2]
             return code if code in LANGUAGES else DEFAULT
     return DEFAULT
+
+
+def browser_language() -> str:
+    """'ja' or 'en' from the browser's locale, else its Accept-Language header."""
+    import streamlit as st  # the site's reader of the browser; the rest of i18n needs no Streamlit
+
+    ctx = st.context
+    locale = getattr(ctx, "locale", None)
+    return (
+        from_locale(locale)
+        if locale
+        else from_locale(None, ctx.headers.get("Accept-Language") if ctx.headers else None)
+    )

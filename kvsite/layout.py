@@ -59,3 +59,26 @@ def style() -> None:
     """The site's layout rules (kvsite/site.css: tables that fit a phone's column), once per page run: a
     style-only st.html goes to Streamlit's event container and takes no room on the page."""
     st.html(f"<style>{_CSS}</style>")
+
+
+def uploader_words(key: str, button: str, note: str, drop: str) -> None:
+    """A file uploader's own English (its "Upload" button, its "2MB per file • YAML" line, the "Drag and drop a file
+    here" shown while a file is dragged over it) replaced by `button`, `note` and `drop`: Streamlit 1.67 takes no text
+    for them, so a style scoped to the widget's key (its st-key-<key> class) draws ours in their place."""
+
+    def css(text: str) -> str:  # a CSS string: quotes and backslashes escaped, no line break
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+    zone = f".st-key-{key} [data-testid='stFileUploaderDropzone']"
+    st.html(
+        "<style>"
+        f"{zone} button [data-testid='stMarkdownContainer'] p,"
+        f"{zone} [data-testid='stFileUploaderDropzoneInstructions'] span,"
+        f"{zone} > div:not([data-testid]) span {{font-size: 0}}"
+        f"{zone} button [data-testid='stMarkdownContainer'] p::after {{content: {css(button)}}}"
+        f"{zone} [data-testid='stFileUploaderDropzoneInstructions'] span::after"
+        f" {{content: {css(note)}}}"
+        f"{zone} > div:not([data-testid]) span::after {{content: {css(drop)}}}"
+        f"{zone} p::after, {zone} span::after {{font-size: 0.875rem}}"
+        "</style>"
+    )

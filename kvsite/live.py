@@ -23,6 +23,7 @@ from kvcore.views.memory import ARTICLE_MODEL
 from . import i18n
 from .layout import row
 from .recording_text import group_name, translated_table
+from .tables import readable
 
 MODELS = (
     "cpu-demo",
@@ -258,7 +259,7 @@ def _results(f, job: Job) -> None:
                     ["batch", "context", "ms_per_step", "tokens_per_s_total", "tokens_per_s"]
                 ].rename(columns={"tokens_per_s": "tokens_per_s_seq"})
             st.caption(group_name(f.lang, section))
-            st.dataframe(translated_table(df, f.lang), hide_index=True)
+            st.dataframe(readable(translated_table(df, f.lang)), hide_index=True)
 
 
 def progress_text(f, done: int, total: int, text: str) -> str:

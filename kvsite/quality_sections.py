@@ -218,6 +218,28 @@ def default_question(answers: dict[str, list[dict]]) -> int:
     return -max(scores)[1] if scores else 0
 
 
+@cached
+def answers_scope(rec: Recording, lang: str) -> str:
+    """What a few answers can show (how an answer changes once a cache moves a prediction) and cannot (how often),
+    beside the figure that can: each format's top-1 agreement over every scored position of the text."""
+    t = i18n.translator(lang)
+    answers = savings_views.quality_answers(rec)
+    scored = savings_views.quality_trade([rec])
+    top1 = dict(zip(scored["format"], scored["top1_agreement"], strict=True))
+    rows = next(iter(answers.values()), [])[1:]
+    items = t("recordings.list_sep").join(
+        t("savings.quality_point_of", fmt=format_label(r, lang), pct=f"{top1[r['label']]:.1%}")
+        for r in rows
+        if r.get("label") in top1
+    )
+    return t(
+        "savings.quality_answers_scope",
+        n=len(answers),
+        tokens=f"{int(scored['tokens'].max()):,}",
+        items=items,
+    )
+
+
 def agreement_line(answers: dict[str, list[dict]], lang: str) -> str:
     """Per cache format, on how many of the questions it gave the baseline's answer: "fp16 3 of 3, ..."."""
     rows = list(answers.values())

@@ -26,13 +26,38 @@ def csv_number(value) -> str:
     return fmt_num(value, 4).replace(",", "") if value == value else ""
 
 
-def csv_bytes(df: pd.DataFrame, header: str = "") -> bytes:
-    """The table as UTF-8 CSV: `header` first (comment lines, "# ..."), then the rows with readable numbers."""
+def csv_bytes(df: pd.DataFrame, notes: tuple[str, ...] = ()) -> bytes:
+    """The table as CSV that Excel opens as it is (a Japanese Mac's too) and a program reads: UTF-8 with a byte-order
+    mark (without one Excel reads the bytes as Shift_JIS), `notes` first, each a row `#,<note>` (the note one quoted
+    cell, its commas kept: Excel shows it whole beside the #, and pd.read_csv(path, comment="#") skips the row), then
+    the table with readable numbers.
+
+    Example: csv_bytes(df, ("Title", "Settings: context: 32,768")) ->
+        b'\xef\xbb\xbf#,Title\n#,"Settings: context: 32,768"\ntokens,mib\n...'
+    """
+    import csv
+    import io
+
     out = df.copy()
     for col in out.columns:
         if pd.api.types.is_float_dtype(out[col]):
             out[col] = out[col].map(csv_number)
-    return (header + out.to_csv(index=False)).encode("utf-8")
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(["#", note] for note in notes if note)
+    out.to_csv(text, index=False, lineterminator="\n")
+    return text.getvalue().encode("utf-8-sig")
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as the site shows them (kvcore.units.fmt_num: whole numbers in full with thousands separators, others
+    to 3 significant figures), for a table a reader reads rather than sorts: 8192 -> '8,192', 590.2341 -> '590'."""
+    from kvcore.units import fmt_num
+
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda v: fmt_num(v) if v == v else "—")
+    return out
 
 
 def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang: str = "en") -> str:

@@ -53,7 +53,8 @@ TRAP_SERIES = ("allocated", "used", "theory")
 def trap_chart(
     tokens: int, fmt: str, lang: str, points: pd.DataFrame | None, names: dict[str, str]
 ) -> dict:
-    """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers.
+    """The simulated curve from its breakpoints and measured points (already cut at `tokens`), the 256/257 numbers:
+    the live probe's where it measured both (at_source "live", sim: the simulation's beside them), else simulated.
 
     points: long rows (recording, tokens, series, mib); names: recording id -> legend name."""
     t = i18n.translator(lang)
@@ -70,12 +71,25 @@ def trap_chart(
     table = (curve if pts is None else pd.concat([curve, pts], ignore_index=True)).rename(
         columns=titles
     )
+    edge = (allocsim.STEP, allocsim.STEP + 1)
+    sim = views.trap_at(g, edge, fmt)
+    live = {} if points is None else _live_at(points, edge)
     return {
         "chart": make_chart(
             table, "trap_chart", curve, pts, series, t("trap.x"), "MiB", titles=titles, height=280
         ),
-        "at": views.trap_at(g, (allocsim.STEP, allocsim.STEP + 1), fmt),
+        "at": live or sim,
+        "at_source": "live" if live else "simulation",
+        "sim": sim,
     }
+
+
+def _live_at(points: pd.DataFrame, edge: tuple[int, int]) -> dict:
+    """{(n, "allocated" | "used"): MiB} at the block edge as the live probe measured it; {} when it did not."""
+    live = points[(points["recording"] == "live") & points["tokens"].isin(edge)]
+    got = {(int(r.tokens), r.series): float(r.mib) for r in live.itertuples()}
+    want = [(n, kind) for n in edge for kind in ("allocated", "used")]
+    return {k: got[k] for k in want} if all(k in got for k in want) else {}
 
 
 @cached

@@ -68,7 +68,7 @@ if rec is not None:
     st.caption(  # the hosted demo measures nothing: there, how to measure it yourself
         i18n.join(
             f.lang,
-            f.t("mechanism.measured_note"),
+            measured["note"],
             f.run_yourself("python -m kvcore record") if f.demo else f.t("mechanism.measured_live"),
         )
     )

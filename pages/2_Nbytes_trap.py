@@ -7,6 +7,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n, live, sections, trap_sections
 from kvsite.chart import show_chart
+from kvsite.choices import bound_choice
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup, url_choice
 from kvsite.layout import row, text
 
@@ -38,12 +39,12 @@ def trap_section(rec) -> None:
         bind="query-params",
     )
     fmts = mlx_cache_formats()  # the formats an mlx_lm cache class holds
-    fmt = c.selectbox(
+    fmt = bound_choice(
+        c.selectbox,
         f.t("trap.format"),
         fmts,
+        "fmt",
         index=fmts.index("fp16"),
-        key="fmt",
-        bind="query-params",
         help=f.t("trap.format_help"),
     )
 
@@ -74,7 +75,16 @@ def trap_section(rec) -> None:
             f"{at[b, kind] - at[a, kind]:+.3f} MiB",
             delta_color="inverse",
         )
-    note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
+    if (
+        trap["at_source"] == "live"
+    ):  # the real mlx_lm cache's numbers, and whether the simulation agrees
+        same = all(abs(trap["sim"][k] - at[k]) < 1e-9 for k in at)
+        note = [
+            f.t("trap.metrics_note_live", model=ARTICLE_MODEL, **geo),
+            f.t("trap.sim_agrees" if same else "trap.sim_differs"),
+        ]
+    else:
+        note = [f.t("trap.metrics_note", model=ARTICLE_MODEL, **geo)]
     article = trap_sections.article_trap(next((r for r in f.recs if r.id == DEFAULT_SOURCE), None))
     if fmt == "fp16" and article:  # Article A measured the fp16 cache only
         note.append(f.t("trap.article_note", **article))

@@ -4,9 +4,9 @@ import streamlit as st
 
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
-from kvsite import growth_sections, sections
+from kvsite import growth_sections, i18n, sections
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
+from kvsite.choices import bound_choice, model_choice, weights_choice
 from kvsite.frame import setup
 from kvsite.layout import row
 
@@ -23,24 +23,24 @@ def body(rec) -> None:
     the model, format and sequences chosen at its top)."""
     c = row()
     model = model_choice(c, f)
-    ctx = c.select_slider(
+    ctx = bound_choice(
+        c.select_slider,
         f.t("growth.max_context"),
         [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
-        32768,
-        key="ctx",
+        "ctx",
+        value=32768,
         format_func="{:,}".format,
-        bind="query-params",
     )
     weights = weights_choice(c, f)
     kvs = (
         mlx_cache_formats()
     )  # the chapter's cache is mlx_lm's: what its KVCache / QuantizedKVCache hold
-    kv = c.selectbox(
+    kv = bound_choice(
+        c.selectbox,
         f.t("common.kv_format"),
         kvs,
+        "kv",
         index=kvs.index("fp16"),
-        key="kv",
-        bind="query-params",
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
     log = c.toggle(f.t("growth.log"), False, key="log", bind="query-params")
@@ -85,7 +85,9 @@ def body(rec) -> None:
         f.t("growth.crossover"), f"{cross:,}" if cross else "—", help=f.t("growth.crossover_help")
     )
     st.code(grow["formula"], language=None, wrap_lines=True)
-    st.caption(f.t("growth.exact_note", **sections.article_geometry()))
+    st.caption(
+        i18n.join(f.lang, f.t("growth.exact_note", **sections.article_geometry()), grow["axes"])
+    )
 
     with st.expander(f.t("growth.layers_title"), icon=":material/layers:"):
         contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value

@@ -7,7 +7,7 @@ from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite import decode_sections, live
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
+from kvsite.choices import bound_choice, model_choice, weights_choice
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.layout import row
@@ -70,8 +70,8 @@ chips = [c.chip for c in hardware.chips()]
 def what_if_section() -> None:
     """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them)."""
     c = row()
-    chip_name = c.selectbox(
-        f.t("decode.chip"), chips, index=chips.index("M5 Pro"), key="chip", bind="query-params"
+    chip_name = bound_choice(
+        c.selectbox, f.t("decode.chip"), chips, "chip", index=chips.index("M5 Pro")
     )
     model = model_choice(c, f)
     weights = weights_choice(c, f)

@@ -7,7 +7,7 @@ from kvcore.timing import hardware
 from kvsite import batch_sections, live
 from kvsite import prefill_sections as ps
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
+from kvsite.choices import bound_choice, model_choice, weights_choice
 from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
 from kvsite.layout import row, text
 
@@ -28,9 +28,7 @@ if rec == LIVE:
 
 chips = [c.chip for c in hardware.chips()]
 c = row()
-chip = c.selectbox(
-    f.t("decode.chip"), chips, index=chips.index(DEFAULT_CHIP), key="chip", bind="query-params"
-)
+chip = bound_choice(c.selectbox, f.t("decode.chip"), chips, "chip", index=chips.index(DEFAULT_CHIP))
 model = model_choice(c, f)
 weights = weights_choice(c, f)
 prompt = c.number_input(

@@ -6,7 +6,7 @@ from kvcore.memory.formats import COMPARED, FORMATS
 from kvcore.recordings.published import source
 from kvsite import i18n, quality_sections, savings_sections
 from kvsite.chart import show_chart
-from kvsite.choices import model_choice, weights_choice
+from kvsite.choices import bound_choice, model_choice, weights_choice
 from kvsite.frame import LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.layout import row, text
@@ -17,13 +17,13 @@ f = setup("savings")
 f.intro()
 c = row()
 model = model_choice(c, f, "llama-3.1-8b")
-ctx = c.select_slider(
+ctx = bound_choice(
+    c.select_slider,
     f.t("common.context"),
     [4096, 8192, 32768, 65536, 131072, 262144],
-    131072,
-    key="ctx",
+    "ctx",
+    value=131072,
     format_func="{:,}".format,
-    bind="query-params",
 )
 
 st.header(f.t("savings.heads_title"))
@@ -42,8 +42,8 @@ with st.expander(f.t("savings.heads_more"), icon=":material/info:"):
     st.markdown(f.t("savings.heads_text"))
 st.header(f.t("savings.formats_title"))
 default = list(COMPARED)  # kvcore.memory.formats: the formats the site compares
-fmts = st.multiselect(
-    f.t("savings.formats"), list(FORMATS), default, key="fmts", bind="query-params"
+fmts = bound_choice(
+    st.multiselect, f.t("savings.formats"), list(FORMATS), "fmts", default=default
 ) or ["fp16"]
 formats = savings_sections.formats(model, tuple(fmts), ctx, f.lang)
 if not formats[
@@ -162,21 +162,21 @@ else:
         st.markdown("##### " + f.t("savings.quality_answers_title"))
         c = row()
         prompts = list(q["answers"])
-        prompt = c.selectbox(
+        prompt = bound_choice(
+            c.selectbox,
             f.t("savings.quality_answers_prompt"),
             prompts,
+            "qprompt",
             index=quality_sections.default_question(q["answers"]),
-            key="qprompt",
-            bind="query-params",
         )
         rows = q["answers"][prompt]
         labels = [quality_sections.format_label(r, f.lang) for r in rows[1:]]
-        pick = c.selectbox(
+        pick = bound_choice(
+            c.selectbox,
             f.t("savings.quality_answers_pick"),
             labels,
+            "qfmt",
             index=min(2, len(labels) - 1),
-            key="qfmt",
-            bind="query-params",
         )
         chosen = rows[1 + labels.index(pick)]
         left, right = st.columns(2)
@@ -189,6 +189,7 @@ else:
                 f.lang,
                 quality_sections.answer_text(chosen, f.lang),
                 quality_sections.agreement_line(q["answers"], f.lang),
+                quality_sections.answers_scope(qrec, f.lang),
             )
         )
     with st.expander(f.t("savings.quality_published_title"), icon=":material/menu_book:"):

@@ -6,7 +6,7 @@ from kvcore.recordings import store as recordings
 from kvsite import live, log_sections, recordings_sections, uploads
 from kvsite.chart import show_chart
 from kvsite.frame import DEFAULT_SOURCE, setup, url_choice
-from kvsite.layout import text
+from kvsite.layout import text, uploader_words
 from kvsite.sources import yaml_bytes
 from kvsite.tables import csv_bytes
 
@@ -110,6 +110,13 @@ text(
     f.t("recordings.upload_lead"),
     f.run_yourself("python -m kvcore record"),
 )
+if f.lang != "en":  # Streamlit's own words in the box are English
+    uploader_words(
+        uploads.UPLOADER,
+        f.t("common.upload_button"),
+        f.t("common.upload_note", mb=recordings.MAX_FILE_BYTES // 1_000_000, types="YAML"),
+        f.t("common.upload_drop"),
+    )
 st.file_uploader(
     f.t("recordings.upload", mb=recordings.MAX_FILE_BYTES // 1_000_000),
     type=["yaml", "yml"],

@@ -231,3 +231,14 @@ def test_the_quality_charts_point_labels_do_not_overlap_on_a_phone():
     assert tests[1:] == [
         (f"datum.label_place == '{p}'", f"!(width < {NARROW_PX})") for p, *_ in LABEL_PLACES
     ]
+
+
+def test_two_series_of_one_chart_never_share_a_colour():
+    """More sources than the palette holds share a colour site-wide (source_colors cycles): within one chart the
+    later of two gets a colour no series of that chart has, the first keeps its own."""
+    from kvcore.views.chart_parts import PALETTE, color_scale
+
+    same = {"run a": PALETTE[7], "run b": PALETTE[7], "run c": PALETTE[0]}
+    scale = color_scale(["run a", "run b", "run c", "computed"], same).to_dict()
+    assert scale["range"][0] == PALETTE[7] and scale["range"][2] == PALETTE[0]
+    assert len(set(scale["range"])) == 4

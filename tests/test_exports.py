@@ -139,14 +139,43 @@ def test_csv_numbers_are_readable_and_the_source_comes_first():
 
     text = csv_bytes(
         pd.DataFrame({"tokens": [257], "mib": [8.031250000001], "share": [0.1 + 0.2]}),
-        "# タイトル\n# 出典：記事 A\n",
-    ).decode("utf-8")
+        ("タイトル", "出典：記事 A"),
+    ).decode("utf-8-sig")
     assert text.splitlines() == [
-        "# タイトル",
-        "# 出典：記事 A",
+        "#,タイトル",
+        "#,出典：記事 A",
         "tokens,mib,share",
         "257,8.031,0.3",
     ]
+
+
+NOTES = ("タイトル：Llama-3.2-1B", '設定：文脈長：32,768、モデル："llama"', "出典：記事 A")
+
+
+def test_csv_opens_in_excel_on_a_japanese_mac():
+    """Excel reads a CSV without a byte-order mark in the system's code page (Shift_JIS on a Japanese Mac): the file
+    starts with UTF-8's BOM. Excel splits a line at every comma outside quotes: each note is one cell beside its #,
+    whole (32,768 and quotes included), and the table's header is one row of its own."""
+    import csv
+
+    from kvsite.tables import csv_bytes
+
+    df = pd.DataFrame({"文脈長": [32768, 65536], "系列": ["実測, CPU", "公表値"]})
+    data = csv_bytes(df, NOTES)
+    assert data.startswith(b"\xef\xbb\xbf")
+    with pytest.raises(UnicodeDecodeError):
+        data.decode("shift_jis")  # what Excel would read without the mark: not these words
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    assert rows[: len(NOTES)] == [["#", note] for note in NOTES]
+    assert rows[len(NOTES) :] == [["文脈長", "系列"], ["32768", "実測, CPU"], ["65536", "公表値"]]
+
+
+def test_csv_reads_back_in_code_without_its_notes():
+    from kvsite.tables import csv_bytes
+
+    df = pd.DataFrame({"tokens": [256, 257], "series": ["allocated, mlx_lm", "used"]})
+    back = pd.read_csv(io.BytesIO(csv_bytes(df, NOTES)), comment="#")
+    assert back.to_dict("list") == df.to_dict("list")
 
 
 def test_every_chart_on_the_pages_has_an_export_title_in_both_languages():

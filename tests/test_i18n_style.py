@@ -69,7 +69,9 @@ TERMS = {
         [r"トークン/秒", r"トークン毎秒", r"tokens/s", r"tokens per second"],
     ),
     "memory-bound": ("メモリ帯域律速", [r"メモリ律速", r"(?<!メモリ帯域律速（)memory-bound"]),
-    "theory line": ("理論値（理論式）", [r"公式"]),
+    "theory line": ("理論値（式から計算）", [r"公式", r"理論値（理論式）"]),
+    "trade-off": ("トレードオフ", [r"取引"]),
+    "everything a runtime allocates": ("確保するメモリの合計", [r"もの全部"]),
     "GQA": (
         "Grouped-Query Attention（GQA）",
         [r"グループ化クエリ", r"(?<!Grouped-Query Attention（)GQA）"],

@@ -285,3 +285,20 @@ def test_the_price_by_position_runs_on_the_real_model_and_its_recording_checks(c
         "error: --tokens 8,193 is beyond smollm2-135m's window of 8,192 positions "
         "(max_position_embeddings); give at most that."
     )
+
+
+def test_the_savings_default_question_is_answered_right_as_recorded(model):
+    """The question the Savings page opens on, asked again through the unquantized cache: the recorded answer, and
+    a right one (kvcore.measure.mlx_quality.DEMO_QUESTIONS says what a right answer holds)."""
+    from kvcore.measure.mlx_quality import DEMO_QUESTIONS, KvOption, greedy
+    from kvcore.recordings import store
+    from kvcore.views.savings import quality_answers
+    from kvsite.quality_sections import default_question
+
+    rec = store.load(store.BUNDLED_DIR / "measured-linux-cpu-smollm2-135m.yaml")
+    answers = quality_answers(rec)
+    question = list(answers)[default_question(answers)]
+    recorded = answers[question][0]["answer"]
+    ids = greedy(model, model.tokenizer.chat(question), KvOption(model.dtype), 40)
+    assert model.tokenizer.decode(ids) == recorded
+    assert DEMO_QUESTIONS[question] in recorded

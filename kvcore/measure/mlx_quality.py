@@ -25,6 +25,14 @@ from kvcore.memory.formats import mlx_cache, mlx_cache_formats
 MLX_GROUPS = (32, 64, 128)  # what mx.quantize accepts (mlx 0.32.4)
 DEFAULT_CHUNK = 256
 DEFAULT_PROMPT = "What is the capital of Japan?"
+# The questions the bundled recording asks through each cache, each with what a right answer says: questions the
+# unquantized model answers right, so an answer that changes shows what the cache did, not a wrong baseline
+DEMO_QUESTIONS = {
+    "What is the capital of Japan?": "Tokyo",
+    "What is the capital of France?": "Paris",
+    "What language is spoken in Brazil?": "Portuguese",
+    "What is the boiling point of water in Celsius?": "100",
+}
 QUANTIZE_RULE = (
     "mlx_lm's maybe_quantize_kv_cache before every forward pass (quantized_kv_start 0: converted "
     "before the first token, so every position reads quantized K/V); plain fp16/bf16 stored in that dtype, "

@@ -37,6 +37,7 @@ PALETTE = [
     "#ffbb78",
 ]
 LABEL_LIMIT = 250  # px: a legend starts right of the y axis (~70 px in on a phone); run names are made to fit (Recording.short_name)
+PAD_PX = 10  # px of room a scale leaves past its data at each end: a point or a line's top is never cut by the frame
 MAX_ROWS = 5000  # Altair's default row limit; builders draw from breakpoints and never come near it
 
 
@@ -64,21 +65,33 @@ def source_colors(recs: list) -> dict[str, str]:
 
 
 def color_scale(domain: list, colors: dict | None = None) -> alt.Scale:
-    """Colours for `domain`: from `colors` (a source's colour site-wide) where given, else the palette in order."""
+    """Colours for `domain`: from `colors` (a source's colour site-wide) where given, else the palette in order; a
+    colour another series of this chart already has is replaced by one no series here has (more sources than the
+    palette has colours share one site-wide, never within a chart while the palette lasts)."""
     colors = colors or {}
+    wanted = [colors.get(v) for v in domain]
     free = iter(c for c in PALETTE if c not in colors.values())
-    return alt.Scale(domain=domain, range=[colors.get(v) or next(free, "#888888") for v in domain])
+    out: list[str] = []
+    for c in wanted:
+        if c is None or c in out:
+            c = next((p for p in free if p not in out and p not in wanted), None) or next(
+                (p for p in PALETTE if p not in out), "#888888"
+            )
+        out.append(c)
+    return alt.Scale(domain=domain, range=out)
 
 
 def axis_scale(log: bool, values: pd.Series | None = None) -> alt.Scale:
+    """A value axis's scale, PAD_PX of room past the data at each end: linear from the data (not from zero), or log
+    from the round tick below the values to the one above."""
     if not log:
-        return alt.Scale(zero=False)
+        return alt.Scale(
+            zero=False, nice=False, padding=PAD_PX
+        )  # nice: a tick past 0 ("-40 tokens")
     if values is not None and len(values) and (values > 0).any():
         ticks = log_ticks(float(values[values > 0].min()), float(values.max()))
-        return alt.Scale(
-            type="log", domain=[ticks[0], ticks[-1]], nice=False
-        )  # from the tick below to the tick above
-    return alt.Scale(type="log")
+        return alt.Scale(type="log", domain=[ticks[0], ticks[-1]], nice=False, padding=PAD_PX)
+    return alt.Scale(type="log", padding=PAD_PX)
 
 
 LADDERS = (

@@ -13,6 +13,7 @@ import altair as alt
 import pandas as pd
 
 from kvcore.views.chart_parts import (
+    PAD_PX,
     SELECTION,
     Choice,
     axis_for,
@@ -135,8 +136,8 @@ def trap_chart(
     sel = alt.selection_point(name=SELECTION, fields=["series"], bind="legend")
     color = alt.Color("series:N", legend=legend(), scale=color_scale(order), sort=order)
     opacity = picked(sel, 0.15)
-    x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False))
-    y = alt.Y("mib:Q", title=y_title)
+    x = alt.X("tokens:Q", title=x_title, scale=alt.Scale(zero=False, nice=False, padding=PAD_PX))
+    y = alt.Y("mib:Q", title=y_title, scale=alt.Scale(padding=PAD_PX))
     tip = tooltips(curve, ["series", "tokens", "mib"], titles)
 
     def part(name: str, **mark):

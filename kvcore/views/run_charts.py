@@ -11,6 +11,7 @@ import pandas as pd
 from kvcore.views.chart_parts import (
     LABEL_PLACES,
     NARROW_PX,
+    PAD_PX,
     SELECTION,
     axis_for,
     axis_scale,
@@ -56,13 +57,17 @@ def slowdown_scatter(
         colors = {**(colors or {}), faded: "#c7c7c7"}
         domain.append(faded)
     hi = float(max(df[x].max(), df[y].max(), 1.0)) if not df.empty else 1.0
+    lo = (
+        float(min(df[x].min(), df[y].min(), 1.0)) if not df.empty else 1.0
+    )  # a run faster at length
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     enc_color = alt.Color(
         f"{color}:N", scale=color_scale(domain, colors), legend=legend(symbolLimit=0)
     )
     # log axes: a ratio of 2 is as far from 1 as 4 from 2, and one steep run does not flatten the rest
-    scale = alt.Scale(type="log", domain=[1, hi], nice=False)
+    scale = alt.Scale(type="log", domain=[lo, hi], nice=False, padding=PAD_PX)
     ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15, 20) if t <= hi * 1.000001]
+    ticks = [0.9] * (lo < 0.95) + ticks
     x_enc = alt.X(f"{x}:Q", title=x_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
     y_enc = alt.Y(f"{y}:Q", title=y_title, scale=scale, axis=alt.Axis(values=ticks, format="~g"))
     opacity = picked(sel, 0.12)

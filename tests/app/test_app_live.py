@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import xml.etree.ElementTree as ET
 
@@ -14,6 +15,7 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views import charts as kcharts
 from kvcore.views import memory as views
 from kvsite import chart as chart_view
+from kvsite import i18n, sections
 
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.mlx
@@ -188,7 +190,7 @@ def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_d
     # the same job panel runs the Recordings page's suite; a decode sweep is its quick part (the suite's
     # without-cache comparison takes minutes on a shared CPU)
     at = _wait(
-        _start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(256,)),
+        _start_sweep(page("pages/4_Decode_slowdown.py", "ja", src="live"), contexts=(1024,)),
         "job_decode",
     )
     assert at.session_state["job_decode"].state == "done" and not at.exception
@@ -198,7 +200,13 @@ def test_a_finished_run_keeps_its_results_in_view_until_saved_or_discarded(rec_d
             d.value for d in at.dataframe if "tok/s" in d.value and "文脈長（トークン）" in d.value
         ]
 
-    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == [256]
+    # numbers as the site writes them: a context with its thousands separator, times to 3 significant figures
+    assert len(results()) == 1 and list(results()[0]["文脈長（トークン）"]) == ["1,024"]
+    [row] = results()[0].drop(columns="文脈長（トークン）").to_dict("records")
+    whole = re.compile(r"\d{1,3}(,\d{3})*")  # 1,234: a whole number in full
+    assert all(whole.fullmatch(v) or len(re.sub(r"\D|^0\.0*", "", v)) <= 3 for v in row.values()), (
+        row
+    )
     assert {"live_save_decode", "live_discard_decode"} <= {b.key for b in at.button}
     at.run()  # a rerun (any widget) keeps them
     assert len(results()) == 1
@@ -237,3 +245,19 @@ def test_the_prefill_chapters_live_run_measures_both_sweeps_and_draws_them(rec_d
     assert (
         "Points: a real prefill measured at each prompt length" in shown
     )  # the live run's own prefill
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_after_a_live_probe_the_trap_numbers_are_the_real_caches(rec_dir, lang):
+    """The metrics at 256 and 257 tokens and their caption come from the probe just run on the real mlx_lm cache,
+    not from the simulation the page shows before it (which the caption then says agrees)."""
+    t = i18n.translator(lang, "trap.")
+    at = page("pages/2_Nbytes_trap.py", lang, src="live", tokens=300)
+    assert t("metrics_note", model="llama-3.2-1b", **sections.article_geometry()) in texts(at)
+    at.button(key="live_trap_run").click().run()
+    assert not at.exception and not at.error
+    words = texts(at)
+    assert t("metrics_note_live", model="llama-3.2-1b", **sections.article_geometry()) in words
+    assert t("metrics_note", model="llama-3.2-1b", **sections.article_geometry()) not in words
+    assert t("sim_agrees") in words
+    assert [m.value for m in at.metric][:2] == ["8.000 MiB", "16.000 MiB"]

@@ -120,8 +120,35 @@ def test_the_default_question_shows_what_the_agreement_table_says(rec_dir, lang)
     assert "first_divergence" not in rows["mlx-q8 (group 64)"]
     assert "first_divergence" in rows["mlx-q4 (group 64)"]
     words = texts(at)
-    mlx_q8 = sum("first_divergence" not in q[2] for q in answers.values())
-    assert (f"mlx-q8 (group 64) {mlx_q8} of 3" if lang == "en" else f"3 問中 {mlx_q8} 問") in words
+    mlx_q8, total = sum("first_divergence" not in q[2] for q in answers.values()), len(answers)
+    assert (
+        f"mlx-q8 (group 64) {mlx_q8} of {total}" if lang == "en" else f"{total} 問中 {mlx_q8} 問"
+    ) in words
+
+
+@pytest.mark.parametrize("rec", [REC, LLAMACPP_REC])
+def test_every_question_the_answers_ask_the_baseline_answers_right(rec):
+    """A wrong baseline could not show what a cache does to an answer ("Neptune ... actually Uranus" was the default):
+    each question is one kvcore.measure.mlx_quality.DEMO_QUESTIONS holds with what a right answer says."""
+    from kvcore.measure.mlx_quality import DEMO_QUESTIONS
+
+    for question, rows in savings_views.quality_answers(bundled(rec)).items():
+        assert DEMO_QUESTIONS[question] in rows[0]["answer"], (question, rows[0]["answer"])
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_default_questions_baseline_is_right_and_the_page_says_what_answers_cannot_show(
+    rec_dir, lang
+):
+    from kvcore.measure.mlx_quality import DEMO_QUESTIONS
+
+    at = page(SAVINGS, lang)
+    prompt = at.selectbox(key="qprompt").value
+    baseline = savings_views.quality_answers(bundled())[prompt][0]["answer"]
+    assert DEMO_QUESTIONS[prompt] in baseline and baseline in [c.value for c in at.code]
+    words = texts(at)
+    assert "1,024" in words and "98.9%" in words  # beside the answers: the rate they cannot give
+    assert ("how often" if lang == "en" else "頻度") in words
 
 
 def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):

@@ -72,3 +72,41 @@ def test_each_chapter_shows_a_whole_chart_in_its_first_screen_and_is_at_most_fou
     phone = layout(tab, server, name, lang, PHONE)
     assert phone["order"] == desk["order"], "the phone shows the blocks in another order"
     assert not phone["wide"], f"cut at the right edge: {phone['wide']}"
+
+
+@pytest.fixture(scope="module")
+def tab_with_japanese(browser_type, tmp_path_factory):
+    """A page in a Chromium that draws Japanese with real glyphs (the Noto Sans CJK JP the site ships for its exports):
+    without a Japanese font Chromium draws boxes, whose widths are not the text's."""
+    import os
+
+    import noto_cjk_sans_jp_regular as noto
+
+    from harness.server import CHROMIUM, CHROMIUM_ARGS
+
+    folder = tmp_path_factory.mktemp("fonts")
+    conf = folder / "fonts.conf"
+    conf.write_text(
+        '<?xml version="1.0"?><fontconfig><include ignore_missing="yes">/etc/fonts/fonts.conf</include>'
+        f"<dir>{noto.FONT_PATH.parent}</dir><cachedir>{folder}</cachedir></fontconfig>",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "FONTCONFIG_FILE": str(conf)}
+    browser = browser_type.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, env=env
+    )
+    page = browser.new_page(viewport={"width": DESKTOP, "height": SCREEN}, device_scale_factor=1)
+    yield page
+    browser.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_homes_four_numbers_share_one_row_on_a_desktop(server, tab_with_japanese, lang):
+    """The home page's key numbers side by side at 1400 px: none wraps onto a row of its own."""
+    tab = tab_with_japanese
+    layout(tab, server, "home", lang, DESKTOP)
+    tops = tab.evaluate(
+        """() => [...document.querySelectorAll("[data-testid='stMetric']")]
+                 .map(m => Math.round(m.getBoundingClientRect().top))"""
+    )
+    assert len(tops) == 4 and len(set(tops)) == 1, tops
