@@ -14,6 +14,7 @@ from kvcore.views import savings as savings_views
 
 from . import i18n
 from .chart import make_chart
+from .layout import plain
 from .sections import cached, cols
 from .tables import md_table
 
@@ -33,9 +34,15 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     several = df["runtime"].nunique() > 1
     df = df.assign(
         format=[
-            t("savings.quality_runtime_format", runtime=r["runtime"], label=format_label(r, lang))
-            if several
-            else format_label(r, lang)
+            plain(  # a run's words may come from an upload: shown as written
+                t(
+                    "savings.quality_runtime_format",
+                    runtime=r["runtime"],
+                    label=format_label(r, lang),
+                )
+                if several
+                else format_label(r, lang)
+            )
             for r in df.to_dict("records")
         ]
     )
@@ -89,7 +96,9 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
     context_table = None
     lengths = ""
     if not growth.empty and growth["tokens"].nunique() > 1:
-        growth = growth.assign(format=[format_label(r, lang) for r in growth.to_dict("records")])
+        growth = growth.assign(
+            format=[plain(format_label(r, lang)) for r in growth.to_dict("records")]
+        )
         growth = growth.assign(kl=growth["kl_vs_baseline"].map(fmt_small))
         context_table = md_table(
             growth,
@@ -157,8 +166,8 @@ def _runtimes_note(df: pd.DataFrame, lang: str) -> str:
     baselines = t("savings.quality_runtimes_baseline_sep").join(
         t(
             "savings.quality_runtimes_baseline",
-            runtime=runtime,
-            fmt=base["kv_format"],
+            runtime=plain(runtime),
+            fmt=plain(base["kv_format"]),  # an upload's words, as written
             ppl=f"{base['perplexity']:.2f}",
         )
         for runtime, rows in df.groupby("runtime", sort=False)
@@ -299,7 +308,7 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         ["run", "kv_format", "scope", "end"], kind="stable"
     )
     wide = wide.assign(
-        format=[_pair_label(r, lang) for r in wide.to_dict("records")],
+        format=[plain(_pair_label(r, lang)) for r in wide.to_dict("records")],
         positions=lambda d: [f"{s:,}–{e:,}" for s, e in zip(d["start"], d["end"])],
         scope_text=lambda d: d["scope"].map(lambda s: t(f"savings.long_scope_{s}")),
         kl=lambda d: d["kl_mean"].map(fmt_small),

@@ -393,3 +393,27 @@ def test_an_uploads_short_label_is_text_in_the_decode_chapters_run_table(rec_dir
     assert not at.exception
     tables = [m.value for m in at.markdown if "evil" in m.value]
     assert tables and all(live_markdown(t) == [] for t in tables), tables
+
+
+def test_an_uploads_quality_rows_are_text_in_the_savings_tables(rec_dir):
+    """An uploaded run's quality rows name their caches in its own words (kv_format, label): the Savings tables
+    show them as written, never a link or an image (issue 38: no markdown from an upload)."""
+    data = yaml.safe_load(
+        (ROOT / "recordings" / "measured-linux-cpu-smollm2-135m.yaml").read_text(encoding="utf-8")
+    )
+    evil = "[x](https://evil.example) ![i](https://evil.example/p.png)"
+    for r in data["sections"]["quality"]:
+        r["kv_format"] = r["label"] = evil + r["label"]
+    at = page("pages/8_Recordings.py", "en")
+    at.file_uploader(key="rec_upload").set_value(
+        ("mine.yaml", yaml.safe_dump(data, allow_unicode=True).encode(), "application/x-yaml")
+    )
+    at.run()
+    at.query_params["src"] = "upload-mine"
+    at.switch_page("pages/6_Savings.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [m.value for m in at.markdown if "evil" in m.value]
+    errors = [e.value for e in at.error]
+    # no link, image or address from the upload (the site's own words may be bold)
+    live = [(s[:80], m) for s in shown + errors if (m := set(live_markdown(s)) - {"**"})]
+    assert (shown or errors) and not live, live
