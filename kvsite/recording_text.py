@@ -20,8 +20,9 @@ from .sources import badge_fields
 cached = section_cache(max_entries=128)
 
 
-def _value(lang: str, value) -> str:
-    """A method or table value for readers: thousands separators, short floats, known words translated."""
+def _value(lang: str, value, within: str = "") -> str:
+    """A method or table value for readers: thousands separators, short floats, known words translated. `within`:
+    the name of the mapping the value's fields belong to (see _phrase)."""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, (int, float)):
@@ -29,10 +30,13 @@ def _value(lang: str, value) -> str:
             value, 4
         )  # the site's one number format, with a 4th figure for timings such as 47.75 ms
     if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, dict) for v in value):  # entries of several fields each
+            sep = i18n.translate(lang, "recordings.item_sep")
+            return sep.join(_value(lang, v, within) for v in value)
         return ", ".join(_value(lang, v) for v in value)
     if isinstance(value, dict):
         return i18n.translate(lang, "recordings.list_sep").join(
-            _phrase(lang, k, v) for k, v in value.items()
+            _phrase(lang, k, v, within) for k, v in value.items()
         )
     return value_text(lang, str(value))
 
@@ -43,11 +47,14 @@ def value_text(lang: str, value: str) -> str:
     return i18n.translate(lang, key) if i18n.has(lang, key) else i18n.data_text(lang, value)
 
 
-def _phrase(lang: str, field: str, value) -> str:
-    """One method field in words (`recordings.m_<field>`), or `field`: value for a field the site has no words for."""
-    key = f"recordings.m_{field}"
-    text = _value(lang, value)
-    return i18n.translate(lang, key, v=text) if i18n.has(lang, key) else f"`{field}`: {text}"
+def _phrase(lang: str, field: str, value, within: str = "") -> str:
+    """One method field in words, or `field`: value for a field the site has no words for. A field of a nested
+    mapping reads `recordings.m_<mapping>_<field>` where the same name means something else elsewhere (retrieval's
+    `asked`: m_retrieval_asked), else `recordings.m_<field>`."""
+    keys = [f"recordings.m_{within}_{field}"] if within else []
+    key = next((k for k in [*keys, f"recordings.m_{field}"] if i18n.has(lang, k)), None)
+    text = _value(lang, value, field)
+    return i18n.translate(lang, key, v=text) if key else f"`{field}`: {text}"
 
 
 def group_name(lang: str, group: str) -> str:
@@ -61,7 +68,9 @@ def _items(lang: str, items: list) -> str:
     return sep.join(
         _phrase(lang, k, v)
         if not isinstance(v, dict)
-        else i18n.translate(lang, "recordings.named", name=k, v=_value(lang, v))
+        else i18n.translate(
+            lang, "recordings.named", name=group_name(lang, k), v=_value(lang, v, k)
+        )
         for k, v in items
     )
 
