@@ -24,3 +24,10 @@ MAX_LIST_TEXT = (
 MAX_BYTES = (
     1 << 60
 )  # any byte count the engine reports (1 EiB: past every machine; sums of two stay inside int64)
+# A conversation script handed to a server's ledger (kvcore.servers): requests, distinct users, the JSON file's size,
+# and the prompt cache's entries (--prompt-cache-size). The ledger walks every request and compares each prompt with
+# every stored entry, so these bound its work (benchmarks/bench_servers.py measures the largest script accepted).
+MAX_SCRIPT_REQUESTS = 4096
+MAX_SCRIPT_USERS = 1024
+MAX_SCRIPT_BYTES = 16_000_000
+MAX_PROMPT_CACHE_ENTRIES = 4096

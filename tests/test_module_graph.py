@@ -194,6 +194,7 @@ LAYERS = (
     "timing",
     "recordings",
     "fits",
+    "servers",
     "views",
     "measure",
     "cli",
