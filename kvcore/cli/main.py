@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dr.set_defaults(run=_cmd_doctor)
     add_live_commands(sub)
+    from kvcore.cli import serve
+
+    serve.add(sub)
     return p
 
 

@@ -3,7 +3,8 @@ entry: which stored cache a prompt resumes from, what an insertion removes, and 
 
 - search (#L1554-L1596): the stored sequences form a trie; `exact` is an entry equal to the prompt, `shorter` the
   longest entry of two tokens or more that the prompt starts with, `common_prefix` the longest prefix the prompt
-  shares with any entry and `longer` the shortest entry through that point.
+  shares with any entry and `longer` the shortest entry through that point (of several as short, the trie's
+  depth-first walk picks one; here the newest: in the batched path they count the same bytes).
 - fetch_nearest_cache (#L1652-L1672): exact -> that entry, nothing left to process; else `longer` when it shares
   more than `shorter` covers (a trimmable cache, copied and cut to min(prompt - 1, common prefix)); else `shorter`.
   A fetch never moves an entry in the LRU order.

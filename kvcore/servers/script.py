@@ -78,8 +78,13 @@ def _request(item, index: int) -> ScriptRequest:
         raise KvError(
             f"Request {index + 1}'s user must be a name of 1 to {MAX_USER_NAME} characters."
         )
-    completion = _count(item.get("completion_tokens"), "completion_tokens", index, 1)
     keys = set(item)
+    completion = item.get("completion_tokens")
+    if keys in (
+        {"user", "prompt_tokens", "completion_tokens"},
+        {"user", "messages", "reply", "completion_tokens"},
+    ):
+        completion = _count(completion, "completion_tokens", index, 1)
     if keys == {"user", "prompt_tokens", "completion_tokens"}:
         prompt = _count(item["prompt_tokens"], "prompt_tokens", index, 1)
         return ScriptRequest(user, completion, prompt_tokens=prompt)
