@@ -67,7 +67,9 @@ def test_the_prompt_cache_chooses_inserts_and_evicts_as_mlx_lm_does():
                 assert cache[0].nbytes == hit.entry.nbytes
             kind = rng.choice(["assistant", "assistant", "user", "system"])
             tokens = prompt + tuple(rng.randrange(3) for _ in range(rng.randrange(0, 3)))
-            nbytes = 10 * len(tokens)  # by length, as the batched path counts (the ledger's ties: same bytes)
+            nbytes = 10 * len(
+                tokens
+            )  # by length, as the batched path counts (ties: the same bytes)
             real.insert_cache("m", list(tokens), [_Cache(nbytes)], cache_type=kind)
             ours.insert(tokens, nbytes, nbytes, kind)
             stored.append(tokens)
@@ -202,7 +204,7 @@ def test_the_same_users_next_turn_resumes_its_prompt_and_reply_and_a_small_cache
     assert [r["cached_tokens"] for r in rows] == [0, 350, 0, 450]
     per_token = 30 * 3 * 128 * 2  # bf16 K and V over 30 layers of 3 KV heads x 64
     assert rows[1]["prompt_cache_bytes"] == 450 * per_token  # counted: the used rows
-    assert rows[1]["resident_bytes"] == (350 + 256) * per_token  # held: the merged rows + one 256-row step
+    assert rows[1]["resident_bytes"] == (350 + 256) * per_token  # held: merged rows + one step
     assert rows[1]["log_lines"][0] == "Prompt Cache: 1 sequences, 0.01 GB"
     small = server_ledger("mlx_lm.server", "smollm2-135m", script, ["--prompt-cache-size", "1"])
     assert [r["cached_tokens"] for r in small["requests"]] == [0, 350, 0, 0]
