@@ -11,6 +11,7 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing 
 [ "$(uname)" != Linux ] || [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ] \
   || [ -e /usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0 ] || missing="$missing libopenblas0-pthread"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"  # compiles llama.cpp (below), once
+command -v cmake >/dev/null 2>&1 || missing="$missing cmake"  # builds llama-server (below), once
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq && $sudo apt-get install -y -qq $missing >/dev/null
@@ -29,6 +30,19 @@ if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
     .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt
+# A real llama-server for the servers' ledger (scripts/record_servers.py, tests/test_servers.py): built once, only
+# its target, from the llama.cpp the pinned llama-cpp-python sdist vendors (commit 0c1e570), portable CPU code,
+# into a cache (bin/llama-server there).
+servers="${KVSITE_LLAMA_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvsite-llama-server}"
+if [ ! -x "$servers/build/bin/llama-server" ]; then
+  mkdir -p "$servers/src"
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "$pin" -d "$servers/src"
+  tar xzf "$servers/src/llama_cpp_python-${pin#*==}.tar.gz" -C "$servers/src"
+  cmake -S "$servers/src/llama_cpp_python-${pin#*==}/vendor/llama.cpp" -B "$servers/build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$servers/build" --target llama-server -j "$(nproc)" >/dev/null
+fi
 # Bytecode kept: the suite starts many Python processes (servers, the CLI) and pytest rewrites every test module's
 # asserts, all from source again where writing bytecode is turned off (PYTHONDONTWRITEBYTECODE; collection then took
 # 12.7 s a worker here, 7.8 s with bytecode kept). Into __pycache__ folders, which git ignores, beside pip's own in
