@@ -280,3 +280,24 @@ def test_the_command_line_prints_the_requests_and_refuses_an_unknown_server(tmp_
         [*base, "--server", "mlx-server"], cwd=ROOT, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "mlx-server" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_single_token_growth_is_counted_as_the_walk_finds_it():
+    """mlx_lm_server.growths counts a run of single-token updates without walking it: the same capacities as
+    kvcore.memory.allocsim's walk, from empty, merged (capacity = offset) and 256-aligned caches."""
+    from kvcore.memory.allocsim import CacheState, trace
+    from kvcore.servers.mlx_lm_server import growths
+
+    rng = random.Random(2)
+    for _ in range(500):
+        offset = rng.randrange(0, 900)
+        capacity = offset if rng.random() < 0.5 else -(-offset // 256) * 256
+        start = CacheState(offset, capacity)
+        k = rng.randrange(1, 900)
+        events, end = growths(start, [-k])
+        walk, seen, last = trace("KVCache", [1] * k, start=start), [], capacity
+        for s in walk:
+            if s.capacity != last:
+                seen.append(s.capacity)
+                last = s.capacity
+        assert events == seen and (end.offset, end.capacity) == (walk[-1].offset, walk[-1].capacity)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from kvcore.errors import KvError
 from kvcore.limits import MAX_PROMPT_CACHE_ENTRIES, MIN_PREFILL_STEP
-from kvcore.memory.allocsim import CacheState, trace
+from kvcore.memory.allocsim import STEP, CacheState, trace
 from kvcore.servers.options import Option
 from kvcore.servers.prompt_cache import PromptCache
 from kvcore.servers.sequences import Seq, extend
@@ -96,6 +96,26 @@ class Row:
     log_lines: list[str]
 
 
+def growths(state: CacheState, updates: list[int]) -> tuple[list[int], CacheState]:
+    """The capacities a KVCache grows to over `updates` (kvcore.memory.allocsim's rule), and its last state; -k
+    stands for k single-token updates, counted without walking them: from a full buffer each adds 256 rows."""
+    events = []
+    for n in updates:
+        if n > 0:
+            for s in trace("KVCache", [n], start=state):
+                if s.capacity != state.capacity:
+                    events.append(s.capacity)
+                state = s
+            continue
+        end = state.offset - n
+        capacity = state.capacity
+        while end > capacity:  # the buffer fills to its end, then a single token adds a step
+            capacity += STEP
+            events.append(capacity)
+        state = CacheState(end, capacity)
+    return events, state
+
+
 class Ledger:
     """The server's state across a script: its prompt cache, one request at a time."""
 
@@ -138,7 +158,7 @@ class Ledger:
         )  # computed now: the cut holds its own rows
         kept = hit.entry is not None and hit.entry.tokens in self.cache.entries
         if kept:
-            hit.entry.held = source_bytes
+            self.cache.set_held(hit.entry.tokens, source_bytes)
         ghost = (
             0 if kept else source_bytes
         )  # an evicted source lives on in its copy until the cache grows
@@ -153,17 +173,14 @@ class Ledger:
 
         def grow(updates: list[int]) -> None:
             nonlocal state, own, peak, ghost
-            for s in trace("KVCache", updates, start=state):
-                if (
-                    s.capacity != state.capacity
-                ):  # a new buffer; the old one is read while it is written
-                    alive = [t for t, rows in cuts if rows == own and t in self.cache.entries]
-                    for t in alive:
-                        self.cache.entries[t].held = own * self.row_bytes
-                    old = 0 if alive else own * self.row_bytes
-                    peak = max(peak, self.cache.held + ghost + old + s.capacity * self.row_bytes)
-                    own, ghost = s.capacity, 0
-                state = s
+            events, state = growths(state, updates)
+            for capacity in events:  # a new buffer; the old one is read while it is written
+                alive = [t for t, rows in cuts if rows == own and t in self.cache.entries]
+                for t in alive:
+                    self.cache.set_held(t, own * self.row_bytes)
+                old = 0 if alive else own * self.row_bytes
+                peak = max(peak, self.cache.held + ghost + old + capacity * self.row_bytes)
+                own, ghost = capacity, 0
 
         segments = self.segments(turn, hit.cached)
         step = self.options["--prefill-step-size"]
@@ -177,14 +194,14 @@ class Ledger:
                 self.cache.insert(tokens, end * self.row_bytes, 0, stored)
                 cuts.append((tokens, own))
         lines.append(f"Prompt processing progress: {total}/{total}")
-        grow([1] * (1 + len(turn.reply)))
+        grow([-(1 + len(turn.reply))])  # the last prompt token, then every reply token
         active = own * self.row_bytes
         cut_held = sum(self.cache.entries[t].held for t, _ in cuts if t in self.cache.entries)
         peak = max(peak, self.cache.held + active)
         tokens = extend(turn.prompt, turn.reply)
         self.cache.insert(tokens, len(tokens) * self.row_bytes, 0, "assistant")
         if tokens in self.cache.entries:  # (--prompt-cache-size 0 evicts it at once)
-            self.cache.entries[tokens].held = active  # the lazy cut keeps the batch buffer
+            self.cache.set_held(tokens, active)  # the lazy cut keeps the batch buffer
         return Row(
             request=index + 1,
             user=turn.user,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcore.servers.sequences import Seq, lcp
+from kvcore.servers.sequences import Seq, group, lcp
 
 TYPES = (
     "assistant",
@@ -56,6 +56,9 @@ class PromptCache:
     def __init__(self, max_size: int):
         self.max_size = max_size
         self.entries: dict[Seq, Entry] = {}
+        self.groups: dict[str | None, dict[Seq, Entry]] = {}
+        self._by_type = {t: 0 for t in TYPES}  # counted bytes (LRUPromptCache._n_bytes_by_type)
+        self._held = 0
         self.lrus: dict[str, list[Seq]] = {t: [] for t in TYPES}
         self._count = 0
 
@@ -64,17 +67,22 @@ class PromptCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(e.nbytes for e in self.entries.values())
+        return sum(self._by_type.values())
 
     @property
     def held(self) -> int:
-        return sum(e.held for e in self.entries.values())
+        return self._held
+
+    def set_held(self, tokens: Seq, held: int) -> None:
+        entry = self.entries[tokens]
+        self._held += held - entry.held
+        entry.held = held
 
     def stat_lines(self) -> list[str]:
         """ResponseGenerator._log_cache_stats (server.py#L563-L572), as logged before each request's fetch."""
         lines = [f"Prompt Cache: {len(self)} sequences, {self.nbytes / 1e9:.2f} GB"]
         for t in TYPES:
-            n_bytes = sum(self.entries[k].nbytes for k in self.lrus[t])
+            n_bytes = self._by_type[t]
             lines.append(f"- {t}: {len(self.lrus[t])} sequences, {n_bytes / 1e9:.2f} GB")
         return lines
 
@@ -82,8 +90,8 @@ class PromptCache:
         """fetch_nearest_cache's choice (every cache here is trimmable: KVCache)."""
         if not self.entries:
             return Hit(None, 0, "none")
-        shares = [(lcp(e.tokens, prompt), e) for e in self.entries.values()]
-        common = max(s for s, _ in shares)
+        shares = [(lcp(e.tokens, prompt), e) for e in self._group(prompt)]
+        common = max((s for s, _ in shares), default=0)
         if len(prompt) and any(s == len(e.tokens) == len(prompt) for s, e in shares):
             return Hit(self.entries[prompt], len(prompt), "exact")
         prefixes = [e for s, e in shares if s == len(e.tokens) >= 2]
@@ -97,8 +105,15 @@ class PromptCache:
             return Hit(shorter, short_length, "shorter")
         return Hit(None, 0, "none")
 
+    def _group(self, tokens: Seq) -> list[Entry]:
+        """The entries that may share a prefix with `tokens` (kvcore.servers.sequences.group)."""
+        return list(self.groups.get(group(tokens), {}).values())
+
     def _remove(self, tokens: Seq) -> Entry:
         entry = self.entries.pop(tokens)
+        del self.groups[group(tokens)][tokens]
+        self._by_type[entry.cache_type] -= entry.nbytes
+        self._held -= entry.held
         for t in TYPES:  # CacheOrder.remove: the first type whose list holds it
             if tokens in self.lrus[t]:
                 self.lrus[t].remove(tokens)
@@ -119,8 +134,11 @@ class PromptCache:
             removed.append(self._remove(tokens))
         self._count += 1
         self.entries[tokens] = Entry(tokens, nbytes, held, cache_type, self._count)
+        self.groups.setdefault(group(tokens), {})[tokens] = self.entries[tokens]
+        self._by_type[cache_type] += nbytes
+        self._held += held
         self.lrus[cache_type].append(tokens)
-        for other in [k for k in self.entries if len(k) < len(tokens)]:
+        for other in [e.tokens for e in self._group(tokens) if len(e.tokens) < len(tokens)]:
             if lcp(other, tokens) == len(other):
                 removed.append(self._remove(other))
         if len(self) > self.max_size:

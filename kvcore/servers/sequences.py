@@ -44,6 +44,11 @@ def lcp(a: Seq, b: Seq) -> int:
     return low
 
 
+def group(a: Seq) -> str | None:
+    """Sequences of different groups share no prefix: a stream's user, None for real tokens."""
+    return a.user if isinstance(a, Stream) else None
+
+
 def extend(a: Seq, tokens: Seq | int) -> Seq:
     """`a` followed by `tokens` (a count for a stream)."""
     if isinstance(a, Stream):
