@@ -301,3 +301,19 @@ def test_single_token_growth_is_counted_as_the_walk_finds_it():
                 seen.append(s.capacity)
                 last = s.capacity
         assert events == seen and (end.offset, end.capacity) == (walk[-1].offset, walk[-1].capacity)
+
+
+def test_a_server_row_that_serves_more_than_its_prompt_from_cache_is_refused():
+    from kvcore.recordings.schema import RecordingError
+
+    row = {"conversation": "c", "server": "mlx_lm.server", "user": "a", "log": "", "request": 1}
+    row |= {"prompt_tokens": 10, "completion_tokens": 2, "cached_tokens": 10}
+    data = store.load(RECORDING).data if RECORDING.exists() else None
+    if data is None:
+        pytest.skip("the recording is not bundled yet")
+    good = dict(data, sections={"server": [row]})
+    store.validate(good)
+    with pytest.raises(RecordingError, match="cached_tokens is out of range"):
+        store.validate(dict(data, sections={"server": [dict(row, cached_tokens=11)]}))
+    with pytest.raises(RecordingError, match="whole number"):
+        store.validate(dict(data, sections={"server": [dict(row, request=0)]}))

@@ -190,8 +190,12 @@ COUNTS = {
     "batch": ("batch",),
     "memory": ("context", "sequences"),
     "peak": ("prompt_tokens", "prefill_step", "repeats"),
+    "server": ("request", "prompt_tokens", "completion_tokens"),
 }
-WHOLE = {"peak": ("generated", "quantized_kv_start")}  # whole numbers that may be 0
+WHOLE = {
+    "peak": ("generated", "quantized_kv_start"),
+    "server": ("cached_tokens",),
+}  # whole numbers that may be 0
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}
 TEXT_FIELDS = {name: f.get("texts", ()) for name, f in ROW_FIELDS.items()}
 REQUIRED_TEXT = {
