@@ -9,7 +9,7 @@ lines the server logged for it (time prefix left out), `usage` (prompt, completi
 the process's VmRSS and VmHWM after the response; the rows go into the `server` section of one recording
 (kvcore.measure.recording.build_recording), which tests/test_servers.py holds the ledger to.
 Conversations: one user over 8 turns; 4 users interleaved, two with a system prompt; 5 users through a prompt
-cache of 3 entries (eviction). --quick runs a 2-turn conversation only and prints it (tests/test_servers.py).
+cache of 3 entries (eviction). Each user's first question says who asks, so no two users' prompts are the same. --quick runs a 2-turn conversation only and prints it (tests/test_servers.py).
 """
 
 from __future__ import annotations
@@ -44,6 +44,13 @@ QUESTIONS = (
     "Thank you. Summarise our talk in one sentence.",
 )
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
+NAMES = {
+    "a": "Alice",
+    "b": "Bruno",
+    "c": "Chen",
+    "d": "Dara",
+    "e": "Emil",
+}  # users' turns differ by who asks
 
 
 def _free_port() -> int:
@@ -117,7 +124,9 @@ def run_conversation(
             history = histories.setdefault(
                 user, [{"role": "system", "content": systems[user]}] if user in systems else []
             )
-            messages = [*history, {"role": "user", "content": question}]
+            first = not any(m["role"] == "user" for m in history)
+            asked = f"I am {NAMES[user]}. {question}" if first else question
+            messages = [*history, {"role": "user", "content": asked}]
             answer = server.chat(messages)
             time.sleep(0.3)  # the log lines are flushed by then; the next request is not sent yet
             reply = answer["choices"][0]["message"]["content"]

@@ -149,7 +149,10 @@ def test_every_recorded_request_is_reproduced_line_for_line(folder):
     for name in names:
         _held_to([r for r in rows if r["conversation"] == name], folder)
     evicting = [r for r in rows if "--prompt-cache-size" in r["options"]]
-    assert evicting and any("Prompt Cache: 3 sequences" in r["log"] for r in evicting)
+    assert any("Prompt Cache: 3 sequences" in r["log"] for r in evicting)
+    first = {r["user"]: r for r in reversed(evicting)}  # each user's first request
+    returning = [r for r in evicting if r is not first[r["user"]]]
+    assert any(r["cached_tokens"] < first[r["user"]]["prompt_tokens"] for r in returning)  # evicted
 
 
 @pytest.mark.mlx
@@ -185,10 +188,11 @@ def test_a_stored_cut_keeps_the_whole_batch_buffer_until_it_is_computed():
     cut = batch.extract(0)
     assert cut.nbytes == 2 * 300 * 3 * 64 * 4 and batch.keys.shape[2] == 512
     before = mx.get_active_memory()
-    del batch
-    assert mx.get_active_memory() == before  # the batch buffer lives on in the cut
+    del batch  # its offsets and paddings go (a few bytes); its buffer lives on in the cut
+    assert before - 64 <= mx.get_active_memory() <= before
     mx.eval(cut.keys, cut.values)
-    assert mx.get_active_memory() == before - 2 * (512 - 300) * 3 * 64 * 4
+    freed = before - mx.get_active_memory()
+    assert 0 <= freed - 2 * (512 - 300) * 3 * 64 * 4 <= 64
 
 
 def test_the_same_users_next_turn_resumes_its_prompt_and_reply_and_a_small_cache_evicts():
