@@ -56,14 +56,14 @@ def _size(text: str) -> int:
 
 # The server's own options (server.py#L1922-L2080): those the ledger uses, with their defaults at 0.32.2.
 OPTIONS = (
-    Option("--prompt-cache-size", int, 10, "server.py#L2043-L2048", high=MAX_PROMPT_CACHE_ENTRIES),
-    Option("--prompt-cache-bytes", _size, None, "server.py#L2049-L2052", low=0),
-    Option("--prefill-step-size", int, 2048, "server.py#L2037-L2042", low=MIN_PREFILL_STEP),
-    Option("--kv-bits", int, None, "server.py#L2054-L2061", modelled=False),
-    Option("--draft-model", str, None, "server.py#L1953-L1957", modelled=False),
-    Option("--max-tokens", int, 512, "server.py#L2011-L2016", low=1),
-    Option("--decode-concurrency", int, 32, "server.py#L2023-L2028", low=1),
-    Option("--prompt-concurrency", int, 8, "server.py#L2029-L2034", low=1),
+    Option("--prompt-cache-size", int, 10, "server.py#L2042-L2047", high=MAX_PROMPT_CACHE_ENTRIES),
+    Option("--prompt-cache-bytes", _size, None, "server.py#L2048-L2052", low=0),
+    Option("--prefill-step-size", int, 2048, "server.py#L2036-L2041", low=MIN_PREFILL_STEP),
+    Option("--kv-bits", int, None, "server.py#L2053-L2060", modelled=False),
+    Option("--draft-model", str, None, "server.py#L1952-L1957", modelled=False),
+    Option("--max-tokens", int, 512, "server.py#L2012-L2017", low=1),
+    Option("--decode-concurrency", int, 32, "server.py#L2024-L2029", low=1),
+    Option("--prompt-concurrency", int, 8, "server.py#L2030-L2035", low=1),
 )
 
 
