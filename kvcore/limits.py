@@ -43,3 +43,10 @@ MAX_DECIMALS = 6  # decimals a published figure is read at (sources print 1-3; 1
 MAX_QUOTE = 60  # characters of a reader's input a sentence quotes (kvcore.errors.quote): a prefix
 # characters of text from outside a page shows (an upload's title or note, an error's sentence; kvsite.layout.plain)
 MAX_SHOWN = 1_000
+# A conversation script handed to a server's ledger (kvcore.servers): requests, distinct users, the JSON file's size,
+# and the prompt cache's entries (--prompt-cache-size). The ledger walks every request and compares each prompt with
+# every stored entry, so these bound its work (benchmarks/bench_servers.py measures the largest script accepted).
+MAX_SCRIPT_REQUESTS = 4096
+MAX_SCRIPT_USERS = 1024
+MAX_SCRIPT_BYTES = 16_000_000
+MAX_PROMPT_CACHE_ENTRIES = 256  # mlx_lm.server's default is 10

@@ -195,6 +195,7 @@ LAYERS = (
     "recordings",
     "fits",
     "capacity",
+    "servers",
     "views",
     "measure",
     "cli",

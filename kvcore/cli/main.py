@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(run=_cmd_doctor)
     log_command.add(sub)
     add_live_commands(sub)
+    from kvcore.cli import serve
+
+    serve.add(sub)
     return p
 
 

@@ -102,6 +102,9 @@ def check_rows(name: str, rows, label: str) -> None:
             _memory_words(row, where, label)
         if name == "peak":
             _peak_format(row, where, label)
+        if name == "server" and row["cached_tokens"] > row["prompt_tokens"]:
+            field = f"{where}.cached_tokens"  # a server serves from its cache at most the prompt
+            fail(label, "rec_range", f"{field} is out of range", field=field)
         if name == "long_context":
             _positions(row, where, label)
         if name == "retrieval":

@@ -120,6 +120,17 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "texts": ("kv_format", "label", "prompt", "answer", "agreed_text"),
         "required_texts": ("kv_format", "prompt", "answer"),
     },
+    # a real server driven over HTTP through a scripted conversation (scripts/record_servers.py), one row a request:
+    # conversation names the run (its server options in `options`), messages the request's messages as JSON, reply
+    # the text it returned; cached_tokens the server's own count (usage), log the lines it printed for the request
+    # (newline-separated, each line's time prefix left out); rss_mib / peak_rss_mib the process's VmRSS / VmHWM
+    # after the response
+    "server": {
+        "required": ("request", "prompt_tokens", "cached_tokens", "completion_tokens"),
+        "numbers": ("rss_mib", "peak_rss_mib"),
+        "texts": ("conversation", "server", "options", "user", "messages", "reply", "log"),
+        "required_texts": ("conversation", "server", "user", "log"),
+    },
     "benchmark": {
         "required": ("tokens_per_s",),
         "numbers": ("peak_memory_gb", "prompt_tokens", "generation_tokens"),
@@ -199,11 +210,13 @@ COUNTS = {
     "peak": ("prompt_tokens", "prefill_step", "repeats"),
     "long_context": ("end", "tokens"),
     "retrieval": ("context", "prompt_tokens"),
+    "server": ("request", "prompt_tokens", "completion_tokens"),
 }
 WHOLE = {  # whole numbers that may be 0
     "peak": ("generated", "quantized_kv_start"),
     "long_context": ("start",),
     "retrieval": ("correct", "text_tokens", "fact_token", "answer_tokens"),
+    "server": ("cached_tokens",),
 }
 SCOPES = ("prefix", "window")  # a long_context row's scope
 SECTIONS = {name: (f["required"], f.get("numbers", ())) for name, f in ROW_FIELDS.items()}

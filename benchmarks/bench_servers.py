@@ -1,0 +1,71 @@
+"""What the largest script the servers' ledger accepts costs, as a ratio to a plain one timed in the same rounds.
+
+The largest: 4,096 requests (kvcore.limits.MAX_SCRIPT_REQUESTS) from 1,024 users (MAX_SCRIPT_USERS), counts
+only, prompts growing to 6,000 tokens and 1,000-token replies, through a prompt cache of 256 entries
+(MAX_PROMPT_CACHE_ENTRIES) at the smallest prefill step (64 tokens: the most progress lines); the plain one: 8
+turns of one user at the defaults. Each round times one call of each, alternating, so the shared machine's noise
+falls on both; the result is the median of the paired ratios with the interquartile range, and each side's median
+seconds.
+
+Run: .venv/bin/python benchmarks/bench_servers.py --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kvcore.limits import MAX_PROMPT_CACHE_ENTRIES, MAX_SCRIPT_REQUESTS, MAX_SCRIPT_USERS  # noqa: E402
+from kvcore.servers.ledger import server_ledger  # noqa: E402
+
+LARGEST = json.dumps(
+    [
+        {
+            "user": f"u{i % MAX_SCRIPT_USERS}",
+            "prompt_tokens": 1 + (i // MAX_SCRIPT_USERS) * 1500,
+            "completion_tokens": 1000,
+        }
+        for i in range(MAX_SCRIPT_REQUESTS)
+    ]
+)
+LARGEST_OPTIONS = [
+    "--prompt-cache-size",
+    str(MAX_PROMPT_CACHE_ENTRIES),
+    "--prefill-step-size",
+    "64",
+]
+PLAIN = json.dumps(
+    [{"user": "a", "prompt_tokens": 40 + 60 * i, "completion_tokens": 30} for i in range(8)]
+)
+
+
+def _seconds(script: str, options: list[str]) -> float:
+    started = time.perf_counter()
+    server_ledger("mlx_lm.server", "smollm2-135m", script, options)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args()
+    pairs = [(_seconds(LARGEST, LARGEST_OPTIONS), _seconds(PLAIN, [])) for _ in range(a.rounds)]
+    ratios = sorted(big / small for big, small in pairs)
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    print(
+        f"largest / plain: median {statistics.median(ratios):,.0f}x (IQR {q1:,.0f}-{q3:,.0f}), "
+        f"largest {statistics.median(b for b, _ in pairs):.2f} s, plain "
+        f"{statistics.median(s for _, s in pairs) * 1000:.2f} ms, {a.rounds} rounds"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""A server's ledger: a model, the server's options and a conversation script -> per request, what the server
+resumes and reprocesses, what it keeps, what it prints and what memory that takes.
+
+One entry point, `server_ledger(server, model, script_text, argv)`; each server's rules live in its own module
+(kvcore.servers.mlx_lm_server). Everything is bounded before work: the script (kvcore.servers.script), the
+options (kvcore.servers.options), and every request's prompt and reply against the model's context.
+Example: server_ledger("mlx_lm.server", "smollm2-135m", '[{"user": "a", "prompt_tokens": 10,
+    "completion_tokens": 5}]', [])["requests"][0]["reprocessed_tokens"] -> 10
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict
+from pathlib import Path
+
+from kvcore.errors import KvError, did_you_mean, quote
+from kvcore.inputs.config import parse_config, read_config_file
+from kvcore.inputs.preset_files import load_preset
+from kvcore.inputs.textfile import open_regular
+from kvcore.limits import MAX_CONTEXT
+from kvcore.model.geometry import Geometry
+from kvcore.runtimes.mlx_lm import MLX_LM
+from kvcore.servers import mlx_lm_server
+from kvcore.servers.options import parse_options
+from kvcore.servers.script import ScriptRequest, parse_script
+from kvcore.servers.sequences import Stream
+
+SERVERS = {mlx_lm_server.NAME: mlx_lm_server}
+DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
+MAX_SAFETENSORS_HEADER = 100_000_000
+COUNTS_ASSUMED = (
+    "counts only: each user's prompt extends that user's previous prompt and reply, re-rendered token for "
+    "token, and users share no prefix (not even a default system prompt)"
+)
+
+
+def _server(name: str):
+    if name not in SERVERS:
+        raise KvError(
+            f"Unknown server {quote(name)}; valid: {', '.join(SERVERS)}."
+            + did_you_mean(name, SERVERS)
+        )
+    return SERVERS[name]
+
+
+def _safetensors_dtype(folder: Path) -> str:
+    """The activation dtype of an mlx model folder: its norm weights' dtype in the first .safetensors header."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise KvError(f"{folder.name} holds no .safetensors weights to read the dtype from.")
+    with open_regular(files[0]) as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        if size > MAX_SAFETENSORS_HEADER:
+            raise KvError(f"{files[0].name}'s header is {size:,} bytes: not a safetensors file.")
+        header = json.loads(f.read(size))
+    norms = [v["dtype"] for k, v in header.items() if k.endswith("norm.weight")]
+    if not norms or norms[0] not in DTYPE_BYTES:
+        raise KvError(f"{files[0].name} has no norm weight of a dtype the ledger knows.")
+    return norms[0]
+
+
+def load_model(model: str) -> tuple[Geometry, str, Path | None]:
+    """A preset name or an mlx model folder -> (geometry under mlx_lm's rules, activation dtype, the folder)."""
+    path = Path(model)
+    if path.is_dir():
+        geometry = parse_config(read_config_file(path / "config.json"), path.name, MLX_LM)
+        return geometry, _safetensors_dtype(path), path
+    preset = load_preset(model)
+    dtype = preset.get("default_weights_format", "")
+    if dtype not in DTYPE_BYTES:
+        raise KvError(
+            f"{model}'s weights are {dtype}: give the model folder, whose weights say the activations' dtype."
+        )
+    return parse_config(preset["config"], preset["name"], MLX_LM), dtype, None
+
+
+def row_bytes(geometry: Geometry, dtype: str) -> int:
+    """K and V bytes of one token over all layers: every layer a KVCache in the activation dtype."""
+    others = sorted({layer.kind for layer in geometry.layers} - {"full"})
+    if others:
+        raise KvError(
+            f"{geometry.name} has {', '.join(others)} layers; the ledger models KVCache (full attention) "
+            "layers only."
+        )
+    return sum(x.kv_heads * (x.k_dim + x.v_dim) for x in geometry.layers) * DTYPE_BYTES[dtype]
+
+
+def turns(requests: tuple[ScriptRequest, ...], folder: Path | None, context: int):
+    """The script's requests as token sequences (the model's tokenizer and chat template for messages)."""
+    for i, r in enumerate(requests):
+        if r.counts_only and r.prompt_tokens + r.completion_tokens > context:
+            raise KvError(
+                f"Request {i + 1} holds {r.prompt_tokens + r.completion_tokens:,} tokens, beyond the "
+                f"model's context of {context:,}."
+            )
+    if requests[0].counts_only:
+        return [
+            mlx_lm_server.Turn(
+                r.user, Stream(r.user, r.prompt_tokens), 0, Stream(r.user, r.completion_tokens)
+            )
+            for r in requests
+        ]
+    if folder is None:
+        raise KvError(
+            "A script with messages needs the model folder, with its tokenizer and chat template."
+        )
+    from kvcore.servers.chat import ChatTokenizer
+
+    tokenizer = ChatTokenizer.from_folder(folder)
+    out = []
+    for i, r in enumerate(requests):
+        prompt = tuple(tokenizer.prompt(r.messages))
+        if len(prompt) + r.completion_tokens > context:
+            raise KvError(
+                f"Request {i + 1} holds {len(prompt) + r.completion_tokens:,} tokens, beyond the model's "
+                f"context of {context:,}."
+            )
+        system_end = tokenizer.system_end(r.messages, list(prompt))
+        reply = tuple(tokenizer.reply(r.reply, r.completion_tokens, i))
+        out.append(mlx_lm_server.Turn(r.user, prompt, system_end, reply))
+    return out
+
+
+def server_ledger(server: str, model: str, script_text: str, argv: list[str]) -> dict:
+    """The ledger of a script run through `server` (its options in `argv`, the server's own spelling)."""
+    module = _server(server)
+    options = parse_options(module.OPTIONS, argv, server)
+    requests = parse_script(script_text)
+    geometry, dtype, folder = load_model(model)
+    per_token = row_bytes(geometry, dtype)
+    context = geometry.max_position_embeddings or MAX_CONTEXT
+    ledger = module.Ledger(options, per_token)
+    rows = [ledger.request(i, t) for i, t in enumerate(turns(requests, folder, context))]
+    return {
+        "server": server,
+        "model": geometry.name,
+        "kv_dtype": dtype,
+        "kv_bytes_per_token": per_token,
+        "options": {k: v for k, v in options.items()},
+        "assumed": [COUNTS_ASSUMED] if requests[0].counts_only else [],
+        "log_prefix": module.LOG_PREFIX,
+        "requests": [asdict(r) for r in rows],
+    }
