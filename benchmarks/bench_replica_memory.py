@@ -22,6 +22,7 @@ from harness.server import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     PAGES,
+    memory_mib,
     streamlit_server,
     wait_ready,
 )
@@ -34,16 +35,6 @@ HEAVY = (
     "Linear_growth?lang=en&ctx=1048576",
     "Recordings?lang=ja",
 )
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    """The process's resident memory now (VmRSS) and its high-water mark (VmHWM), in MiB."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) / 1024
-    return out
 
 
 def main() -> int:

@@ -66,7 +66,8 @@ def peak_bytes(call) -> int:
 
 # a key-value of junk a hostile GGUF header repeats, each ~4 to 50 kB: (GGUF element type, count, the elements)
 GGUF_JUNK = {
-    "i8 arrays": (1, 4096, b"\x01" * 4096),  # 4,096 i8 values: 40 bytes each as a Python list
+    # 4,096 i8 values of -128, outside CPython's small-int cache: 40 bytes each as a Python list
+    "i8 arrays": (1, 4096, b"\x80" * 4096),
     "empty-string arrays": (8, 4096, bytes(8 * 4096)),  # 4,096 strings of length 0
     "arrays of empty arrays": (9, 4096, struct.pack("<IQ", 1, 0) * 4096),  # gguf.cpp refuses these
 }

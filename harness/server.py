@@ -42,6 +42,16 @@ class Server(str):
     pid: int
 
 
+def memory_mib(pid: int) -> dict[str, float]:
+    """A process's resident memory now (VmRSS) and its high-water mark (VmHWM), in MiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
 @contextmanager
 def streamlit_server(env: dict | None = None, **kwargs):
     """Yields the base URL of a fresh server for app_dir/streamlit_app.py (run by `python`, with extra `args`: the
