@@ -64,22 +64,32 @@ def _read(log_text: str) -> Reading:
     return reading(log_text)
 
 
-def show_reading(r: Reading, lang: str) -> None:
-    """The reader's table, its notes and verdict, and the lines it does not know (one click below)."""
+def reading_view(r: Reading, lang: str) -> dict:
+    """What show_reading draws, in `lang`: the words above the table, the table, the unknown lines' label and text."""
     t = i18n.texts(lang)
     said = [
         i18n.translate(lang, "logread.runtime", runtime=r.runtime or "—", device=r.device or "—")
     ]
     said += [t[key] for key in r.as_dict()["note_keys"]]
-    text(i18n.join(lang, *said), verdict_text(r, lang))
-    table = lines_table(r, lang)
-    if len(table):
-        st.dataframe(table, hide_index=True, width="stretch")
+    unknown = i18n.translate(lang, "logread.unknown", n=f"{len(r.unknown_lines):,}")
+    return {
+        "words": (i18n.join(lang, *said), verdict_text(r, lang)),
+        "table": lines_table(r, lang),
+        "unknown": (unknown, "\n".join(f"{n:>6}  {line}" for n, line in r.unknown_lines)),
+    }
+
+
+def show_reading(view: dict, lang: str) -> None:
+    """The reader's table, its notes and verdict, and the lines it does not know (one click below)."""
+    text(*view["words"])
+    if len(view["table"]):
+        st.dataframe(view["table"], hide_index=True, width="stretch")
     else:
-        st.info(t["logread.no_sizes"])
-    if r.unknown_lines:
-        with st.expander(i18n.translate(lang, "logread.unknown", n=f"{len(r.unknown_lines):,}")):
-            st.code("\n".join(f"{n:>6}  {line}" for n, line in r.unknown_lines), language=None)
+        st.info(i18n.translate(lang, "logread.no_sizes"))
+    label, unknown = view["unknown"]
+    if unknown:
+        with st.expander(label):
+            st.code(unknown, language=None)
 
 
 def log_reader(f) -> None:
@@ -102,12 +112,13 @@ def log_reader(f) -> None:
     except KvError as e:
         st.error(i18n.error_markdown(f.lang, e))
         return
-    show_reading(r, f.lang)
+    show_reading(reading_view(r, f.lang), f.lang)
 
 
 @st.cache_data(show_spinner=False)
-def _corpus() -> list[tuple[str, dict, Reading]]:
-    return [(c.stem, c.source, reading(c.text, c.stem)) for c in corpus()]
+def _corpus(lang: str) -> list[tuple[str, dict, dict]]:
+    """Every corpus log read and put in words once per language (a rerun draws, it does not read)."""
+    return [(c.stem, c.source, reading_view(reading(c.text, c.stem), lang)) for c in corpus()]
 
 
 def _machine(source: dict, lang: str) -> str:
@@ -124,7 +135,7 @@ def _machine(source: dict, lang: str) -> str:
 def corpus_logs(f) -> None:
     """The corpus as "logs from real Macs": each log with its source, machine and the reader's table."""
     text("## " + f.t("logread.corpus_title"), f.t("logread.corpus_lead"))
-    for stem, source, r in _corpus():
+    for stem, source, view in _corpus(f.lang):
         with st.expander(stem, icon=":material/description:"):
             url, said = source.get("url"), i18n.data_text(f.lang, source.get("where") or "")
             where = f"[{plain(said or url)}]({url})" if url else plain(said)
@@ -132,4 +143,4 @@ def corpus_logs(f) -> None:
                 f.t("logread.source", where=where),
                 f.t("logread.machine", machine=plain(_machine(source, f.lang))),
             )
-            show_reading(r, f.lang)
+            show_reading(view, f.lang)

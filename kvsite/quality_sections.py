@@ -367,9 +367,12 @@ def _retrieval_table(rec: Recording, lang: str) -> str:
     t = i18n.translator(lang)
     df = savings_views.retrieval(rec)
     df = df.assign(
-        format=[_pair_label(r, lang) for r in df.to_dict("records")],
+        format=[plain(_pair_label(r, lang)) for r in df.to_dict("records")],
         verdict=df["correct"].map(lambda c: t("savings.long_right" if c else "savings.long_wrong")),
-        said=df["answer"].map(lambda a: a.replace("|", "/").replace("\n", " ")),
+        # the model's own words, verbatim, as code (an English model answers in English on either page)
+        said=df["answer"].map(
+            lambda a: "`" + " ".join(a.replace("`", "'").replace("|", "/").split()) + "`"
+        ),
     )
     return md_table(
         df,

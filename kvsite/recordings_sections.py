@@ -97,8 +97,10 @@ def memory_rows(rec: Recording) -> list[dict]:
     return published_memory.recording_rows(rec)
 
 
+@cached
 def has_memory_figures(recs: list[Recording]) -> bool:
-    """Whether any recording holds a published memory figure (read from the rows, nothing computed)."""
+    """Whether any recording holds a published memory figure (read from the rows, nothing computed; once per
+    set of recordings, not on every rerun)."""
     return any(published_memory.figures(r) for r in recs)
 
 
