@@ -135,12 +135,15 @@ def _machine(source: dict, lang: str) -> str:
 def corpus_logs(f) -> None:
     """The corpus as "logs from real Macs": each log with its source, machine and the reader's table."""
     text("## " + f.t("logread.corpus_title"), f.t("logread.corpus_lead"))
-    for stem, source, view in _corpus(f.lang):
-        with st.expander(stem, icon=":material/description:"):
-            url, said = source.get("url"), i18n.data_text(f.lang, source.get("where") or "")
-            where = f"[{plain(said or url)}]({url})" if url else plain(said)
-            text(
-                f.t("logread.source", where=where),
-                f.t("logread.machine", machine=plain(_machine(source, f.lang))),
-            )
-            show_reading(view, f.lang)
+    logs = {stem: (source, view) for stem, source, view in _corpus(f.lang)}
+    stem = st.selectbox(
+        f.t("logread.pick"), list(logs), key="log_pick"
+    )  # one log at a time: a short page
+    source, view = logs[stem]
+    url, said = source.get("url"), i18n.data_text(f.lang, source.get("where") or "")
+    where = f"[{plain(said or url)}]({url})" if url else plain(said)
+    text(
+        f.t("logread.source", where=where),
+        f.t("logread.machine", machine=plain(_machine(source, f.lang))),
+    )
+    show_reading(view, f.lang)

@@ -198,6 +198,7 @@ else:
 long = quality_sections.long_context(tuple(f.recs), f.lang)  # the price against context: evidence
 if long is not None:
     st.subheader(f.t("savings.long_title"))
+if long is not None and st.toggle(f.t("savings.long_show"), key="long"):  # one click below
     st.markdown(
         f.t(
             "savings.long_lead",

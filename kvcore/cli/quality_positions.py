@@ -40,13 +40,16 @@ def mlx_options(names: list[str], group_size: int | None, start: int, head_dim: 
     """--kv-formats under mlx_lm: fp32/fp16/bf16 or mlx-q<bits>, a quantized one with @group (mlx-q4@32); a
     format without @ takes --group-size (default 64)."""
     from kvcore.measure.mlx_quality import parse_format
+    from kvcore.numbers import whole_number
 
     out = []
     for name in names:
         fmt, _, group = name.partition("@")
-        if group and not group.isdigit():
-            raise KvError(f"{name!r}: the group after @ must be a number (mlx-q4@32).")
-        g = int(group) if group else (64 if group_size is None else group_size)
+        g = (  # ASCII digits only (kvcore.numbers): '²' is str.isdigit() but no number
+            whole_number(group, f"the group after @ in {name!r}", 1, 1024)
+            if group
+            else (64 if group_size is None else group_size)
+        )
         out.append(parse_format(fmt, g, start, head_dim))
     return out
 

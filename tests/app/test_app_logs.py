@@ -81,7 +81,11 @@ def test_the_recordings_page_shows_the_corpus_each_log_with_its_source_and_table
     shown = texts(at)
     assert title in shown
     logs = sorted(p.stem for p in (ROOT / "recordings" / "logs").glob("*.log"))
-    labels = [e.label for e in at.expander]
-    assert all(stem in labels for stem in logs)
-    assert "https://github.com/bhangun/gollek/blob/60a70cf" in shown  # each public log's address
+    pick = at.selectbox(key="log_pick")
+    assert sorted(pick.options) == logs  # every log, one at a time
+    gollek = next(s for s in logs if "gollek" in s or "qwen2.5-0.5b" in s.lower())
+    pick.set_value(gollek).run()
+    shown = texts(at)
+    assert "https://github.com/bhangun/gollek/blob/60a70cf" in shown  # the public log's address
     assert ("Machine: Apple M4" if lang == "en" else "マシン：Apple M4") in shown
+    assert at.dataframe  # the reader's table

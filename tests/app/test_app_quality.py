@@ -177,6 +177,8 @@ def test_savings_draws_the_price_against_context_length_with_the_published_figur
     from kvcore.recordings.published import figures
 
     at = page(SAVINGS, lang)
+    assert not any("metric" in c["data"].columns for c in charts(at))  # one click below
+    at.toggle(key="long").set_value(True).run()
     assert not at.exception, [e.message for e in at.exception]
     chart = next(c for c in charts(at) if "metric" in c["data"].columns)
     rec = bundled(LONG_REC)
