@@ -112,18 +112,7 @@ def quality(rec: Recording, lang: str, others: tuple = ()) -> dict:
             lang,
         )
         lengths = " / ".join(f"{n:,}" for n in sorted(growth["tokens"].unique()))
-    pub = pd.DataFrame(figures()["kv_quality"])
-    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
-    published = md_table(
-        pub,
-        {
-            "src": (t("savings.col_source"), "{}"),
-            "model": (t("savings.col_model"), None),
-            "kv": (t("savings.col_kv"), None),
-            "figure": (t("savings.col_figure"), "`{}`"),
-        },
-        lang,
-    )  # as stated
+    published = _published_table(figures()["kv_quality"], lang)
     return {
         "chart": chart,
         "table": table,
@@ -327,19 +316,7 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         },
         lang,
     )
-    pub = pd.DataFrame(figures()["kv_quality_long"])
-    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
-    published = md_table(
-        pub,
-        {
-            "src": (t("savings.col_source"), "{}"),
-            "model": (t("savings.col_model"), None),
-            "kv": (t("savings.col_kv"), None),
-            "context": (t("savings.long_col_context"), None),
-            "figure": (t("savings.col_figure"), "`{}`"),
-        },
-        lang,
-    )  # as stated
+    published = _published_table(figures()["kv_quality_long"], lang, context=True)
     return {
         "chart": chart,
         "table": table,
@@ -416,3 +393,20 @@ def _pair_label(row: dict, lang: str) -> str:
     """A cache's name in `lang`: K/V apart as llama.cpp's label names them (q8_0/q4_0), else format_label."""
     v = row.get("v_format")
     return str(row["label"]) if isinstance(v, str) else format_label(row, lang)
+
+
+def _published_table(rows: list[dict], lang: str, context: bool = False) -> str:
+    """Published quality figures for other models as stated, each linked to its source (with the context it was
+    measured at, for the long-context ones)."""
+    t = i18n.translator(lang)
+    pub = pd.DataFrame(rows)
+    pub = pub.assign(src=[f"[{s}]({u})" for s, u in zip(pub["source"], pub["url"])])
+    columns = {
+        "src": (t("savings.col_source"), "{}"),
+        "model": (t("savings.col_model"), None),
+        "kv": (t("savings.col_kv"), None),
+    }
+    if context:
+        columns["context"] = (t("savings.long_col_context"), None)
+    columns["figure"] = (t("savings.col_figure"), "`{}`")
+    return md_table(pub, columns, lang)  # as stated
