@@ -64,6 +64,8 @@ if formats["chart"] is not None:
     with st.expander(f.t("savings.formats_table"), icon=":material/table:"):
         st.markdown(formats["table"])
         st.caption(f.t("savings.formats_note"))
+        turbo = savings_sections.turbo(f.lang)  # the table's turbo3 row against what was published
+        text("#### " + f.t("savings.turbo_title"), turbo["claims"], turbo["text"], turbo["padding"])
 
 
 @st.fragment
@@ -99,12 +101,10 @@ def fits_section(model: str, kept: tuple[str, ...]) -> None:
 with st.expander(f.t("savings.fits_title"), icon=":material/memory:"):  # the reader's own machine
     fits_section(model, formats["kept"])
 
-turbo, nums = savings_sections.turbo(f.lang), savings_sections.published_numbers()
+nums = savings_sections.published_numbers()
 # the second half: what a smaller cache costs (speed, quality), its claim first, the evidence on demand
 st.header(f.t("savings.costs_title"))
 st.markdown(f.t("savings.costs_lead"))
-with st.expander(f.t("savings.turbo_title"), icon=":material/compare_arrows:"):
-    text(turbo["claims"], turbo["text"], turbo["padding"])
 with st.expander(f.t("savings.tradeoffs_title"), icon=":material/balance:"):
     text(
         f.t(
@@ -196,8 +196,7 @@ else:
         st.markdown(q["published"])
 
 long = quality_sections.long_context(tuple(f.recs), f.lang)  # the price against context: evidence
-if long is not None:
-    st.subheader(f.t("savings.long_title"))
+# the section's question is the switch's label (a heading above a closed switch took a line more)
 if long is not None and st.toggle(f.t("savings.long_show"), key="long"):  # one click below
     st.markdown(
         f.t(

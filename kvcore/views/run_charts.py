@@ -114,7 +114,8 @@ def quality_trade(
     shape: str | None = None,
 ) -> alt.LayerChart:
     """Formats as points: bytes per token (x, log) against quality loss (y, log: KL from the unquantized run); each
-    point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given. The
+    point labelled (e.g. its top-1 agreement), its marker's shape by `shape` (e.g. the runtime) when given, a value
+    the colour's labels must name as well (the shapes have no legend). The
     unquantized baseline (KL 0) cannot sit on a log axis: it is left to the table. Labels sit above their points;
     on a chart narrower than NARROW_PX (a phone) each goes where chart_parts.label_places finds room (above, right,
     below, left), or only in the tooltip when nowhere is free, so no two overlap.
@@ -124,7 +125,7 @@ def quality_trade(
     domain = list(dict.fromkeys(df[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     # legend marks a reader can tell apart: large swatches of the colour with no outline (the points' black
-    # outline, at a legend's size, left a dot of colour too small to read), and the shapes in grey
+    # outline, at a legend's size, left a dot of colour too small to read)
     enc_color = alt.Color(
         f"{color}:N",
         legend=legend(symbolSize=160, symbolStrokeWidth=0, symbolType="square"),
@@ -137,9 +138,9 @@ def quality_trade(
     base = alt.Chart(df).encode(x=x_enc, y=y_enc, opacity=opacity, tooltip=tip)
     marks = {"color": enc_color}
     if shape:
-        marks["shape"] = alt.Shape(
-            f"{shape}:N", legend=legend(symbolFillColor="#666666", symbolStrokeWidth=0)
-        )
+        # no legend of its own: the colour's labels name the shape's value too ("mlx_lm · mlx-q4 (group 64)"),
+        # and a second legend under a phone's chart was two more lines to scroll past
+        marks["shape"] = alt.Shape(f"{shape}:N", legend=None)
     points = (
         base.mark_point(size=140, filled=True, stroke="black", strokeWidth=0.8)
         .encode(**marks)

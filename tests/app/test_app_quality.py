@@ -153,7 +153,8 @@ def test_the_default_questions_baseline_is_right_and_the_page_says_what_answers_
 
 def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
     """The colour legend draws swatches large and without the points' black outline (a small dot inside a thick
-    outline could not be told from its neighbours); the runtime's shapes are drawn in grey."""
+    outline could not be told from its neighbours); the runtime's shapes have no legend of their own, each colour's
+    label naming its runtime."""
     at = page(SAVINGS, "en")
     spec = next(c["spec"] for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
     points = next(
@@ -161,7 +162,11 @@ def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
     )
     colour = points["encoding"]["color"]["legend"]
     assert colour["symbolStrokeWidth"] == 0 and colour["symbolSize"] >= 100
-    assert points["encoding"]["shape"]["legend"]["symbolFillColor"]
+    assert points["encoding"]["shape"]["legend"] is None
+    data = next(c["data"] for c in charts(at) if "kl_vs_baseline" in c["data"].columns)
+    shape, colour = points["encoding"]["shape"]["field"], points["encoding"]["color"]["field"]
+    assert data[shape].nunique() > 1  # two runtimes drawn, the legend names each
+    assert all(r[shape] in r[colour] for r in data.to_dict("records"))
 
 
 LONG_REC = "measured-linux-cpu-smollm2-135m-long-context"
