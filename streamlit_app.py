@@ -3,10 +3,11 @@
 import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
-from kvsite import home_sections, sections
-from kvsite.chapters import CHAPTERS, by_slug
-from kvsite.frame import DEFAULT_SOURCE, setup
-from kvsite.layout import row, text
+from kvsite.frame.chapters import CHAPTERS, by_slug
+from kvsite.frame.layout import row, text
+from kvsite.frame.page import DEFAULT_SOURCE, setup
+from kvsite.sections import home as home_sections
+from kvsite.sections import shared as sections
 
 f = setup("home")
 f.intro()

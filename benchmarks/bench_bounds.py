@@ -123,7 +123,7 @@ def _calculator(busting: bool):
 
 def _upload(data: dict):
     """What the server does with an uploaded recording: read and check it (kvcore.recordings.store.parse_bytes,
-    as kvsite.uploads.receive), then set its memory figures beside kvcore's (the Recordings page, opened)."""
+    as kvsite.inputs.uploads.receive), then set its memory figures beside kvcore's (the Recordings page, opened)."""
     raw = yaml.safe_dump(data, sort_keys=False).encode("utf-8")
     return lambda: published_memory.recording_rows(store.parse_bytes(raw, "upload.yaml"))
 

@@ -1,5 +1,5 @@
 """What a new state's charts cost the server: every chart the pages draw in a few states, built as the site builds it
-(kvcore.views.charts, then kvsite.chart.to_spec: the Vega-Lite dict with Arrow datasets), by this checkout's kvcore against
+(kvcore.views.charts, then kvsite.charts.chart.to_spec: the Vega-Lite dict with Arrow datasets), by this checkout's kvcore against
 kvcore as it was at an earlier commit (--before, default 15e3ef8: before its channels were given to Altair as objects,
 its layer charts took their height as an argument and with_points put its points beside a layer chart's own layers
 rather than the chart inside a new one), in one run.
@@ -14,7 +14,7 @@ reading its whole schema again (~10 ms a channel here); LayerChart.properties() 
 chart, and so does a layer chart made a layer of another. The charts' arguments are captured from AppTest runs of
 six pages in Japanese; the earlier kvcore is read from git into a temporary package. Each round builds every chart
 once each way, the order reversed every other round, each from a collected heap, all without Altair's check of every
-object as it is built (its "debug mode", on by default; kvsite.chart turns it off) but a third build of this kvcore
+object as it is built (its "debug mode", on by default; kvsite.charts.chart turns it off) but a third build of this kvcore
 with it. Reported: the median of the paired ratios (before / now, per round, over all charts) with their range, each
 one's median ms per chart, the same ratio for the check (with / without), and how many charts both kvcores draw
 alike (vl-convert's SVG, the names Altair gives views and layers aside).
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import kvcore.views.charts as charts  # noqa: E402
-import kvsite.chart as chart  # noqa: E402
+import kvsite.charts.chart as chart  # noqa: E402
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 
 STATES = [
@@ -101,7 +101,7 @@ def charts_at(rev: str, folder: Path):
 
 def build(calls: list[tuple], module, checked: bool = False) -> tuple[float, list[dict]]:
     """Every chart built by `module`'s builders; checked: with Altair's check of each object as it is built (its
-    "debug mode", which kvsite.chart turns off)."""
+    "debug mode", which kvsite.charts.chart turns off)."""
     alt.utils.schemapi.DEBUG_MODE = checked
     gc.collect()  # each build starts from a collected heap, not from what the one before left
     start = time.perf_counter()
@@ -149,7 +149,7 @@ def main() -> int:
         f"before {statistics.median(t_before) / n * 1000:.0f} ms"
     )
     print(
-        f"now with Altair's check as each object is built / without (kvsite.chart's): median "
+        f"now with Altair's check as each object is built / without (kvsite.charts.chart's): median "
         f"{statistics.median(checked):.2f} (range {min(checked):.2f}-{max(checked):.2f})"
     )
     same = sum(a == b for a, b in zip(drawings(now_specs), drawings(before_specs)))

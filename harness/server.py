@@ -15,7 +15,7 @@ import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from kvsite.chapters import all_pages
+from kvsite.frame.chapters import all_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"

@@ -4,11 +4,13 @@ import streamlit as st
 
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
-from kvsite import growth_sections, i18n, sections
-from kvsite.chart import show_chart
-from kvsite.choices import bound_choice, model_choice, weights_choice
-from kvsite.frame import setup
-from kvsite.layout import row
+from kvsite import i18n
+from kvsite.charts.chart import show_chart
+from kvsite.frame.layout import row
+from kvsite.frame.page import setup
+from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.sections import growth as growth_sections
+from kvsite.sections import shared as sections
 
 LAYER_CONTEXTS = (1024, 4096, 8192, 32768, 131072)  # the per-layer chart holds each
 

@@ -4,12 +4,13 @@ to first token and decode speed, batching; the time model (kvcore.timing.estimat
 import streamlit as st
 
 from kvcore.timing import hardware
-from kvsite import batch_sections, live
-from kvsite import prefill_sections as ps
-from kvsite.chart import show_chart
-from kvsite.choices import bound_choice, model_choice, weights_choice
-from kvsite.frame import DEFAULT_SOURCE, LIVE, setup
-from kvsite.layout import row, text
+from kvsite.charts.chart import show_chart
+from kvsite.frame.layout import row, text
+from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup
+from kvsite.inputs import live
+from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.sections import batch as batch_sections
+from kvsite.sections import prefill as ps
 
 # Mac data first: the published Apple Silicon batching run (M3 Ultra, four contexts); the bundled Linux CPU run of
 # both sweeps stays in the picker, and is where the prefill sweep comes from (no Mac run sweeps the prompt length)

@@ -1,14 +1,16 @@
 """Calculator — any model's KV cache in any format: the fit verdict, the three levers, a decode what-if.
 
-The widgets are read into one request (kvsite.calc_inputs); the engine answers it with one typed result
-(kvcore.capacity, cached by kvsite.calc_sections); each part of the page below draws from the two
-(kvsite.calc_outputs)."""
+The widgets are read into one request (kvsite.sections.calc.inputs); the engine answers it with one typed result
+(kvcore.capacity, cached by kvsite.sections.calc.compute); each part of the page below draws from the two
+(kvsite.sections.calc.outputs)."""
 
 import streamlit as st
 
 from kvcore.errors import KvError
-from kvsite import calc_inputs, calc_outputs, calc_sections
-from kvsite.frame import setup
+from kvsite.frame.page import setup
+from kvsite.sections.calc import compute as calc_sections
+from kvsite.sections.calc import inputs as calc_inputs
+from kvsite.sections.calc import outputs as calc_outputs
 
 f = setup("calculator")
 f.intro()

@@ -3,12 +3,14 @@
 import streamlit as st
 
 from kvcore.recordings import store as recordings
-from kvsite import live, log_sections, recordings_sections, uploads
-from kvsite.chart import show_chart
-from kvsite.frame import DEFAULT_SOURCE, setup, url_choice
-from kvsite.layout import text, uploader_words
-from kvsite.sources import yaml_bytes
-from kvsite.tables import csv_bytes
+from kvsite.charts.chart import show_chart
+from kvsite.charts.tables import csv_bytes
+from kvsite.frame.layout import text, uploader_words
+from kvsite.frame.page import DEFAULT_SOURCE, setup, url_choice
+from kvsite.frame.sources import yaml_bytes
+from kvsite.inputs import live, uploads
+from kvsite.sections import log as log_sections
+from kvsite.sections import recordings as recordings_sections
 
 f = setup("recordings")
 f.intro()
@@ -101,7 +103,7 @@ if ids:
                     on_click="ignore",
                 )
 
-# public runtime logs, each read back line by line beside kvcore's plan (kvsite.log_sections)
+# public runtime logs, each read back line by line beside kvcore's plan (kvsite.sections.log)
 log_sections.corpus_logs(f)
 
 # a reader's own run (the file `python -m kvcore record` writes): this session only, never written

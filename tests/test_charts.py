@@ -176,7 +176,7 @@ def test_every_chart_keeps_its_y_axis_and_puts_its_legend_under_the_plot():
 def test_a_choice_inside_a_bar_chart_is_a_bound_parameter_over_rows_the_chart_holds():
     """Linear growth's per-layer chart: the spec holds every context's rows and a radio-bound parameter (a variable,
     not a selection, so Streamlit's on_select does not rerun on it) that filters the bars to one context."""
-    from kvsite.growth_sections import growth_layers
+    from kvsite.sections.growth import growth_layers
 
     contexts = (1024, 32768, 131072)
     spec = growth_layers("llama-3.2-1b", contexts, 32768, "fp16", 1, "en")["chart"].spec

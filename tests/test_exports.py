@@ -21,7 +21,7 @@ RENDER = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     import vl_convert as vlc
     if {site}:
-        from kvsite.chart import Export, png_bytes as render
+        from kvsite.charts.chart import Export, png_bytes as render
     else:  # vl-convert alone, nothing registered: what a host with no fonts draws
         render = lambda spec, about=None: vlc.vegalite_to_png(spec, scale=1)
         Export = lambda title, lines=(): None
@@ -99,7 +99,7 @@ def _chart():
 def test_an_export_carries_its_title_settings_and_source():
     import xml.etree.ElementTree as ET
 
-    from kvsite.chart import Export, svg_text, to_spec
+    from kvsite.charts.chart import Export, svg_text, to_spec
 
     about = Export(
         "文脈長ごとの KV キャッシュのメモリ",
@@ -126,7 +126,7 @@ def test_nothing_is_cut_at_the_right_edge_of_a_png():
     """The x axis's last label (131,072) ends inside the image: the last columns of pixels are background only."""
     from PIL import Image
 
-    from kvsite.chart import png_bytes, to_spec
+    from kvsite.charts.chart import png_bytes, to_spec
 
     image = Image.open(io.BytesIO(png_bytes(to_spec(_chart()), scale=1))).convert("RGB")
     width, height = image.size
@@ -135,7 +135,7 @@ def test_nothing_is_cut_at_the_right_edge_of_a_png():
 
 
 def test_csv_numbers_are_readable_and_the_source_comes_first():
-    from kvsite.tables import csv_bytes
+    from kvsite.charts.tables import csv_bytes
 
     text = csv_bytes(
         pd.DataFrame({"tokens": [257], "mib": [8.031250000001], "share": [0.1 + 0.2]}),
@@ -158,7 +158,7 @@ def test_csv_opens_in_excel_on_a_japanese_mac():
     whole (32,768 and quotes included), and the table's header is one row of its own."""
     import csv
 
-    from kvsite.tables import csv_bytes
+    from kvsite.charts.tables import csv_bytes
 
     df = pd.DataFrame({"文脈長": [32768, 65536], "系列": ["実測, CPU", "公表値"]})
     data = csv_bytes(df, NOTES)
@@ -171,7 +171,7 @@ def test_csv_opens_in_excel_on_a_japanese_mac():
 
 
 def test_csv_reads_back_in_code_without_its_notes():
-    from kvsite.tables import csv_bytes
+    from kvsite.charts.tables import csv_bytes
 
     df = pd.DataFrame({"tokens": [256, 257], "series": ["allocated, mlx_lm", "used"]})
     back = pd.read_csv(io.BytesIO(csv_bytes(df, NOTES)), comment="#")

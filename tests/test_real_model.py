@@ -293,7 +293,7 @@ def test_the_savings_default_question_is_answered_right_as_recorded(model):
     from kvcore.measure.mlx_quality import DEMO_QUESTIONS, KvOption, greedy
     from kvcore.recordings import store
     from kvcore.views.savings import quality_answers
-    from kvsite.quality_sections import default_question
+    from kvsite.sections.quality import default_question
 
     rec = store.load(store.BUNDLED_DIR / "measured-linux-cpu-smollm2-135m.yaml")
     answers = quality_answers(rec)

@@ -18,11 +18,11 @@ from streamlit.testing.v1 import AppTest
 
 from kvcore.measure.models import BUILTIN_CONFIGS
 from kvcore.memory.formats import FORMATS
-from kvsite.chapters import CHAPTERS
+from kvsite.frame.chapters import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "streamlit_app.py")
-PAGES = [chapter.path for chapter in CHAPTERS]  # every chapter's page (kvsite/chapters.py)
+PAGES = [chapter.path for chapter in CHAPTERS]  # every chapter's page (kvsite/frame/chapters.py)
 CPU_DEMO = (
     "test-cpu-demo"  # a measured recording written by the fixture (test data, not a real run)
 )
@@ -102,10 +102,10 @@ def charts(at: AppTest) -> list[dict]:
     return out
 
 
-# Altair's bundled Vega-Lite schema (the version it writes). kvsite.chart.to_spec builds specs without Altair's check
+# Altair's bundled Vega-Lite schema (the version it writes). kvsite.charts.chart.to_spec builds specs without Altair's check
 # (~0.1 s a chart); the tests check what the pages send instead.
 VEGA_LITE = alt.vegalite.v6.schema.core.load_schema()
-# A Vega config kvsite.chart.to_spec sets, which Vega-Lite hands to Vega as it is: its schema lists only an
+# A Vega config kvsite.charts.chart.to_spec sets, which Vega-Lite hands to Vega as it is: its schema lists only an
 # expression there (Vega's legend layout: https://vega.github.io/vega/docs/config/#legends-properties)
 PASSED_TO_VEGA = (("config", "legend", "layout"),)
 _SHAPES_CHECKED: set[frozenset] = set()

@@ -21,7 +21,7 @@ from kvcore.runtimes.registry import RUNTIMES, get_runtime
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views import what_if
 from kvsite import i18n
-from kvsite.calc_sections import NUMBERS
+from kvsite.sections.calc.compute import NUMBERS
 
 CALC = "pages/7_Calculator.py"
 

@@ -4,7 +4,7 @@ import pytest
 from app_helpers import charts, page
 
 from kvsite import i18n
-from kvsite.sections import source_names
+from kvsite.sections.shared import source_names
 
 DECODE = "pages/4_Decode_slowdown.py"
 ARTICLE = "published-article-a-m5-pro"

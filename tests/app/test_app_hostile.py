@@ -50,7 +50,7 @@ def bound_widgets(path: str, base: dict) -> list[str]:
     }
     keys.discard("")
     if path == CALC:
-        keys.add("ctx")  # bound by kvsite.calc.context_inputs
+        keys.add("ctx")  # bound by kvsite.sections.calc.source.context_inputs
     if path == "pages/3_Linear_growth.py":
         keys.add("lctx")  # read from the link inside the chart
     return sorted(keys | set(ALSO.get(path, [])))
@@ -301,7 +301,7 @@ def test_the_last_line_of_defence_shows_one_sentence_and_no_path(rec_dir, tmp_pa
     )
     app = str(shutil.copy(ROOT / "streamlit_app.py", tmp_path))
     (tmp_path / "pages" / "1_Mechanism.py").write_text(
-        'from kvsite.frame import setup\nf = setup("mechanism")\n'
+        'from kvsite.frame.page import setup\nf = setup("mechanism")\n'
         'raise OverflowError("/srv/kvsite/kvcore/secret.py line 1: cannot convert float infinity")\n',
         encoding="utf-8",
     )

@@ -24,7 +24,7 @@ def warnings(at) -> list[str]:
 
 
 def choice_keys(at) -> set[str]:
-    """The URL keys of the page's choice widgets: Streamlit's binding (query_param_key) or kvsite.frame.url_choice
+    """The URL keys of the page's choice widgets: Streamlit's binding (query_param_key) or kvsite.frame.page.url_choice
     (its widget key is <key>__w); the language control is checked apart."""
     keys = set()
     for kind in CHOICES:

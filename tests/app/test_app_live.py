@@ -14,8 +14,9 @@ from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views import charts as kcharts
 from kvcore.views import memory as views
-from kvsite import chart as chart_view
-from kvsite import i18n, sections
+from kvsite import i18n
+from kvsite.charts import chart as chart_view
+from kvsite.sections import shared as sections
 
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.mlx
@@ -139,9 +140,9 @@ def test_unwritable_recordings_folder_means_read_only(rec_dir):
 
 
 def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
-    import kvsite.frame
+    import kvsite.frame.page
 
-    monkeypatch.setattr(kvsite.frame, "live_status", lambda: (False, "live.no_mlx"))
+    monkeypatch.setattr(kvsite.frame.page, "live_status", lambda: (False, "live.no_mlx"))
     at = page("pages/4_Decode_slowdown.py", "en", src="live")
     assert not at.exception
     assert "Live mode is unavailable" in " ".join(c.value for c in at.caption)
@@ -170,7 +171,7 @@ def test_chart_exports_are_valid_png_and_svg():
 
 
 def test_a_second_live_sweep_on_the_server_waits_for_the_first(rec_dir):
-    from kvsite.live import MACHINE
+    from kvsite.inputs.live import MACHINE
 
     assert MACHINE.acquire(blocking=False)  # as if another reader's sweep were running
     try:

@@ -1,4 +1,4 @@
-"""The log reader on the page (kvsite.log_sections): a pasted log read back line by line in the page's language,
+"""The log reader on the page (kvsite.sections.log): a pasted log read back line by line in the page's language,
 hostile pastes refused in one sentence, and the corpus shown on the Recordings page as "logs from real Macs"."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ METAL_2026 = ROOT / "recordings" / "logs" / "llamacpp-metal-m4-qwen2.5-0.5b-2026
 SCRIPT = """
 import streamlit as st
 from kvsite import i18n
-from kvsite.log_sections import log_reader
+from kvsite.sections.log import log_reader
 
 class Frame:
     lang = st.query_params.get("lang", "en")

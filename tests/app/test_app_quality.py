@@ -56,7 +56,7 @@ def test_the_same_question_is_answered_through_two_caches_side_by_side(rec_dir, 
     prompt = next(iter(answers))
     rows = answers[prompt]
     for row in rows[1:]:
-        from kvsite.quality_sections import format_label
+        from kvsite.sections.quality import format_label
 
         at = page(SAVINGS, lang, qprompt=prompt, qfmt=format_label(row, lang))
         assert not at.exception, [e.message for e in at.exception]

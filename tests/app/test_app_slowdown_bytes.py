@@ -12,7 +12,7 @@ from kvcore.recordings import store as recordings
 
 def _runs(folder, lang: str) -> list[str]:
     """Every run the engine frame holds, by the name the site gives it in `lang` (legends, pickers)."""
-    from kvsite.sections import source_names
+    from kvsite.sections.shared import source_names
 
     recs, errors = recordings.load_all([folder])
     assert not errors

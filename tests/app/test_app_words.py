@@ -8,7 +8,8 @@ import re
 import pytest
 from app_helpers import page, texts
 
-from kvsite import home_sections, i18n
+from kvsite import i18n
+from kvsite.sections import home as home_sections
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

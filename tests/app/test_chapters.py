@@ -1,4 +1,4 @@
-"""One list of chapters (kvsite/chapters.py): what Streamlit shows from pages/ is exactly that list, and a chapter
+"""One list of chapters (kvsite/frame/chapters.py): what Streamlit shows from pages/ is exactly that list, and a chapter
 added there reaches the navigation and the home page."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from app_helpers import ROOT, page
 from i18n_keys import missing_keys
 
-from kvsite import chapters, i18n
+from kvsite import i18n
+from kvsite.frame import chapters
 
 
 def test_every_page_file_is_a_chapter_and_every_chapter_a_page_file():
@@ -67,7 +68,7 @@ def test_a_chapter_registered_in_the_list_reaches_navigation_and_home(
     )
     app = str(shutil.copy(ROOT / "streamlit_app.py", tmp_path))
     (tmp_path / "pages" / "9_Throwaway.py").write_text(
-        'from kvsite.frame import setup\nf = setup("throwaway")\nf.intro()\n', encoding="utf-8"
+        'from kvsite.frame.page import setup\nf = setup("throwaway")\nf.intro()\n', encoding="utf-8"
     )
     extra = chapters.Chapter("throwaway", "9_Throwaway.py", "throwaway")
     monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, extra))
@@ -122,7 +123,7 @@ def by_path(path: str) -> chapters.Chapter:
 
 def test_every_chapter_ends_with_the_previous_and_the_next_from_the_list(rec_dir):
     """The reading path in the page body (a phone folds the sidebar away): each page's last links are the pages
-    before and after it in kvsite/chapters.py, named as the navigation names them."""
+    before and after it in kvsite/frame/chapters.py, named as the navigation names them."""
     pages = chapters.all_pages()
     for lang in i18n.LANGS:
         t = i18n.translator(lang)
@@ -144,7 +145,7 @@ def test_every_chapter_ends_with_the_previous_and_the_next_from_the_list(rec_dir
 
 
 def test_home_links_both_articles_to_their_cards(rec_dir):
-    from kvsite import home_sections
+    from kvsite.sections import home as home_sections
 
     for lang in i18n.LANGS:
         at = page(None, lang)

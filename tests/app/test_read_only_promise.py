@@ -2,7 +2,7 @@
 
 Every page is run with and without ?src=live; every live control it shows is set, then every button on the page
 is pressed, one per run. The engine counts the models it makes (kvcore.measure.live_model.LiveModel.built) and the site
-the sweeps it starts (kvsite.live.STARTED): neither may move. The one live probe the demo keeps, the trap's, builds
+the sweeps it starts (kvsite.inputs.live.STARTED): neither may move. The one live probe the demo keeps, the trap's, builds
 no model (real mlx_lm cache classes with random tensors) and is pressed too.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from app_helpers import APP, PAGES, page
 
 from kvcore.measure.live_model import LiveModel
-from kvsite import live
+from kvsite.inputs import live
 
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.mlx

@@ -1,7 +1,7 @@
 """Every reachable state of every page: each widget through its whole range, through the URL.
 
 The widgets are found by running the page, not listed by hand: every widget bound to the URL
-(``bind="query-params"``: its ``query_param_key``; ``kvsite.frame.url_choice``: the options it was called with)
+(``bind="query-params"``: its ``query_param_key``; ``kvsite.frame.page.url_choice``: the options it was called with)
 is driven through its ends, its boundaries, its default, every option (every data source, every preset, every
 format) and odd text, starting from the state in which it appeared (the custom-memory field appears only for
 ``chip=custom``); widgets the URL does not hold are driven by interaction. Then hypothesis draws whole query
@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
-import kvsite.frame
+import kvsite.frame.page
 from kvcore.errors import KvError
 from kvcore.inputs.preset_files import load_preset, preset_names
 from kvcore.inputs.presets import preset_geometry
@@ -96,7 +96,7 @@ EXPECTED = {
         "msrc",
         "model",
         "rt",
-        "~ctx",  # bound to ?ctx= by kvsite.calc.context_inputs, not by Streamlit (?ctx=1 came back as 32,768)
+        "~ctx",  # bound to ?ctx= by kvsite.sections.calc.source.context_inputs, not by Streamlit (?ctx=1 came back as 32,768)
         "~ctx_log",
         "seq",
         "k",
@@ -129,7 +129,7 @@ KINDS = (
 # ---------------------------------------------------------------- url_choice options, as the page passes them
 
 CHOICES: dict[str, list] = {}  # URL key -> the raw options of this run's url_choice widgets
-_url_choice = kvsite.frame.url_choice
+_url_choice = kvsite.frame.page.url_choice
 
 
 def _spy_url_choice(widget, label, options, default, key, *args, **kwargs):
@@ -139,7 +139,7 @@ def _spy_url_choice(widget, label, options, default, key, *args, **kwargs):
 
 @pytest.fixture(autouse=True)
 def spy_url_choice(monkeypatch):
-    """The real url_choice, noting its options: in kvsite.frame, where pages import it from on every run, and in
+    """The real url_choice, noting its options: in kvsite.frame.page, where pages import it from on every run, and in
     every site module that imported it once (the Calculator's inputs)."""
     import sys
 
@@ -212,7 +212,7 @@ def _every_one_ids() -> frozenset[str]:
     """The bundled recordings' ids, the measured test run's, live mode's and the presets' (read once a session: the
     sweep asks for every widget of every state, ~1,700 times a page)."""
     ids = {p.stem for p in (ROOT / "recordings").glob("*.yaml")}
-    return frozenset(ids | {CPU_DEMO, kvsite.frame.LIVE} | set(preset_names()))
+    return frozenset(ids | {CPU_DEMO, kvsite.frame.page.LIVE} | set(preset_names()))
 
 
 def every_one(options: list) -> bool:
@@ -691,7 +691,7 @@ def test_random_states_from_the_url(rec_dir, path, data):
 
 def test_the_schema_check_refuses_a_spec_vega_lite_does_not_know():
     """The check the sweep gives every chart: a mark Vega-Lite has no such type for is refused with its place; the
-    legend layout kvsite.chart sets for Vega is not."""
+    legend layout kvsite.charts.chart sets for Vega is not."""
     spec = {
         "mark": "line",
         "encoding": {"x": {"field": "a", "type": "quantitative"}},

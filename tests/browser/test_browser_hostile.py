@@ -122,7 +122,7 @@ def test_an_uploads_short_label_is_text_in_the_decode_run_table(server, page, re
 
 
 FAILING_PAGE = """import streamlit as st
-from kvsite.frame import setup
+from kvsite.frame.page import setup
 
 f = setup("mechanism")
 
