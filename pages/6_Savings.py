@@ -213,7 +213,7 @@ if long is not None and st.toggle(f.t("savings.long_show"), key="long"):  # one 
     with st.expander(f.t("savings.long_more"), icon=":material/table:"):
         st.markdown(long["table"])
     with st.expander(f.t("savings.long_retrieval_title"), icon=":material/quiz:"):
-        st.markdown(f.t("savings.long_retrieval_lead"))
+        st.markdown(f.t("savings.long_retrieval_lead", facts=long["facts"]))
         for label, table in long["retrieval"]:
             st.markdown(f"**{label}**\n\n{table}")
     with st.expander(f.t("savings.long_published_title"), icon=":material/menu_book:"):

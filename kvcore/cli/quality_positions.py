@@ -14,8 +14,12 @@ from pathlib import Path
 from kvcore.errors import KvError
 from kvcore.limits import MAX_TEXT_BYTES
 
-MLX_FORMATS = "mlx-q8,mlx-q4@32,mlx-q4@64"  # format@group (128 does not divide head_dim 64)
-LLAMACPP_PAIRS = "q8_0,q4_0,q8_0/q4_0"  # llama.cpp: one type for K and V, or K/V
+MLX_FORMATS = (
+    "mlx-q8@32,mlx-q8@64,mlx-q4@32,mlx-q4@64"  # format@group (128 does not divide head_dim 64)
+)
+# llama.cpp: one type for K and V, or K/V: every pair of f16, q8_0 and q4_0 (its CPU build accepts
+# each), q4_0 last (the run sampled by default)
+LLAMACPP_PAIRS = "q8_0,f16/q8_0,q8_0/f16,f16/q4_0,q4_0/f16,q8_0/q4_0,q4_0/q8_0,q4_0"
 WINDOW_COLUMNS = [  # (key, header, format)
     ("label", "kv format", "<26"),
     ("start", "from", "d"),

@@ -39,19 +39,14 @@ class Fact:
     after: int
 
 
-FACTS = (  # each right in the baseline at 1K and 2K tokens when chosen (SmolLM2-135M-Instruct)
+FACTS = (  # what SmolLM2-135M-Instruct's unquantized run must answer at every length, or the check shows
+    # nothing: of the facts tried, the one it named at 2,048 tokens; "Mr. Bennet's dog is named Rufus." and "The
+    # key to the cellar is hidden under the red vase." it missed there, five others already at 1,024 (llama.cpp)
     Fact(
         "The secret code of the blue box is 4127.",
         "What is the secret code of the blue box?",
         "4127",
         2,
-    ),
-    Fact("Mr. Bennet's dog is named Rufus.", "What is the name of Mr. Bennet's dog?", "Rufus", 3),
-    Fact(
-        "The key to the cellar is hidden under the red vase.",
-        "Where is the key to the cellar hidden?",
-        "red vase",
-        4,
     ),
 )
 

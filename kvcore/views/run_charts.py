@@ -168,10 +168,13 @@ def price_by_context(
     *,
     titles: dict | None = None,
     height: int = 300,
+    dash: str | None = None,
 ) -> alt.LayerChart:
     """Each format's price against context length, one line per `color` value (runtime and format), the metric
     picked inside the chart (`choice`: a chart_parts.Choice over the frame's `metric` column, e.g. mean KL, its
-    99th percentile, top-1 agreement); x and y on log scales (1,024 to 8,192 tokens; KL spans decades).
+    99th percentile, top-1 agreement); x and y on log scales (1,024 to 8,192 tokens; KL spans decades). With
+    `dash` (e.g. the runtime) each value's lines have a dash and points a shape of their own, with no legend:
+    the colour's labels name it as well.
     Example: price_by_context(savings_views.long_context(recs), "series", "Context (tokens)", choice)."""
     df = positive_rows(df, ["context", "value"])
     domain = list(dict.fromkeys(df[color]))
@@ -192,6 +195,8 @@ def price_by_context(
         .transform_filter(choice.test(pick))
         .encode(x=x_enc, y=y_enc, color=enc_color, opacity=picked(sel, 0.15), tooltip=tip)
     )
-    lines = base.mark_line(strokeWidth=2.2).add_params(sel, pick)
-    points = base.mark_point(size=60, filled=True)
-    return alt.layer(lines, points, height=height)
+    lines, points = base.mark_line(strokeWidth=2.2), base.mark_point(size=60, filled=True)
+    if dash:
+        lines = lines.encode(strokeDash=alt.StrokeDash(f"{dash}:N", legend=None))
+        points = points.encode(shape=alt.Shape(f"{dash}:N", legend=None))
+    return alt.layer(lines.add_params(sel, pick), points, height=height)

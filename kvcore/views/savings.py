@@ -334,10 +334,14 @@ def quality_answers(rec: Recording) -> dict[str, list[dict]]:
 LONG_METRICS = ("kl_mean", "kl_p99", "top1_agreement")
 
 
-def long_context(recs: list[Recording], scope: str = "window") -> pd.DataFrame:
+def long_context(
+    recs: list[Recording], scope: str = "window", both_quantized: bool = True
+) -> pd.DataFrame:
     """Each quantized cache's figures against context length from runs with a long_context section, one row per
     run, format, length and metric (LONG_METRICS, long: a chart picks one): scope "window" prices a token that
-    deep (positions [L - 512, L)), "prefix" the whole first L positions. The baseline (KL 0) is left out."""
+    deep (positions [L - 512, L)), "prefix" the whole first L positions. The baseline (KL 0) is left out, and
+    with `both_quantized` a cache with one half unquantized (llama.cpp's f16/q4_0): mlx_lm quantizes K and V
+    alike, so these are the caches both runtimes have."""
     frames = []
     for r in recs:
         df = pd.DataFrame(r.rows("long_context"))
@@ -347,6 +351,10 @@ def long_context(recs: list[Recording], scope: str = "window") -> pd.DataFrame:
         for name in ("group_size", "v_format"):  # optional: NaN where a run left it out
             if name not in df:
                 df[name] = float("nan")
+        if both_quantized:
+            df = df[
+                [_quantized(k) and _quantized(v) for k, v in zip(df["kv_format"], df["v_format"])]
+            ]
         frames.append(
             df.assign(
                 runtime=quality_runtime(r),
@@ -364,6 +372,11 @@ def long_context(recs: list[Recording], scope: str = "window") -> pd.DataFrame:
     return wide.melt(keep, list(LONG_METRICS), "metric", "value").sort_values(
         ["metric", "runtime", "format", "context"], ignore_index=True
     )
+
+
+def _quantized(name) -> bool:
+    """A cache format stored in fewer bits than its values (NaN, a V the row did not name apart, counts as K's)."""
+    return not isinstance(name, str) or get_format(name).kind != "plain"
 
 
 def retrieval(rec: Recording) -> pd.DataFrame:

@@ -291,6 +291,7 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         t("savings.long_x"),
         choice,
         titles=titles,
+        dash="runtime",
     )
     wide = pd.concat([pd.DataFrame(r.rows("long_context")).assign(run=r.label) for r in runs])
     wide = wide[wide["kl_mean"] > 0].sort_values(
@@ -322,11 +323,22 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         "table": table,
         "published": published,
         "retrieval": [(r.label, _retrieval_table(r, lang)) for r in runs if r.has("retrieval")],
+        "facts": _facts(runs, lang),
         "finding": _finding(df, lang),
         "sources": " · ".join(r.label for r in runs),
         "tokens": f"{int(df['context'].max()):,}",
         "window": _window(runs[0]),
     }
+
+
+def _facts(runs: list[Recording], lang: str) -> str:
+    """The sentences the runs placed in the text, as their recordings state them, quoted and listed once."""
+    said = [
+        f["sentence"]
+        for r in runs
+        for f in r.data["method"]["long_context"].get("retrieval", {}).get("facts", [])
+    ]
+    return i18n.translate(lang, "recordings.list_sep").join(f"“{f}”" for f in dict.fromkeys(said))
 
 
 def _window(rec: Recording) -> str:
@@ -365,21 +377,23 @@ def _retrieval_table(rec: Recording, lang: str) -> str:
 
 
 def _finding(df: pd.DataFrame, lang: str) -> str:
-    """The chart's claim in numbers: per runtime, its 4-bit format's mean KL in the first and the last window."""
+    """The chart's claim in numbers: per runtime, its 4-bit cache (K and V alike, the largest group: mlx_lm's
+    default 64) and its mean KL in the first and the last window."""
+    from kvcore.memory.formats import get_format
     from kvcore.units import fmt_small
 
     t = i18n.translator(lang)
-    kl = df[df["metric"] == "kl_mean"]
+    kl = df[(df["metric"] == "kl_mean") & df["v_format"].isna()]
+    kl = kl[[get_format(k).bits == 4 for k in kl["kv_format"]]]
     parts = []
-    for series, rows in kl.groupby("series", sort=False):
-        if "q4" not in series:
-            continue
+    for _, rows in kl.groupby("runtime", sort=False):
+        rows = rows[rows["group_size"].fillna(0) == rows["group_size"].fillna(0).max()]
         rows = rows.sort_values("context")
         first, last = rows.iloc[0], rows.iloc[-1]
         parts.append(
             t(
                 "savings.long_finding_row",
-                series=series,
+                series=first["series"],
                 first=fmt_small(first["value"]),
                 at_first=f"{int(first['context']):,}",
                 last=fmt_small(last["value"]),

@@ -169,16 +169,25 @@ def test_the_quality_charts_legend_marks_can_be_told_apart(rec_dir):
     assert all(r[shape] in r[colour] for r in data.to_dict("records"))
 
 
-LONG_REC = "measured-linux-cpu-smollm2-135m-long-context"
+LONG_RECS = sorted(p.stem for p in recordings.BUNDLED_DIR.glob("measured-*long-context.yaml"))
+
+
+def _both_quantized(row: dict) -> bool:
+    from kvcore.memory.formats import get_format
+
+    names = (row["kv_format"], row.get("v_format", row["kv_format"]))
+    return all(get_format(n).kind != "plain" for n in names)
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_savings_draws_the_price_against_context_length_with_the_published_figures_beside_it(
     rec_dir, lang
 ):
-    """Below the quality chart: each quantized format's mean KL, its 99th percentile and top-1 agreement at
-    every recorded length (a choice inside the chart), the retrieval answers, and the published long-context
-    figures for larger models in a table of their own, each with its address, none on the chart's lines."""
+    """Below the quality chart: each runtime's quantized caches (K and V both quantized, as mlx_lm's are; a
+    llama.cpp pair with an f16 half only in the table), their mean KL, its 99th percentile and top-1 agreement
+    at every recorded length (a choice inside the chart), each runtime its own dash, the retrieval answers,
+    and the published long-context figures for larger models in a table of their own, each with its address,
+    none on the chart's lines."""
     from kvcore.recordings.published import figures
 
     at = page(SAVINGS, lang)
@@ -186,16 +195,29 @@ def test_savings_draws_the_price_against_context_length_with_the_published_figur
     at.toggle(key="long").set_value(True).run()
     assert not at.exception, [e.message for e in at.exception]
     chart = next(c for c in charts(at) if "metric" in c["data"].columns)
-    rec = bundled(LONG_REC)
-    windows = [r for r in rec.rows("long_context") if r["scope"] == "window" and r["kl_mean"] > 0]
-    assert len(chart["data"]) == 3 * len(windows)  # three metrics a point
-    assert set(chart["data"]["context"]) == {r["end"] for r in windows}
+    recs = [bundled(name) for name in LONG_RECS]
+    windows = [
+        r
+        for rec in recs
+        for r in rec.rows("long_context")
+        if r["scope"] == "window" and r["kl_mean"] > 0
+    ]
+    drawn = [r for r in windows if _both_quantized(r)]
+    assert len(chart["data"]) == 3 * len(drawn)  # three metrics a point
+    assert set(chart["data"]["context"]) == {r["end"] for r in drawn}
     assert set(chart["data"]["metric"]) == set(savings_views.LONG_METRICS)
+    runtimes = {savings_views.quality_runtime(rec) for rec in recs}
+    assert set(chart["data"]["runtime"]) == runtimes
+    assert all(r["runtime"] in r["series"] for r in chart["data"].to_dict("records"))
     spec = json.dumps(chart["spec"], ensure_ascii=False)
     assert "binding_radio" in spec or '"input": "radio"' in spec
+    assert '"strokeDash"' in spec
     published = figures()["kv_quality_long"]
     shown = texts(at)
     assert all(p["url"] in shown for p in published)
     assert not any(p["model"] in set(chart["data"].astype(str).values.ravel()) for p in published)
-    for row in rec.rows("retrieval"):
-        assert row["answer"].replace("\n", " ") in shown
+    for rec in recs:
+        for row in rec.rows("retrieval"):
+            assert row["answer"].replace("\n", " ") in shown
+    for row in windows:  # every cache in the table, those left off the chart too
+        assert f"{row['start']:,}–{row['end']:,}" in shown
