@@ -68,9 +68,11 @@ def test_a_sweep_pauses_where_the_question_and_answer_still_fit_each_length():
 
 
 def test_the_facts_are_paragraphs_of_their_own_and_a_right_answer_names_them():
-    text = lc.retrieval_text("One.\n\nTwo.\n\nThree.\n\nFour.\n\nFive.")
-    paragraphs = text.split("\n\n")
-    assert [paragraphs.index(f.sentence) for f in lc.FACTS] == [2, 4, 6]
+    facts = tuple(lc.Fact(f"Fact {n}.", f"Which is fact {n}?", str(n), n) for n in (2, 3, 4))
+    paragraphs = lc.retrieval_text("One.\n\nTwo.\n\nThree.\n\nFour.\n\nFive.", facts).split("\n\n")
+    assert [paragraphs.index(f.sentence) for f in facts] == [2, 4, 6]
+    assert paragraphs[:3] == ["One.", "Two.", "Fact 2."]
+    assert lc.retrieval_text("One.", lc.FACTS[:0]) == "One."
     assert lc.is_right(lc.FACTS[0], "The secret code of the blue box is 4127.")
     assert not lc.is_right(lc.FACTS[0], "The secret code of the blue box is 4217.")
 
