@@ -214,8 +214,10 @@ if long is not None and st.toggle(f.t("savings.long_show"), key="long"):  # one 
         st.markdown(long["table"])
     with st.expander(f.t("savings.long_retrieval_title"), icon=":material/quiz:"):
         st.markdown(f.t("savings.long_retrieval_lead", facts=long["facts"]))
-        for label, table in long["retrieval"]:
-            st.markdown(f"**{label}**\n\n{table}")
+        for label, reach, table in long["retrieval"]:
+            st.markdown(
+                f"**{label}**\n\n{reach}\n\n{table}" if reach else f"**{label}**\n\n{table}"
+            )
     with st.expander(f.t("savings.long_published_title"), icon=":material/menu_book:"):
         st.markdown(long["published"])
 

@@ -379,6 +379,25 @@ def _quantized(name) -> bool:
     return not isinstance(name, str) or get_format(name).kind != "plain"
 
 
+def baseline_reach(rec: Recording) -> tuple[int, int] | None:
+    """(the longest context up to which the run's baseline answers every question right, the first at which it
+    misses one), or None where it is right at every length: past that length the check shows the model's own
+    limit, not a cache's. Example: SmolLM2-135M's secret code -> (2048, 4096) in a run to 8,192 tokens."""
+    rows = rec.rows("retrieval")
+    if not rows:
+        return None
+    base = rows[0]["label"]
+    right: dict[int, bool] = {}
+    for r in rows:
+        if r["label"] == base:
+            right[r["context"]] = right.get(r["context"], True) and bool(r["correct"])
+    missed = [c for c in sorted(right) if not right[c]]
+    if not missed:
+        return None
+    reached = [c for c in sorted(right) if c < missed[0]]
+    return (reached[-1] if reached else 0), missed[0]
+
+
 def retrieval(rec: Recording) -> pd.DataFrame:
     """A run's retrieval answers: one row per question, context and format (the baseline first, as recorded)."""
     return pd.DataFrame(rec.rows("retrieval"))

@@ -322,7 +322,11 @@ def long_context(recs: tuple, lang: str) -> dict | None:
         "chart": chart,
         "table": table,
         "published": published,
-        "retrieval": [(r.label, _retrieval_table(r, lang)) for r in runs if r.has("retrieval")],
+        "retrieval": [
+            (r.label, _retrieval_reach(r, lang), _retrieval_table(r, lang))
+            for r in runs
+            if r.has("retrieval")
+        ],
         "facts": _facts(runs, lang),
         "finding": _finding(df, lang),
         "sources": " · ".join(r.label for r in runs),
@@ -349,6 +353,16 @@ def _window(rec: Recording) -> str:
     name = model.get("preset") or model.get("name")
     window = preset_geometry(name).max_position_embeddings
     return f"{window:,}" if window else "?"
+
+
+def _retrieval_reach(rec: Recording, lang: str) -> str:
+    """Where the run's unquantized baseline stops naming the fact, in a sentence (empty where it never does)."""
+    reach = savings_views.baseline_reach(rec)
+    if reach is None:
+        return ""
+    right, wrong = reach
+    key = "savings.long_retrieval_reach" if right else "savings.long_retrieval_never"
+    return i18n.translate(lang, key, right=f"{right:,}", wrong=f"{wrong:,}")
 
 
 def _retrieval_table(rec: Recording, lang: str) -> str:

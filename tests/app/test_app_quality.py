@@ -13,6 +13,7 @@ from kvcore.recordings import store as recordings
 from kvcore.units import fmt_small
 from kvcore.views import memory as views
 from kvcore.views import savings as savings_views
+from kvsite import i18n
 
 REC = "measured-linux-cpu-smollm2-135m"
 LLAMACPP_REC = "measured-linux-cpu-llamacpp-smollm2-135m-quality"
@@ -219,5 +220,11 @@ def test_savings_draws_the_price_against_context_length_with_the_published_figur
     for rec in recs:
         for row in rec.rows("retrieval"):
             assert row["answer"].replace("\n", " ") in shown
+        reach = savings_views.baseline_reach(rec)
+        if reach:  # where the unquantized run stops naming the fact, said beside its answers
+            said = i18n.translate(
+                lang, "savings.long_retrieval_reach", right=f"{reach[0]:,}", wrong=f"{reach[1]:,}"
+            )
+            assert said in shown
     for row in windows:  # every cache in the table, those left off the chart too
         assert f"{row['start']:,}–{row['end']:,}" in shown
