@@ -31,6 +31,7 @@ CODES = frozenset(
         "llamacpp_flash_attn",
         "llamacpp_quantized_v_needs_fa",
         "llamacpp_backend",
+        "macos_version",
         "json_too_large",
         "json_invalid",
         "json_nested",

@@ -63,7 +63,7 @@ def request(f) -> tuple[Inputs | None, object, object]:
     w_fmt = _weights(f, c[-1], src_kind)
     # the machine, the numbers and the verdict on the left, the chart on the right (a phone stacks the two)
     left, right = st.columns([5, 6], gap="medium")
-    m = left.columns([2, 1, 1])
+    m = left.columns([2, 1, 1, 1])
     chip = url_choice(
         m[0].selectbox,
         f.t("calc.machine"),
@@ -72,7 +72,7 @@ def request(f) -> tuple[Inputs | None, object, object]:
         "chip",
         format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n,
     )
-    memory = available_memory(f, chip, m[1], m[2])
+    memory = available_memory(f, chip, m[1], m[2], m[3])
     settings = _settings(f, rt, left)
     if src_kind != "preset" and not (source.text.strip() if src_kind == "config" else source.text):
         st.info(f.t("calc.gguf_prompt" if src_kind == "gguf" else "calc.paste_prompt"))
