@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
+from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS
 
 if TYPE_CHECKING:
     from kvcore.memory.formats import KvSpec
@@ -196,6 +197,9 @@ class Runtime:
     default_kv_format: str | None = None
     # True: K and V are kept in one format (mlx_lm: one kv_bits quantizes both, KVCache holds both in one dtype)
     one_kv_format: bool = False
+    # the weight formats its model files come in (the Calculator's choices) and the one it offers first
+    weight_formats: tuple[str, ...] = DOWNLOAD_WEIGHT_FORMATS
+    default_weights: str = "mlx-q4"
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"

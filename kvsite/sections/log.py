@@ -91,11 +91,14 @@ def show_reading(view: dict, lang: str) -> None:
             st.code(unknown, language=None)
 
 
-def log_reader(f) -> None:
+def log_reader(f, heading: bool = True) -> None:
     """The "paste your log" section: a text area and a file upload, bounded by the engine's limits; one
-    sentence for what it refuses."""
+    sentence for what it refuses. heading False: inside an expander that carries the title."""
     t = f.t
-    text("## " + t("logread.title"), t("logread.lead"))
+    if heading:
+        text("## " + t("logread.title"), t("logread.lead"))
+    else:
+        st.caption(t("logread.lead"))
     pasted = st.text_area(t("logread.paste"), key=PASTE, height=160)
     upload = st.file_uploader(
         t("logread.upload", mb=MAX_LOG_BYTES // 1_000_000),

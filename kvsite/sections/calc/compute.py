@@ -127,19 +127,24 @@ def _layers_table(request: Request, lang: str):
     )
 
 
-def chart_end(ctx: int) -> int:
-    """The last context the Calculator's charts draw for a reader at `ctx`: 1M tokens, or 8x `ctx` beyond 128K."""
+def chart_end(ctx: int, limit: int | None = None) -> int:
+    """The last context the Calculator's charts draw for a reader at `ctx`: the model's own limit (its
+    max_position_embeddings) when the reader stays within it; past it (or with no limit), 1M tokens or 8x `ctx`,
+    the part beyond the limit marked as such (kvsite.sections.shared.limit_rule)."""
+    if limit and ctx <= limit:
+        return max(limit, 2048)
     return min(MAX_CONTEXT, max(1_048_576, 8 * ctx))
 
 
-def chart_contexts(ctx: int) -> list[int]:
-    return what_if.log_contexts(1024, chart_end(ctx))
+def chart_contexts(ctx: int, limit: int | None = None) -> list[int]:
+    return what_if.log_contexts(1024, chart_end(ctx, limit))
 
 
 def memory_chart(request: Request, lang: str):
     """Weights + KV vs context up to chart_end of the reader's context (which the chart does not mark: a new
     context below 128K redraws nothing) for several formats (the reader's first), the available memory dashed."""
-    return _memory_chart(replace(request, context=chart_end(request.context)), lang)
+    end = chart_end(request.context, geometry(request).max_position_embeddings)
+    return _memory_chart(replace(request, context=end), lang)
 
 
 @cached
@@ -181,7 +186,7 @@ def decode_chart(request: Request, chip: str, share: float, lang: str) -> dict:
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = (
-        chart_contexts(ctx)
+        chart_contexts(ctx, g.max_position_embeddings)
         if fits
         else what_if.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
     )

@@ -60,10 +60,11 @@ def request(f) -> tuple[Inputs | None, object, object]:
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
     k_fmt, v_fmt = kv_format_inputs(f, rt, c[3:-1])
-    w_fmt = _weights(f, c[-1], src_kind)
+    w_fmt = _weights(f, c[-1], src_kind, rt)
     # the machine, the numbers and the verdict on the left, the chart on the right (a phone stacks the two)
     left, right = st.columns([5, 6], gap="medium")
-    m = left.columns([2, 1, 1, 1])
+    m = left.columns([2, 1, 1])
+    box = left.container(horizontal=True)  # the GPU limit's override and the runtime's own settings
     chip = url_choice(
         m[0].selectbox,
         f.t("calc.machine"),
@@ -72,8 +73,8 @@ def request(f) -> tuple[Inputs | None, object, object]:
         "chip",
         format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n,
     )
-    memory = available_memory(f, chip, m[1], m[2], m[3])
-    settings = _settings(f, rt, left)
+    memory = available_memory(f, chip, m[1], m[2], box)
+    settings = _settings(f, rt, box)
     if src_kind != "preset" and not (source.text.strip() if src_kind == "config" else source.text):
         st.info(f.t("calc.gguf_prompt" if src_kind == "gguf" else "calc.paste_prompt"))
         return None, left, right
@@ -160,8 +161,9 @@ def _source(f, col, kind: str) -> ModelSource | None:
     return ModelSource(model)
 
 
-def _weights(f, col, kind: str) -> str:
-    """The weights' format: a GGUF's own tensors by default (exact bytes), or any format to compare."""
+def _weights(f, col, kind: str, rt) -> str:
+    """The weights' format: a GGUF's own tensors by default (exact bytes), or the formats the runtime's
+    model files come in (llama.cpp's GGUF types, mlx's own), its usual one first chosen."""
     if kind == "gguf":
         return col.selectbox(
             f.t("common.weights"),
@@ -169,21 +171,35 @@ def _weights(f, col, kind: str) -> str:
             key="w_gguf",
             format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
         )
+    formats = list(rt.weight_formats)
     return bound_choice(
         col.selectbox,
         f.t("common.weights"),
-        DOWNLOAD_WEIGHT_FORMATS,
+        formats,
         "w",
-        index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
+        index=formats.index(rt.default_weights),
     )
 
 
-def _settings(f, rt, col) -> tuple:
+def _settings(f, rt, box) -> tuple:
     """The runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; mlx_lm: the prefill
     step; -np is the sequences), as (options field, value) pairs."""
-    if not rt.settings:
+    if not rt.settings and not rt.backends:
         return ()
-    box = col.container(horizontal=True)
+    backend = ()
+    if (
+        rt.backends
+    ):  # the build its plan is for: Metal first, for a Mac reader (llama.cpp's --backend)
+        builds = sorted(rt.backends, key=lambda b: b != "metal")
+        chosen = bound_choice(
+            box.selectbox,
+            f.t("calc.backend"),
+            builds,
+            "build",
+            format_func=lambda b: f.t(f"calc.backend_{b}"),
+            help=f.t("calc.backend_help"),
+        )
+        backend = (("backend", chosen),)
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
@@ -207,4 +223,4 @@ def _settings(f, rt, col) -> tuple:
         else:
             value = box.number_input(name, s.low, s.high, s.default, **common)
         values.append((s.field, value if s.switch else int(value)))
-    return tuple(values)
+    return tuple(values) + backend

@@ -44,12 +44,13 @@ def numbers(f, inputs: Inputs, result) -> None:
 def verdict(f, inputs: Inputs, result, plan) -> None:
     """The verdict in the reader's words, and the part of the plan that passes the memory."""
     fit, runtime = result.fit, result.runtime
+    machine = inputs.chip if inputs.chip != CUSTOM else f.t("calc.custom")  # on which Mac
     show = {"fits": st.success, "tight": st.warning, "unplanned": st.info, "no": st.error}
     said = f.t(
         f"calc.verdict{'_plan' if plan else ''}_{fit.status}",
         share=f"{fit.share:.0%}",
         need=fmt_bytes(fit.need_bytes),
-        available=fmt_bytes(inputs.memory.bytes),
+        available=fmt_bytes(inputs.memory.bytes) + f" ({machine})",
         runtime=runtime,
         why=f.t(f"calc.unplanned_{fit.unplanned}", runtime=runtime) if not plan else "",
     )
