@@ -45,10 +45,15 @@ def test_the_rule_for_unmeasured_sizes_is_the_measured_older_rows_rule():
     assert working_set(48).how == "rule" and working_set(48).report is None
 
 
-def test_an_unknown_macos_is_refused_by_name():
-    with pytest.raises(KvError) as refused:
-        working_set(16, "14")
-    assert "'14'" in str(refused.value) and refused.value.code == "macos_version"
+def test_a_macos_version_is_read_as_the_table_names_it_and_an_unknown_one_refused_by_name():
+    """A reader types the version they run: 14 or 13.6 is "15 or earlier", 26.3 is 26; macOS went from 15 to 26,
+    so 20 is no version, and neither is text."""
+    assert working_set(16, "14").macos == working_set(16, "13.6").macos == "15"
+    assert working_set(128, "26.3").bytes == working_set(128, "26").bytes
+    for wrong in ("20", "sequoia", "9", "15.x", "1" * 40):
+        with pytest.raises(KvError) as refused:
+            working_set(16, wrong)
+        assert refused.value.code == "macos_version" and wrong[:8] in str(refused.value)
 
 
 def test_calc_ram_names_the_macos_it_assumes():
@@ -69,3 +74,4 @@ def test_calc_ram_names_the_macos_it_assumes():
 
     assert "macOS 15 or earlier" in run() and "96.00 GiB" in run()
     assert "macOS 26" in run("--macos", "26") and "107.52 GiB" in run("--macos", "26")
+    assert "96.00 GiB" in run("--macos", "14")

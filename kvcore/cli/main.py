@@ -22,7 +22,7 @@ from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.runtimes.registry import RUNTIMES
 from kvcore.timing import hardware
-from kvcore.timing.working_set import DEFAULT_MACOS, MACOS
+from kvcore.timing.working_set import DEFAULT_MACOS
 
 EXIT_BAD_INPUT = 2
 
@@ -168,10 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--macos",
-        choices=MACOS,
         default=DEFAULT_MACOS,
-        help=f"with --ram: the Mac's macOS, which sets its default GPU working set (default {DEFAULT_MACOS}: "
-        "15 or earlier; 26 gives more where Macs reported it)",
+        help=f"with --ram: the Mac's macOS version (e.g. 14, 15.5, 26.1), which sets its default GPU working set "
+        f"(default {DEFAULT_MACOS}: 15 or earlier; 26 gives more where Macs reported it)",
     )
     c.add_argument(
         "--wired-limit-mb",

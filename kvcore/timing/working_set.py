@@ -88,15 +88,25 @@ def rule_share(ram_gb: float) -> float:
 
 
 def check_macos(macos: str) -> str:
-    """The macOS version as the table names it ("15" or "26"), or a KvError naming it."""
-    if macos not in MACOS:
-        raise KvError(
-            f"The working-set table knows macOS {' and '.join(MACOS)} (15: 15 or earlier), "
-            f"not {quote(macos)}.",
-            "macos_version",
-            value=str(macos),
-        )
-    return macos
+    """The macOS version as the table names it: "15" for 15 or earlier (e.g. "14", "13.6"), "26" for 26 (e.g.
+    "26.3"); anything else (macOS went from 15 to 26; not a version) a KvError naming it."""
+    text = str(macos).strip()
+    major, _, minor = text.partition(".")
+    if (
+        major.isascii()
+        and major.isdigit()
+        and len(text) <= 8
+        and (not minor or minor.replace(".", "").isdigit())
+    ):
+        if 10 <= int(major) <= 15:
+            return "15"
+        if int(major) == 26:
+            return "26"
+    raise KvError(
+        f"The working-set table knows macOS 15 or earlier and macOS 26, not {quote(text)}.",
+        "macos_version",
+        value=text,
+    )
 
 
 def working_set(ram_gb: float, macos: str = DEFAULT_MACOS) -> WorkingSet:
