@@ -6,11 +6,11 @@ from kvcore.recordings.provenance import badge_fields
 from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.inputs import live
 from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.layout import row
 from kvsite.sections import decode as decode_sections
 
 f = setup("decode_slowdown")

@@ -5,10 +5,10 @@ import streamlit as st
 
 from kvcore.timing import hardware
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row, text
 from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup
 from kvsite.inputs import live
 from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.layout import row, text
 from kvsite.sections import batch as batch_sections
 from kvsite.sections import prefill as ps
 

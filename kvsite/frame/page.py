@@ -19,14 +19,15 @@ from kvcore.recordings.provenance import is_apple_silicon
 from kvcore.recordings.store import Recording
 from kvsite import i18n
 from kvsite.charts.chart import Export
+from kvsite.data import recording_text
+from kvsite.data.sources import badge_fields, live_status, load_recordings, source_label
 from kvsite.inputs import uploads
 from kvsite.inputs.choices import unknown_choice
 from kvsite.inputs.guard import drop_odd_numbers, install
+from kvsite.layout import plain, row, style, text
 
-from . import chapters, recording_text
+from . import chapters
 from .chapters import HOME, by_slug
-from .layout import plain, row, style, text
-from .sources import badge_fields, live_status, load_recordings, source_label
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures

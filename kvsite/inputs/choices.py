@@ -11,7 +11,7 @@ from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import WEIGHT_FORMATS
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n
-from kvsite.frame.layout import plain
+from kvsite.layout import plain
 
 
 def model_choice(where, f, default: str = ARTICLE_MODEL) -> str:

@@ -15,7 +15,7 @@ from kvcore.inputs.log_reading import Reading, reading
 from kvcore.inputs.logs import decode_log
 from kvcore.limits import MAX_LOG_BYTES
 from kvsite import i18n
-from kvsite.frame.layout import plain, text
+from kvsite.layout import plain, text
 
 MIB = 1024**2
 PASTE, UPLOAD = "log_paste", "log_upload"  # widget keys

@@ -25,8 +25,8 @@ from kvcore.views import speed as time_views
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
 from kvsite.charts.tables import md_table
-from kvsite.frame.recording_text import as_text
-from kvsite.frame.sources import badge_fields, source_label
+from kvsite.data.recording_text import as_text
+from kvsite.data.sources import badge_fields, source_label
 
 from .shared import cached, cols
 

@@ -36,7 +36,7 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
     at = upload(page("pages/8_Recordings.py", "en"), "my-mac.yaml", mac_run())
     assert not at.exception
     mine = yaml.safe_load(mac_run())  # the run's own label and title are what the reader is told
-    # shown as text (kvsite.frame.layout.plain escapes its marks): what the reader sees, backslashes dropped
+    # shown as text (kvsite.layout.plain escapes its marks): what the reader sees, backslashes dropped
     assert [re.sub(r"\\(.)", r"\1", s.value) for s in at.success] == [
         f"Added for this session: Measured (CPU demonstration) (uploaded, this session only): "
         f"{mine['label']} ({mine['title']}). Pick it in any chapter's data-source picker."
@@ -203,7 +203,7 @@ def test_an_uploaded_memory_figure_of_0_00001_leaves_the_recordings_page_working
     at.session_state["rec_memory"] = True  # the reader opens the figures
     at.run()
     assert not at.exception and not at.error
-    # an upload's words are text (kvsite.frame.layout.plain): what the reader sees, backslashes dropped
+    # an upload's words are text (kvsite.layout.plain): what the reader sees, backslashes dropped
     [table] = [
         re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "| 100,000,000 |" in m.value
     ]

@@ -7,7 +7,7 @@ import pytest
 from app_helpers import PAGES, charts, page
 
 from kvcore.recordings.provenance import source_class
-from kvsite.frame.sources import load_recordings, source_label
+from kvsite.data.sources import load_recordings, source_label
 
 NO_PICKER = {
     "pages/6_Savings.py",

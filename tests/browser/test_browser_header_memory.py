@@ -16,7 +16,7 @@ from harness.server import memory_mib
 from kvcore.errors import KvError
 from kvcore.inputs import gguf, gguf_header
 from kvcore.units import fmt_bytes
-from kvsite.inputs.gguf_browser import HEADER_LIMIT
+from kvsite.sections.calc.gguf_browser import HEADER_LIMIT
 
 BOUND_MIB = 100  # issue 38's acceptance: "within ~100 MB of a plain page per reader"
 

@@ -24,7 +24,7 @@ from kvcore.views import savings as savings_views
 from kvcore.views import what_if
 from kvsite import i18n
 from kvsite.charts.tables import arrow, md_table
-from kvsite.frame.cache import section_cache
+from kvsite.data.cache import section_cache
 from kvsite.sections.growth import formula_markdown
 from kvsite.sections.shared import cached, limit_rule, memory_curves, speed_curves
 
@@ -235,7 +235,7 @@ def efficiency(recs: list) -> what_if.Efficiency:
 @section_cache(max_entries=8)
 def efficiency_sources(recs: list, lang: str) -> str:
     """The recordings what_if.efficiency fitted, named as the site names them everywhere (not their English titles)."""
-    from kvsite.frame.sources import source_label
+    from kvsite.data.sources import source_label
 
     return i18n.translate(lang, "recordings.list_sep").join(
         source_label(r, lang) for r in recs if what_if.efficiency([r]).source != "assumption"
@@ -317,7 +317,14 @@ def _plan_table(request: Request, lang: str):
         return f"[{words}]({part['source']})"
 
     rows = [
-        {"part": p["name"], "size": fmt_bytes(p["bytes"]), "bytes": p["bytes"], "rule": rule(p)}
+        {
+            "part": i18n.data_text(
+                lang, p["name"]
+            ),  # the runtime's own part names, where one is words
+            "size": fmt_bytes(p["bytes"]),
+            "bytes": p["bytes"],
+            "rule": rule(p),
+        }
         for p in plan["parts"]
     ]
     rows.append(

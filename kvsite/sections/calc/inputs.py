@@ -19,11 +19,11 @@ from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
 from kvsite import i18n
-from kvsite.frame.layout import uploader_words
 from kvsite.frame.page import url_choice
-from kvsite.inputs import gguf_browser
 from kvsite.inputs.choices import bound_choice
+from kvsite.layout import uploader_words
 
+from . import gguf_browser
 from .source import (
     CUSTOM,
     Memory,

@@ -14,8 +14,8 @@ from kvcore.timing.hardware import efficiency_range
 from kvcore.units import fmt_bytes
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import url_choice
+from kvsite.layout import row
 
 from . import compute as calc_sections
 from .inputs import Inputs

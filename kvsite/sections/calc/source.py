@@ -7,6 +7,7 @@ Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from kvcore.timing.hardware import chips, get_chip
 from kvcore.timing.working_set import DEFAULT_MACOS, MACOS, working_set
 from kvcore.units import GIB
 from kvsite import i18n
-from kvsite.frame.cache import section_cache
+from kvsite.data.cache import section_cache
 
 CUSTOM = "custom"
 
@@ -122,14 +123,21 @@ def available_memory(f, chip: str, col_ram, col_os, col_limit) -> Memory:
     own = this_mac_working_set() if f.live_ok and c.unified else None
     if own:  # live mode on a Mac: Metal's own figure, not the table's
         return Memory(own, f.t("calc.reason_live", gib=f"{own / GIB:.2f} GiB"))
-    # the limit every verdict on the page is judged against, plan or not (the CLI's `calc --ram`)
-    limit = gpu_limit(float(ram), c.unified, macos=macos)
-    return Memory(limit.bytes, limit_reason(f.lang, float(ram), c.unified, macos))
+    return Memory(*table_limit(float(ram), c.unified, macos, f.lang))
 
 
+@section_cache(max_entries=64)
+def table_limit(ram_gb: float, unified: bool, macos: str, lang: str) -> tuple[int, str]:
+    """The limit every verdict on the page is judged against, plan or not (the CLI's `calc --ram`), and why,
+    once per RAM, macOS and language."""
+    limit = gpu_limit(ram_gb, unified, macos=macos)
+    return limit.bytes, limit_reason(lang, ram_gb, unified, macos)
+
+
+@functools.lru_cache(maxsize=1)
 def this_mac_working_set() -> int | None:
-    """Metal's `max_recommended_working_set_size` on this machine (mlx imported here, on first use), or None
-    without a Metal GPU (Linux: the path the tests can run)."""
+    """Metal's `max_recommended_working_set_size` on this machine (mlx imported here, on first use; the machine
+    does not change under a running server), or None without a Metal GPU (Linux: the path the tests can run)."""
     from kvcore.measure.machine import metal_info
 
     info = metal_info()
@@ -154,7 +162,7 @@ def limit_reason(lang: str, ram_gb: float, unified: bool = True, macos: str = DE
     return i18n.translate(lang, key, machine=r.machine.split(" (")[0], url=r.url, **common)
 
 
-_GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.inputs.gguf_browser), the last 64
+_GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.sections.calc.gguf_browser), the last 64
 
 
 def keep_gguf(key: tuple, geometry: Geometry) -> None:
@@ -192,7 +200,7 @@ def config_geometry(text: str | bytes | tuple | None, name: str, runtime: str) -
         )
     if (
         isinstance(text, tuple) and text[0] == "gguf"
-    ):  # a header a browser sent (kvsite.inputs.gguf_browser)
+    ):  # a header a browser sent (kvsite.sections.calc.gguf_browser)
         if text not in _GGUF_UPLOADS:
             raise KvError(
                 f"{name} is no longer held by this server; choose the file again.",
