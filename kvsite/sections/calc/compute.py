@@ -166,7 +166,7 @@ def _memory_chart(request: Request, lang: str):
     )
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
     return memory_curves(
-        data, data, g, contexts[-1], lang, dashed=t("calc.available_line"), height=220
+        data, data, g, contexts[-1], lang, dashed=t("calc.available_line"), height=190
     )
 
 

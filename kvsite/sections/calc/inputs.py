@@ -63,7 +63,7 @@ def request(f) -> tuple[Inputs | None, object, object]:
     w_fmt = _weights(f, c[-1], src_kind, rt)
     # the machine, the numbers and the verdict on the left, the chart on the right (a phone stacks the two)
     left, right = st.columns([5, 6], gap="medium")
-    m = left.columns([2, 1, 1])
+    m = left.columns([3, 2, 2])
     box = left.container(horizontal=True)  # the GPU limit's override and the runtime's own settings
     chip = url_choice(
         m[0].selectbox,
@@ -98,7 +98,7 @@ def refused(f, e: KvError, src_kind: str) -> None:
 def _model(f) -> tuple[str, ModelSource | None, str]:
     """Where the model comes from, the model and the runtime, in one row: (kind, source, runtime); the source is
     None when a GGUF is refused (said on the page)."""
-    top = st.columns([3, 3, 2])
+    top = st.columns([4, 3, 2])  # the source's three choices on one line at 1400 px
     kind = url_choice(
         top[0].segmented_control,
         f.t("calc.model_source"),
@@ -190,16 +190,18 @@ def _settings(f, rt, box) -> tuple:
     if (
         rt.backends
     ):  # the build its plan is for: Metal first, for a Mac reader (llama.cpp's --backend)
-        builds = sorted(rt.backends, key=lambda b: b != "metal")
+        # the builds by their names, the same in every language (the option is what the link holds)
+        builds = {
+            f.t(f"calc.backend_{b}"): b for b in sorted(rt.backends, key=lambda b: b != "metal")
+        }
         chosen = bound_choice(
             box.selectbox,
             f.t("calc.backend"),
-            builds,
+            list(builds),
             "build",
-            format_func=lambda b: f.t(f"calc.backend_{b}"),
             help=f.t("calc.backend_help"),
         )
-        backend = (("backend", chosen),)
+        backend = (("backend", builds[chosen]),)
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
