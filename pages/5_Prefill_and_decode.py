@@ -1,4 +1,4 @@
-"""Chapter 5 — prefill and decode, one reader or many: arithmetic intensity and the roofline, your prompt's time
+"""Chapter 5 — prefill and decode, one request or many at once: arithmetic intensity and the roofline, your prompt's time
 to first token and decode speed, batching; the time model (kvcore.timing.estimate) over measured and published runs."""
 
 import streamlit as st
