@@ -4,7 +4,7 @@ its options as levers (kvsite.sections.servers over kvcore.views.servers, mlx_lm
 import streamlit as st
 
 from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
-from kvcore.units import GIB, fmt_num
+from kvcore.units import GIB, MIB, fmt_num
 from kvcore.views.servers import DEFAULT_MODEL, mac_memories, server_models
 from kvsite.charts.chart import show_chart
 from kvsite.frame.layout import row
@@ -25,8 +25,8 @@ if rec is not None:
     else:
         show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
         m = row()
-        m.metric(f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / 1e6)} MB")
-        m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / 1e6)} MB")
+        m.metric(f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / MIB)} MiB")
+        m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / MIB)} MiB")
         m.metric(f.t("servers.m_ratio"), f"{first['ratio']:.1f}×")
         st.caption(
             f.t(

@@ -23,7 +23,9 @@ MAC_RAM_GB = 16  # the Mac the first screen's limit is said for (the reader pick
 
 
 def _named(df: pd.DataFrame, lang: str, unit: int, column: str) -> pd.DataFrame:
+    """The parts in `lang` and in `unit`; a part no request holds is left out (of the legend too)."""
     t = i18n.translator(lang, "servers.part_")
+    df = df[df["part"].map(df.groupby("part")["bytes"].sum() > 0)]
     return df.assign(
         part=df["part"].map(t),
         **{column: df["bytes"] / unit, f"line_{column}": df["server_line"] / unit},
@@ -35,7 +37,7 @@ def _chart(df: pd.DataFrame, lang: str, column: str, unit_title: str, limit=None
     titles = cols(lang, "request", "user", "part", column, "reprocessed_tokens") | {
         f"line_{column}": t("servers.server_line", unit=unit_title)
     }
-    order = [t(f"servers.part_{p}") for p in views.PARTS]
+    order = [n for n in (t(f"servers.part_{p}") for p in views.PARTS) if n in set(df["part"])]
     fields = ["request", "user", "part", column, f"line_{column}", "reprocessed_tokens"]
     return make_chart(
         df[fields].rename(columns=titles),
@@ -70,12 +72,16 @@ def recorded(rec: Recording, lang: str) -> dict:
         result = views.replay(conversation, model, dtype)
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
-    df = _named(views.parts(result["requests"], result["kv_bytes_per_token"]), lang, MIB, "mib")
+    df = views.parts(result["requests"], result["kv_bytes_per_token"])
+    shown = (
+        df.groupby("part")["bytes"].sum() > 0
+    )  # a part no request holds is left out of the legend
+    df = _named(df[df["part"].map(shown)], lang, MIB, "mib")
     last = result["requests"][-1]
     limit = gpu_limit(MAC_RAM_GB)
     rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
     return {
-        "chart": _chart(df, lang, "mib", "MiB"),
+        "chart": _chart(df, lang, "mib", "MiB", height=260),
         "conversation": names[0],
         "requests": len(conversation),
         "line": last["prompt_cache_bytes"],
