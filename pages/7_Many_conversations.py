@@ -71,12 +71,13 @@ def users_and_levers() -> None:
         rams,
         "ram",
         index=rams.index(sections.MAC_RAM_GB),
-        format_func="{} GB".format,
     )
     out = sections.users_turns(model, users, turns, message, reply, ram, f.lang)
-    if "error" in out:
-        st.error(out["error"])
+    if "error" in out or "warning" in out:
+        (st.error if "error" in out else st.warning)(out.get("error") or out["warning"])
         return
+    if out["cut"]:
+        st.caption(":material/info: " + out["cut"])
     settings = {
         f.t("common.model"): model,
         f.t("servers.users"): users,

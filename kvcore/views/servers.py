@@ -19,7 +19,12 @@ import pandas as pd
 
 from kvcore.errors import KvError
 from kvcore.inputs.preset_files import preset_names
-from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
+from kvcore.limits import (
+    MAX_CHAPTER_TURN_TOKENS,
+    MAX_CHAPTER_TURNS,
+    MAX_CHAPTER_USERS,
+    MAX_CONTEXT,
+)
 from kvcore.servers import mlx_lm_server
 from kvcore.servers.ledger import load_model, run
 from kvcore.servers.options import parse_options
@@ -131,6 +136,12 @@ def conversation(users: int, turns: int, message_tokens: int, reply_tokens: int)
         for t in range(1, turns + 1)
         for u in range(users)
     ]
+
+
+def context_of(model: str) -> int:
+    """The tokens a bundled preset's model may hold (its max_position_embeddings; MAX_CONTEXT when it states none)."""
+    geometry, _, _ = load_model(model)
+    return geometry.max_position_embeddings or MAX_CONTEXT
 
 
 @lru_cache(maxsize=1)

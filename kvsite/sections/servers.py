@@ -104,8 +104,12 @@ def users_turns(
     """`users` users × `turns` turns through mlx_lm.server's defaults for `model`: each request's peak stacked
     by part in GiB against a Mac's GPU limit, and the levers; or {"error": the engine's sentence}."""
     t = i18n.translator(lang, "servers.")
+    context = views.context_of(model)
+    held = min(turns, context // (message + reply))  # the turns this model's context holds
+    if held == 0:
+        return {"warning": t("no_turn", model=model, context=f"{context:,}")}
     try:
-        script = views.conversation(users, turns, message, reply)
+        script = views.conversation(users, held, message, reply)
         result = views.ledger(model, script)
         levers = views.levers(model, script)
     except KvError as e:
@@ -145,4 +149,5 @@ def users_turns(
         "line": rows[-1]["prompt_cache_bytes"],
         "reprocessed": sum(r["reprocessed_tokens"] for r in rows),
         "prompt": sum(r["prompt_tokens"] for r in rows),
+        "cut": t("cut", model=model, context=f"{context:,}", n=held) if held < turns else "",
     }
