@@ -183,6 +183,7 @@ def levers(model: str, script: list[dict]) -> list[dict]:
     return out
 
 
+@lru_cache(maxsize=1)
 def mac_memories() -> tuple[int, ...]:
     """Every memory size a unified-memory chip of kvcore/timing/hardware.yaml (a Mac's) ships with, in GB."""
     from kvcore.timing.hardware import chips
