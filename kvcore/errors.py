@@ -141,6 +141,8 @@ CODES = frozenset(
         "rec_share",
         "rec_verdict",
         "rec_figures",
+        # a conversation for a server's ledger (kvcore.servers; the Many conversations chapter's widgets)
+        "server_context",
     }
 )
 

@@ -50,3 +50,10 @@ MAX_SCRIPT_REQUESTS = 4096
 MAX_SCRIPT_USERS = 1024
 MAX_SCRIPT_BYTES = 16_000_000
 MAX_PROMPT_CACHE_ENTRIES = 256  # mlx_lm.server's default is 10
+# The Many conversations chapter's conversation (kvcore.views.servers): the users, turns and tokens a reader picks.
+# users × turns (192 requests) stays far inside MAX_SCRIPT_REQUESTS, and the chapter runs the ledger once per lever
+MAX_CHAPTER_USERS = 12
+MAX_CHAPTER_TURNS = 16
+# tokens of one user message or one reply: each turn adds both to the prompt, and the ledger's work grows with the
+# prompt's prefill chunks (benchmarks/bench_servers.py measures the largest state against the default)
+MAX_CHAPTER_TURN_TOKENS = 2048

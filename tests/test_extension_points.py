@@ -699,7 +699,7 @@ def test_a_runtime_setting_without_its_texts_is_one_sentence_on_the_page(monkeyp
     rt = Blocky("blocky_rt", "blocky_rt (a test's runtime)", "sliding_ignored", windows="reference")
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     for lang in ("en", "ja"):
-        at = chapter("pages/7_Calculator.py", lang=lang, rt="blocky_rt")
+        at = chapter("pages/8_Calculator.py", lang=lang, rt="blocky_rt")
         said = " ".join(e.value for e in at.error)
         shown = re.sub(r"\\(.)", r"\1", said)  # as the reader reads it
         assert not at.exception and "calc.block_size" in shown and "⟨" not in shown

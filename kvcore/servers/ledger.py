@@ -87,14 +87,21 @@ def row_bytes(geometry: Geometry, dtype: str) -> int:
     return sum(x.kv_heads * (x.k_dim + x.v_dim) for x in geometry.layers) * DTYPE_BYTES[dtype]
 
 
+def _beyond(index: int, tokens: int, context: int) -> KvError:
+    return KvError(
+        f"Request {index + 1} holds {tokens:,} tokens, beyond the model's context of {context:,}.",
+        "server_context",
+        request=index + 1,
+        tokens=tokens,
+        context=context,
+    )
+
+
 def turns(requests: tuple[ScriptRequest, ...], folder: Path | None, context: int):
     """The script's requests as token sequences (the model's tokenizer and chat template for messages)."""
     for i, r in enumerate(requests):
         if r.counts_only and r.prompt_tokens + r.completion_tokens > context:
-            raise KvError(
-                f"Request {i + 1} holds {r.prompt_tokens + r.completion_tokens:,} tokens, beyond the "
-                f"model's context of {context:,}."
-            )
+            raise _beyond(i, r.prompt_tokens + r.completion_tokens, context)
     if requests[0].counts_only:
         return [
             mlx_lm_server.Turn(
@@ -113,10 +120,7 @@ def turns(requests: tuple[ScriptRequest, ...], folder: Path | None, context: int
     for i, r in enumerate(requests):
         prompt = tuple(tokenizer.prompt(r.messages))
         if len(prompt) + r.completion_tokens > context:
-            raise KvError(
-                f"Request {i + 1} holds {len(prompt) + r.completion_tokens:,} tokens, beyond the model's "
-                f"context of {context:,}."
-            )
+            raise _beyond(i, len(prompt) + r.completion_tokens, context)
         system_end = tokenizer.system_end(r.messages, list(prompt))
         reply = tuple(tokenizer.reply(r.reply, r.completion_tokens, i))
         out.append(mlx_lm_server.Turn(r.user, prompt, system_end, reply))
@@ -129,12 +133,18 @@ def server_ledger(server: str, model: str, script_text: str, argv: list[str]) ->
     options = parse_options(module.OPTIONS, argv, server)
     requests = parse_script(script_text)
     geometry, dtype, folder = load_model(model)
+    return run(module, options, geometry, dtype, requests, folder)
+
+
+def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=None) -> dict:
+    """The ledger of parsed `requests` under a server `module` and its parsed `options`, for a model's geometry
+    and activation dtype (what server_ledger does once it has read them; the site's chapter calls it with counts)."""
     per_token = row_bytes(geometry, dtype)
     context = geometry.max_position_embeddings or MAX_CONTEXT
     ledger = module.Ledger(options, per_token)
     rows = [ledger.request(i, t) for i, t in enumerate(turns(requests, folder, context))]
     return {
-        "server": server,
+        "server": module.NAME,
         "model": geometry.name,
         "kv_dtype": dtype,
         "kv_bytes_per_token": per_token,

@@ -314,3 +314,67 @@ def marked_series_chart(
 ) -> alt.LayerChart:
     """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
     return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
+
+
+def stacked_bars(
+    df: pd.DataFrame,
+    x: str,
+    value: str,
+    part: str,
+    x_title: str,
+    y_title: str,
+    *,
+    order: list,
+    line: str | None = None,
+    limit: pd.DataFrame | None = None,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    extra_tooltip: tuple[str, ...] = (),
+    height: int = 300,
+) -> alt.LayerChart:
+    """A bar per `x` stacked by `part` in `order` (bottom first), legend-selectable; `line`: a column drawn as a
+    black tick on each bar (a figure the stack is held against, e.g. what a server's own line counts); `limit`:
+    a horizontal rule with a label (columns `value` and `label`), e.g. a Mac's GPU limit."""
+    sel = alt.selection_point(name=SELECTION, fields=[part], bind="legend")
+    rank = {p: i for i, p in enumerate(order)}
+    data = df.assign(_order=df[part].map(rank))
+    x_enc = alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0, labelOverlap=True))
+    y_enc = alt.Y(f"{value}:Q", title=y_title, stack="zero")
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=x_enc,
+            y=y_enc,
+            color=alt.Color(
+                f"{part}:N", legend=legend(), scale=color_scale(order, colors), sort=order
+            ),
+            order=alt.Order("_order:Q", sort="ascending"),
+            opacity=picked(sel, 0.2),
+            tooltip=tooltips(data, [x, part, value, *extra_tooltip], titles),
+        )
+        .add_params(sel)
+    )
+    layers: list = [bars]
+    if line is not None:
+        ticks = data.drop_duplicates(x)
+        layers.append(
+            alt.Chart(ticks)
+            .mark_tick(color="black", thickness=2)
+            .encode(
+                x=x_enc,
+                y=alt.Y(f"{line}:Q"),
+                tooltip=tooltips(ticks, [x, line], titles),
+            )
+        )
+    if limit is not None and not limit.empty:
+        base = alt.Chart(limit).encode(y=alt.Y("value:Q"))
+        layers += [
+            base.mark_rule(color="#b00020", strokeDash=[4, 3], strokeWidth=1.5).encode(
+                tooltip=[alt.Tooltip("label:N", title=None)]
+            ),
+            base.mark_text(align="left", baseline="bottom", dy=-3, fontSize=11).encode(
+                text=alt.Text("label:N"), x=alt.XValue(4)
+            ),
+        ]
+    return alt.layer(*layers, height=height)

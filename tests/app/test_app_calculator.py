@@ -23,7 +23,7 @@ from kvcore.views import what_if
 from kvsite import i18n
 from kvsite.sections.calc.compute import NUMBERS
 
-CALC = "pages/7_Calculator.py"
+CALC = "pages/8_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w, rt="mlx_lm"):

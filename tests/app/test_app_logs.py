@@ -76,7 +76,7 @@ def test_a_hostile_paste_gets_one_sentence_in_the_pages_language(lang, hostile, 
 
 @pytest.mark.parametrize("lang,title", [("en", "Logs from real Macs"), ("ja", "実際の Mac のログ")])
 def test_the_recordings_page_shows_the_corpus_each_log_with_its_source_and_table(lang, title):
-    at = page("pages/8_Recordings.py", lang)
+    at = page("pages/9_Recordings.py", lang)
     assert not at.exception
     shown = texts(at)
     assert title in shown

@@ -278,7 +278,7 @@ def test_savings_formats_and_turbo3_discrepancy(rec_dir):
 
 
 def test_recordings_page_lists_every_run(rec_dir):
-    at = page("pages/8_Recordings.py", "en", rec=CPU_DEMO)
+    at = page("pages/9_Recordings.py", "en", rec=CPU_DEMO)
     ids = set(next(d.value for d in at.dataframe if "ID" in d.value)["ID"])
     assert {"published-article-a-m5-pro", CPU_DEMO} <= ids
     assert "Test CPU 9000" in texts(at)
@@ -316,7 +316,7 @@ def test_recordings_page_lists_every_run(rec_dir):
 def test_the_provenance_card_is_translated_fields_with_the_method_in_words(
     rec_dir, lang, fields, method
 ):
-    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
+    at = page("pages/9_Recordings.py", lang, rec=CPU_DEMO)
     card = next(m.value for m in at.markdown if m.value.startswith("- **"))
     for field in fields:
         assert "- " + field in card.splitlines()
@@ -326,7 +326,7 @@ def test_the_provenance_card_is_translated_fields_with_the_method_in_words(
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang):
-    at = page("pages/8_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/9_Recordings.py", lang, rec="measured-linux-cpu-demo-mlx-cpu")
     card = next(m.value for m in at.markdown if m.value.startswith("- **")).splitlines()
     command = f"- **{i18n.translate(lang, 'recordings.f_command')}**"
     assert not [
@@ -340,7 +340,7 @@ def test_every_method_field_of_the_bundled_measured_run_has_words(rec_dir, lang)
 
 
 def test_the_recordings_tables_and_tabs_are_japanese_on_the_japanese_page(rec_dir):
-    at = page("pages/8_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
+    at = page("pages/9_Recordings.py", "ja", rec="measured-linux-cpu-demo-mlx-cpu")
     listing, section, *_logs = (d.value for d in at.dataframe)  # then the logs from real Macs
     assert all(JAPANESE.search(c) or c == "ID" for c in listing.columns), list(listing.columns)
     assert set(listing["種類"]) == {"実測", "公表値"} and set(listing["保存場所"]) == {"同梱"}
@@ -396,7 +396,7 @@ def test_trap_quotes_article_a_only_for_its_fp16_cache(rec_dir, fmt, shown):
 
 def test_decode_verdict_and_geometry_notes_are_translated(rec_dir):
     assert "メモリ帯域律速（memory-bound）です" in texts(page("pages/4_Decode_slowdown.py", "ja"))
-    at = page("pages/7_Calculator.py", "ja", model="mistral-7b-v0.1")
+    at = page("pages/8_Calculator.py", "ja", model="mistral-7b-v0.1")
     assert any("sliding_window=4096" in c.value and "無視" in c.value for c in at.caption)
 
 
@@ -580,7 +580,7 @@ def test_the_turbo3_table_keeps_its_sources_out_of_its_columns(rec_dir):
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_recordings_page_sets_published_memory_figures_beside_kvcore(rec_dir, lang):
     """Each bundled memory figure in one table, linked to its source, with kvcore's number and the reason in `lang`."""
-    at = page("pages/8_Recordings.py", lang, rec=CPU_DEMO)
+    at = page("pages/9_Recordings.py", lang, rec=CPU_DEMO)
     head = i18n.translate(lang, "recordings.mem_col_published")
     assert not [m for m in at.markdown if f"| {head} |" in m.value]  # computed only when opened
     at.session_state["rec_memory"] = True  # what a click on the expander does
