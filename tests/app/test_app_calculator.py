@@ -838,3 +838,17 @@ def test_the_limit_names_its_macos_and_the_mac_that_printed_it(rec_dir, lang):
     assert "96.00 GiB" in reason("M4 Max (40-core GPU)", ram=128)  # macOS 15 or earlier: the rule
     est = reason(ram=48)
     assert "36.00 GiB" in est and ("estimate" in est or "見積も" in est)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_turbo3_line_says_why_it_is_not_article_bs_figure_and_links_to_savings(lang):
+    """Issue 36: the chart's turbo3 line is the fork's block layout (3.12 GiB for Llama-3.1-8B at 131,072 tokens)
+    where Article B says 3.72: said under the chart, with a link to the Savings chapter that shows the three."""
+    from kvcore.views.savings import turbo3_claims
+
+    claims = turbo3_claims().set_index("claim")
+    at = page(CALC, lang)
+    note = next(c.value for c in at.caption if "turbo3" in c.value)
+    assert f"{claims.loc['article_b', 'gib']:g} GiB" in note
+    assert f"{claims.loc['block_layout', 'gib']:.2f} GiB" in note
+    assert f"](Savings?lang={lang})" in note

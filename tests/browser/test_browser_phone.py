@@ -68,10 +68,7 @@ def test_every_page_reads_on_a_phone(server, tab, width, lang, name):
     assert seen["title"] >= seen["header"], (
         f"the title starts at {seen['title']} px, under the header"
     )
-    if (
-        name != "calculator"
-    ):  # its controls are being laid out anew with its verdict first (issue 36, item 6)
-        assert not seen["cut"], f"selects cut: {seen['cut']}"
+    assert not seen["cut"], f"selects cut: {seen['cut']}"
     coloured = [s for s in seen["symbols"] if s["fill"] not in (None, "transparent", "none")]
     outlined = [s for s in coloured if s["outline"] not in (None, "none", s["fill"])]
     hidden = [s for s in outlined if s["stroke"] * 4 > s["size"]]

@@ -348,3 +348,24 @@ def _plan_table(request: Request, lang: str):
         # what the runtime's plan leaves out, in `lang` (calc.plan_not_planned, _mlx for mlx_lm)
         "not_planned": t("calc.plan_not_planned" + (f"_{prefix.rstrip('_')}" if prefix else "")),
     }
+
+
+@cached
+def turbo3_note(lang: str) -> str:
+    """Why the turbo3 line is not Article B's figure: the layout it counts, Article B's GiB and the layout's for the
+    same model and context (kvcore.views.savings.turbo3_claims), linked to the Savings chapter that shows why."""
+    from kvcore.recordings.published import figures
+    from kvsite.frame.chapters import by_slug
+
+    claims = savings_views.turbo3_claims().set_index("claim")
+    item = figures()["turbo3_llama31_8b_131k"]
+    return i18n.translate(
+        lang,
+        "calc.turbo3_note",
+        bits=f"{claims.loc['block_layout', 'bits_per_value']:.3f}",
+        model=item["model"],
+        context=f"{item['context']:,}",
+        b_gib=f"{claims.loc['article_b', 'gib']:g}",
+        block_gib=f"{claims.loc['block_layout', 'gib']:.2f}",
+        url=f"{by_slug('savings').url}?lang={lang}",
+    )

@@ -82,6 +82,9 @@ def chart(f, inputs: Inputs, result) -> dict:
         settings=settings,
         source=t("export.computed"),
     )
+    st.caption(
+        calc_sections.turbo3_note(f.lang)
+    )  # its line is not Article B's figure: why, one click away
     return settings
 
 
