@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from kvcore.errors import KvError, quote
+from kvcore.numbers import is_digits, whole_number
 from kvcore.units import GIB, MIB
 
 TABLE = Path(__file__).parent / "working_set.yaml"
@@ -92,15 +93,11 @@ def check_macos(macos: str) -> str:
     "26.3"); anything else (macOS went from 15 to 26; not a version) a KvError naming it."""
     text = str(macos).strip()
     major, _, minor = text.partition(".")
-    if (
-        major.isascii()
-        and major.isdigit()
-        and len(text) <= 8
-        and (not minor or minor.replace(".", "").isdigit())
-    ):
-        if 10 <= int(major) <= 15:
+    if len(text) <= 8 and is_digits(major) and (not minor or is_digits(minor.replace(".", ""))):
+        number = whole_number(major, "macOS")
+        if 10 <= number <= 15:
             return "15"
-        if int(major) == 26:
+        if number == 26:
             return "26"
     raise KvError(
         f"The working-set table knows macOS 15 or earlier and macOS 26, not {quote(text)}.",

@@ -808,7 +808,7 @@ def test_llama_cpp_offers_its_own_weights_and_builds_metal_first_and_mlx_lm_its_
     assert not at.exception
     w = at.selectbox(key="w")
     assert w.value == "gguf-q4_k_m" and "mlx-q4" not in w.options
-    assert at.selectbox(key="build").value == "metal"
+    assert at.selectbox(key="build").value == "Metal"  # the build by its name, which the link holds
     plan = next(e.value for e in at.markdown if "compute buffer" in e.value.lower())
     assert "MTL0" in plan
     cpu = page(CALC, lang, model="llama-3.1-8b", ctx=32768, rt="llama.cpp", build="CPU")

@@ -45,7 +45,7 @@ class Sent:
 
 
 def _choose(page, ready, path) -> None:
-    page.locator("input[type=file]").set_input_files(str(path))
+    page.locator("input[type=file][accept='.gguf']").set_input_files(str(path))
     page.wait_for_timeout(300)
     ready(page)
 
