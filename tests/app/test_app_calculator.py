@@ -852,3 +852,12 @@ def test_the_turbo3_line_says_why_it_is_not_article_bs_figure_and_links_to_savin
     assert f"{claims.loc['article_b', 'gib']:g} GiB" in note
     assert f"{claims.loc['block_layout', 'gib']:.2f} GiB" in note
     assert f"](Savings?lang={lang})" in note
+
+
+def test_the_macos_choice_is_offered_for_a_mac_only():
+    """A Mac's GPU limit depends on its macOS (kvcore.timing.working_set); a discrete GPU's is its own memory, so no
+    macOS is asked there."""
+    mac = page(CALC, "en", chip="M4 Pro")
+    nvidia = page(CALC, "en", chip="NVIDIA A100 80 GB SXM")
+    assert "macos__w" in {s.key for s in mac.selectbox}  # url_choice keys its widget so
+    assert "macos__w" not in {s.key for s in nvidia.selectbox} and not nvidia.exception

@@ -99,14 +99,18 @@ def available_memory(f, chip: str, col_ram, col_os, col_limit) -> Memory:
             bind="query-params",
             help=f.t("calc.ram_help"),
         )
-    macos = url_choice(
-        col_os.selectbox,
-        f.t("calc.macos"),
-        list(MACOS),
-        DEFAULT_MACOS,
-        "macos",
-        format_func=lambda m: f.t(f"calc.macos_{m}"),
-        help=f.t("calc.macos_help"),
+    macos = (  # macOS's working set is a Mac's: a discrete GPU's limit is its own memory
+        url_choice(
+            col_os.selectbox,
+            f.t("calc.macos"),
+            list(MACOS),
+            DEFAULT_MACOS,
+            "macos",
+            format_func=lambda m: f.t(f"calc.macos_{m}"),
+            help=f.t("calc.macos_help"),
+        )
+        if c.unified
+        else DEFAULT_MACOS
     )
     override = col_limit.number_input(
         f.t("calc.override"),
