@@ -67,7 +67,9 @@ def reading_view(r: Reading, lang: str) -> dict:
     """What show_reading draws, in `lang`: the words above the table, the table, the unknown lines' label and text."""
     t = i18n.texts(lang)
     said = [
-        i18n.translate(lang, "logread.runtime", runtime=r.runtime or "—", device=r.device or "—")
+        i18n.translate(
+            lang, "logread.runtime", runtime=plain(r.runtime or "—"), device=plain(r.device or "—")
+        )  # read from the log: shown as written
     ]
     said += [t[key] for key in r.as_dict()["note_keys"]]
     unknown = i18n.translate(lang, "logread.unknown", n=f"{len(r.unknown_lines):,}")
