@@ -158,6 +158,11 @@ class Runtime:
             seen = [getattr(s, attr) for s in settings]
             if len(seen) != len(set(seen)):
                 raise KvError(f"Runtime class {cls.__name__} has two settings with one {attr}.")
+        mac = getattr(cls, "mac_backend", "")
+        if mac and mac not in getattr(cls, "backends", ()):
+            raise KvError(
+                f"Runtime class {cls.__name__} names {quote(mac)} its Mac build, which is not one of its backends."
+            )
 
     name: str
     help: str  # what it is, for `--runtime`'s help
@@ -181,6 +186,9 @@ class Runtime:
     backends: tuple[
         str, ...
     ] = ()  # the builds its plan tells apart (llama.cpp: cpu, metal; the CLI's --backend)
+    mac_backend: str = (
+        ""  # of `backends`, the build a Mac reader runs (the Calculator offers it first)
+    )
     plans_memory: bool = (
         False  # True: memory_plan() gives every buffer; verdicts and levers use it, no margin
     )

@@ -28,6 +28,9 @@ class LlamaCppRuntime(Runtime):
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = flash_attention = plans_memory = True
     backends = BACKENDS  # the CPU build and Metal: the plan's buffer names, compute buffer and -fa auto differ
+    mac_backend = (
+        "metal"  # ggml-metal: what a Mac's llama.cpp (LM Studio, Ollama, llama-server) runs on
+    )
     # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
     default_kv_format = "fp16"
     # its GGUF files: the block types and mixes people download (f16/bf16 files too), Q4_K_M first

@@ -187,12 +187,11 @@ def _settings(f, rt, box) -> tuple:
     if not rt.settings and not rt.backends:
         return ()
     backend = ()
-    if (
-        rt.backends
-    ):  # the build its plan is for: Metal first, for a Mac reader (llama.cpp's --backend)
+    if rt.backends:  # the build its plan is for: a Mac's first (the runtime's mac_backend) (llama.cpp's --backend)
         # the builds by their names, the same in every language (the option is what the link holds)
         builds = {
-            f.t(f"calc.backend_{b}"): b for b in sorted(rt.backends, key=lambda b: b != "metal")
+            f.t(f"calc.backend_{b}"): b
+            for b in sorted(rt.backends, key=lambda b: b != rt.mac_backend)
         }
         chosen = bound_choice(
             box.selectbox,
