@@ -59,8 +59,9 @@ class Frame:
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
 
-    def label(self, rec: Recording | str) -> str:
-        """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
+    def label(self, rec: Recording | str, short: bool = False) -> str:
+        """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what (short:
+        kvcore's short name, where room is short), and where it is kept (this machine, an upload)."""
         if rec == LIVE:
             return self.t("source.live")
         where = (
@@ -70,7 +71,7 @@ class Frame:
             if rec.id in self.uploaded_ids
             else ""
         )
-        return source_label(rec, self.lang, where)
+        return source_label(rec, self.lang, where, short=short)
 
     def with_section(self, section: str) -> list[Recording]:
         return [r for r in self.recs if r.has(section)]
@@ -145,18 +146,7 @@ class Frame:
 
     def short_label(self, rec: Recording | str) -> str:
         """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""
-        if rec == LIVE:
-            return self.t("source.live")
-        where = (
-            "local"
-            if rec.id in self.local_ids
-            else "uploaded"
-            if rec.id in self.uploaded_ids
-            else ""
-        )
-        return source_label(
-            rec, self.lang, where, short=True
-        )  # the kind, kvcore's short name, where it is kept
+        return self.label(rec, short=True)
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
         """The visible provenance of what the page shows. A chapter: one line, the source's kind and name, which opens
