@@ -175,4 +175,21 @@ def parse_config(config: Any, name: str, runtime: Runtime) -> Geometry:
         if cfg.has("max_position_embeddings")
         else None,
         layer_ffn=ffn_split,
+        **ffn_widths(cfg, family),
     )
+
+
+def ffn_widths(cfg: Cfg, family) -> dict:
+    """Geometry.ffn_width, expert_width and experts_used from a config, as llama.cpp's converter writes them
+    (conversion/*.py: Qwen v1's feed_forward_length is half its intermediate_size; gpt-oss's experts are
+    intermediate_size wide; DeepSeek's first_k_dense_replace layers are dense)."""
+    moe = family.ffn.startswith("moe_")
+    ffn = cfg.int("intermediate_size", 0, 0)
+    dense = not moe or cfg.int("first_k_dense_replace", 0, 0) > 0
+    return {
+        "ffn_width": (ffn // 2 if family.ffn == "qwen_v1" else ffn) if dense else 0,
+        "expert_width": (ffn if family.ffn == "moe_gpt_oss" else cfg.int("moe_intermediate_size"))
+        if moe
+        else 0,
+        "experts_used": cfg.int("num_experts_per_tok") if moe else 0,
+    }

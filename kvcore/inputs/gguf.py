@@ -37,6 +37,7 @@ PER_LAYER = (
     "{arch}.attention.head_count_kv",
     "{arch}.attention.sliding_window_pattern",
     "{arch}.attention.recurrent_layers",
+    "{arch}.feed_forward_length",
 )
 
 
@@ -363,6 +364,23 @@ def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Para
     return FileWeights(total, active, rows), p_all, p_active
 
 
+def _ffn_widths(meta: _Meta) -> dict:
+    """The feed-forward widths llama.cpp's graph holds (Geometry.ffn_width, expert_width, experts_used): n_ff of the
+    widest dense layer (none in a MoE model without leading dense blocks), the routed experts' n_ff_exp and
+    n_expert_used (llama_model_loader keys: feed_forward_length, expert_feed_forward_length, expert_used_count)."""
+    n_layer = meta.int("{arch}.block_count")
+    experts = meta.int("{arch}.expert_count", 0, minimum=0)
+    dense = not experts or meta.int("{arch}.leading_dense_block_count", 0, minimum=0) > 0
+    widths = meta.per_layer("{arch}.feed_forward_length", n_layer, 0) if dense else [0]
+    return {
+        "ffn_width": max(widths),
+        "expert_width": meta.int("{arch}.expert_feed_forward_length", 0, minimum=0)
+        if experts
+        else 0,
+        "experts_used": meta.int("{arch}.expert_used_count", 0, minimum=0) if experts else 0,
+    }
+
+
 def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     """A parsed GGUF header -> the geometry llama.cpp builds from it (runtime llama.cpp), weights included."""
     arch, spec = _architecture(header, name)
@@ -391,6 +409,7 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length"),
         file_weights=weights,
+        **_ffn_widths(meta),
     )
 
 
@@ -436,4 +455,5 @@ def geometry_from_keys(metadata: dict, name: str) -> Geometry:
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length", 0, minimum=0) or None,
+        **_ffn_widths(meta),
     )
