@@ -62,6 +62,9 @@ CASES = [  # (model, prompt, generated, prefill step, kv_bits)
     ("cpu-demo", 600, 0, 256, None),  # chunks 256, 256, 87, 1
     ("cpu-demo", 513, 1, 512, 8),  # converted to an 8-bit cache after the first chunk
     ("smollm2-135m", 300, 0, 256, None),  # 30 layers, 9 heads: a second geometry
+    # a 4-bit cache at a context where the scores are most of the transient memory: mlx_lm's quantized attention
+    # (models/base.py#L64-L107) holds them once, as the unfused path does (its where and softmax reuse the buffer)
+    ("cpu-demo", 2048, 1, 2048, 4),
 ]
 
 
