@@ -3,7 +3,8 @@ it, what the slot and the host-RAM prompt cache resume and reprocess, what they 
 
 The rules, with their lines at https://github.com/ggml-org/llama.cpp/blob/0c1e570/ (tools/server/ unless named):
 1. Slots: `-np` left at auto (-1, common/arg.cpp#L1403) becomes 4 slots sharing one unified pool of `-c` cells
-   (server.cpp#L156-L161); an explicit `-np N` gives each slot its own stream of `-c / N` cells unless `-kvu`.
+   (server.cpp#L156-L161); an explicit `-np N` gives each slot its own stream of `-c / N` cells unless `-kvu`
+   (`-c` left at 0: the trained context per stream when split, common/fit.cpp#L195-L272).
    The pool is allocated once, whatever is in it (kvcore.runtimes.llamacpp_cache: one home for its bytes).
 2. Choosing a slot (`get_available_slot`, server-context.cpp#L1528-L1641): the idle non-empty slot whose tokens
    share the largest fraction of the new prompt (f_sim = lcp / prompt, above `-sps` 0.1, C floats); else the
@@ -101,12 +102,12 @@ def f32(x: float) -> float:
 
 
 def state_bytes(cells: int, streams: int, layers: int, row: int) -> int:
-    """llama_state_seq_get_size of a sequence of `cells` tokens (src/llama-kv-cache.cpp#L2065-L2340): the stream
-    count, a cell count per stream, per cell its position, sequence count and sequence (12 bytes), the V layout
-    and layer count, per layer K and V each with its type and row size (24 bytes), and `row` K+V bytes a cell."""
-    if cells == 0:
-        return 4 + 4 * streams
-    return 4 + 4 * streams + 12 * cells + 8 + 24 * layers + row * cells
+    """llama_state_seq_get_size of a sequence of `cells` tokens: a magic number and the sequence id
+    (src/llama-context.cpp#L3191-L3197), then (src/llama-kv-cache.cpp#L2065-L2340) the stream count, a cell count
+    per stream, per cell its position, sequence count and sequence (12 bytes), the V layout and layer count, per
+    layer K and V each with its type and row size (24 bytes), and `row` K+V bytes a cell."""
+    head = 8 + 4 + 4 * streams
+    return head if cells == 0 else head + 12 * cells + 8 + 24 * layers + row * cells
 
 
 @dataclass
@@ -148,9 +149,11 @@ class Ledger:
             raise KvError("llama-server's --parallel must be -1 (auto) or from 1 to 256.")
         unified = options["--kv-unified"] or n_parallel == -1
         n_slots = AUTO_SLOTS if n_parallel == -1 else n_parallel
-        n_ctx = options["--ctx-size"] or geometry.max_position_embeddings
-        if not n_ctx:
-            raise KvError(f"{geometry.name} states no trained context: give -c.")
+        n_ctx = options["--ctx-size"]
+        if not n_ctx:  # the trained context, per stream when split (common/fit.cpp#L195-L272)
+            if not geometry.max_position_embeddings:
+                raise KvError(f"{geometry.name} states no trained context: give -c.")
+            n_ctx = geometry.max_position_embeddings * (1 if unified else n_slots)
         cache_options = llamacpp_cache.Options(sequences=n_slots, unified=unified)
         cells, self.streams = llamacpp_cache.context_cells(n_ctx, cache_options)
         self.unified = unified
@@ -244,8 +247,8 @@ class Ledger:
             )  # fmt: skip
             self.cache.pop(0)
         tokens = sum(len(e.tokens) for e in self.cache)
-        per_token = max(1.0, f32(self.size() / max(1, tokens)))
-        estimate = max(self.n_ctx, int(self.limit / per_token)) if self.limit else self.n_ctx
+        per_token = max(1.0, f32(f32(self.size()) / max(1, tokens)))  # float(size()) / n_tokens()
+        estimate = max(self.n_ctx, int(f32(self.limit / per_token))) if self.limit else self.n_ctx
         while self.cache and sum(len(e.tokens) for e in self.cache) > estimate:
             lines.append(
                 srv("update", f" - cache token limit ({self.n_ctx}, est: {estimate}) reached, "
