@@ -191,6 +191,30 @@ def main() -> int:
         title="llama-server across turns and users: the real SmolLM2-135M-Instruct (Q4_1 GGUF, CPU), its "
         "slots and prompt cache as it prints them",
     )
+    # llama-server ran, not mlx: the provenance names it (build_recording fills in this process's mlx)
+    from kvcore.measure.llamacpp_session import LLAMA_CPP_COMMIT
+    from kvcore.recordings.check import validate
+
+    prov = data["provenance"]
+    prov["backend"], prov["device"] = "llama-server (CPU)", "cpu"
+    prov["blas"] = (
+        "none: llama.cpp's own CPU kernels (a portable build, GGML_NATIVE off, no BLAS backend)"
+    )
+    prov["versions"] = {
+        **{k: v for k, v in prov["versions"].items() if k in ("python", "kvcore")},
+        "mlx": "not used",
+        "mlx_lm": "not used",  # the schema names them for every measured run
+        "llama.cpp": LLAMA_CPP_COMMIT,
+        "llama-server": built,
+    }
+    data["label"] = (
+        f"llama-server {LLAMA_CPP_COMMIT}, {gguf.name}, {prov['machine']['os']}: a Linux CPU, not a Mac"
+    )
+    data["runtime"] = {
+        "name": "llama.cpp",
+        "version": f"llama-server (llama.cpp {LLAMA_CPP_COMMIT})",
+    }
+    data = validate(data)
     print(save_run(data, a.out, "measured-linux-cpu-llama-server-smollm2-135m"))
     return 0
 
