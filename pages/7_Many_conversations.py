@@ -5,7 +5,7 @@ import streamlit as st
 
 from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
 from kvcore.units import GIB, MIB, fmt_num
-from kvcore.views.servers import DEFAULT_MODEL, mac_memories, server_models
+from kvcore.views.servers import DEFAULT_MODEL, drawn, mac_memories, server_models
 from kvsite.charts.chart import show_chart
 from kvsite.frame.page import setup
 from kvsite.inputs.choices import bound_choice
@@ -17,7 +17,7 @@ RECORDING = "measured-linux-cpu-mlx-lm-server-smollm2-135m"
 
 f = setup("conversations")
 f.intro()
-rec = f.pick_source("server", default=RECORDING)
+rec = f.pick_source("server", default=RECORDING, where=drawn)
 if rec is not None:
     first = sections.recorded(rec, f.lang)
     if "error" in first:

@@ -51,6 +51,12 @@ def ledger(
     return run(mlx_lm_server, options, geometry, dtype or preset_dtype, requests)
 
 
+def drawn(rows: list[dict]) -> bool:
+    """Whether the chapter draws a recording's server rows: mlx_lm.server's (its ledger's parts); llama-server's
+    recording is held to its own ledger (tests/test_llama_server.py), not drawn here yet."""
+    return bool(rows) and all(str(r.get("server", "")).startswith(mlx_lm_server.NAME) for r in rows)
+
+
 def recorded_script(rows: list[dict]) -> list[dict]:
     """A recorded conversation's requests as counts (what the server reported of each: usage's tokens)."""
     return [

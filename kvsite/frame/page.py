@@ -73,8 +73,11 @@ class Frame:
         )
         return source_label(rec, self.lang, where, short=short)
 
-    def with_section(self, section: str) -> list[Recording]:
-        return [r for r in self.recs if r.has(section)]
+    def with_section(self, section: str, where=None) -> list[Recording]:
+        """The recordings with rows of `section` (and, given `where`, those rows it accepts)."""
+        return [
+            r for r in self.recs if r.has(section) and (where is None or where(r.rows(section)))
+        ]
 
     def pick_source(
         self,
@@ -82,13 +85,14 @@ class Frame:
         default: str = DEFAULT_SOURCE,
         live: bool = False,
         live_model: bool = False,
+        where=None,
     ):
         """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge.
 
         live: offer live measurement on the server; live_model: that probe builds a model, so the hosted demo
-        (self.demo) does not offer it. A ?src= the picker cannot show is named in a sentence, never silently replaced.
+        (self.demo) does not offer it; where: which of the section's rows the page draws (a predicate on them). A ?src= the picker cannot show is named in a sentence, never silently replaced.
         """
-        options = [r.id for r in self.with_section(section)]
+        options = [r.id for r in self.with_section(section, where)]
         live_here = live and self.live_ok and not (live_model and self.demo)
         if live_here:
             options.append(LIVE)
