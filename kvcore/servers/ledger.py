@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 
 from kvcore.errors import KvError, did_you_mean, quote
@@ -139,5 +139,6 @@ def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=
         "options": {k: v for k, v in options.items()},
         "assumed": [COUNTS_ASSUMED] if requests[0].counts_only else [],
         "log_prefix": module.LOG_PREFIX,
-        "requests": [asdict(r) for r in rows],
+        # shallow: asdict() would deep-copy every log line (a third of the time of the largest script)
+        "requests": [{f.name: getattr(r, f.name) for f in fields(r)} for r in rows],
     }
