@@ -150,3 +150,29 @@ def test_llama_server_options_are_refused_by_name(options, words):
     with pytest.raises(KvError) as e:
         server_ledger("llama-server", "smollm2-135m", script, options)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "script, words",
+    [
+        ('[{"user": "a", "prompt_tokens": -3, "completion_tokens": 1}]', "whole number"),
+        ('[{"user": "a", "prompt_tokens": 8000, "completion_tokens": 500}]', "context"),
+        (
+            json.dumps(
+                [{"user": f"u{i}", "prompt_tokens": 5, "completion_tokens": 1} for i in range(1025)]
+            ),
+            "users",
+        ),
+        ('[{"user": "a", "prompt_tokens": 1000000000, "completion_tokens": 1}]', "100,000,000"),
+        ('[{"user": "a", "prompt_tokens": 10**9, "completion_tokens": 1}]', "not valid JSON"),
+        ("[" + ",".join(['{"user":1}'] * 10**6) + "]", "more than"),
+    ],
+)
+def test_hostile_scripts_are_refused_for_llama_server_too_in_one_sentence_before_any_work(
+    script, words
+):
+    """The script's bounds are the ledger's, whichever server: negative counts, a turn beyond the model's
+    context, more users than the ledger takes, 10^9 tokens (as a number and as no JSON), a million requests."""
+    with pytest.raises(KvError) as e:
+        server_ledger("llama-server", "smollm2-135m", script, ["-np", "4"])
+    assert words in str(e.value) and "\n" not in str(e.value) and str(e.value).count(".") <= 3
