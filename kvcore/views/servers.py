@@ -32,6 +32,9 @@ from kvcore.servers.script import parse_script
 
 PARTS = ("active", "counted", "uncounted", "transient")  # bottom to top
 DEFAULT_MODEL = "llama-3.1-8b"
+LEVER_CHIP = (
+    "M4 Max (40-core GPU)"  # the Mac the levers' seconds are for (the time model's calibrated chip)
+)
 
 
 def _check(name: str, value: int, high: int, low: int = 1) -> int:
@@ -163,10 +166,31 @@ def server_models() -> tuple[str, ...]:
     return tuple(out)
 
 
+def reprocessed_seconds(model: str, rows: list[dict], chip: str = LEVER_CHIP) -> float:
+    """The seconds `chip` spends processing the prompts' tokens again, request by request: each request's
+    reprocessed tokens as one prefill after the tokens it resumed (kvcore.timing.estimate.prefill_step, the
+    time model with mlx_lm's calibrated shares of the chip's peaks; weights and cache in the model's dtype)."""
+    from kvcore.fits.shares import efficiency
+    from kvcore.memory.formats import KvSpec
+    from kvcore.timing.estimate import prefill_step
+
+    geometry, dtype, _ = load_model(model)
+    eff = efficiency(chip, "mlx_lm")
+    spec = KvSpec(dtype, dtype, activation_dtype=dtype)
+    return sum(
+        prefill_step(
+            geometry, r["reprocessed_tokens"], chip, eff, spec, dtype, r["cached_tokens"]
+        ).time_s
+        for r in rows
+        if r["reprocessed_tokens"]
+    )
+
+
 def levers(model: str, script: list[dict]) -> list[dict]:
     """mlx_lm.server's options that decide what it keeps, each tried on `script`: the flags, what stays after the
-    last request, the highest peak, the tokens served from cache and those processed again. The default first;
-    then fewer entries than users (evictions), and a byte limit of half and a quarter of the default's count."""
+    last request, the highest peak, the tokens served from cache and those processed again, and the seconds
+    that takes on LEVER_CHIP. The default first; then fewer entries than users (evictions), and a byte limit of
+    half and a quarter of the default's count."""
     users = len({r["user"] for r in script})
     base = ledger(model, script)
     counted = max(r["prompt_cache_bytes"] for r in base["requests"])
@@ -184,6 +208,7 @@ def levers(model: str, script: list[dict]) -> list[dict]:
                 "peak_bytes": max(r["peak_bytes"] for r in rows),
                 "cached_tokens": sum(r["cached_tokens"] for r in rows),
                 "reprocessed_tokens": sum(r["reprocessed_tokens"] for r in rows),
+                "reprocessed_s": reprocessed_seconds(model, rows),
             }
         )
     return out

@@ -435,6 +435,10 @@ RERUN_MAY_CALL = {  # by module file name
         "is_recording_name",  # the folder's signature: which names are recordings (a name check per file)
     },
     "preset_files": {"preset_names"},
+    "servers": {
+        "drawn",
+        "<genexpr>",
+    },  # which recordings' server rows the chapter draws: a look at each row's name
     "units": {"gib", "fmt_bytes", "fmt_num", "fmt_ratio", "fmt_pct", "fmt_size"},
     "published": {"source"},
     "hardware": {
