@@ -131,3 +131,32 @@ def test_the_chapter_draws_mlx_lm_servers_recording_and_not_llama_servers():
     llama = store.load(ROOT / "recordings" / "measured-linux-cpu-llama-server-smollm2-135m.yaml")
     assert not views.drawn(llama.rows("server"))
     assert not views.drawn([])
+
+
+def test_the_levers_seconds_are_the_time_models_for_the_tokens_processed_again():
+    """Each lever's seconds: every request's reprocessed tokens as one prefill after the tokens it resumed, on
+    the named chip; more tokens processed again take longer, none take none."""
+    from kvcore.fits.shares import efficiency
+    from kvcore.memory.formats import KvSpec
+    from kvcore.servers.ledger import load_model
+    from kvcore.timing.estimate import prefill_step
+
+    script = views.conversation(4, 8, 512, 256)
+    by_flags = {lever["flags"]: lever for lever in views.levers("llama-3.1-8b", script)}
+    default, evicting = by_flags[""], by_flags["--prompt-cache-size 1"]
+    assert evicting["reprocessed_tokens"] > default["reprocessed_tokens"]
+    assert evicting["reprocessed_s"] > default["reprocessed_s"] > 0
+    g, dtype, _ = load_model("llama-3.1-8b")
+    one = prefill_step(
+        g,
+        512,
+        views.LEVER_CHIP,
+        efficiency(views.LEVER_CHIP),
+        KvSpec(dtype, dtype, 64, dtype),
+        dtype,
+    ).time_s
+    rows = [
+        {"reprocessed_tokens": 512, "cached_tokens": 0},
+        {"reprocessed_tokens": 0, "cached_tokens": 9},
+    ]
+    assert views.reprocessed_seconds("llama-3.1-8b", rows) == pytest.approx(one)
