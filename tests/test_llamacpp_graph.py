@@ -69,3 +69,12 @@ def test_three_sequences_a_rotated_q8_0_k_and_a_copied_v_as_llamacpp_prints_them
     options = llamacpp.Options(sequences=3, unified=True, ubatch=2048)
     p = plan(g, 8192, "q8_0", "f16", options, flash_attn="off", weights_bytes=1)
     assert abs(p.compute_bytes / 2**20 - 2401.27) < 0.1  # the 2,049-row inputs' padding: 0.01 MiB
+
+
+def test_gemma3s_logits_land_above_its_two_masks_as_llamacpp_prints():
+    """Gemma-3-27B at -c 65536 -np 2 -kvu --swa-full -ub 512: both caches' masks are read, freed, and the logits
+    find no hole below them: 626.14 MiB printed (the logits' moment alone, planned before: 533.12)."""
+    g = preset_geometry("gemma-3-27b", runtime="llama.cpp")
+    options = llamacpp.Options(sequences=2, unified=True, ubatch=512, swa_full=True)
+    p = plan(g, 65536, options=options, flash_attn="auto", weights_bytes=1)
+    assert f"{p.compute_bytes / 2**20:.2f}" == "626.14"

@@ -39,19 +39,18 @@ from __future__ import annotations
 ALIGN = 32  # the CPU buffer's alignment (ggml-cpu: TENSOR_ALIGNMENT)
 FLOAT = 4
 # llama.cpp's architectures whose layer is the dense one above: (Q/K/V in one projection, gate and up in one,
-# the last residual add reads the residual first): src/models/<arch>.cpp
+# the last residual add reads the residual first, K projected before V): src/models/<arch>.cpp
 DENSE = {
-    "llama": (False, False, False),
-    "mistral": (False, False, False),
-    "qwen2": (False, False, False),
-    "qwen3": (False, False, False),
-    "phi3": (True, True, True),  # phi3.cpp: wqkv, ffn_up of 2 n_ff, add(residual, cur)
-    "qwen": (True, False, False),  # qwen.cpp: wqkv (+ bias, in place)
-    "deepseek_v3": (
-        False,
-        False,
-        False,
-    ),  # deepseek2.cpp: MLA (mla_attention), dense leading layers
+    "llama": (False, False, False, False),
+    "mistral": (False, False, False, False),
+    "qwen2": (False, False, False, False),
+    "qwen3": (False, False, False, False),
+    "phi3": (True, True, True, False),  # phi3.cpp: wqkv, ffn_up of 2 n_ff, add(residual, cur)
+    "qwen": (True, False, False, False),  # qwen.cpp: wqkv (+ bias, in place)
+    "deepseek_v3": (False, False, False, False),  # deepseek2.cpp: mla_attention
+    # gemma3.cpp: Q, K, V in that order; its scaled embeddings, Q/K norms (of a reshape: new, like rope's),
+    # post-attention and post-feed-forward norms all run in place; one mask and row indices per cache
+    "gemma3_text": (False, False, False, True),
 }
 
 
@@ -195,15 +194,20 @@ def dense_compute_bytes(
     Returns:
         bytes, the buffer's high-water mark.
     """
-    qkv_fused, up_fused, residual_first = fused
+    qkv_fused, up_fused, residual_first, k_first = fused
     row = FLOAT * n_tokens
     n_outputs = n_outputs or n_tokens
     tokens, pos, out_ids = _T(4 * n_tokens), _T(4 * n_tokens), _T(4 * n_outputs)
     # V's row indices: one per token, or without flash attention (V stored transposed) one per value
-    k_idx = _T(8 * n_tokens)
-    v_idx = _T(8 * n_tokens * (1 if flash_attn else max(kv_w for _, kv_w, *_ in layers)))
+    v_width = 1 if flash_attn else max(kv_w for _, kv_w, *_ in layers)
     mask_t = [_T(m) for m in masks]
-    inputs = [tokens, _T(row * n_embd), pos, k_idx, *([] if mla else [v_idx]), *mask_t, out_ids]
+    idx = [(_T(8 * n_tokens), _T(8 * n_tokens * v_width)) for _ in masks]
+    inputs = [tokens, _T(row * n_embd), pos]
+    for j in dict.fromkeys(
+        m for _, _, m, *_ in layers
+    ):  # each cache's inputs, as the layers first read them
+        inputs += [idx[j][0], *([] if mla else [idx[j][1]]), mask_t[j]]
+    inputs.append(out_ids)
     nodes: list[_T] = []
 
     def add(size, *srcs, inplace=False, view=None, output=False):
@@ -219,9 +223,9 @@ def dense_compute_bytes(
         cur = add(row * n_embd, x, inplace=True)  # rms_norm
         cur = add(row * n_embd, cur, inplace=True)  # x its weight
         attention = mla_attention if mla else gqa_attention
-        shape = (*mla, fa_extra) if mla else (qkv_fused, q_w, kv_w, fa_extra, *rotated)
+        shape = (*mla, fa_extra) if mla else (qkv_fused, q_w, kv_w, fa_extra, *rotated, k_first)
         out = attention(
-            add, reshape, row, cur, (pos, k_idx, v_idx, mask_t[m]), scores, shape, flash_attn
+            add, reshape, row, cur, (pos, *idx[m], mask_t[m]), scores, shape, flash_attn
         )
         cur = add(row * n_embd, reshape(out))  # wo
         if i == len(layers) - 1:  # only the output rows go on (get_rows with out_ids)
@@ -252,13 +256,13 @@ def gqa_attention(add, reshape, row, cur, inputs, scores, shape, flash_attn):
     """One attention block of Q, K and V heads (llama.cpp, qwen.cpp, phi3.cpp; build_attn_mha): its output.
 
     shape: (Q/K/V in one projection, q width, k and v width, a backend's bytes beside the output, K rotated,
-    V rotated). A quantized cache stores K (and Q is read) or V rotated, where the head is a multiple of 64 wide
+    V rotated, K projected before V). A quantized cache stores K (and Q is read) or V rotated, where the head is a multiple of 64 wide
     (src/llama-kv-cache.cpp:321-338): `llama_mul_mat_hadamard` (src/llama-impl.h:57) multiplies each by the
     rotation into a new tensor (a strided view is made contiguous first), and a rotated V's output is turned
     back (src/llama-graph.cpp:2883-2930). Without flash attention V is stored transposed from contiguous rows:
     a strided V (one fused projection) is copied first (src/llama-kv-cache.cpp:1398-1404)."""
     pos, k_idx, v_idx, mask = inputs
-    qkv_fused, q_w, kv_w, fa_extra, k_rot, v_rot = shape
+    qkv_fused, q_w, kv_w, fa_extra, k_rot, v_rot, k_first = shape
 
     def rotate(t, width, strided=False):
         if strided:
@@ -279,10 +283,13 @@ def gqa_attention(add, reshape, row, cur, inputs, scores, shape, flash_attn):
         q = add(row * q_w, cur)
         q = add(row * q_w, reshape(q), pos, inplace=True)  # rope of the reshaped Q: new (line 640)
         q = rotate(q, q_w) if k_rot else q
-        v = add(row * kv_w, cur)
-        v = rotate(v, kv_w) if v_rot else v
+        if not k_first:
+            v = add(row * kv_w, cur)
         k = add(row * kv_w, cur)
         k = add(row * kv_w, reshape(k), pos, inplace=True)
+        if k_first:
+            v = add(row * kv_w, cur)
+        v = rotate(v, kv_w) if v_rot else v
         k = rotate(k, kv_w) if k_rot else k
         v_strided = False
     add(0, reshape(k), k_idx)  # set_rows into the cache (the cache's own buffer)
@@ -345,7 +352,7 @@ def replayable(geometry) -> bool:
     """True where the replay knows the family's layers: a DENSE family with a dense MLP, every layer full attention
     (MLA: with its widths known)."""
     kinds = {layer.kind for layer in geometry.layers}
-    known = kinds == {"full"} or (kinds == {"mla"} and bool(geometry.mla_widths))
+    known = kinds <= {"full", "sliding"} or (kinds == {"mla"} and bool(geometry.mla_widths))
     return geometry.model_type in DENSE and bool(geometry.ffn_width) and known
 
 
@@ -364,8 +371,13 @@ def replayed_bytes(
     multiple of `sequences` (src/llama-context.cpp:2528), its outputs stay n_tokens."""
     heads = geometry.num_attention_heads
     cache_of = {i: j for j, c in enumerate(caches) for i in c.layers}
+    # the first layer of each cache (every mask is read, then freed), the last layer (its output rows), and the
+    # ones after the first up to REPLAYED_LAYERS
+    picked = sorted({min(c.layers) for c in caches} | {len(geometry.layers) - 1})
+    rest = [i for i in range(len(geometry.layers)) if i not in picked]
     layers = []
-    for layer in geometry.layers[:REPLAYED_LAYERS]:
+    for i in sorted(picked + rest[: max(0, REPLAYED_LAYERS - len(picked))]):
+        layer = geometry.layers[i]
         j = cache_of[layer.index]
         c = caches[j]
         extra = room(layer, c) if room else 0

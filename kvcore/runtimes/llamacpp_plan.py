@@ -32,7 +32,7 @@ The rules:
   the whole cache (`init_full`), and ggml's graph allocator (`ggml/src/ggml-alloc.c`) sizes one buffer for it:
   the high-water mark of the tensors alive at once, freed after their last use and reused in place where an op
   allows (`ggml_op_can_inplace`, line 22: soft_max, rope, add, mul, scale, unary; not the GLU ops). The dense
-  families and DeepSeek's MLA (llamacpp_graph.DENSE) are replayed through that allocator
+  families, Gemma-3 and DeepSeek's MLA (llamacpp_graph.DENSE) are replayed through that allocator
   (kvcore.runtimes.llamacpp_graph, under 1 ms a plan; routed experts add their moment below); the others (MoE,
   recurrent, sliding-window) take the largest of the moments below. The inputs
   are allocated first (line 740-770): the masks, and `inp_embd` (`src/llama-graph.cpp:2388`, n_embd floats a
@@ -122,14 +122,14 @@ DEVICE = {"cpu": "CPU", "metal": "MTL0"}  # how each names its buffers in the lo
 # The measured spread of the compute-buffer rule against the real build (tests/test_llamacpp_plan.py: 15 presets x
 # 10 settings, and 5 more settings a preset run by hand: 209 contexts compared): |plan - llama.cpp| <=
 # max(COMPUTE_FLOOR, COMPUTE_TOLERANCE x llama.cpp). The replay (llamacpp_graph) fitted on graph dumps
-# (GGML_SCHED_DEBUG=2) of Phi-3, Mistral-7B-v0.3, Qwen-7B-Chat and DeepSeek-V3; only checked on Llama-3.2-1B,
-# Llama-3.1-8B, SmolLM2-135M/1.7B, Qwen2.5-7B and Qwen3-8B: these ten within 0.7 % (DeepSeek-V3 +0.7 % at -fa off
-# -np 4, the dense ones within 0.1 %). The moments, shaped on Mistral and Llama-3.2-1B, only checked on the rest:
-# Qwen3-30B-A3B and Gemma-2-2B within 1.4 %; not within max(32 MiB, 5 %): Gemma-3-27B (626.14 MiB printed vs
-# 533.12, -14.9 %, the worst: -c 65536 -np 2 -kvu --swa-full), Qwen3-Next (1363.05 vs 1219.00, -10.6 %: -c 32768
-# -ub 2048 -fa on, one or four sequences; -5.4 % at -c 8192 -np 3 -kvu -fa off), gpt-oss-20b (1731.09 vs 1616.00,
-# -6.6 %: -c 4096 -ub 2048 -fa on).
-COMPUTE_TOLERANCE = 0.15
+# (GGML_SCHED_DEBUG=2) of Phi-3, Mistral-7B-v0.3, Qwen-7B-Chat, DeepSeek-V3 and Gemma-3-27B; only checked on
+# Llama-3.2-1B, Llama-3.1-8B, SmolLM2-135M/1.7B, Qwen2.5-7B and Qwen3-8B: these eleven within 2.0 % (Gemma-3 +2.0 %
+# at -c 32768 -np 4 -kvu -ub 2048 -fa on, DeepSeek-V3 +0.7 % at -fa off -np 4, the dense ones within 0.1 %). The
+# moments, shaped on Mistral and Llama-3.2-1B, only checked on the rest: Qwen3-30B-A3B +1.4 %, Gemma-2-2B -0.9 %;
+# not within max(32 MiB, 5 %): Qwen3-Next (1363.05 MiB printed vs 1219.00, -10.6 %, the worst: -c 32768 -ub 2048
+# -fa on, one or four sequences; -5.4 % at -c 8192 -np 3 -kvu -fa off) and gpt-oss-20b (1731.09 vs 1616.00,
+# -6.6 %: -c 4096 -ub 2048 -fa on), the recurrent and sink/MoE/sliding graphs the replay does not know yet.
+COMPUTE_TOLERANCE = 0.11
 COMPUTE_FLOOR = 32 * 2**20  # bytes: below it a few tensors' placement decides, whatever the share
 
 
