@@ -176,13 +176,21 @@ def parse_config(config: Any, name: str, runtime: Runtime) -> Geometry:
         else None,
         layer_ffn=ffn_split,
         **ffn_widths(cfg, family),
+        mla_widths=(
+            cfg.int("q_lora_rank", 0, 0) if cfg.get("q_lora_rank") is not None else 0,
+            cfg.int("qk_nope_head_dim"),
+            cfg.int("v_head_dim"),
+        )
+        if family.attention == "mla"
+        else (),
     )
 
 
 def ffn_widths(cfg: Cfg, family) -> dict:
-    """Geometry.ffn_width, expert_width and experts_used from a config, as llama.cpp's converter writes them
-    (conversion/*.py: Qwen v1's feed_forward_length is half its intermediate_size; gpt-oss's experts are
-    intermediate_size wide; DeepSeek's first_k_dense_replace layers are dense)."""
+    """Geometry.ffn_width, expert_width and experts_used from a config, as llama.cpp's graph holds them
+    (Qwen v1's MLP tensors are half its intermediate_size wide: src/models/qwen.cpp:33-35 takes n_ff/2 of the
+    intermediate_size the converter writes; gpt-oss's experts are intermediate_size wide; DeepSeek's
+    first_k_dense_replace layers are dense)."""
     moe = family.ffn.startswith("moe_")
     ffn = cfg.int("intermediate_size", 0, 0)
     dense = not moe or cfg.int("first_k_dense_replace", 0, 0) > 0

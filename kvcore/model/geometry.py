@@ -102,6 +102,9 @@ class Geometry:
     ffn_width: int = 0
     expert_width: int = 0
     experts_used: int = 0
+    # absorbed MLA's per-token widths in llama.cpp's graph (deepseek2.cpp): (q_lora_rank, 0 without one;
+    # qk_nope_head_dim; v_head_dim); () where there is no MLA or it is not known
+    mla_widths: tuple[int, int, int] = ()
     file_weights: FileWeights | None = (
         None  # a model file's own weights (GGUF: its tensor table), exact
     )
