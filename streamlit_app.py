@@ -4,8 +4,8 @@ import streamlit as st
 
 from kvcore.units import fmt_num, fmt_ratio, fmt_size
 from kvsite.frame.chapters import CHAPTERS, by_slug
-from kvsite.frame.layout import row, text
 from kvsite.frame.page import DEFAULT_SOURCE, setup
+from kvsite.layout import row, text
 from kvsite.sections import home as home_sections
 from kvsite.sections import shared as sections
 

@@ -1,12 +1,12 @@
 """Is the site's own cache worth keeping? What a reader waits for, the round trip of one rerun, with
-kvsite.frame.cache.section_cache (the site as it is) against the same site whose section_cache is plain
+kvsite.data.cache.section_cache (the site as it is) against the same site whose section_cache is plain
 st.cache_resource (same max_entries, the same cheap hash_funcs for recordings and geometries), in one run.
 
     .venv/bin/python benchmarks/bench_caches.py [--rounds 15] [--markdown docs/benchmarks.md]
 
 Two servers, both with Nagle's algorithm off (deploy/nodelay, as the replicas run; otherwise a ~40 ms TCP wait
 hides the difference) and the project's settings; the second runs a copy of the repository in a temporary
-folder with only kvsite/frame/cache.py's section_cache replaced. One websocket session each, warmed up on every page;
+folder with only kvsite/data/cache.py's section_cache replaced. One websocket session each, warmed up on every page;
 then each round reruns every page on both servers, the order of the two swapped every other round, so a busy
 machine's drift lands on both alike. Per page: the median of the paired ratios plain / section_cache over the
 rounds with their interquartile range, and each server's median ms. Also each server's CPU time per rerun (all
@@ -48,7 +48,7 @@ def plain_copy(folder: Path) -> Path:
             ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", "local")
         )
     shutil.copy(ROOT / "streamlit_app.py", folder)
-    cache = folder / "kvsite" / "frame" / "cache.py"
+    cache = folder / "kvsite" / "data" / "cache.py"
     text = cache.read_text(encoding="utf-8")
     cache.write_text(
         text[: text.index("def section_cache(")].rstrip() + "\n" + PLAIN, encoding="utf-8"

@@ -45,8 +45,8 @@ import kvsite.charts.chart as chart  # noqa: E402
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 
 STATES = [
-    ("pages/7_Calculator.py", {"ctx": "65536"}),
-    ("pages/7_Calculator.py", {"seq": "4", "k": "q8_0", "v": "q8_0"}),
+    ("pages/8_Calculator.py", {"ctx": "65536"}),
+    ("pages/8_Calculator.py", {"seq": "4", "k": "q8_0", "v": "q8_0"}),
     ("pages/6_Savings.py", {}),
     ("pages/5_Prefill_and_decode.py", {}),
     ("pages/4_Decode_slowdown.py", {}),

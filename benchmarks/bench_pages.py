@@ -29,7 +29,7 @@ entry point and the page every time, 1.5-3.5 ms a run that a reader never waits 
 What a page costs (2-core machine): Streamlit's fixed cost per element, ~0.1 ms per markdown, ~0.15 per
 page link, ~0.2 per download button, ~0.15-0.3 per input widget, ~0.3 per chart or st.dataframe, ~0.05
 per column block. Every section's data, chart spec (with its Arrow data), tables and numbers come from
-one kvsite.frame.cache.section_cache call keyed on a tuple of the arguments; nothing is recomputed, hashed as a
+one kvsite.data.cache.section_cache call keyed on a tuple of the arguments; nothing is recomputed, hashed as a
 DataFrame or serialized again on a rerun. What the pages send was cut without hiding anything a reader
 sees first: each chart's table and CSV/PNG/SVG buttons sit in one lazy expander (sent only while open),
 readers' questions are one markdown element with an anchor per question, small tables among prose are

@@ -33,7 +33,8 @@ CHAPTERS = {
     "3 Linear growth (context)": ("Linear_growth?lang=en", 0),
     "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0),
     "6 Savings (memory)": ("Savings?lang=en", 1),
-    "7 Calculator (context, log scale)": ("Calculator?lang=en", 0),
+    "7 Many conversations (users)": ("Many_conversations?lang=en", 0),
+    "8 Calculator (context, log scale)": ("Calculator?lang=en", 0),
 }
 BASELINE_PAGE = """import altair as alt
 import pandas as pd

@@ -31,6 +31,7 @@ CODES = frozenset(
         "llamacpp_flash_attn",
         "llamacpp_quantized_v_needs_fa",
         "llamacpp_backend",
+        "macos_version",
         "json_too_large",
         "json_invalid",
         "json_nested",
@@ -140,6 +141,8 @@ CODES = frozenset(
         "rec_share",
         "rec_verdict",
         "rec_figures",
+        # a conversation for a server's ledger (kvcore.servers; the Many conversations chapter's widgets)
+        "server_context",
     }
 )
 

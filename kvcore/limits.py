@@ -41,7 +41,7 @@ MAX_TEXT_BYTES = 4_000_000  # a text for `kvcore quality` to read (a novel is ~1
 MAX_MEMORY_FIGURES = 32
 MAX_DECIMALS = 6  # decimals a published figure is read at (sources print 1-3; 1e-300 is not 300)
 MAX_QUOTE = 60  # characters of a reader's input a sentence quotes (kvcore.errors.quote): a prefix
-# characters of text from outside a page shows (an upload's title or note, an error's sentence; kvsite.frame.layout.plain)
+# characters of text from outside a page shows (an upload's title or note, an error's sentence; kvsite.layout.plain)
 MAX_SHOWN = 1_000
 # A conversation script handed to a server's ledger (kvcore.servers): requests, distinct users, the JSON file's size,
 # and the prompt cache's entries (--prompt-cache-size). The ledger walks every request and compares each prompt with
@@ -50,3 +50,10 @@ MAX_SCRIPT_REQUESTS = 4096
 MAX_SCRIPT_USERS = 1024
 MAX_SCRIPT_BYTES = 16_000_000
 MAX_PROMPT_CACHE_ENTRIES = 256  # mlx_lm.server's default is 10
+# The Many conversations chapter's conversation (kvcore.views.servers): the users, turns and tokens a reader picks.
+# users × turns (192 requests) stays far inside MAX_SCRIPT_REQUESTS, and the chapter runs the ledger once per lever
+MAX_CHAPTER_USERS = 12
+MAX_CHAPTER_TURNS = 16
+# tokens of one user message or one reply: each turn adds both to the prompt, and the ledger's work grows with the
+# prompt's prefill chunks (benchmarks/bench_servers.py measures the largest state against the default)
+MAX_CHAPTER_TURN_TOKENS = 2048

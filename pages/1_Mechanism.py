@@ -5,8 +5,8 @@ import streamlit as st
 from kvcore.units import fmt_ratio
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import setup, url_choice
+from kvsite.layout import row
 from kvsite.sections import mechanism as mechanism_sections
 
 f = setup("mechanism")

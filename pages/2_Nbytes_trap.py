@@ -7,10 +7,10 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row, text
 from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup, url_choice
 from kvsite.inputs import live
 from kvsite.inputs.choices import bound_choice
+from kvsite.layout import row, text
 from kvsite.sections import shared as sections
 from kvsite.sections import trap as trap_sections
 

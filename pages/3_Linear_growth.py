@@ -6,9 +6,9 @@ from kvcore.memory.formats import mlx_cache_formats
 from kvcore.units import fmt_num, gib
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import setup
 from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.layout import row
 from kvsite.sections import growth as growth_sections
 from kvsite.sections import shared as sections
 

@@ -6,11 +6,11 @@ from kvcore.recordings.provenance import badge_fields
 from kvcore.timing import hardware
 from kvcore.units import fmt_num, fmt_pct, fmt_ratio, fmt_size
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup
 from kvsite.i18n import data_text
 from kvsite.inputs import live
-from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.inputs.choices import chip_choice, model_choice, weights_choice
+from kvsite.layout import row
 from kvsite.sections import decode as decode_sections
 
 f = setup("decode_slowdown")
@@ -71,9 +71,7 @@ chips = [c.chip for c in hardware.chips()]
 def what_if_section() -> None:
     """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them)."""
     c = row()
-    chip_name = bound_choice(
-        c.selectbox, f.t("decode.chip"), chips, "chip", index=chips.index("M5 Pro")
-    )
+    chip_name = chip_choice(c, f, chips, "M5 Pro")
     model = model_choice(c, f)
     weights = weights_choice(c, f)
     article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)

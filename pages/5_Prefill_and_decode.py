@@ -1,14 +1,14 @@
-"""Chapter 5 — prefill and decode, one reader or many: arithmetic intensity and the roofline, your prompt's time
+"""Chapter 5 — prefill and decode, one request or many at once: arithmetic intensity and the roofline, your prompt's time
 to first token and decode speed, batching; the time model (kvcore.timing.estimate) over measured and published runs."""
 
 import streamlit as st
 
 from kvcore.timing import hardware
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row, text
-from kvsite.frame.page import DEFAULT_SOURCE, LIVE, setup
+from kvsite.frame.page import LIVE, setup
 from kvsite.inputs import live
-from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.inputs.choices import chip_choice, model_choice, weights_choice
+from kvsite.layout import row, text
 from kvsite.sections import batch as batch_sections
 from kvsite.sections import prefill as ps
 
@@ -16,20 +16,17 @@ from kvsite.sections import prefill as ps
 # both sweeps stays in the picker, and is where the prefill sweep comes from (no Mac run sweeps the prompt length)
 DEFAULT_RUN = "published-mlx-vlm-2153-m3-ultra-batch"
 PREFILL_RUN = "measured-linux-cpu-openblas-prefill-batch"
-DEFAULT_CHIP = "M4 Max (40-core GPU)"
+# one chip on the first screen: the default batching run's, with three decode runs measured on it under its roof
+DEFAULT_CHIP = "M3 Ultra"
 
 f = setup("prefill_decode")
 f.intro()
-rec = f.pick_source(
-    "batch", default=DEFAULT_RUN, live=True, live_model=True
-)  # both sweeps build a model: not on the hosted demo
-if rec == LIVE:
-    job = live.job_panel(f, "throughput")
-    rec = job.recording() if job is not None else None
-
+# the claim's chart first (its controls under it: on a phone six controls would push it off the first screen), the
+# number under them; the theory behind both is one click away
+claim = st.container()
 chips = [c.chip for c in hardware.chips()]
 c = row()
-chip = bound_choice(c.selectbox, f.t("decode.chip"), chips, "chip", index=chips.index(DEFAULT_CHIP))
+chip = chip_choice(c, f, chips, DEFAULT_CHIP)
 model = model_choice(c, f)
 weights = weights_choice(c, f)
 prompt = c.number_input(
@@ -50,11 +47,10 @@ seqs = c.number_input(
 )
 prompt, answer, seqs = int(prompt), int(answer), int(seqs)
 
-article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
-roof = ps.roofline(chip, model, weights, prompt, answer, seqs, article, f.lang)
-# the claim's chart first, the number under it; the theory behind both is one click away
-text("##### " + roof["title"])
-show_chart(f, roof["chart"], "roof_chart", "kv-roofline")
+roof = ps.roofline(chip, model, weights, prompt, answer, seqs, f.recs, f.lang)
+with claim:
+    text("##### " + roof["title"])
+    show_chart(f, roof["chart"], "roof_chart", "kv-roofline")
 ans = ps.your_prompt(chip, model, weights, prompt, answer, seqs, f.lang)
 m = row()
 for label, value in ans["metrics"]:
@@ -73,6 +69,14 @@ bm = batch_sections.batch_model(chip, model, weights, f.lang)
 if bm["chart"] is not None:
     show_chart(f, bm["chart"], "batch_model_chart", f"kv-batch-model-{model}")
 st.caption(bm["caption"])
+# the run this section and the prefill sweep draw: picked here, beside its chart (on the first screen its chip
+# would be a second one)
+rec = f.pick_source(
+    "batch", default=DEFAULT_RUN, live=True, live_model=True
+)  # both sweeps build a model: not on the hosted demo
+if rec == LIVE:
+    job = live.job_panel(f, "throughput")
+    rec = job.recording() if job is not None else None
 if rec is not None and (measured := batch_sections.batch_measured(rec, f.lang)) is not None:
     st.subheader(measured["title"])
     show_chart(f, measured["chart"], "batch_measured_chart", f"kv-batch-{rec.id}")

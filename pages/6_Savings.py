@@ -6,10 +6,10 @@ from kvcore.memory.formats import COMPARED, FORMATS
 from kvcore.recordings.published import source
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row, text
 from kvsite.frame.page import LIVE, setup
 from kvsite.i18n import data_text
-from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
+from kvsite.inputs.choices import QUESTION_PX, bound_choice, model_choice, weights_choice
+from kvsite.layout import row, text
 from kvsite.sections import quality as quality_sections
 from kvsite.sections import savings as savings_sections
 
@@ -170,6 +170,7 @@ else:
             prompts,
             "qprompt",
             index=quality_sections.default_question(q["answers"]),
+            width=QUESTION_PX,
         )
         rows = q["answers"][prompt]
         labels = [quality_sections.format_label(r, f.lang) for r in rows[1:]]

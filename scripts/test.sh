@@ -11,6 +11,7 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing 
 [ "$(uname)" != Linux ] || [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ] \
   || [ -e /usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0 ] || missing="$missing libopenblas0-pthread"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"  # compiles llama.cpp (below), once
+command -v cmake >/dev/null 2>&1 || missing="$missing cmake"  # builds llama-server (below), once
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq && $sudo apt-get install -y -qq $missing >/dev/null
@@ -29,10 +30,14 @@ if ! ls "$wheels"/llama_cpp_python-"${pin#*==}"-*.whl >/dev/null 2>&1; then
     .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps "$pin" -w "$wheels"
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$wheels" -r requirements-llamacpp.txt
+# A real llama-server for tests/test_llama_server.py, from the same sdist's llama.cpp: built once into a cache
+# (scripts/build_llama_server.sh says how), found there afterwards in a fraction of a second.
+KVSITE_LLAMA_SERVER="$(bash scripts/build_llama_server.sh)"
+export KVSITE_LLAMA_SERVER
 # Bytecode kept: the suite starts many Python processes (servers, the CLI) and pytest rewrites every test module's
 # asserts, all from source again where writing bytecode is turned off (PYTHONDONTWRITEBYTECODE; collection then took
 # 12.7 s a worker here, 7.8 s with bytecode kept). Into __pycache__ folders, which git ignores, beside pip's own in
 # .venv: a cache elsewhere (PYTHONPYCACHEPREFIX) would compile every package the tests import again, once per clone.
 unset PYTHONDONTWRITEBYTECODE
-export KVSITE_REQUIRE_LLAMACPP=1  # the real-llama.cpp tests fail instead of skipping if it is missing
+export KVSITE_REQUIRE_LLAMACPP=1  # the real-llama.cpp (and llama-server) tests fail instead of skipping if missing
 exec .venv/bin/python -m pytest "$@"

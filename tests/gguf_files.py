@@ -127,9 +127,7 @@ def full_widths(c: Cfg, model_type: str) -> dict:
     ffn = c.int("intermediate_size")
     keys = {
         ".embedding_length": c.int("hidden_size"),
-        ".feed_forward_length": ffn // 2
-        if model_type == "qwen"
-        else ffn,  # qwen.py QwenModel halves it
+        ".feed_forward_length": ffn,  # all of it, Qwen v1's too (conversion/base.py:1445)
         ".vocab_size": c.int("vocab_size"),
     }
     if model_type in ("qwen3_moe", "qwen3_next", "deepseek_v3"):
@@ -309,6 +307,11 @@ LLAMACPP_FAMILY_PRESETS = (
     "gemma-3-27b",
     "gpt-oss-20b",
     "deepseek-v3",
+    # small vocabularies, where the MLP's tensors outgrow the logits (checked, not fitted: see COMPUTE_TOLERANCE)
+    "mistral-7b-v0.3",
+    "smollm2-135m",
+    "smollm2-1.7b",
+    "llama-3.1-8b",
 )
 
 

@@ -251,7 +251,7 @@ def test_the_savings_chapter_puts_weights_and_kv_within_the_gpu_limit_and_one_mo
     ram,
 ):
     """The longest context per KV format: weights + KV within the memory the GPU may use on a Mac with that RAM
-    (memory_fit.gpu_limit: two thirds at 16 GB, three quarters at 36, 84 % at 128), nothing else counted; one more
+    (memory_fit.gpu_limit: two thirds at 16 GB, three quarters at 36 and 128 on macOS 15 or earlier), nothing else counted; one more
     token passes it."""
     from kvcore.capacity.memory_fit import gpu_limit
     from kvcore.views.savings import fits_table

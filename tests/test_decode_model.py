@@ -130,7 +130,8 @@ def test_hardware_table_has_sources_and_bandwidths():
 def test_mac_gpu_limit_depends_on_ram_size():
     small, _ = gpu_memory_limit_gb(16)
     large, reason = gpu_memory_limit_gb(128)
-    assert round(small, 2) == 10.67 and large / 128 > 0.8 and "macOS" in reason
+    assert round(small, 2) == 10.67 and large == 96 and "macOS" in reason
+    assert round(gpu_memory_limit_gb(128, macos="26")[0], 2) == 107.52
     assert gpu_memory_limit_gb(80, unified=False)[0] == 80
 
 

@@ -590,6 +590,22 @@ def test_a_runtime_class_that_leaves_out_a_question_is_refused_when_it_is_define
     assert Whole("whole_rt", "whole_rt", "sliding_ignored").name == "whole_rt"
 
 
+def test_a_runtime_whose_mac_build_is_not_one_of_its_backends_is_refused_when_it_is_defined():
+    """The Calculator offers a runtime's Mac build first (mac_backend): a name its backends do not have is refused
+    by the class statement, never a silent first choice."""
+    with pytest.raises(KvError, match=r"Runtime class Odd names 'vulkan' its Mac build"):
+
+        class Odd(TokenRuntime):
+            backends = ("cpu", "metal")
+            mac_backend = "vulkan"
+
+    class Mac(TokenRuntime):
+        backends = ("cpu", "metal")
+        mac_backend = "metal"
+
+    assert Mac.mac_backend in Mac.backends
+
+
 # A runtime module whose class leaves out every question (or a registry entry of unknown window rules),
 # met while the CLI imports the registry: the module's attributes are made only when it is imported from.
 BROKEN_RUNTIME = """
@@ -699,7 +715,7 @@ def test_a_runtime_setting_without_its_texts_is_one_sentence_on_the_page(monkeyp
     rt = Blocky("blocky_rt", "blocky_rt (a test's runtime)", "sliding_ignored", windows="reference")
     monkeypatch.setitem(runtimes.RUNTIMES, rt.name, rt)
     for lang in ("en", "ja"):
-        at = chapter("pages/7_Calculator.py", lang=lang, rt="blocky_rt")
+        at = chapter("pages/8_Calculator.py", lang=lang, rt="blocky_rt")
         said = " ".join(e.value for e in at.error)
         shown = re.sub(r"\\(.)", r"\1", said)  # as the reader reads it
         assert not at.exception and "calc.block_size" in shown and "⟨" not in shown

@@ -1,4 +1,4 @@
-"""A GGUF header as the Calculator's browser component sends it (kvsite.inputs.gguf_browser): the bytes up to the end of
+"""A GGUF header as the Calculator's browser component sends it (kvsite.sections.calc.gguf_browser): the bytes up to the end of
 the tensor table, gzip and base64, with the file's real size. Read by the engine's own GGUF reader, it gives the
 geometry the whole file gives; anything else a client could send is refused in one sentence with a code the page
 says in Japanese too; and the largest header the label promises fits one message Streamlit accepts."""
@@ -16,7 +16,7 @@ from streamlit import config
 from kvcore.errors import CODES, KvError
 from kvcore.inputs import gguf, gguf_header
 from kvsite import i18n
-from kvsite.inputs.gguf_browser import CHOSEN, HEADER_LIMIT, HEADER_MB, read_sent, remember
+from kvsite.sections.calc.gguf_browser import CHOSEN, HEADER_LIMIT, HEADER_MB, read_sent, remember
 
 
 def sent(raw: bytes, size: int, name: str = "model.gguf", encoding: str = "gzip") -> dict:

@@ -14,7 +14,7 @@ import yaml
 from kvcore.errors import KvError
 from kvcore.inputs.log_reading import NOTES, TEXTS, reading
 from kvcore.limits import MAX_LOG_LINE, MAX_LOG_LINES
-from kvcore.runtimes.llamacpp_plan import COMPUTE_TOLERANCE
+from kvcore.runtimes.llamacpp_plan import compute_allowance
 from kvsite import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,9 +173,8 @@ def test_the_real_llamacpp_log_of_this_machine_is_re_derived():
     assert rows["compute_exit"].derived_bytes == compute.derived_bytes
     assert abs(rows["compute_exit"].printed_bytes - compute.printed_bytes) < 0.005 * MIB
     assert r.settings["worst_case_tokens"] == 512
-    assert (
-        abs(compute.derived_bytes - compute.printed_bytes)
-        <= COMPUTE_TOLERANCE * compute.printed_bytes
+    assert abs(compute.derived_bytes - compute.printed_bytes) <= compute_allowance(
+        compute.printed_bytes
     )
 
 

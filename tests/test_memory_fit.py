@@ -15,7 +15,7 @@ from kvcore.memory.formats import KvSpec
 from kvcore.memory.formulas import kv_bytes, weights_bytes
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.registry import get_runtime
-from kvcore.timing.hardware import mac_gpu_share
+from kvcore.timing.working_set import working_set
 from kvcore.units import GIB, MIB
 
 RT = get_runtime("llama.cpp")
@@ -28,9 +28,8 @@ def plan(context=32768, spec=KvSpec(), sequences=1, options=None, fa="auto"):
 
 
 def test_the_limit_is_macos_default_working_set_for_that_ram_or_the_wired_limit():
-    share, source = mac_gpu_share(16)
     limit = gpu_limit(16)
-    assert limit.bytes == int(16 * share * GIB) and source in limit.source
+    assert limit.bytes == working_set(16).bytes and working_set(16).report.url in limit.source
     assert "iogpu.wired_limit_mb" in limit.source  # the lever a reader can pull
     assert gpu_limit(128).bytes > gpu_limit(64).bytes > gpu_limit(16).bytes
     raised = gpu_limit(16, wired_limit_mb=14000)
@@ -158,7 +157,11 @@ def test_calc_ram_gives_the_verdict_with_its_limit_and_levers():
         "kv_format",
     }
     code, out, _ = _calc(*common, "--context", "8192", "--ram", "16")
-    assert code == 0 and "fit        fits:" in out and "GPU limit  macOS default GPU limit" in out
+    assert (
+        code == 0
+        and "fit        fits:" in out
+        and "GPU limit  macOS 15 or earlier's default GPU working set" in out
+    )
     code, out, _ = _calc(
         "--model", "llama-3.1-8b", "--weights-format", "mlx-q4", "--context", "8192", "--ram", "16"
     )

@@ -14,7 +14,7 @@ from kvcore.errors import KvError
 from kvcore.inputs.config import parse_config
 from kvcore.inputs.presets import preset_geometry
 from kvcore.memory.formats import KvSpec
-from kvcore.runtimes import mlx_lm_plan
+from kvcore.runtimes import mlx_lm_plan, mlx_metal
 from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.units import MIB
 from kvcore.views.peaks import (
@@ -62,6 +62,9 @@ CASES = [  # (model, prompt, generated, prefill step, kv_bits)
     ("cpu-demo", 600, 0, 256, None),  # chunks 256, 256, 87, 1
     ("cpu-demo", 513, 1, 512, 8),  # converted to an 8-bit cache after the first chunk
     ("smollm2-135m", 300, 0, 256, None),  # 30 layers, 9 heads: a second geometry
+    # a 4-bit cache at a context where the scores are most of the transient memory: mlx_lm's quantized attention
+    # (models/base.py#L64-L107) holds them once, as the unfused path does (its where and softmax reuse the buffer)
+    ("cpu-demo", 2048, 1, 2048, 4),
 ]
 
 
@@ -141,8 +144,9 @@ def test_every_part_kind_has_its_words_in_both_languages():
 
 def test_metals_command_buffers_in_flight_are_bounded_by_the_chip_and_by_the_steps_own_arrays():
     """Metal keeps an op's inputs until its command buffer finishes: at most 12 buffers of the chip's commit size
-    (50 MiB on Max and Ultra, 40 on the others; mlx's device.cpp), never more than the step's own arrays; a decode
-    step's are small. Without a chip the larger size (an upper estimate)."""
+    (mlx's device.cpp decides by the GPU architecture name's last letter: 50 MiB for 's' and 'd', 40 for 'g'; a base
+    chip 40, a Max or Ultra 50, a Pro the larger since its letter is not in its name), never more than the step's
+    own arrays; a decode step's are small. Without a chip the larger size."""
     g = preset_geometry("qwen3-4b")
     spec = KvSpec("bf16", "bf16", 64, "bf16")
 
@@ -156,7 +160,10 @@ def test_metals_command_buffers_in_flight_are_bounded_by_the_chip_and_by_the_ste
 
     assert in_flight(2176, "M4 Max (40-core GPU)") == 12 * 50 * MIB
     assert in_flight(2176, "M2 Ultra") == in_flight(2176) == 12 * 50 * MIB
-    assert in_flight(2176, "M3 Pro") == in_flight(2176, "Apple M1") == 12 * 40 * MIB
+    assert in_flight(2176, "Apple M1") == 12 * 40 * MIB
+    assert in_flight(2176, "M3 Pro") == 12 * 50 * MIB  # a Pro can report an 's' name: the larger
+    assert mlx_metal.command_buffer_mib("M4 Pro", "applegpu_g16g")[0] == 40  # the name decides
+    assert mlx_metal.command_buffer_mib("M4 Pro", "applegpu_g16s")[0] == 50
     assert in_flight(2176, "M4 Max", sequences=4) == 12 * 50 * MIB  # per buffer, not per sequence
     # two prompt tokens, then one: the step's own arrays (7 hidden, 4 query, 2 MLP widths, bf16, 36 layers)
     assert in_flight(3, "M4 Max") == 2 * (7 * 2560 + 4 * 4096 + 2 * 9728) * 2 * 36

@@ -299,3 +299,30 @@ def test_importing_the_engine_loads_no_library_streamlit_or_mlx():
             [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
         )
         assert done.stdout.split() == ["True"], done.stderr
+
+
+# kvsite's parts, bottom to top: each imports only those before it (and the base modules); the pages, above all.
+SITE_LAYERS = ("i18n", "data", "charts", "inputs", "frame", "sections")
+SITE_BASE = {"kvsite", "kvsite.layout"}
+
+
+def _site_layer(module: str) -> int:
+    return -1 if module in SITE_BASE else SITE_LAYERS.index(module.split(".")[1])
+
+
+def test_the_site_parts_import_one_way_bottom_to_top():
+    """Where a chapter's code lives is answerable in one look (sections/), and what it may stand on too: a part
+    never reaches up (the frame never into a chapter, the texts never into the layout's callers)."""
+    graph = {
+        name: {m for m in imports if m.startswith("kvsite")}
+        for name, imports in import_graph().items()
+        if name.startswith("kvsite")
+    }
+    parts = {m.split(".")[1] for m in graph if m not in SITE_BASE}
+    assert parts == set(SITE_LAYERS), (
+        f"a part of kvsite not in SITE_LAYERS: {parts - set(SITE_LAYERS)}"
+    )
+    upward = sorted(
+        f"{a} -> {b}" for a, deps in graph.items() for b in deps if _site_layer(b) > _site_layer(a)
+    )
+    assert upward == []

@@ -59,12 +59,14 @@ def test_only_stated_points_one_row_each(rec):
 def test_the_quoted_numbers_are_the_sources():
     vlm = BY_ID["published-mlx-vlm-2153-m3-ultra-batch"].rows("batch")
     small = {
-        (r["batch"], r["context"]): r["tokens_per_s_total"] for r in vlm if r["series"] == "0.9B"
+        (r["batch"], r["context"]): r["tokens_per_s_total"]
+        for r in vlm
+        if r["series"] == "K2-Horizon 0.9B"
     }
     assert [small[(b, 512)] for b in (1, 2, 4)] == [168.3, 348.3, 671.6]
     assert [small[(b, 16384)] for b in (1, 2, 4)] == [119.8, 182.9, 279.3]
     assert not any(
-        r["series"] == "3.7B" and r["batch"] == 4 and r["context"] == 16384 for r in vlm
+        r["series"] == "K2-Horizon 3.7B" and r["batch"] == 4 and r["context"] == 16384 for r in vlm
     )  # "101.x": not a point
     bench = BY_ID["published-llamacpp-16894-batched-bench"].rows("batch")
     assert [
@@ -126,7 +128,10 @@ def test_a_bad_row_is_refused_with_its_field(section, row, message):
 
 
 GOOD_ROWS = [
-    ("batch", {"batch": 4, "context": 2048, "tokens_per_s_total": 582.4, "series": "0.9B"}),
+    (
+        "batch",
+        {"batch": 4, "context": 2048, "tokens_per_s_total": 582.4, "series": "K2-Horizon 0.9B"},
+    ),
     (
         "prefill",
         {"prompt_tokens": 2048, "tokens_per_s": 301.51, "depth": 0, "tg_tokens_per_s": 10.42},

@@ -107,5 +107,7 @@ def test_a_published_run_with_no_known_model_gets_points_but_no_fit():
     rec = recordings.load(recordings.BUNDLED_DIR / "published-mlx-vlm-2153-m3-ultra-batch.yaml")
     pts = time_views.batch_points(rec)
     assert len(pts) == 23 and time_views.batch_fit(rec) is None
-    row = pts[(pts["series"] == "0.9B") & (pts["batch"] == 4) & (pts["context"] == 512)].iloc[0]
+    row = pts[
+        (pts["series"] == "K2-Horizon 0.9B") & (pts["batch"] == 4) & (pts["context"] == 512)
+    ].iloc[0]
     assert row["tokens_per_s"] == pytest.approx(671.6 / 4)  # per sequence: total / batch

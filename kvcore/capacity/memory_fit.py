@@ -1,7 +1,7 @@
 """Does the runtime's whole memory plan fit the memory its GPU may use?
 
 The limit on a Mac is Metal's recommended working set, not all RAM: macOS lets the GPU wire a share of unified
-memory that depends on the RAM size (kvcore/timing/hardware.yaml `mac_gpu_working_set`, with the reports it comes from),
+memory that depends on the RAM size and the macOS version (kvcore/timing/working_set.yaml: the lines real Macs printed),
 and `sudo sysctl iogpu.wired_limit_mb=N` raises it. Elsewhere the limit is the GPU's own memory.
 
 The verdict compares the plan's total (kvcore.runtimes.llamacpp_plan: model, output, KV and compute buffers) with
@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from kvcore.errors import KvError, quote
 from kvcore.limits import MAX_RAM_GB, MIN_RAM_GB
 from kvcore.timing.hardware import gpu_memory_limit_gb
+from kvcore.timing.working_set import DEFAULT_MACOS
 from kvcore.units import GIB, MIB
 
 UBATCHES = (4096, 2048, 1024, 512, 256, 128, 64)  # -ub values a lever tries, largest first
@@ -53,9 +54,15 @@ class Limit:
         return {"bytes": self.bytes, "source": self.source}
 
 
-def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = None) -> Limit:
-    """The GPU's memory limit for a machine of `ram_gb` GB (vendors' GB are GiB): on a Mac, macOS's default working
-    set for that RAM size (kvcore.timing.hardware), or the wired limit the reader set with sysctl iogpu.wired_limit_mb."""
+def gpu_limit(
+    ram_gb: float,
+    unified: bool = True,
+    wired_limit_mb: int | None = None,
+    macos: str = DEFAULT_MACOS,
+) -> Limit:
+    """The GPU's memory limit for a machine of `ram_gb` GB (vendors' GB are GiB): on a Mac, the default working
+    set for that RAM size on `macos` (kvcore.timing.working_set: "15" or earlier, "26"), or the wired limit the
+    reader set with sysctl iogpu.wired_limit_mb."""
     if (
         isinstance(ram_gb, bool)
         or not isinstance(ram_gb, int | float)
@@ -85,7 +92,7 @@ def gpu_limit(ram_gb: float, unified: bool = True, wired_limit_mb: int | None = 
             int(wired_limit_mb * MIB),
             f"iogpu.wired_limit_mb = {wired_limit_mb:,} (set with sudo sysctl; the default is a share of RAM)",
         )
-    gb, source = gpu_memory_limit_gb(float(ram_gb), unified)
+    gb, source = gpu_memory_limit_gb(float(ram_gb), unified, macos)
     return Limit(int(gb * GIB), f"{source}; raise it with sudo sysctl iogpu.wired_limit_mb=N")
 
 

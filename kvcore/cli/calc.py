@@ -231,7 +231,7 @@ def run(a) -> int:
         raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
     geometry, preset = resolve_model(a.model, runtime.name)
     # --ram: the verdict against the memory the GPU may use (a Mac's default working set, or the wired limit)
-    limit = gpu_limit(a.ram, True, a.wired_limit_mb) if a.ram is not None else None
+    limit = gpu_limit(a.ram, True, a.wired_limit_mb, a.macos) if a.ram is not None else None
     settings = tuple((s.field, getattr(a, s.name)) for s in runtime.settings)
     request = Request(
         ModelSource(a.model),

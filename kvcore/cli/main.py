@@ -22,6 +22,7 @@ from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.runtimes.registry import DEFAULT as DEFAULT_RUNTIME
 from kvcore.runtimes.registry import RUNTIMES
 from kvcore.timing import hardware
+from kvcore.timing.working_set import DEFAULT_MACOS
 
 EXIT_BAD_INPUT = 2
 
@@ -164,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the Mac's RAM in GB ({MIN_RAM_GB:,} to {MAX_RAM_GB:,}): adds the verdict against the memory its GPU may use (macOS's default working "
         "set for that RAM): the runtime's whole memory plan (llama.cpp; mlx_lm for the layers its plan knows), "
         "else weights + KV only, saying what is not counted (never 'fits')",
+    )
+    c.add_argument(
+        "--macos",
+        default=DEFAULT_MACOS,
+        help=f"with --ram: the Mac's macOS version (e.g. 14, 15.5, 26.1), which sets its default GPU working set "
+        f"(default {DEFAULT_MACOS}: 15 or earlier; 26 gives more where Macs reported it)",
     )
     c.add_argument(
         "--wired-limit-mb",

@@ -32,7 +32,11 @@ def add(sub) -> None:
         "serve", help="a conversation through a server: per request what it keeps and prints"
     )
     s.add_argument("--server", required=True, choices=list(SERVERS))
-    s.add_argument("--model", required=True, help="a preset name or an mlx model folder")
+    s.add_argument(
+        "--model",
+        required=True,
+        help="a preset name or a model folder (its tokenizer and chat template)",
+    )
     s.add_argument("--script", required=True, help="the conversation, a JSON list of requests")
     s.add_argument("--json", action="store_true")
     for (

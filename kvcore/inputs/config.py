@@ -175,4 +175,29 @@ def parse_config(config: Any, name: str, runtime: Runtime) -> Geometry:
         if cfg.has("max_position_embeddings")
         else None,
         layer_ffn=ffn_split,
+        **ffn_widths(cfg, family),
+        mla_widths=(
+            cfg.int("q_lora_rank", 0, 0) if cfg.get("q_lora_rank") is not None else 0,
+            cfg.int("qk_nope_head_dim"),
+            cfg.int("v_head_dim"),
+        )
+        if family.attention == "mla"
+        else (),
     )
+
+
+def ffn_widths(cfg: Cfg, family) -> dict:
+    """Geometry.ffn_width, expert_width and experts_used from a config, as llama.cpp's graph holds them
+    (Qwen v1's MLP tensors are half its intermediate_size wide: src/models/qwen.cpp:33-35 takes n_ff/2 of the
+    intermediate_size the converter writes; gpt-oss's experts are intermediate_size wide; DeepSeek's
+    first_k_dense_replace layers are dense)."""
+    moe = family.ffn.startswith("moe_")
+    ffn = cfg.int("intermediate_size", 0, 0)
+    dense = not moe or cfg.int("first_k_dense_replace", 0, 0) > 0
+    return {
+        "ffn_width": (ffn // 2 if family.ffn == "qwen_v1" else ffn) if dense else 0,
+        "expert_width": (ffn if family.ffn == "moe_gpt_oss" else cfg.int("moe_intermediate_size"))
+        if moe
+        else 0,
+        "experts_used": cfg.int("num_experts_per_tok") if moe else 0,
+    }

@@ -37,6 +37,7 @@ PER_LAYER = (
     "{arch}.attention.head_count_kv",
     "{arch}.attention.sliding_window_pattern",
     "{arch}.attention.recurrent_layers",
+    "{arch}.feed_forward_length",
 )
 
 
@@ -53,12 +54,13 @@ class Arch:
     pattern: int = 1  # load_swa_pattern's default n_pattern
     mla: bool = False
     recurrent: bool = False
+    ffn_halved: bool = False  # the dense MLP's tensors are n_ff/2 wide (qwen.cpp:33-35)
 
 
 # general.architecture -> llama.cpp's reading (src/models/<file>.cpp @ 0c1e570)
 ARCHS = {
     "llama": Arch("llama"),  # llama.cpp: no window for LLM_ARCH_LLAMA (Mistral 7B v0.1 runs full)
-    "qwen": Arch("qwen"),
+    "qwen": Arch("qwen", ffn_halved=True),  # the converter writes intermediate_size (base.py:1445)
     "qwen2": Arch("qwen2"),
     "qwen3": Arch("qwen3"),
     "qwen3moe": Arch("qwen3_moe"),
@@ -363,6 +365,37 @@ def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Para
     return FileWeights(total, active, rows), p_all, p_active
 
 
+def _ffn_widths(meta: _Meta, spec: Arch) -> dict:
+    """The feed-forward widths llama.cpp's graph holds (Geometry.ffn_width, expert_width, experts_used): n_ff of the
+    widest dense layer (none in a MoE model without leading dense blocks; half of it where the architecture's
+    tensors are n_ff/2 wide: Arch.ffn_halved), the routed experts' n_ff_exp and n_expert_used
+    (llama_model_loader keys: feed_forward_length, expert_feed_forward_length, expert_used_count)."""
+    n_layer = meta.int("{arch}.block_count")
+    experts = meta.int("{arch}.expert_count", 0, minimum=0)
+    dense = not experts or meta.int("{arch}.leading_dense_block_count", 0, minimum=0) > 0
+    widths = meta.per_layer("{arch}.feed_forward_length", n_layer, 0) if dense else [0]
+    return {
+        "ffn_width": max(widths) // (2 if spec.ffn_halved else 1),
+        "expert_width": meta.int("{arch}.expert_feed_forward_length", 0, minimum=0)
+        if experts
+        else 0,
+        "experts_used": meta.int("{arch}.expert_used_count", 0, minimum=0) if experts else 0,
+    }
+
+
+def _mla_widths(meta: _Meta, layers: list[Layer]) -> tuple[int, int, int]:
+    """Geometry.mla_widths as deepseek2.cpp reads them: (q_lora_rank, 0 in the lite variants; key_length_mla
+    minus the rope width; value_length_mla), or () without MLA."""
+    mla = [layer for layer in layers if layer.kind == "mla"]
+    if not mla:
+        return ()
+    return (
+        meta.int("{arch}.attention.q_lora_rank", 0, minimum=0),
+        meta.int("{arch}.attention.key_length_mla") - mla[0].v_dim,
+        meta.int("{arch}.attention.value_length_mla"),
+    )
+
+
 def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
     """A parsed GGUF header -> the geometry llama.cpp builds from it (runtime llama.cpp), weights included."""
     arch, spec = _architecture(header, name)
@@ -391,6 +424,8 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length"),
         file_weights=weights,
+        **_ffn_widths(meta, spec),
+        mla_widths=_mla_widths(meta, layers),
     )
 
 
@@ -436,4 +471,6 @@ def geometry_from_keys(metadata: dict, name: str) -> Geometry:
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length", 0, minimum=0) or None,
+        **_ffn_widths(meta, spec),
+        mla_widths=_mla_widths(meta, layers),
     )

@@ -402,7 +402,7 @@ def read_header(
 ) -> Header:
     """The header of a GGUF file given by path (read from disk, only as far as the header) or by its bytes: the
     whole file, or (with `file_bytes`, the whole file's size) its first bytes up to the end of the tensor table,
-    as a browser reads them (kvsite.inputs.gguf_browser): every bound is then the file's, and a header that goes on past
+    as a browser reads them (kvsite.sections.calc.gguf_browser): every bound is then the file's, and a header that goes on past
     the bytes given is refused in one sentence. `keep`: the keys whose strings and arrays the caller reads (every
     number is kept; any other string or array is Skipped).
 

@@ -330,11 +330,13 @@ def reading(text: str, label: str = "the log") -> Reading:
                 code, params = "compute_host", {"gpu": gpu or "the GPU"}
             elif planned:
                 derived = planned[1].compute_bytes
-                tolerance = llamacpp_plan.COMPUTE_TOLERANCE
-                agrees = abs(derived - nbytes) <= tolerance * nbytes
+                agrees = abs(derived - nbytes) <= llamacpp_plan.compute_allowance(nbytes)
                 code = "compute_metal" if device.startswith(("Metal", "MTL")) else "compute_buffer"
                 code = "compute_exit" if f.kind == "compute_exit" else code
-                params = {"tolerance": f"{tolerance:.0%}"}
+                floor_mib = llamacpp_plan.COMPUTE_FLOOR // 2**20
+                params = {
+                    "tolerance": f"max({floor_mib} MiB, {llamacpp_plan.COMPUTE_TOLERANCE:.0%})"
+                }
         elif f.kind == "working_set":
             params = {
                 "unit": "MiB (2^20 bytes), as 2023 builds printed it"

@@ -46,6 +46,8 @@ HPARAM_KEYS = {
     "n_ff": "{arch}.feed_forward_length",
     "n_expert": "{arch}.expert_count",
     "n_expert_used": "{arch}.expert_used_count",
+    "n_ff_exp": "{arch}.expert_feed_forward_length",
+    "n_layer_dense_lead": "{arch}.leading_dense_block_count",
 }
 HPARAM_TEXT = (
     "arch",
@@ -197,6 +199,8 @@ def _gguf_key(match: re.Match) -> Fact | None:
             ".feed_forward_length",
             ".expert_count",
             ".expert_used_count",
+            ".expert_feed_forward_length",
+            ".leading_dense_block_count",
         )
     ):
         number = _number(value)

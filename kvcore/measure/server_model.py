@@ -16,9 +16,20 @@ FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
 
 
 def make_folder(dest: Path) -> Path:
-    """Writes the folder once (a complete folder is reused) and returns it."""
-    if all((dest / f).is_file() for f in FILES):
-        return dest
+    """Writes the folder once (a complete folder is reused) and returns it. Two processes asking at once (the
+    suite's two workers, each with a server test) take turns on a lock beside it: one writes, the other then
+    finds it complete, never half-written."""
+    import fcntl
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((dest / f).is_file() for f in FILES):
+            _write(dest)
+    return dest
+
+
+def _write(dest: Path) -> None:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
@@ -46,7 +57,6 @@ def make_folder(dest: Path) -> Path:
     )
     weights = dict(tree_flatten(parts["module"].parameters()))
     mx.save_safetensors(str(dest / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return dest
 
 
 if __name__ == "__main__":

@@ -96,6 +96,15 @@ class Geometry:
     # per layer: (feed-forward matrix parameters, of which routed-expert matrices), for the GGUF mixes
     # (kvcore.memory.weight_formats: Q4_K_M promotes ffn_down in some layers; MXFP4 packs only the experts)
     layer_ffn: tuple[tuple[int, int], ...] = field(default=())
+    # the feed-forward widths llama.cpp's graph holds per token (its compute buffer's MLP and MoE moments):
+    # the widest dense layer's n_ff (0: no dense layer, or not known), and the routed experts' n_ff_exp x
+    # n_expert_used (0: no experts, or not known)
+    ffn_width: int = 0
+    expert_width: int = 0
+    experts_used: int = 0
+    # absorbed MLA's per-token widths in llama.cpp's graph (deepseek2.cpp): (q_lora_rank, 0 without one;
+    # qk_nope_head_dim; v_head_dim); () where there is no MLA or it is not known
+    mla_widths: tuple[int, int, int] = ()
     file_weights: FileWeights | None = (
         None  # a model file's own weights (GGUF: its tensor table), exact
     )

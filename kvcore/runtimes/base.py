@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcore.errors import KvError, quote
 from kvcore.memory.formats import get_format
+from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS
 
 if TYPE_CHECKING:
     from kvcore.memory.formats import KvSpec
@@ -157,6 +158,11 @@ class Runtime:
             seen = [getattr(s, attr) for s in settings]
             if len(seen) != len(set(seen)):
                 raise KvError(f"Runtime class {cls.__name__} has two settings with one {attr}.")
+        mac = getattr(cls, "mac_backend", "")
+        if mac and mac not in getattr(cls, "backends", ()):
+            raise KvError(
+                f"Runtime class {cls.__name__} names {quote(mac)} its Mac build, which is not one of its backends."
+            )
 
     name: str
     help: str  # what it is, for `--runtime`'s help
@@ -180,6 +186,9 @@ class Runtime:
     backends: tuple[
         str, ...
     ] = ()  # the builds its plan tells apart (llama.cpp: cpu, metal; the CLI's --backend)
+    mac_backend: str = (
+        ""  # of `backends`, the build a Mac reader runs (the Calculator offers it first)
+    )
     plans_memory: bool = (
         False  # True: memory_plan() gives every buffer; verdicts and levers use it, no margin
     )
@@ -196,6 +205,9 @@ class Runtime:
     default_kv_format: str | None = None
     # True: K and V are kept in one format (mlx_lm: one kv_bits quantizes both, KVCache holds both in one dtype)
     one_kv_format: bool = False
+    # the weight formats its model files come in (the Calculator's choices) and the one it offers first
+    weight_formats: tuple[str, ...] = DOWNLOAD_WEIGHT_FORMATS
+    default_weights: str = "mlx-q4"
 
     def __repr__(self) -> str:
         return f"<runtime {self.name}>"

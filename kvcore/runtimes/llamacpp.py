@@ -10,6 +10,7 @@ from __future__ import annotations
 from kvcore.errors import KvError
 from kvcore.limits import MAX_CONTEXT
 from kvcore.memory.formats import llamacpp_types
+from kvcore.memory.formulas import GGUF_WEIGHT_FORMATS
 from kvcore.runtimes import llamacpp_cache as llamacpp
 from kvcore.runtimes.base import DecodeRead, Runtime, Setting
 from kvcore.runtimes.llamacpp_plan import BACKENDS, check_backend
@@ -27,8 +28,15 @@ class LlamaCppRuntime(Runtime):
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = flash_attention = plans_memory = True
     backends = BACKENDS  # the CPU build and Metal: the plan's buffer names, compute buffer and -fa auto differ
+    mac_backend = (
+        "metal"  # ggml-metal: what a Mac's llama.cpp (LM Studio, Ollama, llama-server) runs on
+    )
     # -ctk/-ctv unset: common/common.h @ 0c1e570 `cache_type_k = GGML_TYPE_F16`, llama_context_default_params too
     default_kv_format = "fp16"
+    # its GGUF files: the block types and mixes people download (f16/bf16 files too), Q4_K_M first
+    weight_formats = ("gguf-q4_k_m", *(w for w in GGUF_WEIGHT_FORMATS if w != "gguf-q4_k_m"))
+    weight_formats += ("bf16", "fp16")
+    default_weights = "gguf-q4_k_m"
     settings = (
         Setting(
             "unified",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kvcore.errors import KvError
 from kvcore.limits import MAX_PREFILL_STEP, MIN_PREFILL_STEP
 from kvcore.memory.formats import mlx_cache_formats
-from kvcore.memory.formulas import PREFILL_STEP
+from kvcore.memory.formulas import PREFILL_STEP, WEIGHT_FORMATS
 from kvcore.runtimes import mlx_lm_plan
 from kvcore.runtimes.base import Setting
 from kvcore.runtimes.token import TokenRuntime
@@ -37,6 +37,9 @@ class MlxLmRuntime(TokenRuntime):
     """mlx_lm: a TokenRuntime whose options carry its prefill step to its memory plan, its prefill peak and its
     prefill chunk."""
 
+    weight_formats = (
+        WEIGHT_FORMATS  # mlx's own: its safetensors in fp/bf16, fp8 or mlx's group quantization
+    )
     settings = (
         Setting(
             "prefill_step",

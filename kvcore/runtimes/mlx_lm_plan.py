@@ -16,7 +16,13 @@ cache simulator (kvcore.memory.allocsim) and keeps the step whose memory is high
 * attention scores -- where attention is not fused, a chunk of S tokens at offset o materialises
   `n_heads x S x (o + S)` scores in the activation dtype (mlx's scaled_dot_product_attention fallback, and
   mlx_lm's quantized_scaled_dot_product_attention, models/base.py#L64-L107, on every backend), and the causal
-  mask beside them: `S x (o + S)` booleans.
+  mask beside them: `S x (o + S)` booleans. Measured, not assumed, for a quantized cache on the CPU backend (mlx
+  0.32, 3 December 2026): one quantized_scaled_dot_product_attention call held 1.03-1.27x the scores (9/3, 32/8 and
+  16/16 heads, 256-2,048 queries, 1,024-4,096 keys, 8 and 4 bits; the share falls as the scores grow), the excess
+  being query-sized copies (the scaled queries, their GQA reshape, the output) that `activations` counts, and
+  mlx_lm's whole prefill of 4,096 tokens in 2,048-token chunks (SmolLM2-135M geometry, random weights) peaked
+  within 0.3 MiB of this plan with 8- and 4-bit caches: where and softmax reuse the scores' buffer
+  (tests/test_mlx_lm_plan.py holds a 4-bit case whose scores are two thirds of the transient memory).
 * activations -- one layer's other arrays for the chunk: counted per token as 7 hidden-width, 4 query-width and 2
   MLP-width values in the activation dtype (the residual and normed input, Q, its scaled copy and the attention
   output, the MLP's gate and up projections; on the CPU backend mlx schedules a few arrays ahead of their use:

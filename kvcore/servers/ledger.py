@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 
 from kvcore.errors import KvError, did_you_mean, quote
@@ -22,13 +22,13 @@ from kvcore.inputs.textfile import open_regular
 from kvcore.limits import MAX_CONTEXT
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.servers import mlx_lm_server
+from kvcore.servers import llama_server, mlx_lm_server
+from kvcore.servers.mlx_lm_server import DTYPE_BYTES
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import ScriptRequest, parse_script
 from kvcore.servers.sequences import Stream
 
-SERVERS = {mlx_lm_server.NAME: mlx_lm_server}
-DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
+SERVERS = {mlx_lm_server.NAME: mlx_lm_server, llama_server.NAME: llama_server}
 MAX_SAFETENSORS_HEADER = 100_000_000
 COUNTS_ASSUMED = (
     "counts only: each user's prompt extends that user's previous prompt and reply, re-rendered token for "
@@ -76,25 +76,21 @@ def load_model(model: str) -> tuple[Geometry, str, Path | None]:
     return parse_config(preset["config"], preset["name"], MLX_LM), dtype, None
 
 
-def row_bytes(geometry: Geometry, dtype: str) -> int:
-    """K and V bytes of one token over all layers: every layer a KVCache in the activation dtype."""
-    others = sorted({layer.kind for layer in geometry.layers} - {"full"})
-    if others:
-        raise KvError(
-            f"{geometry.name} has {', '.join(others)} layers; the ledger models KVCache (full attention) "
-            "layers only."
-        )
-    return sum(x.kv_heads * (x.k_dim + x.v_dim) for x in geometry.layers) * DTYPE_BYTES[dtype]
+def _beyond(index: int, tokens: int, context: int) -> KvError:
+    return KvError(
+        f"Request {index + 1} holds {tokens:,} tokens, beyond the model's context of {context:,}.",
+        "server_context",
+        request=index + 1,
+        tokens=tokens,
+        context=context,
+    )
 
 
 def turns(requests: tuple[ScriptRequest, ...], folder: Path | None, context: int):
     """The script's requests as token sequences (the model's tokenizer and chat template for messages)."""
     for i, r in enumerate(requests):
         if r.counts_only and r.prompt_tokens + r.completion_tokens > context:
-            raise KvError(
-                f"Request {i + 1} holds {r.prompt_tokens + r.completion_tokens:,} tokens, beyond the "
-                f"model's context of {context:,}."
-            )
+            raise _beyond(i, r.prompt_tokens + r.completion_tokens, context)
     if requests[0].counts_only:
         return [
             mlx_lm_server.Turn(
@@ -113,10 +109,7 @@ def turns(requests: tuple[ScriptRequest, ...], folder: Path | None, context: int
     for i, r in enumerate(requests):
         prompt = tuple(tokenizer.prompt(r.messages))
         if len(prompt) + r.completion_tokens > context:
-            raise KvError(
-                f"Request {i + 1} holds {len(prompt) + r.completion_tokens:,} tokens, beyond the model's "
-                f"context of {context:,}."
-            )
+            raise _beyond(i, len(prompt) + r.completion_tokens, context)
         system_end = tokenizer.system_end(r.messages, list(prompt))
         reply = tuple(tokenizer.reply(r.reply, r.completion_tokens, i))
         out.append(mlx_lm_server.Turn(r.user, prompt, system_end, reply))
@@ -129,17 +122,23 @@ def server_ledger(server: str, model: str, script_text: str, argv: list[str]) ->
     options = parse_options(module.OPTIONS, argv, server)
     requests = parse_script(script_text)
     geometry, dtype, folder = load_model(model)
-    per_token = row_bytes(geometry, dtype)
+    return run(module, options, geometry, dtype, requests, folder)
+
+
+def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=None) -> dict:
+    """The ledger of parsed `requests` under a server `module` and its parsed `options`, for a model's geometry
+    and activation dtype (what server_ledger does once it has read them; the site's chapter calls it with counts)."""
     context = geometry.max_position_embeddings or MAX_CONTEXT
-    ledger = module.Ledger(options, per_token)
+    ledger = module.Ledger(options, geometry, dtype)
     rows = [ledger.request(i, t) for i, t in enumerate(turns(requests, folder, context))]
     return {
-        "server": server,
+        "server": module.NAME,
         "model": geometry.name,
         "kv_dtype": dtype,
-        "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token": ledger.row_bytes,
         "options": {k: v for k, v in options.items()},
         "assumed": [COUNTS_ASSUMED] if requests[0].counts_only else [],
         "log_prefix": module.LOG_PREFIX,
-        "requests": [asdict(r) for r in rows],
+        # shallow: asdict() would deep-copy every log line (a third of the time of the largest script)
+        "requests": [{f.name: getattr(r, f.name) for f in fields(r)} for r in rows],
     }

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from kvcore.errors import KvError
 from kvcore.limits import MAX_PROMPT_CACHE_ENTRIES, MIN_PREFILL_STEP
 from kvcore.memory.allocsim import STEP, CacheState, trace
+from kvcore.model.geometry import Geometry
 from kvcore.servers.options import Option
 from kvcore.servers.prompt_cache import PromptCache
 from kvcore.servers.sequences import Seq, extend
@@ -40,6 +41,7 @@ SOURCE = "https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/server.py"
 NAME = "mlx_lm.server"
 # each line is logged as "<asctime> - INFO - <line>" (logging.basicConfig, server.py#L2082-L2085)
 LOG_PREFIX = "%(asctime)s - INFO - "
+DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
 
 
 def _size(text: str) -> int:
@@ -65,6 +67,17 @@ OPTIONS = (
     Option("--decode-concurrency", int, 32, "server.py#L2024-L2029", low=1),
     Option("--prompt-concurrency", int, 8, "server.py#L2030-L2035", low=1),
 )
+
+
+def row_bytes(geometry: Geometry, dtype: str) -> int:
+    """K and V bytes of one token over all layers: every layer a KVCache in the activation dtype."""
+    others = sorted({layer.kind for layer in geometry.layers} - {"full"})
+    if others:
+        raise KvError(
+            f"{geometry.name} has {', '.join(others)} layers; the ledger models KVCache (full attention) "
+            "layers only."
+        )
+    return sum(x.kv_heads * (x.k_dim + x.v_dim) for x in geometry.layers) * DTYPE_BYTES[dtype]
 
 
 @dataclass(frozen=True)
@@ -119,9 +132,9 @@ def growths(state: CacheState, updates: list[int]) -> tuple[list[int], CacheStat
 class Ledger:
     """The server's state across a script: its prompt cache, one request at a time."""
 
-    def __init__(self, options: dict, row_bytes: int):
+    def __init__(self, options: dict, geometry, dtype: str):
         self.options = options
-        self.row_bytes = row_bytes  # K and V bytes of one token over all layers
+        self.row_bytes = row_bytes(geometry, dtype)  # K and V bytes of one token over all layers
         self.cache = PromptCache(options["--prompt-cache-size"])
 
     @staticmethod

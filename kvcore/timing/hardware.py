@@ -9,6 +9,13 @@ from pathlib import Path
 import yaml
 
 from kvcore.errors import KvError, quote
+from kvcore.timing.working_set import (
+    DEFAULT_MACOS,
+    macos_name,
+    source_words,
+    working_set,
+)
+from kvcore.units import GIB
 
 TABLE = Path(__file__).parent / "hardware.yaml"
 
@@ -95,14 +102,6 @@ def get_chip(name: str) -> Chip:
     raise KvError(f"Unknown chip {quote(name)}; valid chips: {', '.join(c.chip for c in chips())}.")
 
 
-def mac_gpu_share(ram_gb: float) -> tuple[float, str]:
-    """macOS's default share of unified memory the GPU may wire, for this RAM size: (share, source)."""
-    for rule in _table()["mac_gpu_working_set"]:
-        if rule["up_to_ram_gb"] is None or ram_gb <= rule["up_to_ram_gb"]:
-            return rule["share"], rule["source"]
-    raise AssertionError("the last working-set rule has no upper bound")
-
-
 def slowest_memory() -> tuple[float, str]:
     """The slowest memory bandwidth a computer has, GB/s, and its source: the floor a decode fit is held to when the
     chip is not in the table (a fit below it cannot be explained by memory reads)."""
@@ -116,12 +115,15 @@ def efficiency_range() -> tuple[float, float, str]:
     return float(r["low"]), float(r["high"]), r["source"]
 
 
-def gpu_memory_limit_gb(ram_gb: float, unified: bool = True) -> tuple[float, str]:
-    """Memory the GPU may use by default: macOS's working-set share of RAM on a Mac, all of it elsewhere.
+def gpu_memory_limit_gb(
+    ram_gb: float, unified: bool = True, macos: str = DEFAULT_MACOS
+) -> tuple[float, str]:
+    """Memory the GPU may use by default: macOS's working set for that RAM and version on a Mac
+    (kvcore.timing.working_set), all of it elsewhere.
 
-    Returns (GB, the reason with its source).
+    Returns (GiB, the reason with its source).
     """
     if not unified:
         return float(ram_gb), "dedicated GPU memory"
-    share, source = mac_gpu_share(ram_gb)
-    return ram_gb * share, f"macOS default GPU limit ≈ {share:.0%} of RAM ({source})"
+    ws = working_set(ram_gb, macos)
+    return ws.bytes / GIB, f"{macos_name(macos)}'s default GPU working set: {source_words(ws)}"

@@ -28,6 +28,8 @@ from kvcore.views.chart_parts import (
     with_points,
 )
 
+POINT_STROKE = 0.8  # px: a measured point's black outline (and its legend symbol's)
+
 
 def series_chart(
     df: pd.DataFrame | None,
@@ -69,9 +71,11 @@ def series_chart(
     )
     domain = list(dict.fromkeys(both[color]))
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
-    enc_color = alt.Color(
-        f"{color}:N", legend=legend(legend_title), scale=color_scale(domain, colors)
-    )
+    only_points = df is None or df.empty
+    # points alone: the legend's symbols are the points' own, outlined as thinly (the theme's thick outline left
+    # a black shape around a speck of colour)
+    key = legend(legend_title, **({"symbolStrokeWidth": POINT_STROKE} if only_points else {}))
+    enc_color = alt.Color(f"{color}:N", legend=key, scale=color_scale(domain, colors))
     x_scale = axis_scale(log_x, xs)
     x_enc = alt.X(f"{x}:Q", axis=axis_for(log_x, xs, x_title), scale=x_scale)
     y_values = pd.concat(
@@ -99,11 +103,17 @@ def series_chart(
     if points is not None and not points.empty:
         pts = frames[-1]
         tip = tooltips(pts, [color, x, y, "source"], titles)
-        mark = alt.Chart(pts).mark_point(size=90, filled=True, stroke="black", strokeWidth=0.8)
+        mark = alt.Chart(pts).mark_point(
+            size=90, filled=True, stroke="black", strokeWidth=POINT_STROKE
+        )
         same = "source" not in pts or set(pts["source"]) <= set(
             pts[color]
         )  # the colour already names the source
-        shape = alt.Shape("source:N", legend=None if same else legend())
+        # the source's shape, in a legend of its own: outlined and unfilled (its points take their series' colours)
+        outline = legend(
+            symbolFillColor="white", symbolStrokeColor="black", symbolStrokeWidth=POINT_STROKE
+        )
+        shape = alt.Shape("source:N", legend=None if same else outline)
         layer = mark.encode(
             x=x_enc, y=y_enc, color=enc_color, opacity=opacity, shape=shape, tooltip=tip
         )
@@ -174,7 +184,7 @@ def bar_chart(
     category: str,
     value: str,
     color: str,
-    cat_title: str,
+    cat_title: str | None,
     value_title: str,
     *,
     log: bool = False,
@@ -189,7 +199,9 @@ def bar_chart(
 ) -> alt.LayerChart:
     """Horizontal bars, one per row, coloured (and legend-selectable) by `color`; `labels`: a text column
     printed at the end of each bar (the number a reader came for, readable without hovering); `choice`: the
-    rows hold several values of one field and radio buttons inside the chart show one (no round trip)."""
+    rows hold several values of one field and radio buttons inside the chart show one (no round trip);
+    `cat_title` None: bars whose labels name themselves ("MHA", "fp16") get no title beside them, so a phone's
+    width goes to the plot (the table and tooltip keep the column's title)."""
     data = positive_rows(df, [value]) if log else df
     sel = alt.selection_point(name=SELECTION, fields=[color], bind="legend")
     domain = list(dict.fromkeys(data[color]))
@@ -302,3 +314,67 @@ def marked_series_chart(
 ) -> alt.LayerChart:
     """series_chart (same keywords, `rules` included) with with_points' labelled points on top."""
     return with_points(series_chart(df, x, y, color, x_title, y_title, **kwargs), x, y, marks)
+
+
+def stacked_bars(
+    df: pd.DataFrame,
+    x: str,
+    value: str,
+    part: str,
+    x_title: str,
+    y_title: str,
+    *,
+    order: list,
+    line: str | None = None,
+    limit: pd.DataFrame | None = None,
+    colors: dict | None = None,
+    titles: dict | None = None,
+    extra_tooltip: tuple[str, ...] = (),
+    height: int = 300,
+) -> alt.LayerChart:
+    """A bar per `x` stacked by `part` in `order` (bottom first), legend-selectable; `line`: a column drawn as a
+    black tick on each bar (a figure the stack is held against, e.g. what a server's own line counts); `limit`:
+    a horizontal rule with a label (columns `value` and `label`), e.g. a Mac's GPU limit."""
+    sel = alt.selection_point(name=SELECTION, fields=[part], bind="legend")
+    rank = {p: i for i, p in enumerate(order)}
+    data = df.assign(_order=df[part].map(rank))
+    x_enc = alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0, labelOverlap=True))
+    y_enc = alt.Y(f"{value}:Q", title=y_title, stack="zero")
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=x_enc,
+            y=y_enc,
+            color=alt.Color(
+                f"{part}:N", legend=legend(), scale=color_scale(order, colors), sort=order
+            ),
+            order=alt.Order("_order:Q", sort="ascending"),
+            opacity=picked(sel, 0.2),
+            tooltip=tooltips(data, [x, part, value, *extra_tooltip], titles),
+        )
+        .add_params(sel)
+    )
+    layers: list = [bars]
+    if line is not None:
+        ticks = data.drop_duplicates(x)
+        layers.append(
+            alt.Chart(ticks)
+            .mark_tick(color="black", thickness=2)
+            .encode(
+                x=x_enc,
+                y=alt.Y(f"{line}:Q"),
+                tooltip=tooltips(ticks, [x, line], titles),
+            )
+        )
+    if limit is not None and not limit.empty:
+        base = alt.Chart(limit).encode(y=alt.Y("value:Q"))
+        layers += [
+            base.mark_rule(color="#b00020", strokeDash=[4, 3], strokeWidth=1.5).encode(
+                tooltip=[alt.Tooltip("label:N", title=None)]
+            ),
+            base.mark_text(align="left", baseline="bottom", dy=-3, fontSize=11).encode(
+                text=alt.Text("label:N"), x=alt.XValue(4)
+            ),
+        ]
+    return alt.layer(*layers, height=height)

@@ -8,6 +8,7 @@ Example: trap_curve(preset_geometry("llama-3.2-1b"), 300) -> allocated jumps 8.0
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from kvcore.errors import KvError
@@ -245,6 +246,27 @@ def growth_curve(
         ):
             rows.append({"context": t, "series": series, "bytes": value, "gib": value / GIB})
     return pd.DataFrame(rows)
+
+
+def one_line_each(
+    curve: pd.DataFrame, log: bool = False, within: float = 0.005
+) -> dict[str, tuple[str, ...]]:
+    """Series of a growth_curve that draw as one line, grouped: two series whose values differ by less than
+    `within` of the y axis' span at every context (of its decades on a log axis: `log`) are one line to a reader,
+    and get one legend entry. Returns {the series that draws the line: every series it stands for}, in order.
+
+    Example: Llama-3.2-1B to 32,768 tokens on linear axes -> {"allocated": ("allocated", "used", "theory"),
+    "weights": ("weights",)}; on log axes allocated's 256-token blocks part from used at short contexts."""
+    wide = curve.pivot_table(index="context", columns="series", values="bytes", sort=False)
+    values = np.log10(wide.clip(lower=1)) if log else wide
+    span = float(values.to_numpy().max() - values.to_numpy().min()) or 1.0
+    groups: dict[str, tuple[str, ...]] = {}
+    for series in dict.fromkeys(curve["series"]):
+        first = next(
+            (g for g in groups if (values[g] - values[series]).abs().max() < within * span), None
+        )
+        groups[first or series] = (*groups.get(first, ()), series) if first else (series,)
+    return groups
 
 
 def per_layer(geometry: Geometry, context: int, spec: KvSpec, sequences: int = 1) -> pd.DataFrame:

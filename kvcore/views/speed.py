@@ -1,7 +1,7 @@
 """The prefill-and-decode chapter's numbers as long-form DataFrames and dicts (kvcore.timing.estimate underneath): a roofline
 per chip, one reader's prompt from the first token to the last, and batching. Pure functions, no Streamlit.
 
-Names of series are codes ("roof", "prefill", "decode_1", "decode_b", "article"); the site translates them.
+Names of series are codes ("roof", "prefill", "decode_1", "decode_b", "measured"); the site translates them.
 Example: roofline_points(preset_geometry("llama-3.2-1b"), "mlx-q4", KvSpec(), get_chip("M2 Ultra"), eff, 2048, 4096, 8)
          -> rows prefill / decode_1 / decode_b with intensity (FLOPs per byte) and TFLOP/s.
 """
@@ -94,7 +94,7 @@ def measured_points(rec: Recording) -> pd.DataFrame:
     """A run's decode points on the roofline: the intensity of its model's step at each context (kvcore.timing.estimate),
     and the FLOP/s it achieved (that step's FLOPs x the measured tok/s). Empty when its model is unknown.
 
-    Columns: kind ("article"), context, tokens_per_s, intensity, tflops.
+    Columns: kind ("measured"), context, tokens_per_s, intensity, tflops.
     """
     model = geometry_for(rec)
     if model is None or not rec.has("decode"):
@@ -106,7 +106,7 @@ def measured_points(rec: Recording) -> pd.DataFrame:
         step = timing.decode_step(geometry, int(r["context"]), any_chip, PEAK, spec, weights, 1)
         rows.append(
             {
-                "kind": "article",
+                "kind": "measured",
                 "context": int(r["context"]),
                 "tokens_per_s": r["tokens_per_s"],
                 "intensity": step.intensity,
@@ -114,6 +114,19 @@ def measured_points(rec: Recording) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def runs_on(recs: list[Recording], chip: Chip) -> list[Recording]:
+    """The runs measured on `chip` (kvcore.fits.decode.chip_for) whose decode points measured_points places: what a
+    roofline of that chip can show beside the time model (a run on another chip is under another roof).
+    Example: runs_on(recs, get_chip("M5 Pro")) -> [Article A's run]."""
+    return [
+        r
+        for r in recs
+        if (ran := chip_for(r)) is not None
+        and ran.chip == chip.chip
+        and not measured_points(r).empty
+    ]
 
 
 # ---------------------------------------------------------------- one reader's prompt

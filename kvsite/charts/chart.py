@@ -20,7 +20,7 @@ import streamlit as st
 import vl_convert as vlc
 
 from kvcore.views import charts, run_charts
-from kvsite.frame.layout import row
+from kvsite.layout import row
 
 from .tables import arrow, csv_bytes
 

@@ -73,7 +73,7 @@ def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang:
         )  # a data file's own words, rendered
         return _PIPE.sub(r"\\|", text).replace(
             "\n", " "
-        )  # a pipe escaped once (kvsite.frame.layout.plain's too)
+        )  # a pipe escaped once (kvsite.layout.plain's too)
 
     lines = [
         "| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",

@@ -41,8 +41,9 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("decode_slowdown", "4_Decode_slowdown.py", "decode", "decode"),
     Chapter("prefill_decode", "5_Prefill_and_decode.py", "prefill", "batch"),
     Chapter("savings", "6_Savings.py", "savings"),
-    Chapter("calculator", "7_Calculator.py", "calc"),
-    Chapter("recordings", "8_Recordings.py", "recordings"),
+    Chapter("conversations", "7_Many_conversations.py", "servers", "server"),
+    Chapter("calculator", "8_Calculator.py", "calc"),
+    Chapter("recordings", "9_Recordings.py", "recordings"),
 )
 
 

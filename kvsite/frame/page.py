@@ -19,14 +19,15 @@ from kvcore.recordings.provenance import is_apple_silicon
 from kvcore.recordings.store import Recording
 from kvsite import i18n
 from kvsite.charts.chart import Export
+from kvsite.data import recording_text
+from kvsite.data.sources import badge_fields, live_status, load_recordings, source_label
 from kvsite.inputs import uploads
 from kvsite.inputs.choices import unknown_choice
 from kvsite.inputs.guard import drop_odd_numbers, install
+from kvsite.layout import plain, row, style, text
 
-from . import chapters, recording_text
+from . import chapters
 from .chapters import HOME, by_slug
-from .layout import plain, row, style, text
-from .sources import badge_fields, live_status, load_recordings, source_label
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_SOURCE = "published-article-a-m5-pro"  # Article A's own Apple Silicon figures
@@ -58,8 +59,9 @@ class Frame:
     def t(self, key: str, **values) -> str:
         return i18n.translate(self.lang, key, **values)
 
-    def label(self, rec: Recording | str) -> str:
-        """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what."""
+    def label(self, rec: Recording | str, short: bool = False) -> str:
+        """How the UI names a source: its kind (published / measured on Apple Silicon / CPU demo) and what (short:
+        kvcore's short name, where room is short), and where it is kept (this machine, an upload)."""
         if rec == LIVE:
             return self.t("source.live")
         where = (
@@ -69,10 +71,13 @@ class Frame:
             if rec.id in self.uploaded_ids
             else ""
         )
-        return source_label(rec, self.lang, where)
+        return source_label(rec, self.lang, where, short=short)
 
-    def with_section(self, section: str) -> list[Recording]:
-        return [r for r in self.recs if r.has(section)]
+    def with_section(self, section: str, where=None) -> list[Recording]:
+        """The recordings with rows of `section` (and, given `where`, those rows it accepts)."""
+        return [
+            r for r in self.recs if r.has(section) and (where is None or where(r.rows(section)))
+        ]
 
     def pick_source(
         self,
@@ -80,13 +85,14 @@ class Frame:
         default: str = DEFAULT_SOURCE,
         live: bool = False,
         live_model: bool = False,
+        where=None,
     ):
         """The sidebar's data-source picker (bound to ?src=) for one recording section; shows the badge.
 
         live: offer live measurement on the server; live_model: that probe builds a model, so the hosted demo
-        (self.demo) does not offer it. A ?src= the picker cannot show is named in a sentence, never silently replaced.
+        (self.demo) does not offer it; where: which of the section's rows the page draws (a predicate on them). A ?src= the picker cannot show is named in a sentence, never silently replaced.
         """
-        options = [r.id for r in self.with_section(section)]
+        options = [r.id for r in self.with_section(section, where)]
         live_here = live and self.live_ok and not (live_model and self.demo)
         if live_here:
             options.append(LIVE)
@@ -144,18 +150,7 @@ class Frame:
 
     def short_label(self, rec: Recording | str) -> str:
         """A source's name where room is short (the sidebar's picker, legends on a phone): kvcore's short name."""
-        if rec == LIVE:
-            return self.t("source.live")
-        where = (
-            "local"
-            if rec.id in self.local_ids
-            else "uploaded"
-            if rec.id in self.uploaded_ids
-            else ""
-        )
-        return source_label(
-            rec, self.lang, where, short=True
-        )  # the kind, kvcore's short name, where it is kept
+        return self.label(rec, short=True)
 
     def badge(self, rec: Recording | str, section: str | None = None, full: bool = False) -> None:
         """The visible provenance of what the page shows. A chapter: one line, the source's kind and name, which opens

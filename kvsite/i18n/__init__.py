@@ -177,12 +177,12 @@ def error_text(lang: str, error: Exception) -> str:
 def error_markdown(lang: str, error: Exception) -> str:
     """error_text(lang, error) as markdown a page shows as written (st.error, st.warning): every value the error
     quotes from outside (its params: what a link, an upload or a pasted text put in it) escaped by
-    kvsite.frame.layout.plain, so none becomes a link, an image or emphasis; the site's own words as they are. An error
+    kvsite.layout.plain, so none becomes a link, an image or emphasis; the site's own words as they are. An error
     without a code has no params to find its values by, and is escaped whole.
 
     Example: error_markdown("en", KvError("'[x](https://e.x)' is not ...", "updates_bad", text=quote(...)))
     -> "'\\[x\\]\\(https\u2060\\:...' is not ..." (shown as typed, no link)."""
-    from kvsite.frame.layout import plain
+    from kvsite.layout import plain
 
     code, params = getattr(error, "code", None), getattr(error, "params", {})
     if code is None:
@@ -202,7 +202,7 @@ class _Escaped(str):
     repr is itself, a plain str's its repr)."""
 
     def __new__(cls, value: str):
-        from kvsite.frame.layout import plain
+        from kvsite.layout import plain
 
         self = super().__new__(cls, plain(value))
         self.quoted = plain(value if isinstance(value, Quoted) else repr(value))

@@ -11,7 +11,25 @@ from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import WEIGHT_FORMATS
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n
-from kvsite.frame.layout import plain
+from kvsite.layout import plain
+
+# px: a select whose names run long keeps this width, so each name shows whole (its value is an input element, which
+# cannot wrap, and a row's share of a phone's 358 px column cut "M4 Max (40-core GPU)" mid-word); wider than the
+# column, it is the whole row there
+CHIP_PX = 200  # the longest chip name, "NVIDIA A100 80 GB SXM"
+QUESTION_PX = 480  # a question put to the model
+
+
+def chip_choice(where, f, chips: list[str], default: str) -> str:
+    """A chip of the hardware table, `default` first shown, bound to ?chip=, each name whole (CHIP_PX)."""
+    return bound_choice(
+        where.selectbox,
+        f.t("decode.chip"),
+        chips,
+        "chip",
+        index=chips.index(default),
+        width=CHIP_PX,
+    )
 
 
 def model_choice(where, f, default: str = ARTICLE_MODEL) -> str:

@@ -21,8 +21,8 @@ from kvcore.recordings.store import Recording, RecordingError
 from kvcore.views.memory import ARTICLE_MODEL
 from kvsite import i18n
 from kvsite.charts.tables import readable
-from kvsite.frame.layout import row
-from kvsite.frame.recording_text import group_name, translated_table
+from kvsite.data.recording_text import group_name, translated_table
+from kvsite.layout import row
 
 MODELS = (
     "cpu-demo",

@@ -14,8 +14,8 @@ import streamlit as st
 from kvcore.recordings import store as recordings
 from kvcore.recordings.store import Recording, RecordingError
 from kvsite import i18n
-from kvsite.frame.layout import plain
-from kvsite.frame.sources import load_recordings
+from kvsite.data.sources import load_recordings
+from kvsite.layout import plain
 
 UPLOADER = "rec_upload"  # the file_uploader's widget key
 STORE = "kv_uploads"  # st.session_state: {id: Recording}, this session's uploads, in upload order

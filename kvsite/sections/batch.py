@@ -19,8 +19,8 @@ from kvcore.units import fmt_num
 from kvcore.views import speed as time_views
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
-from kvsite.frame.recording_text import as_text
-from kvsite.frame.sources import source_label
+from kvsite.data.recording_text import as_text
+from kvsite.data.sources import source_label
 
 from .prefill import RUNTIME, efficiency, residual_text
 from .shared import cached, cols

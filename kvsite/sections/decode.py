@@ -22,7 +22,7 @@ from kvcore.views import what_if as decode_what_if
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
 from kvsite.charts.tables import md_table
-from kvsite.frame.recording_text import as_text
+from kvsite.data.recording_text import as_text
 
 from .shared import cached, cols, source_colors, source_names, speed_curves
 

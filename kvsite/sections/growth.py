@@ -104,10 +104,23 @@ def growth(
         and seqs == 1
     ):
         points = views.growth_measured([rec])
-    name = lambda d: d.assign(series=d["series"].map(i18n.translator(lang, "growth.")))  # noqa: E731
+    # series that draw one line (allocated, used and theory, at these contexts) have one legend entry, which
+    # names them all: "allocated = used = theory, one line"
+    tr = i18n.translator(lang, "growth.")
+    groups = views.one_line_each(curve, log)
+    label = {
+        s: tr(members[0])
+        if len(members) == 1
+        else tr("one_line", names=" = ".join(tr(f"short_{m}") for m in members))
+        for members in groups.values()
+        for s in members
+    }
+    drawn = curve[curve["series"].isin(groups)]
+    name = lambda d: d.assign(series=d["series"].map(label))  # noqa: E731
     t = i18n.translator(lang)
     titles = cols(lang, "context", "series", "gib", "bytes", "source")
-    data = name(curve)[["context", "series", "gib", "bytes"]]
+    data = name(drawn)[["context", "series", "gib", "bytes"]]
+    table = curve.assign(series=curve["series"].map(tr))[["context", "series", "gib", "bytes"]]
     pts = None
     if points is not None and not points.empty:
         pts = name(points).assign(source=source_names([rec], lang)[rec.id])[
@@ -117,7 +130,7 @@ def growth(
     return {
         "formula": formula_markdown(formula_terms(g, ctx, spec, seqs), spec, lang),
         "chart": make_chart(
-            data.rename(columns=titles),
+            table.rename(columns=titles),  # every series in the numbers, its own name
             "series_chart",
             data,
             "context",

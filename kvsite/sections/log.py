@@ -15,7 +15,7 @@ from kvcore.inputs.log_reading import Reading, reading
 from kvcore.inputs.logs import decode_log
 from kvcore.limits import MAX_LOG_BYTES
 from kvsite import i18n
-from kvsite.frame.layout import plain, text
+from kvsite.layout import plain, text
 
 MIB = 1024**2
 PASTE, UPLOAD = "log_paste", "log_upload"  # widget keys
@@ -67,7 +67,9 @@ def reading_view(r: Reading, lang: str) -> dict:
     """What show_reading draws, in `lang`: the words above the table, the table, the unknown lines' label and text."""
     t = i18n.texts(lang)
     said = [
-        i18n.translate(lang, "logread.runtime", runtime=r.runtime or "—", device=r.device or "—")
+        i18n.translate(
+            lang, "logread.runtime", runtime=plain(r.runtime or "—"), device=plain(r.device or "—")
+        )  # read from the log: shown as written
     ]
     said += [t[key] for key in r.as_dict()["note_keys"]]
     unknown = i18n.translate(lang, "logread.unknown", n=f"{len(r.unknown_lines):,}")
@@ -91,11 +93,14 @@ def show_reading(view: dict, lang: str) -> None:
             st.code(unknown, language=None)
 
 
-def log_reader(f) -> None:
+def log_reader(f, heading: bool = True) -> None:
     """The "paste your log" section: a text area and a file upload, bounded by the engine's limits; one
-    sentence for what it refuses."""
+    sentence for what it refuses. heading False: inside an expander that carries the title."""
     t = f.t
-    text("## " + t("logread.title"), t("logread.lead"))
+    if heading:
+        text("## " + t("logread.title"), t("logread.lead"))
+    else:
+        st.caption(t("logread.lead"))
     pasted = st.text_area(t("logread.paste"), key=PASTE, height=160)
     upload = st.file_uploader(
         t("logread.upload", mb=MAX_LOG_BYTES // 1_000_000),

@@ -25,8 +25,8 @@ from kvcore.views import speed as time_views
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
 from kvsite.charts.tables import md_table
-from kvsite.frame.recording_text import as_text
-from kvsite.frame.sources import badge_fields, source_label
+from kvsite.data.recording_text import as_text
+from kvsite.data.sources import badge_fields, short_name, source_label
 
 from .shared import cached, cols
 
@@ -78,6 +78,19 @@ def _chip_values(chip: hardware.Chip, lang: str) -> dict:
     }
 
 
+def _without_chip(name: str, chip: str) -> str:
+    """A run's short name without the chip the roof's title names: "M3 Ultra · Qwen3-8B · rapid-mlx" on the
+    M3 Ultra's roof -> "Qwen3-8B · rapid-mlx" (a legend entry that fits a phone)."""
+    return " · ".join(part for part in name.split(" · ") if not chip.startswith(part))
+
+
+@cached
+def chips_with_runs(recs: list[Recording]) -> list[str]:
+    """The hardware table's chips that some run's decode points were measured on (time_views.runs_on), in its order."""
+    placed = [r for r in recs if not time_views.measured_points(r).empty]
+    return [c.chip for c in hardware.chips() if time_views.runs_on(placed, c)]
+
+
 @cached
 def roofline(
     chip_name: str,
@@ -86,10 +99,11 @@ def roofline(
     prompt: int,
     answer: int,
     sequences: int,
-    article: Recording | None,
+    recs: list[Recording],
     lang: str,
 ) -> dict:
-    """The chip's roof, the model's prefill / decode (1 and B sequences) on it, Article A's measured decode points."""
+    """The chip's roof, the model's prefill / decode (1 and B sequences) on it, and the decode points of the runs
+    measured on that chip (one chip on the chart: time_views.runs_on)."""
     t = i18n.translator(lang, "prefill.")
     chip, g = hardware.get_chip(chip_name), preset_geometry(model, RUNTIME)
     eff, context = efficiency(chip_name), prompt + answer
@@ -100,13 +114,12 @@ def roofline(
         "decode_b": t("s_decode_b", b=sequences, context=_k(context)),
     }
     pts = pts.assign(series=pts["kind"].map(names))
-    article_chip = ""
-    if article is not None:
-        measured = time_views.measured_points(article)
-        article_chip = badge_fields(article)["chip"]
-        if not measured.empty:
-            measured = measured.assign(series=t("s_article", chip=article_chip), bound="")
-            pts = pd.concat([pts, measured], ignore_index=True)
+    runs = time_views.runs_on(recs, chip)
+    for run in runs:
+        measured = time_views.measured_points(run).assign(
+            series=t("s_measured", run=_without_chip(short_name(run), chip.chip)), bound=""
+        )
+        pts = pd.concat([pts, measured], ignore_index=True)
     lo, hi = time_views.INTENSITY_RANGE  # the roof spans every point
     roof = time_views.roof(
         chip, min(lo, pts["intensity"].min() / 2), max(hi, pts["intensity"].max() * 2)
@@ -137,7 +150,13 @@ def roofline(
         height=220,
     )
     values = _chip_values(chip, lang)
-    caption = t("roof_caption", **values, article_chip=article_chip or "—")
+    sep = i18n.translate(lang, "recordings.list_sep")
+    measured_words = (
+        t("roof_runs", runs=sep.join(as_text(r)(source_label(r, lang)) for r in runs))
+        if runs
+        else t("roof_no_runs", chip=chip.chip, chips=sep.join(chips_with_runs(recs)))
+    )
+    caption = i18n.join(lang, t("roof_caption", **values), measured_words)
     text = t("intensity_text" if chip.peak_flops else "intensity_text_no_compute", **values)
     return {
         "chart": chart,

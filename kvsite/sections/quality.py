@@ -14,7 +14,7 @@ from kvcore.views import savings as savings_views
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
 from kvsite.charts.tables import md_table
-from kvsite.frame.layout import plain
+from kvsite.layout import plain
 
 from .shared import cached, cols
 

@@ -14,7 +14,7 @@ from kvcore.views import memory as views
 from kvcore.views import published_memory
 from kvsite import i18n
 from kvsite.charts.tables import arrow, md_table
-from kvsite.frame.recording_text import as_text, group_name, translated_table
+from kvsite.data.recording_text import as_text, group_name, translated_table
 
 from .shared import cached, cols, source_colors, source_names, speed_curves
 

@@ -68,7 +68,7 @@ def heads(model: str, ctx: int, lang: str) -> dict:
             "variant",
             "gib",
             "variant",
-            t("savings.variant"),
+            None,  # MHA, GQA, MQA name themselves: a phone's width goes to the plot
             "GiB",
             extra_tooltip=("kv_heads", "vs_mha"),
             titles=titles,
@@ -174,7 +174,7 @@ def fits(model: str, weights: str, mem: float, fmts: tuple[str, ...], lang: str)
             "format",
             value,
             "format",
-            t("savings.format"),
+            None,  # the formats name themselves
             titles[value],
             extra_tooltip=(other,),
             titles=titles,

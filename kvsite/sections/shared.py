@@ -2,7 +2,7 @@
 one cached function each: cheap keys in (widget values, language, recordings), everything the
 section shows out (chart with Arrow data, tables, numbers), so a rerun only re-sends it.
 
-Results are shared between reruns and sessions (kvsite.frame.cache.section_cache, a cheaper
+Results are shared between reruns and sessions (kvsite.data.cache.section_cache, a cheaper
 st.cache_resource: no copy per rerun): treat them as read-only. Recordings key by content, once per
 recording object. Here: that cache (`cached`), column titles, run names and colours, Article A's
 geometry, the model-limit mark, and the two curves several chapters draw against the context
@@ -22,7 +22,7 @@ from kvcore.views import chart_parts
 from kvcore.views import memory as views
 from kvsite import i18n
 from kvsite.charts.chart import Chart, make_chart
-from kvsite.frame.cache import section_cache
+from kvsite.data.cache import section_cache
 
 cached = section_cache(max_entries=64)
 
@@ -36,7 +36,7 @@ def source_names(
     recs: list[Recording], lang: str, local_ids: tuple[str, ...] = ()
 ) -> dict[str, str]:
     """{recording id: its name in legends and pickers} in `lang`, plus "live"."""
-    from kvsite.frame.sources import source_label
+    from kvsite.data.sources import source_label
 
     names = {
         r.id: source_label(r, lang, short=True) for r in recs

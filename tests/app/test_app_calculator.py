@@ -23,7 +23,7 @@ from kvcore.views import what_if
 from kvsite import i18n
 from kvsite.sections.calc.compute import NUMBERS
 
-CALC = "pages/7_Calculator.py"
+CALC = "pages/8_Calculator.py"
 
 
 def cli_json(model, ctx, seq, k, v, w, rt="mlx_lm"):
@@ -501,14 +501,16 @@ def test_mlx_lms_prefill_step_is_a_setting_and_a_smaller_one_is_offered_where_it
 def test_llama_cpp_is_offered_a_smaller_micro_batch_where_it_makes_the_plan_fit(rec_dir):
     """The same lever under llama.cpp, in its words: Llama-3.1-8B Q4_K_M at -c 131072 -ub 2048 on 21.4 GiB does not
     fit (flash attention as llama.cpp's default), -ub 1024 fits: the page says `-ub 1024` with that plan's total."""
-    params = dict(model="llama-3.1-8b", ctx=131072, rt="llama.cpp", w="gguf-q4_k_m", ub=2048)
+    params = dict(
+        model="llama-3.1-8b", ctx=131072, rt="llama.cpp", w="gguf-q4_k_m", ub=2048, build="CPU"
+    )
     at = page(CALC, "en", **params, chip="custom", gib=21.4)
     assert not at.exception and at.error
     rt, g = get_runtime("llama.cpp"), preset_geometry("llama-3.1-8b", "llama.cpp")
     w, available = weights_bytes(g, "gguf-q4_k_m"), int(21.4 * GIB)
 
     def plan(ub):
-        return rt.memory_plan(g, 131072, KvSpec(), 1, rt.options(1, ubatch=ub), w)
+        return rt.memory_plan(g, 131072, KvSpec(), 1, rt.options(1, ubatch=ub, backend="cpu"), w)
 
     def fits(p):
         return calc.verdict(p["total_bytes"], available, plan_allowance(p)).status == "fits"
@@ -590,6 +592,8 @@ def test_the_memory_chart_is_one_drawing_for_every_context_up_to_128k(rec_dir):
         for ctx in (1024, 65536, 131072, 262144)
     }
     assert spec[1024] == spec[65536] == spec[131072] != spec[262144]
+    # issue 36: within the model's limit the chart stops there (Llama-3.1-8B: 131,072), not at 2M tokens
+    assert charts(page(CALC, "en", ctx=32768))[0]["data"]["context"].max() == 131072
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -731,6 +735,8 @@ def test_a_gguf_path_gives_llamacpps_cache_lines_and_the_files_weights(tmp_path)
             "131072",
             "--runtime",
             "llama.cpp",
+            "--backend",
+            "metal",  # the page's default build for a Mac reader
             "--json",
         ],
         cwd=ROOT,
@@ -789,3 +795,69 @@ def test_the_link_format_warning_needs_a_link_and_is_given_once(rec_dir):
         "mlx_lm"
     ).run()  # q8_0 is no mlx_lm format: the box shows fp16, said by no link
     assert not at.warning
+
+
+# ---------------------------------------------------------------- issue 35 and 36: builds, weights, labels, logs
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_llama_cpp_offers_its_own_weights_and_builds_metal_first_and_mlx_lm_its_own(rec_dir, lang):
+    """Weights follow the runtime (llama.cpp's GGUF types, Q4_K_M first; mlx_lm no GGUF), the plan is Metal's
+    by default for a Mac reader (MTL0 buffers) and the CPU build's on request; no two widgets share a label."""
+    at = page(CALC, lang, model="llama-3.1-8b", ctx=32768, rt="llama.cpp")
+    assert not at.exception
+    w = at.selectbox(key="w")
+    assert w.value == "gguf-q4_k_m" and "mlx-q4" not in w.options
+    assert at.selectbox(key="build").value == "Metal"  # the build by its name, which the link holds
+    plan = next(e.value for e in at.markdown if "compute buffer" in e.value.lower())
+    assert "MTL0" in plan
+    cpu = page(CALC, lang, model="llama-3.1-8b", ctx=32768, rt="llama.cpp", build="CPU")
+    plan_cpu = next(e.value for e in cpu.markdown if "compute buffer" in e.value.lower())
+    assert "MTL0" not in plan_cpu and plan_cpu != plan
+    mlx = page(CALC, lang, model="llama-3.1-8b")
+    assert mlx.selectbox(key="w").value == "mlx-q4"
+    assert not any(o.startswith("gguf-") for o in mlx.selectbox(key="w").options)
+    labels = [x.label for x in [*at.selectbox, *at.get("segmented_control")]]
+    assert len(labels) == len(set(labels)), labels
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_limit_names_its_macos_and_the_mac_that_printed_it(rec_dir, lang):
+    """24 GB on macOS 15 or earlier: 16.00 GiB, the thread of the Mac that printed it; macOS 26 at 128 GB:
+    107.52 GiB; 48 GB: an estimate, said as one."""
+    from kvcore.timing.working_set import working_set
+
+    def reason(chip="M4 Pro", **params):
+        at = page(CALC, lang, model="llama-3.2-1b", chip=chip, **params)
+        assert not at.exception
+        return next(c.value for c in at.caption if "GiB" in c.value and "macOS" in c.value)
+
+    said = reason(ram=24)
+    assert "16.00 GiB" in said and working_set(24).report.url in said
+    assert "107.52 GiB" in reason("M4 Max (40-core GPU)", ram=128, macos="26")
+    assert "96.00 GiB" in reason("M4 Max (40-core GPU)", ram=128)  # macOS 15 or earlier: the rule
+    est = reason(ram=48)
+    assert "36.00 GiB" in est and ("estimate" in est or "見積も" in est)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_turbo3_line_says_why_it_is_not_article_bs_figure_and_links_to_savings(lang):
+    """Issue 36: the chart's turbo3 line is the fork's block layout (3.12 GiB for Llama-3.1-8B at 131,072 tokens)
+    where Article B says 3.72: said under the chart, with a link to the Savings chapter that shows the three."""
+    from kvcore.views.savings import turbo3_claims
+
+    claims = turbo3_claims().set_index("claim")
+    at = page(CALC, lang)
+    note = next(c.value for c in at.caption if "turbo3" in c.value)
+    assert f"{claims.loc['article_b', 'gib']:g} GiB" in note
+    assert f"{claims.loc['block_layout', 'gib']:.2f} GiB" in note
+    assert f"](Savings?lang={lang})" in note
+
+
+def test_the_macos_choice_is_offered_for_a_mac_only():
+    """A Mac's GPU limit depends on its macOS (kvcore.timing.working_set); a discrete GPU's is its own memory, so no
+    macOS is asked there."""
+    mac = page(CALC, "en", chip="M4 Pro")
+    nvidia = page(CALC, "en", chip="NVIDIA A100 80 GB SXM")
+    assert "macos__w" in {s.key for s in mac.selectbox}  # url_choice keys its widget so
+    assert "macos__w" not in {s.key for s in nvidia.selectbox} and not nvidia.exception

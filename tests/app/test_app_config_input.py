@@ -12,7 +12,7 @@ from app_helpers import ROOT, page
 
 from kvcore.inputs.preset_files import load_preset
 
-CALC = "pages/7_Calculator.py"
+CALC = "pages/8_Calculator.py"
 GOOD = json.dumps(load_preset("llama-3.2-1b")["config"])
 
 # (what, bytes uploaded, English words, Japanese words)

@@ -23,7 +23,7 @@ TRACEBACK = re.compile(r"Traceback|File \"|line \d+, in |\b[A-Z][A-Za-z]*(Error|
 # What a link may carry into a number widget: the values Streamlit's own binding raised on (inf, 1e400, 5,000 digits
 # came back as OverflowError or ValueError tracebacks), and the empty string
 HOSTILE = ["inf", "-inf", "nan", "1e400", "9" * 5000, ""]
-CALC = "pages/7_Calculator.py"
+CALC = "pages/8_Calculator.py"
 KINDS = ("slider", "select_slider", "number_input", "text_input", "text_area")
 # States in which more URL-bound widgets appear (llama.cpp's micro-batch, a custom machine's memory, the RAM box of
 # a chip without a list of memory sizes)
@@ -35,7 +35,7 @@ STATES = {
         {"chip": next(c.chip for c in chips() if not c.memory_gb)},
     ]
 }
-ALSO = {"pages/8_Recordings.py": ["rec"]}  # a page without a number widget: its URL choice
+ALSO = {"pages/9_Recordings.py": ["rec"]}  # a page without a number widget: its URL choice
 
 
 def bound_widgets(path: str, base: dict) -> list[str]:
@@ -226,7 +226,7 @@ def shown_as(markdown: str) -> str:
 
 
 def test_an_uploaded_runs_title_and_note_render_as_plain_text(rec_dir):
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     at.file_uploader(key="rec_upload").set_value(
         ("x.yaml", hostile_run(), "application/x-yaml")
     ).run()
@@ -266,7 +266,7 @@ def test_an_uploaded_quality_run_without_bytes_per_token_shows_its_table(rec_dir
             },
         ]
     }
-    at = page("pages/8_Recordings.py", "ja")
+    at = page("pages/9_Recordings.py", "ja")
     at.file_uploader(key="rec_upload").set_value(
         ("q.yaml", yaml.safe_dump(data, sort_keys=False).encode(), "application/x-yaml")
     ).run()
@@ -383,7 +383,7 @@ def test_an_uploads_short_label_is_text_in_the_decode_chapters_run_table(rec_dir
     data = measured_recording()
     data["provenance"]["machine"]["chip"] = "Apple M4 Max"  # a Mac run: in the table at once
     data["short_label"] = "[x](https://evil.example) ![i](https://evil.example/p.png)"[:35]
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     at.file_uploader(key="rec_upload").set_value(
         ("mine.yaml", yaml.safe_dump(data).encode(), "application/x-yaml")
     )
@@ -404,7 +404,7 @@ def test_an_uploads_quality_rows_are_text_in_the_savings_tables(rec_dir):
     evil = "[x](https://evil.example) ![i](https://evil.example/p.png)"
     for r in data["sections"]["quality"]:
         r["kv_format"] = r["label"] = evil + r["label"]
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     at.file_uploader(key="rec_upload").set_value(
         ("mine.yaml", yaml.safe_dump(data, allow_unicode=True).encode(), "application/x-yaml")
     )

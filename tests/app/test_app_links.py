@@ -15,7 +15,7 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 UNKNOWN = "no-such-choice-9"
 CHOICES = ("selectbox", "select_slider", "multiselect", "radio", "button_group")
 # A state in which more URL-bound choices appear (llama.cpp's settings)
-STATES = {"pages/7_Calculator.py": [{}, {"rt": "llama.cpp"}]}
+STATES = {"pages/8_Calculator.py": [{}, {"rt": "llama.cpp"}]}
 
 
 def warnings(at) -> list[str]:
@@ -58,7 +58,7 @@ def test_every_url_choice_says_a_value_it_does_not_offer(rec_dir, path):
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_a_model_the_site_does_not_have_names_the_link_and_the_model_shown(rec_dir, lang):
-    at = page("pages/7_Calculator.py", lang, model="llama-3.1-9b")
+    at = page("pages/8_Calculator.py", lang, model="llama-3.1-9b")
     assert not at.exception
     assert at.selectbox(key="model").value == "llama-3.1-8b"
     [warning] = warnings(at)

@@ -119,7 +119,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
         c.value for c in at.sidebar.caption
     )
     at = page(
-        "pages/8_Recordings.py", "en"
+        "pages/9_Recordings.py", "en"
     )  # nor does the Recordings page offer to record the server
     assert not [b for b in at.button if b.key and b.key.startswith("live_")]
     assert "builds no model on its server" in texts(at)
@@ -133,7 +133,7 @@ def test_read_only_hides_saving_writes_nothing_and_still_runs_the_trap(rec_dir, 
 def test_unwritable_recordings_folder_means_read_only(rec_dir):
     rec_dir.chmod(0o555)
     try:
-        at = page("pages/8_Recordings.py", "en")
+        at = page("pages/9_Recordings.py", "en")
         assert "Read-only mode" in " ".join(c.value for c in at.sidebar.caption)
     finally:
         rec_dir.chmod(0o755)
@@ -147,7 +147,7 @@ def test_without_mlx_live_is_explained_and_the_rest_works(rec_dir, monkeypatch):
     assert not at.exception
     assert "Live mode is unavailable" in " ".join(c.value for c in at.caption)
     assert charts(at)  # the published figures still show
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     assert "Live mode is unavailable" in texts(at)
 
 

@@ -13,7 +13,7 @@ from kvcore.limits import MAX_LOG_LINES
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 METAL_2026 = ROOT / "recordings" / "logs" / "llamacpp-metal-m4-qwen2.5-0.5b-2026.log"
-# the section alone, as a page will call it (the Calculator wires it in later): a frame of the page's language
+# the section alone, as the Calculator calls it (one click below its verdict): a frame of the page's language
 SCRIPT = """
 import streamlit as st
 from kvsite import i18n
@@ -76,7 +76,7 @@ def test_a_hostile_paste_gets_one_sentence_in_the_pages_language(lang, hostile, 
 
 @pytest.mark.parametrize("lang,title", [("en", "Logs from real Macs"), ("ja", "実際の Mac のログ")])
 def test_the_recordings_page_shows_the_corpus_each_log_with_its_source_and_table(lang, title):
-    at = page("pages/8_Recordings.py", lang)
+    at = page("pages/9_Recordings.py", lang)
     assert not at.exception
     shown = texts(at)
     assert title in shown
@@ -89,3 +89,20 @@ def test_the_recordings_page_shows_the_corpus_each_log_with_its_source_and_table
     assert "https://github.com/bhangun/gollek/blob/60a70cf" in shown  # the public log's address
     assert ("Machine: Apple M4" if lang == "en" else "マシン：Apple M4") in shown
     assert at.dataframe  # the reader's table
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_calculator_reads_a_pasted_log_and_refuses_a_binary_one(lang):
+    """Issue 35: the Calculator is where a reader pastes a log; its sizes re-derived there as in the section alone,
+    and a binary paste is one sentence on the Calculator too."""
+    at = page("pages/8_Calculator.py", lang)
+    at.text_area(key="log_paste").input(METAL_2026.read_text(encoding="utf-8"))
+    at.run()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "kv_cache" in set(d.value.iloc[:, 1].astype(str)))
+    assert table[table.iloc[:, 1] == "kv_cache"].iloc[0].iloc[3] == "6.00 MiB"
+    at.text_area(key="log_paste").input("print_info: n_layer = 30\n\x00\x01")
+    at.run()
+    assert not at.exception and any(
+        ("binary" if lang == "en" else "バイナリ") in e.value for e in at.error
+    )

@@ -93,9 +93,7 @@ def test_a_chip_without_a_compute_figure_says_why_there_is_no_time_to_first_toke
     assert any("no public FP16 compute figure" in w.value for w in at.warning)
 
 
-def test_the_roofline_places_prefill_right_of_the_ridge_and_decode_left_with_article_as_points(
-    rec_dir,
-):
+def test_the_roofline_places_prefill_right_of_the_ridge_and_decode_left(rec_dir):
     at = page(PAGE, "en", chip="M2 Ultra", prompt=2048, seq=8)
     roof = next(c for c in charts(at) if "Arithmetic intensity" in str(c["spec"]))
     data = roof["data"].dropna(subset=["series"])
@@ -107,9 +105,42 @@ def test_the_roofline_places_prefill_right_of_the_ridge_and_decode_left_with_art
         > by["decode, 8 sequences at 2,560 tokens"]
         > by["decode, 1 sequence at 2,560 tokens"]
     )
-    article = [s for s in data["series"] if s.startswith("Article A, measured")]
-    assert len(article) == 2  # its two decode points (1,024 and 32,768 tokens on the M5 Pro)
     assert f"ridge {fmt_num(ridge)} FLOPs/byte" in set(roof["data"]["label"].dropna())
+    # no bundled run was measured on an M2 Ultra: no measured point under its roof, and the caption says where
+    assert not any(s.startswith("measured: ") for s in data["series"])
+    assert "No bundled run was measured on M2 Ultra" in texts(at) and "M5 Pro" in texts(at)
+
+
+@pytest.mark.parametrize(
+    "chip,runs",
+    [
+        (
+            "M3 Ultra",
+            {"Llama-3.1-8B · rapid-mlx", "Qwen3-0.6B · rapid-mlx", "Qwen3-8B · rapid-mlx"},
+        ),
+        ("M5 Pro", {"Llama-3.2-1B · mlx_lm"}),
+    ],
+)
+def test_the_roofline_draws_only_the_runs_measured_on_its_chip(rec_dir, chip, runs):
+    """One chip on the chart (issue 36): the roof's, with the decode points measured on it, two per run."""
+    at = page(PAGE, "en", chip=chip)
+    roof = next(c for c in charts(at) if "Arithmetic intensity" in str(c["spec"]))
+    data = roof["data"].dropna(subset=["series"])
+    measured = data[data["series"].str.startswith("measured: ")]["series"]
+    assert set(measured.str.removeprefix("measured: ")) == runs
+    assert len(measured) == 2 * len(runs)
+    assert f"Roofline: {chip}" in texts(at)
+
+
+def test_the_chapter_opens_on_the_chip_of_its_batching_run_and_picks_that_run_beside_its_chart(
+    rec_dir,
+):
+    at = page(PAGE, "en")
+    assert at.selectbox(key="chip").value == "M3 Ultra"
+    order = [e.key or "" for e in at.get("selectbox")]
+    assert order.index("chip") < order.index(
+        "src__w"
+    )  # the source picker comes with the batching section
 
 
 def test_the_bundled_cpu_run_shows_batching_and_prefill_with_the_fitted_model(rec_dir):
@@ -127,7 +158,19 @@ def test_the_bundled_cpu_run_shows_batching_and_prefill_with_the_fitted_model(re
 def test_a_published_run_without_a_known_model_shows_points_and_says_why_no_curve(rec_dir):
     at = page(PAGE, "ja", src="published-mlx-vlm-2153-m3-ultra-batch")
     assert not at.exception
-    assert "この実行のモデル構造を kvcore は知りません" in texts(at)
+    shown = texts(at)
+    assert "この実行のモデル構造を kvcore は知りません" in shown
+    measured = next(c for c in charts(at) if "series_name" in c["data"].columns)["data"]
+    # its models by name, not by size alone (issue 36)
+    assert set(measured["series_name"].str.split("、").str[0]) == {
+        "K2-Horizon 0.9B",
+        "K2-Horizon 3.7B",
+    }
+
+
+def test_concurrent_requests_are_called_so_in_japanese(rec_dir):
+    shown = texts(page(PAGE, "ja"))
+    assert "同時リクエスト" in shown and "大勢" not in shown
 
 
 def test_the_published_pp_tg_pairs_are_quoted_with_their_source(rec_dir):

@@ -50,7 +50,7 @@ def test_the_section_shows_every_run_in_both_languages(rec_dir, lang):
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_recordings_page_badge_links_a_published_run_to_its_source(rec_dir, lang):
     at = page(
-        "pages/8_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit"
+        "pages/9_Recordings.py", lang, rec="published-mlx-examples-1029-m3-max-llama-3.3-70b-4bit"
     )
     assert not at.exception, [e.message for e in at.exception]
     badge = next(

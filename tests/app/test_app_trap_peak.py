@@ -118,7 +118,7 @@ def test_without_a_peak_recording_the_section_says_so(rec_dir):
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_the_recordings_page_shows_the_peak_run(rec_dir, lang):
-    at = page("pages/8_Recordings.py", lang, rec=PEAKS)
+    at = page("pages/9_Recordings.py", lang, rec=PEAKS)
     assert not at.exception
     shown = texts(at)
     t = i18n.translator(lang)

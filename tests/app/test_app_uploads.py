@@ -33,10 +33,10 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
 ):
     monkeypatch.setenv(recordings.READ_ONLY_ENV, "1")
     before = sorted((p.name, p.stat().st_mtime_ns) for p in rec_dir.rglob("*"))
-    at = upload(page("pages/8_Recordings.py", "en"), "my-mac.yaml", mac_run())
+    at = upload(page("pages/9_Recordings.py", "en"), "my-mac.yaml", mac_run())
     assert not at.exception
     mine = yaml.safe_load(mac_run())  # the run's own label and title are what the reader is told
-    # shown as text (kvsite.frame.layout.plain escapes its marks): what the reader sees, backslashes dropped
+    # shown as text (kvsite.layout.plain escapes its marks): what the reader sees, backslashes dropped
     assert [re.sub(r"\\(.)", r"\1", s.value) for s in at.success] == [
         f"Added for this session: Measured (CPU demonstration) (uploaded, this session only): "
         f"{mine['label']} ({mine['title']}). Pick it in any chapter's data-source picker."
@@ -65,7 +65,7 @@ def test_an_uploaded_run_appears_in_every_chapters_picker_for_this_session_and_n
 
 
 def test_the_same_file_twice_is_one_run(rec_dir):
-    at = upload(page("pages/8_Recordings.py", "en"), "a.yaml", mac_run())
+    at = upload(page("pages/9_Recordings.py", "en"), "a.yaml", mac_run())
     at = upload(at, "b.yaml", mac_run())
     assert len(at.session_state["kv_uploads"]) == 1
     assert (
@@ -76,7 +76,7 @@ def test_the_same_file_twice_is_one_run(rec_dir):
 def test_a_session_keeps_its_last_uploads_only(rec_dir):
     from kvsite.inputs.uploads import MAX_KEPT
 
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     for n in range(MAX_KEPT + 2):
         at = upload(
             at,
@@ -91,7 +91,7 @@ def test_a_session_keeps_a_bounded_number_of_bytes(rec_dir):
     """Five files near the size limit would hold ~10 MB per session: the oldest go once the total passes the bound."""
     from kvsite.inputs.uploads import MAX_SESSION_BYTES
 
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     padding = (
         b"# " + b"x" * (recordings.MAX_FILE_BYTES * 3 // 4) + b"\n"
     )  # a comment: bytes, no values
@@ -181,14 +181,14 @@ LAUGHS = mac_run().replace(
 def test_a_malformed_upload_gets_one_sentence_in_the_pages_language_and_adds_nothing(
     rec_dir, name, content, ja
 ):
-    at = upload(page("pages/8_Recordings.py", "ja"), name, content)
+    at = upload(page("pages/9_Recordings.py", "ja"), name, content)
     assert not at.exception
     [error] = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # as the reader reads it
     assert error.startswith(f"{name}：") and ja in error and "⟨" not in error, error
     assert not at.success and not any(
         "Apple M9 Upload Test" in o for o in at.selectbox(key="rec__w").options
     )
-    english = upload(page("pages/8_Recordings.py", "en"), name, content)
+    english = upload(page("pages/9_Recordings.py", "en"), name, content)
     [sentence] = [e.value for e in english.error]
     assert sentence.startswith(f"{name}: ") and not JAPANESE.search(sentence), sentence
 
@@ -198,12 +198,12 @@ def test_an_uploaded_memory_figure_of_0_00001_leaves_the_recordings_page_working
     page failed for the rest of the session. Its figures are computed when their expander opens."""
     tiny = memory_upload(2, value=0.00001, layers=16)
     tiny["sections"]["memory"][1]["value"] = 1e-300
-    at = upload(page("pages/8_Recordings.py", "en"), "tiny.yaml", yaml.safe_dump(tiny).encode())
+    at = upload(page("pages/9_Recordings.py", "en"), "tiny.yaml", yaml.safe_dump(tiny).encode())
     assert not at.exception and not at.error and at.success
     at.session_state["rec_memory"] = True  # the reader opens the figures
     at.run()
     assert not at.exception and not at.error
-    # an upload's words are text (kvsite.frame.layout.plain): what the reader sees, backslashes dropped
+    # an upload's words are text (kvsite.layout.plain): what the reader sees, backslashes dropped
     [table] = [
         re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "| 100,000,000 |" in m.value
     ]
@@ -215,7 +215,7 @@ def test_an_uploaded_memory_figure_of_0_00001_leaves_the_recordings_page_working
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_an_upload_of_3000_memory_figures_is_refused_in_one_sentence(rec_dir, lang):
     big = yaml.safe_dump(memory_upload(3000)).encode()
-    at = upload(page("pages/8_Recordings.py", lang), "many.yaml", big)
+    at = upload(page("pages/9_Recordings.py", lang), "many.yaml", big)
     assert not at.exception
     [error] = [e.value for e in at.error]
     assert "3,000" in error and "32" in error and "\n" not in error

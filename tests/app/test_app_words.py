@@ -58,8 +58,8 @@ def test_homes_decode_speed_carries_its_unit(rec_dir, lang):
 @pytest.mark.parametrize(
     ("path", "key", "params"),
     [
-        ("pages/8_Recordings.py", "rec_upload", {}),
-        ("pages/7_Calculator.py", "upload", {"msrc": "config"}),
+        ("pages/9_Recordings.py", "rec_upload", {}),
+        ("pages/8_Calculator.py", "upload", {"msrc": "config"}),
     ],
 )
 def test_a_japanese_page_says_the_uploaders_words_in_japanese(rec_dir, path, key, params):

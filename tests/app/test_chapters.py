@@ -53,7 +53,7 @@ def test_a_chapter_text_missing_in_one_language_names_the_file_and_the_key(monke
 
 
 def test_the_navigation_number_is_the_file_number(rec_dir):
-    for c in chapters.CHAPTERS:  # "8 · Recordings" lives in pages/8_...: one name per chapter
+    for c in chapters.CHAPTERS:  # "9 · Recordings" lives in pages/9_...: one name per chapter
         assert i18n.translate("en", f"nav.{c.slug}").startswith(c.file.split("_")[0] + " ·"), c
 
 

@@ -7,11 +7,11 @@ import pytest
 from app_helpers import PAGES, charts, page
 
 from kvcore.recordings.provenance import source_class
-from kvsite.frame.sources import load_recordings, source_label
+from kvsite.data.sources import load_recordings, source_label
 
 NO_PICKER = {
     "pages/6_Savings.py",
-    "pages/7_Calculator.py",
+    "pages/8_Calculator.py",
 }  # their first screen computes, from presets
 
 
@@ -47,7 +47,7 @@ def test_the_prefill_chapter_opens_on_the_published_m3_ultra_run(rec_dir):
 
 
 def test_the_recordings_page_opens_on_article_a(rec_dir):
-    at = page("pages/8_Recordings.py", "en")
+    at = page("pages/9_Recordings.py", "en")
     assert at.selectbox(key="rec__w").value == "published-article-a-m5-pro"
 
 

@@ -104,7 +104,7 @@ def test_the_decode_page_does_not_call_a_run_memory_bound_that_it_files_below_th
     line): the worked check and the verdict say it is not memory-bound, as the slowdown-vs-bytes section says."""
 
     run = "published-rapid-mlx-633-m3-ultra-qwen3-0.6b-4bit"
-    from kvsite.frame.sources import load_recordings
+    from kvsite.data.sources import load_recordings
 
     rec = next(r for r in load_recordings()[0] if r.id == run)
     a = decode_runs.analyse(rec)

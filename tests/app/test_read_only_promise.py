@@ -80,7 +80,7 @@ def test_run_it_yourself_ends_with_the_project_the_install_and_the_command(rec_d
     install = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
     assert install in open(readme, encoding="utf-8").read()
     for lang, repo in (("en", "this repository"), ("ja", "このリポジトリ")):
-        shown = texts(page("pages/8_Recordings.py", lang))
+        shown = texts(page("pages/9_Recordings.py", lang))
         assert repo in shown and install in shown and ".venv/bin/python -m kvcore record" in shown
 
 

@@ -1,4 +1,4 @@
-"""The site's one cache (kvsite.frame.cache.section_cache) keeps st.cache_resource's contract: one shared result per set
+"""The site's one cache (kvsite.data.cache.section_cache) keeps st.cache_resource's contract: one shared result per set
 of arguments, exceptions not cached, at most max_entries results, st.cache_resource.clear() empties it (every time,
 not only the first), and sessions' threads calling at once (one of them clearing) get right results and no error."""
 
@@ -10,8 +10,8 @@ import pytest
 import streamlit as st
 
 from kvcore.recordings import store as recordings
-from kvsite.frame import sources
-from kvsite.frame.cache import section_cache
+from kvsite.data import sources
+from kvsite.data.cache import section_cache
 
 
 @pytest.fixture

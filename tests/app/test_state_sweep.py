@@ -92,7 +92,7 @@ EXPECTED = {
     "pages/4_Decode_slowdown.py": {"src", "chip", "model", "w", "eff"},
     "pages/5_Prefill_and_decode.py": {"src", "chip", "model", "w", "prompt", "answer", "seq"},
     "pages/6_Savings.py": {"model", "ctx", "fmts", "mem", "w"},
-    "pages/7_Calculator.py": {
+    "pages/8_Calculator.py": {
         "msrc",
         "model",
         "rt",
@@ -109,7 +109,7 @@ EXPECTED = {
         "mstep",  # mlx_lm's --prefill-step-size (the default runtime's setting)
         "~pasted",
     },
-    "pages/8_Recordings.py": {"rec"},
+    "pages/9_Recordings.py": {"rec"},
 }
 KINDS = (
     "slider",
@@ -630,7 +630,7 @@ def test_every_widget_through_its_whole_range(rec_dir, path):
     assert not failures, f"{len(failures)} failures in {runs} runs:\n" + "\n".join(failures[:40])
 
 
-@pytest.mark.parametrize("path", ["pages/2_Nbytes_trap.py", "pages/7_Calculator.py"])
+@pytest.mark.parametrize("path", ["pages/2_Nbytes_trap.py", "pages/8_Calculator.py"])
 def test_every_data_source_and_preset_is_swept(rec_dir, path):
     """The sweep reaches every recording with the page's section (the test recording included) and every preset
     (one test per page, beside that page's sweep: tests/conftest.py keeps a page's sweep tests on one worker)."""
@@ -802,7 +802,7 @@ def test_every_head_dim_class_with_every_format_rule(rec_dir, path):
                             f"{where(path, lang, params)}: the URL's model did not reach the page ({shown})"
                         )
     assert not failures, f"{len(failures)} failures in {runs} runs:\n" + "\n".join(failures[:40])
-    if path.endswith(("3_Linear_growth.py", "7_Calculator.py")):
+    if path.endswith(("3_Linear_growth.py", "8_Calculator.py")):
         assert refused, (
             "phi-3-mini-4k with an mlx format was not refused in a sentence"
         )  # the class exists

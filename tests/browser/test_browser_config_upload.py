@@ -11,7 +11,7 @@ from kvcore.inputs.preset_files import load_preset
 
 
 def _upload(page, ready, name: str, data: bytes):
-    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
+    page.locator("[data-testid='stFileUploaderDropzoneInput'][accept*='json']").set_input_files(
         files=[{"name": name, "mimeType": "application/json", "buffer": data}]
     )
     ready(page)

@@ -110,3 +110,34 @@ def test_homes_four_numbers_share_one_row_on_a_desktop(server, tab_with_japanese
                  .map(m => Math.round(m.getBoundingClientRect().top))"""
     )
     assert len(tops) == 4 and len(set(tops)) == 1, tops
+
+
+VERDICT_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const top = main.getBoundingClientRect().top - main.scrollTop;
+  const alert = [...main.querySelectorAll("[data-testid='stAlert']")]
+      .find(a => a.getBoundingClientRect().height > 0 && /GiB/.test(a.innerText));
+  if (!alert) return null;
+  const r = alert.getBoundingClientRect();
+  return {top: r.top - top, bottom: r.bottom - top, text: alert.innerText};
+}"""
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_calculators_verdict_is_in_its_first_screen_and_names_the_mac(
+    server, tab_with_japanese, lang, width
+):
+    """Issue 36 item 6: fits or not, by how much, on which Mac, above the fold at 1400 x 900 and at 390 px."""
+    tab = tab_with_japanese
+    tab.set_viewport_size({"width": width, "height": SCREEN})
+    tab.goto(f"{server}/{PAGES['calculator']}?lang={lang}")
+    wait_ready(tab)
+    tab.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stAlert]')]"
+        ".some(a => /GiB/.test(a.innerText))",
+        timeout=30_000,
+    )
+    verdict = tab.evaluate(VERDICT_JS)
+    assert verdict and verdict["bottom"] <= SCREEN, verdict
+    assert "M4 Pro" in verdict["text"] and "%" in verdict["text"]  # which Mac, and by how much

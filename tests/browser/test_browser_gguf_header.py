@@ -17,7 +17,7 @@ from kvcore.errors import KvError
 from kvcore.inputs import gguf, gguf_header
 from kvcore.inputs.preset_files import load_preset
 from kvcore.units import fmt_bytes
-from kvsite.inputs.gguf_browser import HEADER_MB
+from kvsite.sections.calc.gguf_browser import HEADER_MB
 
 ENVELOPE = 64 * 1024  # a rerun message's other fields and widget values
 
@@ -45,7 +45,7 @@ class Sent:
 
 
 def _choose(page, ready, path) -> None:
-    page.locator("input[type=file]").set_input_files(str(path))
+    page.locator("input[type=file][accept='.gguf']").set_input_files(str(path))
     page.wait_for_timeout(300)
     ready(page)
 

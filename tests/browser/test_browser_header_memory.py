@@ -16,7 +16,7 @@ from harness.server import memory_mib
 from kvcore.errors import KvError
 from kvcore.inputs import gguf, gguf_header
 from kvcore.units import fmt_bytes
-from kvsite.inputs.gguf_browser import HEADER_LIMIT
+from kvsite.sections.calc.gguf_browser import HEADER_LIMIT
 
 BOUND_MIB = 100  # issue 38's acceptance: "within ~100 MB of a plain page per reader"
 
@@ -36,7 +36,7 @@ def _with_junk(plain, kind: str, folder):
 
 
 def _choose(page, ready, path) -> None:
-    page.locator("input[type=file]").set_input_files(str(path))
+    page.locator("input[type=file][accept='.gguf']").set_input_files(str(path))
     page.wait_for_timeout(300)
     ready(page)
 

@@ -24,7 +24,7 @@ from kvcore.views import savings as savings_views
 from kvcore.views import what_if
 from kvsite import i18n
 from kvsite.charts.tables import arrow, md_table
-from kvsite.frame.cache import section_cache
+from kvsite.data.cache import section_cache
 from kvsite.sections.growth import formula_markdown
 from kvsite.sections.shared import cached, limit_rule, memory_curves, speed_curves
 
@@ -127,19 +127,24 @@ def _layers_table(request: Request, lang: str):
     )
 
 
-def chart_end(ctx: int) -> int:
-    """The last context the Calculator's charts draw for a reader at `ctx`: 1M tokens, or 8x `ctx` beyond 128K."""
+def chart_end(ctx: int, limit: int | None = None) -> int:
+    """The last context the Calculator's charts draw for a reader at `ctx`: the model's own limit (its
+    max_position_embeddings) when the reader stays within it; past it (or with no limit), 1M tokens or 8x `ctx`,
+    the part beyond the limit marked as such (kvsite.sections.shared.limit_rule)."""
+    if limit and ctx <= limit:
+        return max(limit, 2048)
     return min(MAX_CONTEXT, max(1_048_576, 8 * ctx))
 
 
-def chart_contexts(ctx: int) -> list[int]:
-    return what_if.log_contexts(1024, chart_end(ctx))
+def chart_contexts(ctx: int, limit: int | None = None) -> list[int]:
+    return what_if.log_contexts(1024, chart_end(ctx, limit))
 
 
 def memory_chart(request: Request, lang: str):
     """Weights + KV vs context up to chart_end of the reader's context (which the chart does not mark: a new
     context below 128K redraws nothing) for several formats (the reader's first), the available memory dashed."""
-    return _memory_chart(replace(request, context=chart_end(request.context)), lang)
+    end = chart_end(request.context, geometry(request).max_position_embeddings)
+    return _memory_chart(replace(request, context=end), lang)
 
 
 @cached
@@ -161,7 +166,7 @@ def _memory_chart(request: Request, lang: str):
     )
     data = pd.concat([curves, line], ignore_index=True).assign(gib=lambda d: d["total_bytes"] / GIB)
     return memory_curves(
-        data, data, g, contexts[-1], lang, dashed=t("calc.available_line"), height=220
+        data, data, g, contexts[-1], lang, dashed=t("calc.available_line"), height=190
     )
 
 
@@ -181,7 +186,7 @@ def decode_chart(request: Request, chip: str, share: float, lang: str) -> dict:
     if fits_to < 1:
         return {"chart": None, "here": None, "fits_to": 0}
     contexts = (
-        chart_contexts(ctx)
+        chart_contexts(ctx, g.max_position_embeddings)
         if fits
         else what_if.log_contexts(min(1024, max(1, fits_to // 64)), fits_to)
     )
@@ -230,7 +235,7 @@ def efficiency(recs: list) -> what_if.Efficiency:
 @section_cache(max_entries=8)
 def efficiency_sources(recs: list, lang: str) -> str:
     """The recordings what_if.efficiency fitted, named as the site names them everywhere (not their English titles)."""
-    from kvsite.frame.sources import source_label
+    from kvsite.data.sources import source_label
 
     return i18n.translate(lang, "recordings.list_sep").join(
         source_label(r, lang) for r in recs if what_if.efficiency([r]).source != "assumption"
@@ -312,7 +317,14 @@ def _plan_table(request: Request, lang: str):
         return f"[{words}]({part['source']})"
 
     rows = [
-        {"part": p["name"], "size": fmt_bytes(p["bytes"]), "bytes": p["bytes"], "rule": rule(p)}
+        {
+            "part": i18n.data_text(
+                lang, p["name"]
+            ),  # the runtime's own part names, where one is words
+            "size": fmt_bytes(p["bytes"]),
+            "bytes": p["bytes"],
+            "rule": rule(p),
+        }
         for p in plan["parts"]
     ]
     rows.append(
@@ -336,3 +348,24 @@ def _plan_table(request: Request, lang: str):
         # what the runtime's plan leaves out, in `lang` (calc.plan_not_planned, _mlx for mlx_lm)
         "not_planned": t("calc.plan_not_planned" + (f"_{prefix.rstrip('_')}" if prefix else "")),
     }
+
+
+@cached
+def turbo3_note(lang: str) -> str:
+    """Why the turbo3 line is not Article B's figure: the layout it counts, Article B's GiB and the layout's for the
+    same model and context (kvcore.views.savings.turbo3_claims), linked to the Savings chapter that shows why."""
+    from kvcore.recordings.published import figures
+    from kvsite.frame.chapters import by_slug
+
+    claims = savings_views.turbo3_claims().set_index("claim")
+    item = figures()["turbo3_llama31_8b_131k"]
+    return i18n.translate(
+        lang,
+        "calc.turbo3_note",
+        bits=f"{claims.loc['block_layout', 'bits_per_value']:.3f}",
+        model=item["model"],
+        context=f"{item['context']:,}",
+        b_gib=f"{claims.loc['article_b', 'gib']:g}",
+        block_gib=f"{claims.loc['block_layout', 'gib']:.2f}",
+        url=f"{by_slug('savings').url}?lang={lang}",
+    )

@@ -19,11 +19,11 @@ from kvcore.inputs.preset_files import preset_names
 from kvcore.memory.formulas import DOWNLOAD_WEIGHT_FORMATS, FILE_WEIGHTS
 from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
 from kvsite import i18n
-from kvsite.frame.layout import uploader_words
 from kvsite.frame.page import url_choice
-from kvsite.inputs import gguf_browser
 from kvsite.inputs.choices import bound_choice
+from kvsite.layout import uploader_words
 
+from . import gguf_browser
 from .source import (
     CUSTOM,
     Memory,
@@ -60,10 +60,11 @@ def request(f) -> tuple[Inputs | None, object, object]:
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
     k_fmt, v_fmt = kv_format_inputs(f, rt, c[3:-1])
-    w_fmt = _weights(f, c[-1], src_kind)
+    w_fmt = _weights(f, c[-1], src_kind, rt)
     # the machine, the numbers and the verdict on the left, the chart on the right (a phone stacks the two)
     left, right = st.columns([5, 6], gap="medium")
-    m = left.columns([2, 1, 1])
+    m = left.columns([3, 2, 2])
+    box = left.container(horizontal=True)  # the GPU limit's override and the runtime's own settings
     chip = url_choice(
         m[0].selectbox,
         f.t("calc.machine"),
@@ -72,8 +73,8 @@ def request(f) -> tuple[Inputs | None, object, object]:
         "chip",
         format_func=lambda n: f.t("calc.custom") if n == CUSTOM else n,
     )
-    memory = available_memory(f, chip, m[1], m[2])
-    settings = _settings(f, rt, left)
+    memory = available_memory(f, chip, m[1], m[2], box)
+    settings = _settings(f, rt, box)
     if src_kind != "preset" and not (source.text.strip() if src_kind == "config" else source.text):
         st.info(f.t("calc.gguf_prompt" if src_kind == "gguf" else "calc.paste_prompt"))
         return None, left, right
@@ -97,7 +98,7 @@ def refused(f, e: KvError, src_kind: str) -> None:
 def _model(f) -> tuple[str, ModelSource | None, str]:
     """Where the model comes from, the model and the runtime, in one row: (kind, source, runtime); the source is
     None when a GGUF is refused (said on the page)."""
-    top = st.columns([3, 3, 2])
+    top = st.columns([4, 3, 2])  # the source's three choices on one line at 1400 px
     kind = url_choice(
         top[0].segmented_control,
         f.t("calc.model_source"),
@@ -160,8 +161,9 @@ def _source(f, col, kind: str) -> ModelSource | None:
     return ModelSource(model)
 
 
-def _weights(f, col, kind: str) -> str:
-    """The weights' format: a GGUF's own tensors by default (exact bytes), or any format to compare."""
+def _weights(f, col, kind: str, rt) -> str:
+    """The weights' format: a GGUF's own tensors by default (exact bytes), or the formats the runtime's
+    model files come in (llama.cpp's GGUF types, mlx's own), its usual one first chosen."""
     if kind == "gguf":
         return col.selectbox(
             f.t("common.weights"),
@@ -169,21 +171,36 @@ def _weights(f, col, kind: str) -> str:
             key="w_gguf",
             format_func=lambda w: f.t("calc.weights_file") if w == FILE_WEIGHTS else w,
         )
+    formats = list(rt.weight_formats)
     return bound_choice(
         col.selectbox,
         f.t("common.weights"),
-        DOWNLOAD_WEIGHT_FORMATS,
+        formats,
         "w",
-        index=DOWNLOAD_WEIGHT_FORMATS.index("mlx-q4"),
+        index=formats.index(rt.default_weights),
     )
 
 
-def _settings(f, rt, col) -> tuple:
+def _settings(f, rt, box) -> tuple:
     """The runtime's own options that decide its cache (llama.cpp: -kvu, -ub, --swa-full; mlx_lm: the prefill
     step; -np is the sequences), as (options field, value) pairs."""
-    if not rt.settings:
+    if not rt.settings and not rt.backends:
         return ()
-    box = col.container(horizontal=True)
+    backend = ()
+    if rt.backends:  # the build its plan is for: a Mac's first (the runtime's mac_backend) (llama.cpp's --backend)
+        # the builds by their names, the same in every language (the option is what the link holds)
+        builds = {
+            f.t(f"calc.backend_{b}"): b
+            for b in sorted(rt.backends, key=lambda b: b != rt.mac_backend)
+        }
+        chosen = bound_choice(
+            box.selectbox,
+            f.t("calc.backend"),
+            list(builds),
+            "build",
+            help=f.t("calc.backend_help"),
+        )
+        backend = (("backend", builds[chosen]),)
     try:
         labels = setting_labels(rt, f.lang)
     except KvError as e:
@@ -207,4 +224,4 @@ def _settings(f, rt, col) -> tuple:
         else:
             value = box.number_input(name, s.low, s.high, s.default, **common)
         values.append((s.field, value if s.switch else int(value)))
-    return tuple(values)
+    return tuple(values) + backend

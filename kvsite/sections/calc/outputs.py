@@ -14,8 +14,8 @@ from kvcore.timing.hardware import efficiency_range
 from kvcore.units import fmt_bytes
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.layout import row
 from kvsite.frame.page import url_choice
+from kvsite.layout import row
 
 from . import compute as calc_sections
 from .inputs import Inputs
@@ -44,12 +44,13 @@ def numbers(f, inputs: Inputs, result) -> None:
 def verdict(f, inputs: Inputs, result, plan) -> None:
     """The verdict in the reader's words, and the part of the plan that passes the memory."""
     fit, runtime = result.fit, result.runtime
+    machine = inputs.chip if inputs.chip != CUSTOM else f.t("calc.custom")  # on which Mac
     show = {"fits": st.success, "tight": st.warning, "unplanned": st.info, "no": st.error}
     said = f.t(
         f"calc.verdict{'_plan' if plan else ''}_{fit.status}",
         share=f"{fit.share:.0%}",
         need=fmt_bytes(fit.need_bytes),
-        available=fmt_bytes(inputs.memory.bytes),
+        available=fmt_bytes(inputs.memory.bytes) + f" ({machine})",
         runtime=runtime,
         why=f.t(f"calc.unplanned_{fit.unplanned}", runtime=runtime) if not plan else "",
     )
@@ -81,6 +82,9 @@ def chart(f, inputs: Inputs, result) -> dict:
         settings=settings,
         source=t("export.computed"),
     )
+    st.caption(
+        calc_sections.turbo3_note(f.lang)
+    )  # its line is not Article B's figure: why, one click away
     return settings
 
 

@@ -7,6 +7,7 @@ Example: config_geometry(None, "llama-3.2-1b", "mlx_lm") -> the preset's kvcore.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,10 +24,11 @@ from kvcore.memory.formats import KvSpec
 from kvcore.model.geometry import Geometry
 from kvcore.numbers import whole_number
 from kvcore.runtimes.registry import get_runtime, gguf_runtime
-from kvcore.timing.hardware import chips, get_chip, mac_gpu_share
+from kvcore.timing.hardware import chips, get_chip
+from kvcore.timing.working_set import DEFAULT_MACOS, MACOS, working_set
 from kvcore.units import GIB
 from kvsite import i18n
-from kvsite.frame.cache import section_cache
+from kvsite.data.cache import section_cache
 
 CUSTOM = "custom"
 
@@ -63,7 +65,7 @@ def chip_names() -> list[str]:
     return [CUSTOM, *(c.chip for c in chips())]
 
 
-def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
+def available_memory(f, chip: str, col_ram, col_os, col_limit) -> Memory:
     """Memory the model may use: a custom GiB figure, or the chip's RAM (macOS's GPU share on a Mac, overridable).
 
     Vendors' "GB" of RAM and GPU memory are binary: a 16 GB Mac has 16 GiB.
@@ -97,6 +99,19 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
             bind="query-params",
             help=f.t("calc.ram_help"),
         )
+    macos = (  # macOS's working set is a Mac's: a discrete GPU's limit is its own memory
+        url_choice(
+            col_os.selectbox,
+            f.t("calc.macos"),
+            list(MACOS),
+            DEFAULT_MACOS,
+            "macos",
+            format_func=lambda m: f.t(f"calc.macos_{m}"),
+            help=f.t("calc.macos_help"),
+        )
+        if c.unified
+        else DEFAULT_MACOS
+    )
     override = col_limit.number_input(
         f.t("calc.override"),
         0.0,
@@ -109,23 +124,49 @@ def available_memory(f, chip: str, col_ram, col_limit) -> Memory:
     )
     if override > 0:
         return Memory(int(override * GIB), f.t("calc.reason_override"))
-    # the limit every verdict on the page is judged against, plan or not (the CLI's `calc --ram`)
-    limit = gpu_limit(float(ram), c.unified)
-    return Memory(limit.bytes, limit_reason(f.lang, float(ram), c.unified))
+    own = this_mac_working_set() if f.live_ok and c.unified else None
+    if own:  # live mode on a Mac: Metal's own figure, not the table's
+        return Memory(own, f.t("calc.reason_live", gib=f"{own / GIB:.2f} GiB"))
+    return Memory(*table_limit(float(ram), c.unified, macos, f.lang))
 
 
-def limit_reason(lang: str, ram_gb: float, unified: bool = True) -> str:
-    """Why gpu_limit(ram_gb) is what it is, in `lang`: macOS's default share of that RAM with its source, or a
-    dedicated GPU's own memory."""
+@section_cache(max_entries=64)
+def table_limit(ram_gb: float, unified: bool, macos: str, lang: str) -> tuple[int, str]:
+    """The limit every verdict on the page is judged against, plan or not (the CLI's `calc --ram`), and why,
+    once per RAM, macOS and language."""
+    limit = gpu_limit(ram_gb, unified, macos=macos)
+    return limit.bytes, limit_reason(lang, ram_gb, unified, macos)
+
+
+@functools.lru_cache(maxsize=1)
+def this_mac_working_set() -> int | None:
+    """Metal's `max_recommended_working_set_size` on this machine (mlx imported here, on first use; the machine
+    does not change under a running server), or None without a Metal GPU (Linux: the path the tests can run)."""
+    from kvcore.measure.machine import metal_info
+
+    info = metal_info()
+    return int(info["max_recommended_working_set_size"]) if info else None
+
+
+def limit_reason(lang: str, ram_gb: float, unified: bool = True, macos: str = DEFAULT_MACOS) -> str:
+    """Why gpu_limit(ram_gb, macos=macos) is what it is, in `lang`: the report it comes from (kvcore.timing.
+    working_set), the older macOS's report, or the rule's estimate; or a dedicated GPU's own memory."""
     if not unified:
         return i18n.translate(lang, "calc.reason_gpu")
-    share, source = mac_gpu_share(ram_gb)
-    return i18n.translate(
-        lang, "calc.reason_mac", share=f"{share:.0%}", source=i18n.data_text(lang, source)
-    )
+    ws = working_set(ram_gb, macos)
+    common = {
+        "gib": f"{ws.bytes / GIB:.2f} GiB",
+        "ram": f"{ram_gb:g}",
+        "macos": "macOS " + i18n.translate(lang, f"calc.macos_{macos}"),
+    }
+    if ws.how == "rule":
+        return i18n.translate(lang, "calc.reason_ws_rule", share=f"{ws.share:.0%}", **common)
+    r = ws.report
+    key = "calc.reason_ws_measured" if ws.how == "measured" else "calc.reason_ws_older"
+    return i18n.translate(lang, key, machine=r.machine.split(" (")[0], url=r.url, **common)
 
 
-_GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.inputs.gguf_browser), the last 64
+_GGUF_UPLOADS: OrderedDict = OrderedDict()  # ("gguf", digest) -> geometry of a GGUF whose header a browser sent (kvsite.sections.calc.gguf_browser), the last 64
 
 
 def keep_gguf(key: tuple, geometry: Geometry) -> None:
@@ -163,7 +204,7 @@ def config_geometry(text: str | bytes | tuple | None, name: str, runtime: str) -
         )
     if (
         isinstance(text, tuple) and text[0] == "gguf"
-    ):  # a header a browser sent (kvsite.inputs.gguf_browser)
+    ):  # a header a browser sent (kvsite.sections.calc.gguf_browser)
         if text not in _GGUF_UPLOADS:
             raise KvError(
                 f"{name} is no longer held by this server; choose the file again.",

@@ -11,6 +11,7 @@ from kvsite.frame.page import setup
 from kvsite.sections.calc import compute as calc_sections
 from kvsite.sections.calc import inputs as calc_inputs
 from kvsite.sections.calc import outputs as calc_outputs
+from kvsite.sections.log import log_reader
 
 f = setup("calculator")
 f.intro()
@@ -21,6 +22,9 @@ def calculator() -> None:
     """Every input and everything it drives: a widget here reruns this, not the frame (navigation,
     language); every output below depends on every input above, so they are one fragment. Opening a lazy
     table or picking the decode what-if's chip reruns only its own fragment inside this one."""
+    first = (
+        st.container()
+    )  # the verdict, above the inputs it answers: in the first screen at any width
     inputs, left, right = calc_inputs.request(f)
     if inputs is None:  # nothing to size yet, or the input was refused (said above)
         return
@@ -30,9 +34,10 @@ def calculator() -> None:
     except KvError as e:  # about a pasted config, or the engine's sentence on a preset and format
         calc_inputs.refused(f, e, "preset" if inputs.request.model.is_preset else "file")
         return
-    with left:  # the numbers and the verdict
-        calc_outputs.numbers(f, inputs, result)
+    with first:
         calc_outputs.verdict(f, inputs, result, plan)
+    with left:  # the numbers the verdict counts
+        calc_outputs.numbers(f, inputs, result)
     with right:  # the chart that shows them
         settings = calc_outputs.chart(f, inputs, result)
     calc_outputs.notes(f, inputs, result, plan)
@@ -44,5 +49,7 @@ def calculator() -> None:
 
 
 calculator()
+with st.expander(f.t("logread.title"), icon=":material/receipt_long:"):  # your own log, read back
+    log_reader(f, heading=False)
 
 f.chapter_end()

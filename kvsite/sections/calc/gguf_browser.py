@@ -1,6 +1,6 @@
 """The Calculator's own-GGUF input: a file of any size, read in the reader's browser only as far as its header.
 
-A small custom component (st.components.v2; its JavaScript is kvsite/inputs/gguf_reader.js, inline, no build) slices the
+A small custom component (st.components.v2; its JavaScript is kvsite/sections/calc/gguf_reader.js, inline, no build) slices the
 chosen file with File.slice until the tensor table ends and sends those bytes (gzip, base64) as one trigger
 value; the weights never leave the reader's machine. Here the bytes are checked and read by the engine's own
 GGUF reader with the file's real size (kvcore.inputs.gguf.geometry(..., file_bytes=)), and the geometry is kept

@@ -5,10 +5,10 @@ import streamlit as st
 from kvcore.recordings import store as recordings
 from kvsite.charts.chart import show_chart
 from kvsite.charts.tables import csv_bytes
-from kvsite.frame.layout import text, uploader_words
+from kvsite.data.sources import yaml_bytes
 from kvsite.frame.page import DEFAULT_SOURCE, setup, url_choice
-from kvsite.frame.sources import yaml_bytes
 from kvsite.inputs import live, uploads
+from kvsite.layout import text, uploader_words
 from kvsite.sections import log as log_sections
 from kvsite.sections import recordings as recordings_sections
 

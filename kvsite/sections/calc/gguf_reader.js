@@ -1,4 +1,4 @@
-// The Calculator's GGUF file input (kvsite/inputs/gguf_browser.py): the reader's browser reads the file's header with
+// The Calculator's GGUF file input (kvsite/sections/calc/gguf_browser.py): the reader's browser reads the file's header with
 // File.slice, only as far as the tensor table ends, and sends those bytes (gzip, base64) as the trigger value
 // "header"; the tensor data is never read. The walk follows kvcore/inputs/gguf_header.py (ggml's gguf.cpp):
 // magic, version, tensor count, key-value count, each key-value (arrays stepped over by their element size),

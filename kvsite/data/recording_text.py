@@ -12,9 +12,9 @@ from kvcore.recordings.provenance import method_groups
 from kvcore.recordings.store import Recording
 from kvcore.units import fmt_num
 from kvsite import i18n
+from kvsite.layout import plain
 
 from .cache import section_cache
-from .layout import plain
 from .sources import badge_fields
 
 cached = section_cache(max_entries=128)
@@ -119,7 +119,7 @@ def badge_line(rec: Recording, section: str | None, lang: str) -> str:
 
 def as_text(rec: Recording):
     """How a recording's own words go into markdown: as written for a file of the site's (bundled or saved here),
-    escaped (kvsite.frame.layout.plain: no image, link or emphasis) for a reader's upload, which has no file."""
+    escaped (kvsite.layout.plain: no image, link or emphasis) for a reader's upload, which has no file."""
     return plain if rec.path is None else (lambda value: value)
 
 

@@ -56,7 +56,7 @@ _CSS = (Path(__file__).with_name("site.css")).read_text(encoding="utf-8")
 
 
 def style() -> None:
-    """The site's layout rules (kvsite/frame/site.css: tables that fit a phone's column), once per page run: a
+    """The site's layout rules (kvsite/site.css: tables that fit a phone's column), once per page run: a
     style-only st.html goes to Streamlit's event container and takes no room on the page."""
     st.html(f"<style>{_CSS}</style>")
 

@@ -1,0 +1,119 @@
+"""Chapter 7 — many conversations: what mlx_lm.server keeps between turns and users, what it counts of it, and
+its options as levers (kvsite.sections.servers over kvcore.views.servers, mlx_lm.server's ledger)."""
+
+import streamlit as st
+
+from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
+from kvcore.units import GIB, MIB, fmt_num
+from kvcore.views.servers import DEFAULT_MODEL, drawn, mac_memories, server_models
+from kvsite.charts.chart import show_chart
+from kvsite.frame.page import setup
+from kvsite.inputs.choices import bound_choice
+from kvsite.layout import row
+from kvsite.sections import servers as sections
+
+TOKENS = tuple(n for n in (64, 128, 256, 512, 1024, 2048, 4096) if n <= MAX_CHAPTER_TURN_TOKENS)
+RECORDING = "measured-linux-cpu-mlx-lm-server-smollm2-135m"
+
+f = setup("conversations")
+f.intro()
+rec = f.pick_source("server", default=RECORDING, where=drawn)
+if rec is not None:
+    first = sections.recorded(rec, f.lang)
+    if "error" in first:
+        st.error(first["error"])
+    else:
+        show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
+        m = row()
+        m.metric(f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / MIB)} MiB")
+        m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / MIB)} MiB")
+        m.metric(f.t("servers.m_ratio"), f"{first['ratio']:.1f}×")
+        st.caption(
+            f.t(
+                "servers.recorded_note",
+                model=first["model"],
+                dtype=first["dtype"],
+                per=f"{first['per_token']:,}",
+                rss=fmt_num(first["rss_growth_mib"] or 0),
+                gib=fmt_num(first["limit_gib"]),
+                times=f"{first['limit_times']:,.0f}",
+                ram=sections.MAC_RAM_GB,
+            )
+        )
+
+
+@st.fragment
+def users_and_levers() -> None:
+    """Users × turns for a model the reader picks, and mlx_lm.server's options as levers: a change reruns this."""
+    st.header(f.t("servers.users_title"))
+    c = row()
+    models = list(server_models())
+    model = bound_choice(
+        c.selectbox, f.t("common.model"), models, "model", index=models.index(DEFAULT_MODEL)
+    )
+    users = c.slider(
+        f.t("servers.users"), 1, MAX_CHAPTER_USERS, 4, key="users", bind="query-params"
+    )
+    turns = c.slider(
+        f.t("servers.turns"), 1, MAX_CHAPTER_TURNS, 8, key="turns", bind="query-params"
+    )
+    c = row()
+    message = bound_choice(
+        c.select_slider, f.t("servers.message"), TOKENS, "msg", value=512, format_func="{:,}".format
+    )
+    reply = bound_choice(
+        c.select_slider, f.t("servers.reply"), TOKENS, "reply", value=256, format_func="{:,}".format
+    )
+    rams = list(mac_memories())
+    ram = bound_choice(
+        c.selectbox,
+        f.t("servers.ram"),
+        rams,
+        "ram",
+        index=rams.index(sections.MAC_RAM_GB),
+    )
+    out = sections.users_turns(model, users, turns, message, reply, ram, f.lang)
+    if "error" in out or "warning" in out:
+        (st.error if "error" in out else st.warning)(out.get("error") or out["warning"])
+        return
+    if out["cut"]:
+        st.caption(":material/info: " + out["cut"])
+    settings = {
+        f.t("common.model"): model,
+        f.t("servers.users"): users,
+        f.t("servers.turns"): turns,
+        f.t("servers.message"): f"{message:,}",
+        f.t("servers.reply"): f"{reply:,}",
+    }
+    show_chart(
+        f,
+        out["chart"],
+        "servers_users",
+        f"kv-server-{model}-{users}x{turns}",
+        settings=settings,
+        source=f.t("export.computed"),
+    )
+    m = row()
+    m.metric(f.t("servers.m_resident"), f"{fmt_num(out['resident'] / GIB)} GiB")
+    m.metric(f.t("servers.m_users_peak"), f"{fmt_num(out['peak'] / GIB)} GiB")
+    m.metric(f.t("servers.m_limit", ram=ram), f"{fmt_num(out['limit'] / GIB)} GiB")
+    st.caption(
+        f.t(
+            "servers.users_note_over" if out["over"] else "servers.users_note",
+            line=fmt_num(out["line"] / GIB),
+            reprocessed=f"{out['reprocessed']:,}",
+            prompt=f"{out['prompt']:,}",
+        )
+    )
+    st.subheader(f.t("servers.levers_title"))
+    st.dataframe(out["levers"], hide_index=True, width="stretch")
+    st.caption(f.t("servers.levers_note"))
+
+
+users_and_levers()
+
+st.subheader(f.t("servers.trap_title"))
+st.markdown(f.t("servers.trap_text"))
+f.faq(("again", "second"))
+
+f.chapter_end()
