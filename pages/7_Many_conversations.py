@@ -5,7 +5,7 @@ import streamlit as st
 
 from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
 from kvcore.units import GIB, MIB, fmt_num
-from kvcore.views.servers import DEFAULT_MODEL, drawn, mac_memories, server_models
+from kvcore.views.servers import DEFAULT_MODEL, LEVER_CHIP, drawn, mac_memories, server_models
 from kvsite.charts.chart import show_chart
 from kvsite.frame.page import setup
 from kvsite.inputs.choices import bound_choice
@@ -107,7 +107,7 @@ def users_and_levers() -> None:
     )
     st.subheader(f.t("servers.levers_title"))
     st.dataframe(out["levers"], hide_index=True, width="stretch")
-    st.caption(f.t("servers.levers_note"))
+    st.caption(f.t("servers.levers_note", chip=LEVER_CHIP))
 
 
 users_and_levers()

@@ -134,7 +134,7 @@ def users_turns(
                 t("peak"): f"{fmt_num(lever['peak_bytes'] / GIB)} GiB",
                 t("cached"): f"{lever['cached_tokens']:,}",
                 t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
-                t("reprocessed_s", chip=views.LEVER_CHIP): fmt_num(lever["reprocessed_s"]),
+                t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
             }
             for lever in levers
         ]
