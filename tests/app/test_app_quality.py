@@ -228,3 +228,36 @@ def test_savings_draws_the_price_against_context_length_with_the_published_figur
             assert said in shown
     for row in windows:  # every cache in the table, those left off the chart too
         assert f"{row['start']:,}–{row['end']:,}" in shown
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_where_the_baseline_stops_naming_the_fact_the_page_says_so(lang):
+    """A run whose unquantized cache misses the fact at 2,048 tokens (the bundled run's baseline, changed here
+    to miss it): its answers come with the sentence that from there the check shows the model's limit."""
+    import copy
+
+    from kvcore.recordings.store import Recording
+    from kvsite.sections import quality
+
+    path = recordings.BUNDLED_DIR / "measured-linux-cpu-smollm2-135m-long-context.yaml"
+    data = copy.deepcopy(recordings.load(path).data)
+    rows = data["sections"]["retrieval"]
+    base = rows[0]["label"]
+    assert quality._retrieval_reach(Recording(path, data), lang) == ""  # right at every length
+    for r in rows:
+        if r["label"] == base and r["context"] == 2048:
+            r["correct"] = 0
+    rec = Recording(path, data)
+    assert savings_views.baseline_reach(rec) == (1024, 2048)
+    said = quality._retrieval_reach(rec, lang)
+    assert said == i18n.translate(
+        lang, "savings.long_retrieval_reach", right="1,024", wrong="2,048"
+    )
+    assert "1,024" in said and "2,048" in said
+    for r in rows:
+        if r["label"] == base:
+            r["correct"] = 0  # missed already at the first length
+    rec = Recording(path, data)
+    assert savings_views.baseline_reach(rec) == (0, 1024)
+    never = i18n.translate(lang, "savings.long_retrieval_never", right="0", wrong="1,024")
+    assert quality._retrieval_reach(rec, lang) == never and "1,024" in never
