@@ -23,7 +23,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -31,9 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from record_servers import NAMES, QUESTIONS, SYSTEM, Server, _free_port  # noqa: E402
+from record_servers import MAX_TOKENS, QUESTIONS, SYSTEM, Server, converse  # noqa: E402
 
-MAX_TOKENS = 24
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kvsite-llama-server"
 LINE = re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} [DITWE] (.*)$")
 
@@ -43,34 +41,23 @@ def binary() -> Path:
 
 
 class LlamaServer(Server):
-    """One llama-server process: started, asked, read, stopped (Server's reading, asking and stopping)."""
+    """One llama-server process (Server's starting, reading, asking and stopping)."""
 
-    def __init__(self, gguf: Path, options: list[str]):
-        self.port = _free_port()
-        self.log_path = Path(f"/tmp/kvsite-llama-server-{os.getpid()}-{self.port}.log")
-        self.log = open(self.log_path, "w+")
+    name = "llama-server"
+    line = LINE
+
+    def command_for(self, gguf: Path, options: list[str]) -> list[str]:
         command = [str(binary()), "-m", str(gguf), "--port", str(self.port), "-t", "1", "-lv", "4"]
-        command += ["--log-colors", "off", *options]
-        self.command = command
-        self.proc = subprocess.Popen(
-            ["nice", "-n", "19", *command], stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-        self.read_to = 0
-        for _ in range(600):
-            time.sleep(0.5)
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
-                break
-            except OSError:
-                continue
-        self.new_lines()
+        return command + ["--log-colors", "off", *options]
 
-    def new_lines(self) -> list[str]:
-        text = self.log_path.read_text(errors="replace")
-        fresh, self.read_to = text[self.read_to :], len(text)
-        return [m[1] for line in fresh.splitlines() if (m := LINE.match(line))]
+    def reported(self, answer: dict) -> dict:
+        """timings' cache_n and prompt_n, and /slots after the response."""
+        timings = answer["timings"]
+        return {
+            "cache_n": timings["cache_n"],
+            "prompt_n": timings["prompt_n"],
+            "slots": self.slots(),
+        }
 
     def slots(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/slots", timeout=60) as r:
@@ -80,46 +67,7 @@ class LlamaServer(Server):
 
 
 def run_conversation(name: str, options: list[str], plan, systems: dict, gguf: Path) -> list[dict]:
-    server = LlamaServer(gguf, options)
-    histories: dict[str, list[dict]] = {}
-    rows = []
-    try:
-        for i, (user, question) in enumerate(plan):
-            history = histories.setdefault(
-                user, [{"role": "system", "content": systems[user]}] if user in systems else []
-            )
-            first = not any(m["role"] == "user" for m in history)
-            asked = f"I am {NAMES[user]}. {question}" if first else question
-            messages = [*history, {"role": "user", "content": asked}]
-            answer = server.chat(messages)
-            time.sleep(0.3)  # the log lines are flushed by then; the next request is not sent yet
-            reply = answer["choices"][0]["message"]["content"]
-            usage, timings = answer["usage"], answer["timings"]
-            rss, hwm = server.memory_mib()
-            rows.append(
-                {
-                    "conversation": name,
-                    "server": "llama-server",
-                    "options": " ".join(options),
-                    "request": i + 1,
-                    "user": user,
-                    "messages": json.dumps(messages, ensure_ascii=False),
-                    "reply": reply,
-                    "prompt_tokens": usage["prompt_tokens"],
-                    "completion_tokens": usage["completion_tokens"],
-                    "cached_tokens": usage.get("prompt_tokens_details", {}).get("cached_tokens", 0),
-                    "cache_n": timings["cache_n"],
-                    "prompt_n": timings["prompt_n"],
-                    "log": "\n".join(server.new_lines()),
-                    "slots": server.slots(),
-                    "rss_mib": round(rss, 1),
-                    "peak_rss_mib": round(hwm, 1),
-                }
-            )
-            histories[user] = [*messages, {"role": "assistant", "content": reply}]
-    finally:
-        server.stop()
-    return rows
+    return converse(LlamaServer(gguf, options), name, options, plan, systems)
 
 
 def conversations(quick: bool) -> list[tuple[str, list[str], list, dict]]:

@@ -60,22 +60,25 @@ def _free_port() -> int:
 
 
 class Server:
-    """One mlx_lm.server process: started, asked, read, stopped."""
+    """One server process: started, asked, read, stopped. This one is mlx_lm.server; a subclass names another
+    (scripts/record_llama_server.py) by its name, its log line, its command and what else a request reports."""
 
-    def __init__(self, folder: Path, options: list[str]):
+    name = "mlx_lm.server"
+    line = LINE
+
+    def __init__(self, target: Path, options: list[str]):
         self.port = _free_port()
-        self.log_path = Path(f"/tmp/kvsite-mlx-server-{os.getpid()}-{self.port}.log")
+        self.log_path = Path(f"/tmp/kvsite-{self.name}-{os.getpid()}-{self.port}.log")
         self.log = open(self.log_path, "w+")
-        command = [sys.executable, "-m", "mlx_lm", "server", "--model", str(folder)]
-        command += ["--port", str(self.port), "--max-tokens", str(MAX_TOKENS), *options]
+        self.command = self.command_for(target, options)
         self.proc = subprocess.Popen(
-            ["nice", "-n", "19", *command], stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
+            ["nice", "-n", "19", *self.command], stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
         )
         self.read_to = 0
         for _ in range(600):
             time.sleep(0.5)
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mlx_lm.server exited: {self.log_path.read_text()[-2000:]}")
+                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-2000:]}")
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
                 break
@@ -83,10 +86,18 @@ class Server:
                 continue
         self.new_lines()
 
+    def command_for(self, folder: Path, options: list[str]) -> list[str]:
+        command = [sys.executable, "-m", "mlx_lm", "server", "--model", str(folder)]
+        return command + ["--port", str(self.port), "--max-tokens", str(MAX_TOKENS), *options]
+
+    def reported(self, answer: dict) -> dict:
+        """What a response reports beyond `usage` (nothing, for mlx_lm.server)."""
+        return {}
+
     def new_lines(self) -> list[str]:
-        text = self.log_path.read_text()
+        text = self.log_path.read_text(errors="replace")
         fresh, self.read_to = text[self.read_to :], len(text)
-        return [m[1] for line in fresh.splitlines() if (m := LINE.match(line))]
+        return [m[1] for line in fresh.splitlines() if (m := self.line.match(line))]
 
     def memory_mib(self) -> tuple[float, float]:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
@@ -115,8 +126,15 @@ class Server:
 def run_conversation(
     name: str, options: list[str], plan: list[tuple[str, str]], systems: dict
 ) -> list[dict]:
-    """`plan`: (user, question) in the order sent; each user's history grows with the replies it got."""
-    server = Server(make_folder(FOLDER), options)
+    """mlx_lm.server on the real model's folder through one conversation (converse)."""
+    return converse(Server(make_folder(FOLDER), options), name, options, plan, systems)
+
+
+def converse(
+    server: Server, name: str, options: list[str], plan: list[tuple[str, str]], systems: dict
+) -> list[dict]:
+    """`plan`: (user, question) in the order sent; each user's history grows with the replies it got. The
+    server is stopped at the end."""
     histories: dict[str, list[dict]] = {}
     rows = []
     try:
@@ -135,7 +153,7 @@ def run_conversation(
             rows.append(
                 {
                     "conversation": name,
-                    "server": "mlx_lm.server",
+                    "server": server.name,
                     "options": " ".join(options),
                     "request": i + 1,
                     "user": user,
@@ -144,6 +162,7 @@ def run_conversation(
                     "prompt_tokens": usage["prompt_tokens"],
                     "completion_tokens": usage["completion_tokens"],
                     "cached_tokens": usage.get("prompt_tokens_details", {}).get("cached_tokens", 0),
+                    **server.reported(answer),
                     "log": "\n".join(server.new_lines()),
                     "rss_mib": round(rss, 1),
                     "peak_rss_mib": round(hwm, 1),
