@@ -25,6 +25,7 @@ from kvcore.limits import (
     MAX_CHAPTER_USERS,
     MAX_CONTEXT,
 )
+from kvcore.runtimes.mlx_lm import MLX_LM
 from kvcore.servers import mlx_lm_server
 from kvcore.servers.ledger import load_model, run
 from kvcore.servers.options import parse_options
@@ -57,7 +58,7 @@ def ledger(
 def drawn(rows: list[dict]) -> bool:
     """Whether the chapter draws a recording's server rows: mlx_lm.server's (its ledger's parts); llama-server's
     recording is held to its own ledger (tests/test_llama_server.py), not drawn here yet."""
-    return bool(rows) and all(str(r.get("server", "")).startswith(mlx_lm_server.NAME) for r in rows)
+    return bool(rows) and all(r.get("server") == mlx_lm_server.NAME for r in rows)
 
 
 def recorded_script(rows: list[dict]) -> list[dict]:
@@ -175,7 +176,7 @@ def reprocessed_seconds(model: str, rows: list[dict], chip: str = LEVER_CHIP) ->
     from kvcore.timing.estimate import prefill_step
 
     geometry, dtype, _ = load_model(model)
-    eff = efficiency(chip, "mlx_lm")
+    eff = efficiency(chip, MLX_LM.name)  # the server runs mlx_lm
     spec = KvSpec(dtype, dtype, activation_dtype=dtype)
     return sum(
         prefill_step(
