@@ -4,8 +4,9 @@ with a slider, against a one-line page that has a slider and a chart, measured i
 Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
 and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
 presses an arrow once on each chapter's slider and on the baseline's, in that order, right in even rounds and
-left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished the rerun and every chart's
-SVG has changed. The result per chapter is the median of the paired ratios chapter / baseline with the
+left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished the rerun and what the
+step changes is repainted: the page's charts (their SVG), or, where a step leaves every chart as it was, the numbers
+it changes (the calculator's memory chart is one drawing for every context up to 128K; its metrics move). The result per chapter is the median of the paired ratios chapter / baseline with the
 interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
 
 Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15 [--markdown docs/benchmarks.md]
@@ -26,15 +27,18 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
 
-# chapter URL path and query -> which slider to step (its label's position among the page's sliders)
+CHARTS = "[data-testid='stVegaLiteChart'] svg"
+METRICS = "[data-testid='stMetric']"
+# chapter URL path and query -> which slider to step (its label's position among the page's sliders), and what the
+# step repaints (a CSS selector: every match's inner HTML is watched)
 CHAPTERS = {
-    "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0),
-    "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0),
-    "3 Linear growth (context)": ("Linear_growth?lang=en", 0),
-    "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0),
-    "6 Savings (memory)": ("Savings?lang=en", 1),
-    "7 Many conversations (users)": ("Many_conversations?lang=en", 0),
-    "8 Calculator (context, log scale)": ("Calculator?lang=en", 0),
+    "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0, CHARTS),
+    "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0, CHARTS),
+    "3 Linear growth (context)": ("Linear_growth?lang=en", 0, CHARTS),
+    "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0, CHARTS),
+    "6 Savings (memory)": ("Savings?lang=en", 1, CHARTS),
+    "7 Many conversations (users)": ("Many_conversations?lang=en", 0, CHARTS),
+    "8 Calculator (context, log scale)": ("Calculator?lang=en", 0, METRICS),
 }
 BASELINE_PAGE = """import altair as alt
 import pandas as pd
@@ -43,21 +47,25 @@ import streamlit as st
 v = st.slider("value", 0, 1000, 500)
 st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().encode(x="x", y="y"), width="stretch")
 """
-CHARTS_JS = (
-    "() => Array.from(document.querySelectorAll(\"[data-testid='stVegaLiteChart'] svg\")).map(s => {"
+WATCH_JS = (
+    "(selector) => Array.from(document.querySelectorAll(selector)).map(s => {"
     "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')"
 )
 
 
-def step(page, index: int, key: str = "ArrowRight") -> float:
-    """Seconds from one arrow press on the index-th slider until the rerun is over and every chart repainted."""
-    before = page.evaluate(CHARTS_JS)
+def step(page, index: int, key: str = "ArrowRight", watch: str = CHARTS) -> float:
+    """Seconds from one arrow press on the index-th slider until the rerun is over and what `watch` selects
+    repainted."""
+    before = page.evaluate(WATCH_JS, watch)
     thumb = page.locator("[data-testid='stSlider'] input[type='range']").nth(index)
     thumb.focus()
     t0 = time.perf_counter()
     page.keyboard.press(key)
     page.wait_for_function(
-        f"(before) => ({CHARTS_JS})() !== before", arg=before, polling="raf", timeout=60_000
+        f"([selector, before]) => ({WATCH_JS})(selector) !== before",
+        arg=[watch, before],
+        polling="raf",
+        timeout=60_000,
     )
     page.wait_for_selector(
         "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000
@@ -102,18 +110,18 @@ def main() -> int:
     ):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         tabs = {}
-        for name, (path, index) in CHAPTERS.items():
+        for name, (path, index, _) in CHAPTERS.items():
             tabs[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
             reset(tabs[name], f"{site}/{path}", index)
         base = browser.new_page(viewport={"width": 1400, "height": 1000})
         reset(base, str(baseline))
         for r in range(a.rounds + 1):
-            for name, (_, index) in CHAPTERS.items():
+            for name, (_, index, watch) in CHAPTERS.items():
                 key = (
                     "ArrowRight" if r % 2 == 0 else "ArrowLeft"
                 )  # one step right, one back: a select_slider of
                 t_page, t_base = (
-                    step(tabs[name], index, key),
+                    step(tabs[name], index, key, watch),
                     step(base, 0, key),
                 )  # five options never reaches its end
                 if r == 0:

@@ -46,6 +46,14 @@ def row(**kwargs):
     return st.container(horizontal=True, **kwargs)
 
 
+def lazy_expander(label: str, key: str, **kwargs):
+    """An expander whose inside is drawn only while a reader has it open: the expander itself, or None while it
+    is closed. Opening it reruns the fragment it sits in (or the page); while closed, a rerun sends one element
+    for it instead of everything inside (elements, a chart's data), which every step of a slider above it pays."""
+    box = st.expander(label, key=key, on_change="rerun", **kwargs)
+    return box if box.open else None
+
+
 def text(*blocks: str) -> None:
     """Consecutive headings ("## ...") and paragraphs as one markdown element: Streamlit's cost is per element
     (~0.1 ms a rerun), and adjacent markdown looks the same either way."""

@@ -8,6 +8,7 @@ import streamlit as st
 
 from kvcore.errors import KvError
 from kvsite.frame.page import setup
+from kvsite.layout import lazy_expander
 from kvsite.sections.calc import compute as calc_sections
 from kvsite.sections.calc import inputs as calc_inputs
 from kvsite.sections.calc import outputs as calc_outputs
@@ -44,8 +45,10 @@ def calculator() -> None:
     calc_outputs.levers(f, result, plan)
     calc_outputs.formula(f, inputs, result)
     calc_outputs.lazy_tables(f, inputs)
-    with st.expander(f.t("calc.decode_title"), icon=":material/speed:"):  # another question
-        calc_outputs.decode_what_if(f, inputs, result, settings)
+    what_if = lazy_expander(f.t("calc.decode_title"), "whatif_open", icon=":material/speed:")
+    if what_if:  # another question, drawn while it is open
+        with what_if:
+            calc_outputs.decode_what_if(f, inputs, result, settings)
 
 
 calculator()

@@ -74,12 +74,17 @@ def measured_recording() -> dict:
     }
 
 
-def page(path: str | None = None, lang: str = "en", app: str = APP, **params) -> AppTest:
-    """The home page (or `path`, relative to the app's folder) of `app` (default: this repository's) run once."""
+def page(
+    path: str | None = None, lang: str = "en", app: str = APP, state: dict | None = None, **params
+) -> AppTest:
+    """The home page (or `path`, relative to the app's folder) of `app` (default: this repository's) run once,
+    with `params` in its URL and `state` in its session (e.g. a lazy expander's key: True, open)."""
     at = AppTest.from_file(app, default_timeout=60)
     at.query_params["lang"] = lang
     for k, v in params.items():
         at.query_params[k] = str(v)
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
     if path:
         at.switch_page(path)
     return at.run()

@@ -8,7 +8,8 @@ import sys
 
 import pandas as pd
 import pytest
-from app_helpers import ROOT, charts, page, texts
+from app_helpers import ROOT, charts, texts
+from app_helpers import page as site_page
 
 from kvcore.capacity import calculator as calc
 from kvcore.capacity.memory_fit import plan_allowance
@@ -24,6 +25,12 @@ from kvsite import i18n
 from kvsite.sections.calc.compute import NUMBERS
 
 CALC = "pages/8_Calculator.py"
+LAZY = ("plan_open", "formula_open", "whatif_open")  # the expanders drawn only while open
+
+
+def page(path: str, lang: str = "en", **params):
+    """The page with the Calculator's lazy expanders open: what these tests read sits inside them."""
+    return site_page(path, lang, state=dict.fromkeys(LAZY, True), **params)
 
 
 def cli_json(model, ctx, seq, k, v, w, rt="mlx_lm"):
@@ -358,6 +365,26 @@ def test_a_bad_config_is_named_in_japanese_on_the_japanese_page(rec_dir):
     assert (
         "Expecting" not in at.error[0].value
     )  # Python's English parser message stays out of the Japanese sentence
+
+
+def test_the_plan_formula_and_what_if_are_sent_only_while_open(rec_dir):
+    """Closed (as a page opens), each is one element; opened, its inside is drawn: a slider step above them
+    (the context) re-sends none of it while they are closed."""
+    closed = site_page(CALC, "en", model="llama-3.1-8b", rt="llama.cpp")
+    assert not closed.code  # the plan's log and the formula's lines
+    assert not any(m.label.startswith("Predicted decode") for m in closed.metric)
+    assert len(charts(closed)) == 1  # the memory chart; the what-if's is not sent
+    opened = page(CALC, "en", model="llama-3.1-8b", rt="llama.cpp")
+    assert len(opened.code) == 2
+    assert any(m.label.startswith("Predicted decode") for m in opened.metric)
+    assert len(charts(opened)) == 2
+    for key in LAZY:  # each opens on its own
+        one = site_page(CALC, "en", state={key: True}, model="llama-3.1-8b", rt="llama.cpp")
+        assert (len(one.code), len(charts(one))) == {
+            "plan_open": (1, 1),
+            "formula_open": (1, 1),
+            "whatif_open": (0, 2),
+        }[key]
 
 
 def test_the_per_layer_table_opens_with_one_row_per_layer(rec_dir):

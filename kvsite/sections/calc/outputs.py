@@ -15,7 +15,7 @@ from kvcore.units import fmt_bytes
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
 from kvsite.frame.page import url_choice
-from kvsite.layout import row
+from kvsite.layout import lazy_expander, row
 
 from . import compute as calc_sections
 from .inputs import Inputs
@@ -93,11 +93,12 @@ def notes(f, inputs: Inputs, result, plan) -> None:
     runtime, ctx = result.runtime, inputs.request.context
     if plan:
         st.caption(f.t("calc.thresholds_plan", tolerance=plan["tolerance"], runtime=runtime))
-        with st.expander(f.t("calc.plan_title", runtime=runtime)):
-            st.markdown(plan["table"])
-            st.caption(f.t("calc.plan_log", runtime=runtime))
-            st.code(plan["log"], language=None)
-            st.caption(plan["not_planned"])
+        box = lazy_expander(f.t("calc.plan_title", runtime=runtime), "plan_open")
+        if box:
+            box.markdown(plan["table"])
+            box.caption(f.t("calc.plan_log", runtime=runtime))
+            box.code(plan["log"], language=None)
+            box.caption(plan["not_planned"])
     else:
         st.caption(f.t("calc.thresholds"))
     if result.beyond_max_position:
@@ -133,7 +134,10 @@ def levers(f, result, plan) -> None:
 def formula(f, inputs: Inputs, result) -> None:
     """The lines the runtime logs (llama.cpp), or the formula with this model's numbers; the byte counts."""
     r = inputs.request
-    with st.expander(f.t("calc.formula_title"), icon=":material/functions:"):
+    box = lazy_expander(f.t("calc.formula_title"), "formula_open", icon=":material/functions:")
+    if not box:
+        return
+    with box:
         report = result.runtime_report
         if get_runtime(result.runtime).preallocates:  # the lines llama.cpp logs: hold them to yours
             st.code("\n".join(report["log_lines"]), language=None, wrap_lines=True)
@@ -149,12 +153,12 @@ def lazy_tables(f, inputs: Inputs) -> None:
     """The per-layer table and the runtimes compared, each computed and sent only while its expander is
     open: opening one reruns this fragment alone."""
     r = inputs.request
-    layers = st.expander(f.t("calc.layers_title"), key="layers_open", on_change="rerun")
-    if layers.open:
+    layers = lazy_expander(f.t("calc.layers_title"), "layers_open")
+    if layers:
         table = calc_sections.layers_table(r, f.lang)
         layers.dataframe(table, hide_index=True, width="stretch")
-    cmp = st.expander(f.t("calc.cmp_title"), key="cmp_open", on_change="rerun")
-    if cmp.open:
+    cmp = lazy_expander(f.t("calc.cmp_title"), "cmp_open")
+    if cmp:
         cmp.markdown(f.t("calc.cmp_lead", n=f"{r.context:,}", seqs=r.sequences))
         cmp.markdown(calc_sections.runtimes_compared(r, f.lang))
 
