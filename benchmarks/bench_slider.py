@@ -47,26 +47,35 @@ import streamlit as st
 v = st.slider("value", 0, 1000, 500)
 st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().encode(x="x", y="y"), width="stretch")
 """
-WATCH_JS = (
-    "(selector) => Array.from(document.querySelectorAll(selector)).map(s => {"
-    "let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|')"
-)
+# What a step changed, read only when the page's DOM changes around what is watched: a MutationObserver armed
+# before the key press, so the measurement adds no work per animation frame (hashing a chapter's charts every frame
+# took the page's own time, more for a chapter's hundreds of marks than for the one-line page's two points).
+ARM_JS = """(selector) => {
+  const sig = () => Array.from(document.querySelectorAll(selector)).map(s => {
+    let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|');
+  const before = sig();
+  if (window.__kvWatch) window.__kvWatch.disconnect();
+  window.__kvChanged = false;
+  const near = (m) => {
+    const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+    return node && (node.closest(selector) || node.querySelector(selector));
+  };
+  window.__kvWatch = new MutationObserver((records) => {
+    if (!window.__kvChanged && records.some(near) && sig() !== before) window.__kvChanged = true;
+  });
+  window.__kvWatch.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
 
 
 def step(page, index: int, key: str = "ArrowRight", watch: str = CHARTS) -> float:
     """Seconds from one arrow press on the index-th slider until the rerun is over and what `watch` selects
     repainted."""
-    before = page.evaluate(WATCH_JS, watch)
+    page.evaluate(ARM_JS, watch)
     thumb = page.locator("[data-testid='stSlider'] input[type='range']").nth(index)
     thumb.focus()
     t0 = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function(
-        f"([selector, before]) => ({WATCH_JS})(selector) !== before",
-        arg=[watch, before],
-        polling="raf",
-        timeout=60_000,
-    )
+    page.wait_for_function("() => window.__kvChanged", polling="raf", timeout=60_000)
     page.wait_for_selector(
         "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000
     )
