@@ -157,7 +157,9 @@ class Ledger:
             )
         self.options = options
         k_type, v_type = options["--cache-type-k"], options["--cache-type-v"]
-        flash_attention(options["--flash-attn"], v_type, k_type)  # a quantized V with -fa off: refused
+        flash_attention(
+            options["--flash-attn"], v_type, k_type
+        )  # a quantized V with -fa off: refused
         n_parallel = options["--parallel"]
         if n_parallel == 0:
             raise KvError("llama-server's --parallel must be -1 (auto) or from 1 to 256.")
