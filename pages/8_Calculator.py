@@ -11,6 +11,7 @@ from kvsite.frame.page import setup
 from kvsite.sections.calc import compute as calc_sections
 from kvsite.sections.calc import inputs as calc_inputs
 from kvsite.sections.calc import outputs as calc_outputs
+from kvsite.sections.calc import server as calc_server
 from kvsite.sections.log import log_reader
 
 f = setup("calculator")
@@ -46,6 +47,7 @@ def calculator() -> None:
     calc_outputs.lazy_tables(f, inputs)
     with st.expander(f.t("calc.decode_title"), icon=":material/speed:"):  # another question
         calc_outputs.decode_what_if(f, inputs, result, settings)
+    calc_server.as_server(f, inputs)  # your model as a server: users and turns (open: computed)
 
 
 calculator()
