@@ -81,3 +81,43 @@ def test_what_the_server_does_not_do_is_said_in_the_pages_language(rec_dir, lang
     assert "1,024" in slot.error[0].value  # a slot holds -c 1,024: eight turns of 512 do not fit
     ref = opened(lang, model="llama-3.2-1b", ctx=16384, rt="reference")
     assert i18n.translate(lang, "calc.srv_no_server", runtime="reference") in texts(ref)
+
+
+def _warm_calls(at) -> set:
+    """The engine's functions a warm rerun of `at` calls, by (module file, name)."""
+    import os
+    import threading
+    from pathlib import Path
+
+    at.run()  # warm
+    calls = set()
+
+    def watch(frame, event, arg):
+        if event == "call" and f"{os.sep}kvcore{os.sep}" in frame.f_code.co_filename:
+            calls.add((Path(frame.f_code.co_filename).stem, frame.f_code.co_name))
+
+    threading.setprofile(watch)
+    try:
+        at.run()
+    finally:
+        threading.setprofile(None)
+    assert not at.exception
+    return calls
+
+
+@pytest.mark.parametrize("rt", ["mlx_lm", "llama.cpp"])
+def test_a_warm_rerun_with_the_expander_open_does_no_engine_work(rec_dir, rt):
+    """The conversation's fields are bounded inside the cached section, not on each run: the open expander adds
+    no call to the engine beyond those the page makes with it closed, and none of those is work for mlx_lm
+    (tests/app/test_app_pages.py holds the closed page to RERUN_MAY_CALL)."""
+    from test_app_pages import RERUN_MAY_CALL
+
+    params = {"model": "llama-3.2-1b", "ctx": 16384, "rt": rt}
+    closed = _warm_calls(page(CALC, "en", **params))
+    at = opened("en", **params)
+    calls = _warm_calls(at)
+    assert any(c.value.startswith(("mlx_lm.server ", "llama-server ")) for c in at.code)
+    assert calls - closed == set(), sorted(calls - closed)
+    if rt == "mlx_lm":
+        work = sorted(f"{m}.{n}" for m, n in calls if n not in RERUN_MAY_CALL.get(m, ()))
+        assert not work, ", ".join(work)

@@ -32,16 +32,17 @@ DEFAULTS = {"users": 2, "turns": 8, "message": 256, "reply": 256}
 
 
 @cached
-def answer(request: Request, ask: serving.ServerAsk) -> serving.ServerResult:
-    """The engine's answer for this request and conversation (the model as the Calculator read it)."""
-    return serving.as_server(request, ask, calc_sections.geometry(request))
+def answer(request: Request, asked: tuple) -> serving.ServerResult:
+    """The engine's answer for this request and the conversation's widgets (`asked`: ServerAsk's fields in order,
+    bounded there, inside the cache: a warm rerun builds nothing), the model as the Calculator read it."""
+    return serving.as_server(request, serving.ServerAsk(*asked), calc_sections.geometry(request))
 
 
 @cached
-def turns_table(request: Request, ask: serving.ServerAsk, lang: str) -> str:
+def turns_table(request: Request, asked: tuple, lang: str) -> str:
     """Turn by turn: the tokens processed again and served from the cache, each side after the turn, the peak."""
     t = i18n.translator(lang)
-    rows = pd.DataFrame(list(answer(request, ask).turns)).assign(
+    rows = pd.DataFrame(list(answer(request, asked).turns)).assign(
         gpu=lambda d: d["gpu_resident_bytes"].map(fmt_bytes),
         host=lambda d: d["host_resident_bytes"].map(fmt_bytes),
         peak=lambda d: (d["gpu_peak_bytes"] + d["host_peak_bytes"]).map(fmt_bytes),
@@ -60,8 +61,9 @@ def turns_table(request: Request, ask: serving.ServerAsk, lang: str) -> str:
     )
 
 
-def _ask(f, box, server: str, ram_bytes: int | None) -> serving.ServerAsk:
-    """The conversation's widgets (each bounded as the engine bounds it) and the server's own option."""
+def _ask(f, box, server: str, ram_bytes: int | None) -> tuple:
+    """The conversation's widgets (each bounded as the engine bounds it) and the server's own option, as
+    ServerAsk's fields in order (the other server's option at its default)."""
     c = box.columns(5)
     users = c[0].number_input(
         f.t("calc.srv_users"), 1, MAX_CHAPTER_USERS, DEFAULTS["users"], key="srv_users"
@@ -75,9 +77,9 @@ def _ask(f, box, server: str, ram_bytes: int | None) -> serving.ServerAsk:
     reply = c[3].number_input(
         f.t("calc.srv_reply"), 1, MAX_CHAPTER_TURN_TOKENS, DEFAULTS["reply"], key="srv_reply"
     )
-    own = {}
+    cache_ram, entries = serving.DEFAULTS["--cache-ram"], serving.DEFAULTS["--prompt-cache-size"]
     if server == "llama-server":
-        own["cache_ram_mib"] = c[4].number_input(
+        cache_ram = c[4].number_input(
             f.t("calc.srv_cache_ram"),
             -1,
             serving.MAX_CACHE_RAM_MIB,
@@ -86,7 +88,7 @@ def _ask(f, box, server: str, ram_bytes: int | None) -> serving.ServerAsk:
             help=f.t("calc.srv_cache_ram_help"),
         )
     else:
-        own["prompt_cache_size"] = c[4].number_input(
+        entries = c[4].number_input(
             "--prompt-cache-size",
             1,
             MAX_PROMPT_CACHE_ENTRIES,
@@ -94,10 +96,7 @@ def _ask(f, box, server: str, ram_bytes: int | None) -> serving.ServerAsk:
             key="srv_pcs",
             help=f.t("calc.srv_prompt_cache_help"),
         )
-    sizes = {k: int(v) for k, v in own.items()}
-    return serving.ServerAsk(
-        int(users), int(turns), int(message), int(reply), **sizes, ram_bytes=ram_bytes
-    )
+    return (*map(int, (users, turns, message, reply, cache_ram, entries)), ram_bytes)
 
 
 @st.fragment
@@ -115,15 +114,15 @@ def as_server(f, inputs: Inputs) -> None:
     server = serving.SERVER_OF[r.runtime]
     box.caption(f.t(f"calc.srv_lead_{'llama' if server == 'llama-server' else 'mlx'}"))
     try:
-        ask = _ask(f, box, server, inputs.memory.ram_bytes)
-        got = answer(r, ask)
+        asked = _ask(f, box, server, inputs.memory.ram_bytes)
+        got = answer(r, asked)
     except KvError as e:  # what the server does not do, or a conversation its slots cannot hold
         box.error(i18n.error_markdown(f.lang, e))
         return
     box.code(got.command, language=None, wrap_lines=True)
-    _figures(f, box, got, ask)
+    _figures(f, box, got)
     _verdicts(f, box, inputs, got)
-    box.markdown(turns_table(r, ask, f.lang))
+    box.markdown(turns_table(r, asked, f.lang))
     said = f.t(
         f"calc.srv_line_{'llama' if server == 'llama-server' else 'mlx'}", line=got.server_line
     )
@@ -134,10 +133,10 @@ def as_server(f, inputs: Inputs) -> None:
     box.caption(i18n.join(f.lang, *(f.t(f"calc.srv_note_{code}") for code in got.notes)))
 
 
-def _figures(f, box, got: serving.ServerResult, ask: serving.ServerAsk) -> None:
+def _figures(f, box, got: serving.ServerResult) -> None:
     """GPU side and host side, after the last turn and at the peak, each exact on hover."""
     m = box.container(horizontal=True)  # kvsite.layout.row, inside the expander
-    n = f"{ask.turns:,}"
+    n = f"{len(got.turns):,}"
     for label, value in (
         (f.t("calc.srv_gpu_after", n=n), got.gpu_resident_bytes),
         (f.t("calc.srv_gpu_peak"), got.gpu_peak_bytes),
