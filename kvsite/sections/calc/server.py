@@ -38,27 +38,31 @@ def answer(request: Request, asked: tuple) -> serving.ServerResult:
     return serving.as_server(request, serving.ServerAsk(*asked), calc_sections.geometry(request))
 
 
+def _size(n_bytes: int) -> str:
+    """A table cell's size: binary units only, narrow enough for a phone's column."""
+    return fmt_bytes(int(n_bytes), decimal=False)
+
+
 @cached
 def turns_table(request: Request, asked: tuple, lang: str) -> str:
     """Turn by turn: the tokens processed again and served from the cache, each side after the turn, the peak."""
     t = i18n.translator(lang)
     rows = pd.DataFrame(list(answer(request, asked).turns)).assign(
-        gpu=lambda d: d["gpu_resident_bytes"].map(fmt_bytes),
-        host=lambda d: d["host_resident_bytes"].map(fmt_bytes),
-        peak=lambda d: (d["gpu_peak_bytes"] + d["host_peak_bytes"]).map(fmt_bytes),
+        gpu=lambda d: d["gpu_resident_bytes"].map(_size),
+        host=lambda d: d["host_resident_bytes"].map(_size),
+        peak=lambda d: (d["gpu_peak_bytes"] + d["host_peak_bytes"]).map(_size),
     )
-    return md_table(
-        rows,
-        {
-            "turn": (t("calc.srv_col_turn"), "{:,}"),
-            "reprocessed_tokens": (t("calc.srv_col_processed"), "{:,}"),
-            "cached_tokens": (t("calc.srv_col_cached"), "{:,}"),
-            "gpu": (t("calc.srv_col_gpu"), None),
-            "host": (t("calc.srv_col_host"), None),
-            "peak": (t("calc.srv_col_peak"), None),
-        },
-        lang,
-    )
+    columns = {
+        "turn": (t("calc.srv_col_turn"), "{:,}"),
+        "reprocessed_tokens": (t("calc.srv_col_processed"), "{:,}"),
+        "cached_tokens": (t("calc.srv_col_cached"), "{:,}"),
+        "gpu": (t("calc.srv_col_gpu"), None),
+        "host": (t("calc.srv_col_host"), None),
+        "peak": (t("calc.srv_col_peak"), None),
+    }
+    if request.runtime != "llama.cpp":  # mlx_lm.server: no host side (said above the table)
+        del columns["host"]
+    return md_table(rows, columns, lang)
 
 
 def _ask(f, box, server: str, ram_bytes: int | None) -> tuple:
@@ -103,7 +107,11 @@ def _ask(f, box, server: str, ram_bytes: int | None) -> tuple:
 def as_server(f, inputs: Inputs) -> None:
     """The expander: the reader's own model as a server, only computed while it is open."""
     box = st.expander(
-        f.t("calc.srv_title"), key="srv_open", on_change="rerun", icon=":material/dns:"
+        f.t("calc.srv_title"),
+        expanded=True,
+        key="srv_open",
+        on_change="rerun",
+        icon=":material/dns:",
     )
     if not box.open:
         return
