@@ -108,7 +108,6 @@ def as_server(f, inputs: Inputs) -> None:
     """The expander: the reader's own model as a server, only computed while it is open."""
     box = st.expander(
         f.t("calc.srv_title"),
-        expanded=True,
         key="srv_open",
         on_change="rerun",
         icon=":material/dns:",
