@@ -88,8 +88,8 @@ def print_server(s: dict, ask: ServerAsk) -> None:
         f"at the peak (the ledger's own figures); the server's line: {s['server_line']}"
     )
     print(
-        f"GPU side   weights {fmt_bytes(s['weights_bytes'])} + working memory {fmt_bytes(s['working_bytes'])} "
-        f"+ caches: {fmt_bytes(s['gpu_resident_bytes'])} resident, {fmt_bytes(s['gpu_peak_bytes'])} at the peak"
+        f"GPU side   {fmt_bytes(s['gpu_resident_bytes'])} resident, {fmt_bytes(s['gpu_peak_bytes'])} at the peak: "
+        f"weights {fmt_bytes(s['weights_bytes'])} + working memory {fmt_bytes(s['working_bytes'])} + the caches"
     )
     cap = s["host_cap_bytes"]
     if s["server"] == "llama-server":
