@@ -148,6 +148,7 @@ CODES = frozenset(
         "server_runtime",
         "server_mlx_format",
         "server_slot",
+        "server_layers",
     }
 )
 

@@ -153,7 +153,11 @@ class Ledger:
         if others:
             raise KvError(
                 f"{geometry.name} has {', '.join(others)} layers; the ledger models llama-server for "
-                "full-attention models only (theirs make context checkpoints)."
+                "full-attention models only (theirs make context checkpoints).",
+                "server_layers",
+                model=geometry.name,
+                kinds=", ".join(others),
+                server=NAME,
             )
         self.options = options
         k_type, v_type = options["--cache-type-k"], options["--cache-type-v"]

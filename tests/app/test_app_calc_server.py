@@ -121,3 +121,10 @@ def test_a_warm_rerun_with_the_expander_open_does_no_engine_work(rec_dir, rt):
     if rt == "mlx_lm":
         work = sorted(f"{m}.{n}" for m, n in calls if n not in RERUN_MAY_CALL.get(m, ()))
         assert not work, ", ".join(work)
+
+
+def test_a_model_with_sliding_windows_is_refused_in_the_pages_language(rec_dir):
+    """The servers' ledgers model full-attention models only: said, in Japanese on the Japanese page."""
+    at = opened("ja", model="gemma-3-4b", ctx=8192)
+    assert "full attention" in at.error[0].value and "台帳" in at.error[0].value
+    assert "the ledger models" not in at.error[0].value
