@@ -9,6 +9,9 @@ Calculator judges (kvcore.capacity.memory_fit) and said side by side:
   mlx_lm.server every cache, the one a request fills and every prompt-cache entry, all MLX arrays in GPU buffers.
 - host side, in RAM outside the GPU's working set: llama-server's prompt cache (`--cache-ram`), slot states saved
   into host memory (server-task.cpp `server_prompt_cache`); mlx_lm.server keeps nothing there.
+What stays after a request counts the working memory too: llama-server's compute buffers are allocated once;
+mlx_lm's freed buffers stay in MLX's buffer cache, whose limit defaults to the memory limit
+(https://ml-explore.github.io/mlx/build/html/python/_autosummary/mlx.core.metal.set_cache_limit.html).
 
 `resident_bytes` and `peak_bytes` are the ledger's own figures (its last row's resident bytes, its highest peak);
 the GPU and host figures split them and add what the runtime holds beside the cache.
@@ -58,6 +61,8 @@ NOTES = {
     "mlx_sequences": "mlx_lm.server has no slots: the Calculator's sequences and context do not apply to it; "
     "its caches grow with the conversation",
     "mlx_working": "the working memory is mlx_lm's plan for one request of the conversation's longest prompt",
+    "mlx_resident": "between requests that working memory stays in MLX's buffer cache for the next one (its cache "
+    "limit defaults to the memory limit), so it counts as resident",
     "llama_pool": "llama-server allocates its slot pool once at start: the GPU side is the Calculator's plan "
     "for the same -c, -np and -kvu, whatever the slots hold",
 }
@@ -219,7 +224,7 @@ def as_server(request: Request, ask: ServerAsk, geometry: Geometry) -> ServerRes
     else:
         argv, kv_type = _mlx_argv(request, ask)
         sized = calculator.size(replace(request.sized(), context=longest, sequences=1), geometry)
-        notes += ["mlx_sequences", "mlx_working"]
+        notes += ["mlx_sequences", "mlx_working", "mlx_resident"]
     options = parse_options(module.OPTIONS, argv, server)
     rows = run(module, options, geometry, kv_type, parse_script(json.dumps(script)))["requests"]
     plan = sized.plan
