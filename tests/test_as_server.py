@@ -166,9 +166,14 @@ def test_what_a_server_does_not_do_is_said():
     with pytest.raises(KvError, match="--kv-bits") as e:
         as_server(replace(request, k_format="mlx-q4", v_format="mlx-q4"), ServerAsk(), geometry)
     assert e.value.code == "server_mlx_format"
-    ref, rg = resolve_model(MODEL, "reference")
+    rg, _ = resolve_model(MODEL, "reference")
     with pytest.raises(KvError, match="no server's") as e:
         as_server(replace(request, runtime="reference"), ServerAsk(), rg)
+    small, _ = resolve_model("smollm2-135m", "mlx_lm")  # a context of 8,192 tokens
+    beyond = replace(request, model=ModelSource("smollm2-135m"), weights_format="bf16")
+    with pytest.raises(KvError, match="beyond the model's context") as e:
+        as_server(beyond, ServerAsk(turns=16, message_tokens=2048, reply_tokens=2048), small)
+    assert e.value.code == "server_context"
     llama, lg = _request("llama.cpp", context=2048, sequences=2)
     with pytest.raises(KvError, match="a slot holds") as e:  # -c 2048 -np 2: 1,024 cells a slot
         as_server(llama, ServerAsk(turns=3), lg)

@@ -128,3 +128,10 @@ def test_a_model_with_sliding_windows_is_refused_in_the_pages_language(rec_dir):
     at = opened("ja", model="gemma-3-4b", ctx=8192)
     assert "full attention" in at.error[0].value and "台帳" in at.error[0].value
     assert "the ledger models" not in at.error[0].value
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_with_a_custom_memory_the_host_side_is_shown_but_not_judged(rec_dir, lang):
+    at = opened(lang, model="llama-3.2-1b", ctx=16384, rt="llama.cpp", chip="custom", gib=24)
+    assert any(i.value.startswith(i18n.translate(lang, "calc.srv_host_unjudged")) for i in at.info)
+    assert metric(at, lang, "srv_host_peak") != fmt_bytes(0, decimal=False)
