@@ -143,6 +143,12 @@ CODES = frozenset(
         "rec_figures",
         # a conversation for a server's ledger (kvcore.servers; the Many conversations chapter's widgets)
         "server_context",
+        # the Calculator's "as a server" (kvcore.views.as_server)
+        "server_bound",
+        "server_runtime",
+        "server_mlx_format",
+        "server_slot",
+        "server_layers",
     }
 )
 

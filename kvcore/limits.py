@@ -50,7 +50,8 @@ MAX_SCRIPT_REQUESTS = 4096
 MAX_SCRIPT_USERS = 1024
 MAX_SCRIPT_BYTES = 16_000_000
 MAX_PROMPT_CACHE_ENTRIES = 256  # mlx_lm.server's default is 10
-# The Many conversations chapter's conversation (kvcore.views.servers): the users, turns and tokens a reader picks.
+# The Many conversations chapter's conversation (kvcore.views.servers), and the Calculator's "as a server" and
+# `calc --server` (kvcore.views.as_server): the users, turns and tokens a reader picks.
 # users × turns (192 requests) stays far inside MAX_SCRIPT_REQUESTS, and the chapter runs the ledger once per lever
 MAX_CHAPTER_USERS = 12
 MAX_CHAPTER_TURNS = 16

@@ -12,6 +12,7 @@ from kvsite.layout import lazy_expander
 from kvsite.sections.calc import compute as calc_sections
 from kvsite.sections.calc import inputs as calc_inputs
 from kvsite.sections.calc import outputs as calc_outputs
+from kvsite.sections.calc import server as calc_server
 from kvsite.sections.log import log_reader
 
 f = setup("calculator")
@@ -49,6 +50,7 @@ def calculator() -> None:
     if what_if:  # another question, drawn while it is open
         with what_if:
             calc_outputs.decode_what_if(f, inputs, result, settings)
+    calc_server.as_server(f, inputs)  # your model as a server: users and turns (open: computed)
 
 
 calculator()

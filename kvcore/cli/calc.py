@@ -9,6 +9,7 @@ import json
 from kvcore.capacity.calculator import NOT_COUNTED, answer
 from kvcore.capacity.memory_fit import gpu_limit
 from kvcore.capacity.request import ModelSource, Request, Result
+from kvcore.cli import calc_server
 from kvcore.errors import KvError
 from kvcore.fits import shares as timing_fit
 from kvcore.inputs.source import resolve_model
@@ -17,6 +18,7 @@ from kvcore.runtimes.registry import RUNTIMES, get_runtime, runtime_of
 from kvcore.timing import estimate as timing
 from kvcore.timing import hardware
 from kvcore.units import fmt_bytes
+from kvcore.views.as_server import as_server
 
 
 def _print_calc(r: Result, out: dict) -> None:
@@ -229,6 +231,7 @@ def run(a) -> int:
         )
     if a.ram is None and a.wired_limit_mb is not None:
         raise KvError("--wired-limit-mb needs --ram (the Mac's RAM in GB).")
+    server = calc_server.ask(a)  # --server's conversation, bounded before any work
     geometry, preset = resolve_model(a.model, runtime.name)
     # --ram: the verdict against the memory the GPU may use (a Mac's default working set, or the wired limit)
     limit = gpu_limit(a.ram, True, a.wired_limit_mb, a.macos) if a.ram is not None else None
@@ -250,8 +253,14 @@ def run(a) -> int:
     result = answer(request, geometry)
     out = result.as_dict(source=preset.get("source", a.model), limit=limit)
     _time(a, geometry, result, request, out)
+    if server is not None:
+        out["server"] = as_server(request, server, geometry).as_dict()
+        if limit is not None:  # the GPU side judged against the same limit, said as calc says it
+            out["server"]["fit"]["limit"] = limit.as_dict()
     if a.json:
         print(json.dumps(out, ensure_ascii=False, allow_nan=False))  # JSON has no inf or NaN
     else:
         _print_calc(result, out)
+        if server is not None:
+            calc_server.print_server(out["server"], server)
     return 0

@@ -10,6 +10,7 @@ import json
 import sys
 
 from kvcore.cli import calc as calc_command
+from kvcore.cli import calc_server
 from kvcore.cli import log as log_command
 from kvcore.cli.args import Parser, number_in, whole_number
 from kvcore.errors import KvError, quote
@@ -186,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int("prompt", MAX_CONTEXT),
         help="prompt tokens: adds prefill_s, the time to the first token (needs --chip)",
     )
+    calc_server.add(c, whole_number)  # --server and its conversation
     c.add_argument("--json", action="store_true")
     c.set_defaults(run=calc_command.run)
     ps = sub.add_parser("presets", help="list the bundled model presets")

@@ -35,7 +35,9 @@ import struct
 from dataclasses import dataclass
 
 from kvcore.errors import KvError
+from kvcore.memory.formats import ggml_name, llamacpp_types
 from kvcore.runtimes import llamacpp_cache
+from kvcore.runtimes.llamacpp_plan import flash_attention
 from kvcore.servers.mlx_lm_server import Row, Turn
 from kvcore.servers.options import Option
 from kvcore.servers.sequences import Seq, extend, lcp
@@ -56,6 +58,14 @@ def _flag(text: str) -> str:
     return text
 
 
+def _kv_type(text: str) -> str:
+    """-ctk / -ctv: one of the types llama-server takes (kv_cache_types, common/arg.cpp#L304-L323), by the name
+    it prints (f16, q8_0, ...)."""
+    if text not in {ggml_name(t) for t in llamacpp_types()}:
+        raise ValueError(text)
+    return text
+
+
 # The server's own options (common/arg.cpp at 0c1e570) the ledger uses, with their defaults there.
 OPTIONS = (
     Option("--parallel", int, -1, "common/arg.cpp#L2544-L2560", ("-np",), low=-1, high=256),
@@ -67,6 +77,8 @@ OPTIONS = (
     Option("--ctx-checkpoints", int, 32, "common/arg.cpp#L1698-L1705", ("-ctxcp",)),
     Option("--cache-reuse", int, 0, "common/arg.cpp#L3582-L3589", modelled=False),
     Option("--flash-attn", _flag, "auto", "common/arg.cpp#L1754-L1762", ("-fa",)),
+    Option("--cache-type-k", _kv_type, KV_TYPE, "common/arg.cpp#L2436-L2448", ("-ctk",)),
+    Option("--cache-type-v", _kv_type, KV_TYPE, "common/arg.cpp#L2449-L2461", ("-ctv",)),
 )
 
 # The lines the ledger prints, as llama-server prints them after its time and level (the rest of its log, timings
@@ -141,9 +153,17 @@ class Ledger:
         if others:
             raise KvError(
                 f"{geometry.name} has {', '.join(others)} layers; the ledger models llama-server for "
-                "full-attention models only (theirs make context checkpoints)."
+                "full-attention models only (theirs make context checkpoints).",
+                "server_layers",
+                model=geometry.name,
+                kinds=", ".join(others),
+                server=NAME,
             )
         self.options = options
+        k_type, v_type = options["--cache-type-k"], options["--cache-type-v"]
+        flash_attention(
+            options["--flash-attn"], v_type, k_type
+        )  # a quantized V with -fa off: refused
         n_parallel = options["--parallel"]
         if n_parallel == 0:
             raise KvError("llama-server's --parallel must be -1 (auto) or from 1 to 256.")
@@ -158,10 +178,10 @@ class Ledger:
         cells, self.streams = llamacpp_cache.context_cells(n_ctx, cache_options)
         self.unified = unified
         self.n_ctx = llamacpp_cache.pad(n_ctx)  # llama_n_ctx: the prompt cache's token limit
-        self.kv_bytes = llamacpp_cache.kv_bytes(geometry, n_ctx, KV_TYPE, KV_TYPE, cache_options)
+        self.kv_bytes = llamacpp_cache.kv_bytes(geometry, n_ctx, k_type, v_type, cache_options)
         self.layers = len(geometry.layers)
         self.row_bytes = sum(
-            llamacpp_cache.row_bytes(KV_TYPE, k) + llamacpp_cache.row_bytes(KV_TYPE, v)
+            llamacpp_cache.row_bytes(k_type, k) + llamacpp_cache.row_bytes(v_type, v)
             for k, v in map(llamacpp_cache.kv_widths, geometry.layers)
         )
         self.slots = [Slot(i, cells) for i in range(n_slots)]

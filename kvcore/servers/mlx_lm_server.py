@@ -75,7 +75,11 @@ def row_bytes(geometry: Geometry, dtype: str) -> int:
     if others:
         raise KvError(
             f"{geometry.name} has {', '.join(others)} layers; the ledger models KVCache (full attention) "
-            "layers only."
+            "layers only.",
+            "server_layers",
+            model=geometry.name,
+            kinds=", ".join(others),
+            server=NAME,
         )
     return sum(x.kv_heads * (x.k_dim + x.v_dim) for x in geometry.layers) * DTYPE_BYTES[dtype]
 

@@ -57,8 +57,11 @@ LOG_STEPS = [
 
 @dataclass(frozen=True)
 class Memory:
-    bytes: int
+    bytes: int  # what the GPU may use: every verdict's limit
     reason: str
+    ram_bytes: int | None = (
+        None  # the machine's RAM where it is known (a Mac's): the server's host side
+    )
 
 
 def chip_names() -> list[str]:
@@ -122,12 +125,13 @@ def available_memory(f, chip: str, col_ram, col_os, col_limit) -> Memory:
         bind="query-params",
         help=f.t("calc.override_help"),
     )
+    ram_bytes = int(ram * GIB) if c.unified else None  # a discrete GPU's figure is its own memory
     if override > 0:
-        return Memory(int(override * GIB), f.t("calc.reason_override"))
+        return Memory(int(override * GIB), f.t("calc.reason_override"), ram_bytes)
     own = this_mac_working_set() if f.live_ok and c.unified else None
     if own:  # live mode on a Mac: Metal's own figure, not the table's
-        return Memory(own, f.t("calc.reason_live", gib=f"{own / GIB:.2f} GiB"))
-    return Memory(*table_limit(float(ram), c.unified, macos, f.lang))
+        return Memory(own, f.t("calc.reason_live", gib=f"{own / GIB:.2f} GiB"), ram_bytes)
+    return Memory(*table_limit(float(ram), c.unified, macos, f.lang), ram_bytes)
 
 
 @section_cache(max_entries=64)
