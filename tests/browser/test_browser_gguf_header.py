@@ -151,7 +151,8 @@ def test_where_the_browser_stops_the_server_says_what_the_engine_says(
     _choose(page, ready, tmp_path / "long.gguf")
     expect(error).to_have_count(1, timeout=30_000)
     expect(error).to_contain_text(
-        f"long.gguf のヘッダー（メタデータとテンソルの一覧）は {HEADER_MB} MB を超えて", timeout=30_000
+        f"long.gguf のヘッダー（メタデータとテンソルの一覧）は {HEADER_MB} MB を超えて",
+        timeout=30_000,
     )
     assert sent.total() < ENVELOPE
 
