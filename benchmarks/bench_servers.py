@@ -9,7 +9,9 @@ falls on both; the result is the median of the paired ratios with the interquart
 seconds.
 The same for the Many conversations chapter's largest state (MAX_CHAPTER_USERS × MAX_CHAPTER_TURNS, the
 longest message and reply, MAX_CHAPTER_TURN_TOKENS each, on Llama-3.1-8B: the ledger and its six levers, what
-the page computes before its charts) against its default state (4 users × 8 turns of 512 + 256 tokens).
+the page computes before its charts) against its default state (4 users × 8 turns of 512 + 256 tokens). And the
+Calculator's "as a server" at its largest (the same bounds, the reader's model Llama-3.1-8B at 131,072 tokens behind
+each runtime's server: kvcore.views.as_server) against its default (2 users × 8 turns of 256 + 256 tokens).
 
 Run: .venv/bin/python benchmarks/bench_servers.py --rounds 5 [--markdown docs/benchmarks.md]
 """
@@ -27,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
+from kvcore.capacity.request import ModelSource, Request  # noqa: E402
+from kvcore.inputs.presets import preset_geometry  # noqa: E402
 from kvcore.limits import (  # noqa: E402
     MAX_CHAPTER_TURN_TOKENS,
     MAX_CHAPTER_TURNS,
@@ -36,6 +40,7 @@ from kvcore.limits import (  # noqa: E402
     MAX_SCRIPT_USERS,
 )
 from kvcore.servers.ledger import server_ledger  # noqa: E402
+from kvcore.views import as_server  # noqa: E402
 from kvcore.views import servers as views  # noqa: E402
 
 LARGEST = json.dumps(
@@ -85,6 +90,20 @@ def _chapter_seconds(state: tuple[int, int, int, int]) -> float:
     return time.perf_counter() - started
 
 
+CALC_LARGEST = as_server.ServerAsk(
+    MAX_CHAPTER_USERS, MAX_CHAPTER_TURNS, MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURN_TOKENS
+)
+CALC_DEFAULT = as_server.ServerAsk(2, 8, 256, 256)
+
+
+def _calc_seconds(runtime: str, ask) -> float:
+    """The Calculator's "as a server" answer for Llama-3.1-8B at 131,072 tokens on a 128 GB Mac."""
+    request = Request(ModelSource("llama-3.1-8b"), 131072, runtime=runtime, memory_bytes=96 * 2**30)
+    started = time.perf_counter()
+    as_server.as_server(request, ask, preset_geometry("llama-3.1-8b", runtime))
+    return time.perf_counter() - started
+
+
 def _summary(pairs: list[tuple[float, float]]) -> tuple[float, float, float, float, float]:
     """(median ratio, q1, q3, the largest's median seconds, the plain one's) of (largest, plain) pairs."""
     ratios = sorted(big / small for big, small in pairs)
@@ -125,6 +144,13 @@ def main() -> int:
         a.rounds,
     )
     rows.append(("chapter state (12 × 16 × 4,096 tokens vs 4 × 8 × 768)", chapter))
+    for runtime in as_server.SERVER_OF:
+        pairs = _paired(
+            lambda: _calc_seconds(runtime, CALC_LARGEST),
+            lambda: _calc_seconds(runtime, CALC_DEFAULT),
+            a.rounds,
+        )
+        rows.append((f"Calculator as {as_server.SERVER_OF[runtime]} (12 × 16 vs 2 × 8)", pairs))
     cells = []
     for name, pairs in rows:
         median, q1, q3, big, small = _summary(pairs)
