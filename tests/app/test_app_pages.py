@@ -459,6 +459,7 @@ RERUN_MAY_CALL = {  # by module file name
     },  # the GPU's limit, a verdict's fields
     "formats": {
         "mlx_cache_formats",
+        "llamacpp_types",  # the -ctk/-ctv types llama.cpp stores
         "<genexpr>",
         "__post_init__",  # a KvSpec's names looked up
         "get_format",
@@ -474,7 +475,9 @@ RERUN_MAY_CALL = {  # by module file name
         "<genexpr>",
     },
     "mlx_lm": {"options", "<dictcomp>"},  # a runtime's options object from its settings
-    "llamacpp": {"options", "<dictcomp>"},
+    "llamacpp": {"options", "<dictcomp>", "kv_formats"},
+    "llamacpp_cache": {"__post_init__"},  # llama.cpp's options object checks its fields
+    "llamacpp_plan": {"check_backend"},  # the build named (cpu, metal): a look-up
     "registry": {"get_runtime"},  # the runtime object: a look-up
     "token": {"kv_formats"},  # the formats it stores: a look-up
     "base": {
@@ -485,9 +488,15 @@ RERUN_MAY_CALL = {  # by module file name
 }
 
 
-@pytest.mark.parametrize("path", [None, *PAGES])
-def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
-    at = page(path, "en")
+@pytest.mark.parametrize(
+    "path, params",
+    [
+        *((p, {}) for p in [None, *PAGES]),
+        ("pages/8_Calculator.py", {"rt": "llama.cpp"}),  # the other runtime's own settings and types
+    ],
+)
+def test_a_warm_rerun_does_no_engine_work(rec_dir, path, params):
+    at = page(path, "en", **params)
     at.run()  # warm: every section of these inputs is cached now
     calls = set()
 
