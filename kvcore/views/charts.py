@@ -28,6 +28,7 @@ from kvcore.views.chart_parts import (
     with_points,
 )
 
+INSIDE, ROOM = "label_inside", "label_room"  # bar_chart's label placement, as data columns
 POINT_STROKE = 0.8  # px: a measured point's black outline (and its legend symbol's)
 
 
@@ -207,14 +208,14 @@ def bar_chart(
     domain = list(dict.fromkeys(data[color]))
     y = alt.Y(f"{category}:N", title=cat_title, sort=sort or None, axis=alt.Axis(labelLimit=160))
     x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(type="log") if log else alt.Scale())
-    if (
-        labels and not log and len(data)
-    ):  # room right of the short bars for their label, inside the plot
-        x = alt.X(
-            f"{value}:Q",
-            title=value_title,
-            scale=alt.Scale(domain=[0, float(data[value].max()) * 1.15], nice=False),
-        )
+    if labels and len(data):
+        # what depends on the values goes in the data, not the spec, which then stays the same when only the values
+        # change (the browser updates the drawing in place instead of building it again): which labels sit inside
+        # their bars, and the room right of the short bars for theirs (an unseen rule at 1.15x the longest)
+        top = float(data[value].max())
+        data = data.assign(**{INSIDE: data[value] >= top * 0.5, ROOM: top * 1.15})
+        if not log:
+            x = alt.X(f"{value}:Q", title=value_title, scale=alt.Scale(nice=False))
     chosen = choice.param() if choice else None
     base = alt.Chart(data).transform_filter(choice.test(chosen)) if choice else alt.Chart(data)
     bars = (
@@ -235,16 +236,17 @@ def bar_chart(
         .add_params(sel, *([chosen] if choice else []))
     )
     layers = [bars]
-    if labels:  # a long bar carries its label inside its end, a short one just after it: both stay inside the plot
-        long = float(data[value].max()) * 0.5 if len(data) else 0
+    if labels and len(
+        data
+    ):  # a long bar carries its label inside its end, a short one just after it
+        if not log:  # room for the labels inside the plot
+            layers.append(base.mark_rule(opacity=0).encode(x=alt.X(f"{ROOM}:Q", title=value_title)))
         text = base.encode(y=y, x=x, text=alt.Text(f"{labels}:N"))
         layers += [
-            text.transform_filter(alt.datum[value] >= long).mark_text(
+            text.transform_filter(f"datum.{INSIDE}").mark_text(
                 align="right", dx=-4, fontSize=11, color="white"
             ),
-            text.transform_filter(alt.datum[value] < long).mark_text(
-                align="left", dx=3, fontSize=11
-            ),
+            text.transform_filter(f"!datum.{INSIDE}").mark_text(align="left", dx=3, fontSize=11),
         ]
     return alt.layer(*layers, height=height or alt.Step(30))
 
