@@ -179,6 +179,9 @@ def main() -> int:
     data["label"] = (
         f"llama-server {LLAMA_CPP_COMMIT}, {gguf.name}, {prov['machine']['os']}: a Linux CPU, not a Mac"
     )
+    data["short_label"] = (
+        "SmolLM2-135M · llama-server"  # the picker tells it from mlx_lm.server's run
+    )
     data["runtime"] = {
         "name": "llama.cpp",
         "version": f"llama-server (llama.cpp {LLAMA_CPP_COMMIT})",

@@ -241,6 +241,9 @@ def main() -> int:
         title="mlx_lm.server across turns and users: the real SmolLM2-135M-Instruct (mlx cpu, fp32), "
         "its prompt cache as it prints it",
     )
+    data["short_label"] = (
+        "SmolLM2-135M · mlx_lm.server"  # the picker tells it from llama-server's run
+    )
     print(save_run(data, a.out, "measured-linux-cpu-mlx-lm-server-smollm2-135m"))
     return 0
 

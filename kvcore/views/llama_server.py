@@ -157,14 +157,14 @@ def levers(model: str, script: list[dict], seconds) -> list[dict]:
     the prompt cache after the last request and at its highest (host RAM), the tokens served from cache and
     those processed again, and `seconds(rows)`, the time that takes. The default first (-np auto: 4 slots
     in one unified pool, --cache-ram 8192); then one slot; a slot per user, split and unified; the prompt cache
-    off and at half of what the default held at its highest."""
+    off (with the default slots and with one); and at half of what the default held at its highest."""
     users = len({r["user"] for r in script})
     base = ledger(model, script)
     held = max(r["prompt_cache_bytes"] for r in base["requests"])
     tries: list[tuple[str, ...]] = [(), ("-np", "1")]
     if users > 1:
         tries += [("-np", str(users)), ("-np", str(users), "-kvu")]
-    tries += [("--cache-ram", "0")]
+    tries += [("--cache-ram", "0"), ("-np", "1", "--cache-ram", "0")]
     half = held // 2 // llama_server.MIB
     if half >= 1:
         tries += [("--cache-ram", str(half))]

@@ -23,6 +23,15 @@ from .shared import cached, cols
 
 MAC_RAM_GB = 16  # the Mac the first screen's limit is said for (the reader picks another below)
 SERVERS = (views.mlx_lm_server.NAME, llama.NAME)
+# llama-server's parts keep their colours whichever of them a chart holds: host RAM blues and reds, the GPU's pool
+# orange (kvcore.views.chart_parts.PALETTE)
+LLAMA_COLORS = {
+    "cache": "#4c78a8",
+    "cache_copies": "#b279a2",
+    "cache_transient": "#e45756",
+    "checkpoints": "#72b7b2",
+    "slots": "#f58518",
+}
 LLAMA_RUNTIME = "llama.cpp"  # the runtime llama-server runs: the time model's shares for its levers
 
 
@@ -51,6 +60,11 @@ def _chart(
         f"line_{column}": t(line_key, unit=unit_title)
     }
     order = [n for n in (t(f"servers.part_{p}") for p in parts) if n in set(df["part"])]
+    colors = (
+        {t(f"servers.part_{p}"): c for p, c in LLAMA_COLORS.items()}
+        if parts == llama.PARTS
+        else None
+    )
     fields = ["request", "user", "part", column, f"line_{column}", "reprocessed_tokens"]
     return make_chart(
         df[fields].rename(columns=titles),
@@ -62,6 +76,7 @@ def _chart(
         t("cols.request"),
         unit_title,
         order=order,
+        colors=colors,
         line=f"line_{column}",
         limit=limit,
         titles=titles,
