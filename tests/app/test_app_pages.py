@@ -487,7 +487,23 @@ RERUN_MAY_CALL = {  # by module file name
 
 @pytest.mark.parametrize("path", [None, *PAGES])
 def test_a_warm_rerun_does_no_engine_work(rec_dir, path):
-    at = page(path, "en")
+    _no_warm_work(page(path, "en"))
+
+
+def test_a_warm_rerun_of_llama_servers_conversation_does_no_engine_work(rec_dir):
+    """The chapter's other server: its recording, a conversation picked, users × turns through it."""
+    _no_warm_work(
+        page(
+            "pages/7_Many_conversations.py",
+            "en",
+            src="measured-linux-cpu-llama-server-smollm2-135m",
+            conv="4 users interleaved, -np 4 split",
+            server="llama-server",
+        )
+    )
+
+
+def _no_warm_work(at) -> None:
     at.run()  # warm: every section of these inputs is cached now
     calls = set()
 
