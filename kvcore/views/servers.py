@@ -26,7 +26,7 @@ from kvcore.limits import (
     MAX_CONTEXT,
 )
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.servers import mlx_lm_server
+from kvcore.servers import llama_server, mlx_lm_server
 from kvcore.servers.ledger import load_model, run
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import parse_script
@@ -55,7 +55,7 @@ def ledger(
     return run(mlx_lm_server, options, geometry, dtype or preset_dtype, requests)
 
 
-DRAWN = (mlx_lm_server.NAME, "llama-server")  # kvcore.views.llama_server draws llama-server's
+DRAWN = (mlx_lm_server.NAME, llama_server.NAME)  # kvcore.views.llama_server draws llama-server's
 
 
 def drawn(rows: list[dict]) -> bool:

@@ -87,3 +87,13 @@ def test_the_llama_server_recording_starts_users_and_turns_on_llama_server(lang)
     _clean(at)
     (table,) = [d.value for d in at.dataframe]
     assert t("lever") in table.columns
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_link_naming_no_server_says_so_and_shows_mlx_lm_server(lang):
+    at = page(PAGE, lang, server="ollama")
+    assert not at.exception and not at.error
+    (warning,) = at.warning
+    assert "ollama" in warning.value
+    (table,) = [d.value for d in at.dataframe]
+    assert i18n.translate(lang, "servers.lever") in table.columns
