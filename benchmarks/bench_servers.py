@@ -8,10 +8,11 @@ turns of one user at the defaults. Each round times one call of each, alternatin
 falls on both; the result is the median of the paired ratios with the interquartile range, and each side's median
 seconds.
 The same for the Many conversations chapter's largest state (MAX_CHAPTER_USERS × MAX_CHAPTER_TURNS, the
-longest message and reply, MAX_CHAPTER_TURN_TOKENS each, on Llama-3.1-8B: the ledger and its six levers, what
-the page computes before its charts) against its default state (4 users × 8 turns of 512 + 256 tokens). And the
-Calculator's "as a server" at its largest (the same bounds, the reader's model Llama-3.1-8B at 131,072 tokens behind
-each runtime's server: kvcore.views.as_server) against its default (2 users × 8 turns of 256 + 256 tokens).
+longest message and reply, MAX_CHAPTER_TURN_TOKENS each, on Llama-3.1-8B: the ledger and its levers, what
+the page computes before its charts), through each server, against its default state (4 users × 8 turns of
+512 + 256 tokens). And the Calculator's "as a server" at its largest (the same bounds, the reader's model
+Llama-3.1-8B at 131,072 tokens behind each runtime's server: kvcore.views.as_server) against its default (2 users ×
+8 turns of 256 + 256 tokens).
 
 Run: .venv/bin/python benchmarks/bench_servers.py --rounds 5 [--markdown docs/benchmarks.md]
 """
@@ -41,6 +42,7 @@ from kvcore.limits import (  # noqa: E402
 )
 from kvcore.servers.ledger import server_ledger  # noqa: E402
 from kvcore.views import as_server  # noqa: E402
+from kvcore.views import llama_server as llama_views  # noqa: E402
 from kvcore.views import servers as views  # noqa: E402
 
 LARGEST = json.dumps(
@@ -82,11 +84,18 @@ CHAPTER_LARGEST = (
 CHAPTER_DEFAULT = (4, 8, 512, 256)
 
 
-def _chapter_seconds(state: tuple[int, int, int, int]) -> float:
+def _chapter_seconds(state: tuple[int, int, int, int], server: str = "mlx_lm.server") -> float:
     started = time.perf_counter()
     script = views.conversation(*state)
-    views.ledger("llama-3.1-8b", script)
-    views.levers("llama-3.1-8b", script)
+    if server == llama_views.NAME:
+        seconds = lambda rows: views.reprocessed_seconds(  # noqa: E731
+            "llama-3.1-8b", rows, runtime="llama.cpp", kv_dtype=llama_views.DTYPE
+        )
+        llama_views.ledger("llama-3.1-8b", script)
+        llama_views.levers("llama-3.1-8b", script, seconds)
+    else:
+        views.ledger("llama-3.1-8b", script)
+        views.levers("llama-3.1-8b", script)
     return time.perf_counter() - started
 
 
@@ -138,12 +147,13 @@ def main() -> int:
             a.rounds,
         )
         rows.append((f"{server}: script (4,096 requests vs 8), `{' '.join(options)}`", pairs))
-    chapter = _paired(
-        lambda: _chapter_seconds(CHAPTER_LARGEST),
-        lambda: _chapter_seconds(CHAPTER_DEFAULT),
-        a.rounds,
-    )
-    rows.append(("chapter state (12 × 16 × 4,096 tokens vs 4 × 8 × 768)", chapter))
+    for server in ("mlx_lm.server", llama_views.NAME):
+        chapter = _paired(
+            lambda: _chapter_seconds(CHAPTER_LARGEST, server),
+            lambda: _chapter_seconds(CHAPTER_DEFAULT, server),
+            a.rounds,
+        )
+        rows.append((f"chapter state, {server} (12 × 16 × 4,096 tokens vs 4 × 8 × 768)", chapter))
     for runtime in as_server.SERVER_OF:
         pairs = _paired(
             lambda: _calc_seconds(runtime, CALC_LARGEST),

@@ -1,51 +1,105 @@
-"""Chapter 7 — many conversations: what mlx_lm.server keeps between turns and users, what it counts of it, and
-its options as levers (kvsite.sections.servers over kvcore.views.servers, mlx_lm.server's ledger)."""
+"""Chapter 7 — many conversations: what a local server (mlx_lm.server, llama-server) keeps between turns and users,
+what it counts of it, and its options as levers (kvsite.sections.servers over kvcore.views.servers and
+kvcore.views.llama_server, the servers' ledgers)."""
 
 import streamlit as st
 
 from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
 from kvcore.units import GIB, MIB, fmt_num
 from kvcore.views.servers import DEFAULT_MODEL, LEVER_CHIP, drawn, mac_memories, server_models
+from kvsite import i18n
 from kvsite.charts.chart import show_chart
-from kvsite.frame.page import setup
+from kvsite.frame.page import setup, url_choice
 from kvsite.inputs.choices import bound_choice
 from kvsite.layout import row
 from kvsite.sections import servers as sections
 
 TOKENS = tuple(n for n in (64, 128, 256, 512, 1024, 2048, 4096) if n <= MAX_CHAPTER_TURN_TOKENS)
 RECORDING = "measured-linux-cpu-mlx-lm-server-smollm2-135m"
+LLAMA = sections.SERVERS[1]
 
 f = setup("conversations")
 f.intro()
 rec = f.pick_source("server", default=RECORDING, where=drawn)
+shown = sections.SERVERS[0]  # the server the recorded chart shows: users × turns starts with it
 if rec is not None:
-    first = sections.recorded(rec, f.lang)
+    names = sections.conversations(rec)
+    name = None
+    if len(names) > 1:  # llama-server's recording: one conversation per option set
+        name = url_choice(
+            st.selectbox,
+            f.t("servers.conversation"),
+            list(names),
+            names[0],
+            "conv",
+            format_func=lambda n: i18n.data_text(f.lang, n),
+        )
+    first = sections.recorded(rec, f.lang, name)
     if "error" in first:
         st.error(first["error"])
     else:
+        shown = first["server"]
         show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
         m = row()
-        m.metric(f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / MIB)} MiB")
-        m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / MIB)} MiB")
-        m.metric(f.t("servers.m_ratio"), f"{first['ratio']:.1f}×")
-        st.caption(
-            f.t(
-                "servers.recorded_note",
-                model=first["model"],
-                dtype=first["dtype"],
-                per=f"{first['per_token']:,}",
-                rss=fmt_num(first["rss_growth_mib"] or 0),
-                gib=fmt_num(first["limit_gib"]),
-                times=f"{first['limit_times']:,.0f}",
-                ram=sections.MAC_RAM_GB,
+        if shown == LLAMA:
+            m.metric(
+                f.t("servers.m_llama_line", n=first["requests"]),
+                f"{fmt_num(first['line'] / MIB)} MiB",
             )
-        )
+            m.metric(f.t("servers.m_pool"), f"{fmt_num(first['gpu_bytes'] / MIB)} MiB")
+            m.metric(f.t("servers.m_host"), f"{fmt_num(first['host_peak_bytes'] / MIB)} MiB")
+            st.caption(
+                f.t(
+                    "servers.recorded_llama_note",
+                    options=first["options"],
+                    basis=f.t("servers.basis_ids" if first["from_ids"] else "servers.basis_counts"),
+                    model=first["model"],
+                    dtype=first["dtype"],
+                    per=f"{first['per_token']:,}",
+                    pool=fmt_num(first["gpu_bytes"] / MIB),
+                    slots=first["slots"],
+                    gib=fmt_num(first["limit_gib"]),
+                    ram=sections.MAC_RAM_GB,
+                    host=fmt_num(first["host_peak_bytes"] / MIB),
+                    rss0=fmt_num(first["rss_first_mib"] or 0),
+                    rss=fmt_num(first["rss_growth_mib"] or 0),
+                )
+            )
+        else:
+            m.metric(
+                f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / MIB)} MiB"
+            )
+            m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / MIB)} MiB")
+            m.metric(f.t("servers.m_ratio"), f"{first['ratio']:.1f}×")
+            st.caption(
+                f.t(
+                    "servers.recorded_note",
+                    model=first["model"],
+                    dtype=first["dtype"],
+                    per=f"{first['per_token']:,}",
+                    rss=fmt_num(first["rss_growth_mib"] or 0),
+                    gib=fmt_num(first["limit_gib"]),
+                    times=f"{first['limit_times']:,.0f}",
+                    ram=sections.MAC_RAM_GB,
+                )
+            )
 
 
 @st.fragment
 def users_and_levers() -> None:
-    """Users × turns for a model the reader picks, and mlx_lm.server's options as levers: a change reruns this."""
+    """Users × turns for a model the reader picks through a server the reader picks, and that server's options
+    as levers: a change reruns this."""
     st.header(f.t("servers.users_title"))
+    servers = list(sections.SERVERS)
+    server = url_choice(
+        st.segmented_control,
+        f.t("servers.server"),
+        servers,
+        shown,
+        "server",
+        required=True,
+        wrap=True,
+    )
     c = row()
     models = list(server_models())
     model = bound_choice(
@@ -72,13 +126,14 @@ def users_and_levers() -> None:
         "ram",
         index=rams.index(sections.MAC_RAM_GB),
     )
-    out = sections.users_turns(model, users, turns, message, reply, ram, f.lang)
+    out = sections.users_turns(server, model, users, turns, message, reply, ram, f.lang)
     if "error" in out or "warning" in out:
         (st.error if "error" in out else st.warning)(out.get("error") or out["warning"])
         return
     if out["cut"]:
         st.caption(":material/info: " + out["cut"])
     settings = {
+        f.t("servers.server"): server,
         f.t("common.model"): model,
         f.t("servers.users"): users,
         f.t("servers.turns"): turns,
@@ -94,20 +149,31 @@ def users_and_levers() -> None:
         source=f.t("export.computed"),
     )
     m = row()
-    m.metric(f.t("servers.m_resident"), f"{fmt_num(out['resident'] / GIB)} GiB")
-    m.metric(f.t("servers.m_users_peak"), f"{fmt_num(out['peak'] / GIB)} GiB")
+    llama = server == LLAMA
+    if llama:
+        m.metric(f.t("servers.m_pool"), f"{fmt_num(out['gpu'] / GIB)} GiB")
+        m.metric(f.t("servers.m_host"), f"{fmt_num(out['host_peak'] / GIB)} GiB")
+    else:
+        m.metric(f.t("servers.m_resident"), f"{fmt_num(out['resident'] / GIB)} GiB")
+        m.metric(f.t("servers.m_users_peak"), f"{fmt_num(out['peak'] / GIB)} GiB")
     m.metric(f.t("servers.m_limit", ram=ram), f"{fmt_num(out['limit'] / GIB)} GiB")
+    note = "servers.users_note_llama" if llama else "servers.users_note"
     st.caption(
         f.t(
-            "servers.users_note_over" if out["over"] else "servers.users_note",
+            note + ("_over" if out["over"] else ""),
             line=fmt_num(out["line"] / GIB),
             reprocessed=f"{out['reprocessed']:,}",
             prompt=f"{out['prompt']:,}",
+            gpu=fmt_num(out["gpu"] / GIB),
+            host=fmt_num(out["host_peak"] / GIB),
+            cells=f"{out['cells']:,}",
         )
     )
     st.subheader(f.t("servers.levers_title"))
     st.dataframe(out["levers"], hide_index=True, width="stretch")
-    st.caption(f.t("servers.levers_note", chip=LEVER_CHIP))
+    st.caption(
+        f.t("servers.llama_levers_note" if llama else "servers.levers_note", chip=LEVER_CHIP)
+    )
 
 
 users_and_levers()

@@ -50,13 +50,32 @@ class LlamaServer(Server):
         command = [str(binary()), "-m", str(gguf), "--port", str(self.port), "-t", "1", "-lv", "4"]
         return command + ["--log-colors", "off", *options]
 
-    def reported(self, answer: dict) -> dict:
-        """timings' cache_n and prompt_n, and /slots after the response."""
+    def body(self, messages: list[dict]) -> dict:
+        """Each reply token's id comes back with its log-probability (the sampled token, greedy as before)."""
+        return {**super().body(messages), "logprobs": True, "top_logprobs": 1}
+
+    def reported(self, answer: dict, messages: list[dict]) -> dict:
+        """timings' cache_n and prompt_n, /slots after the response, and the token ids of the prompt (the server's
+        own template and tokenizer: /apply-template, then /tokenize as a chat prompt is, special tokens added and
+        parsed) and of the reply (as sampled: its logprobs' ids), which a slot holds."""
         timings = answer["timings"]
+        prompt = self.post("/apply-template", {"messages": messages})["prompt"]
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        prompt_ids = self.post("/tokenize", body)["tokens"]
+        reply_ids = [t["id"] for t in answer["choices"][0]["logprobs"]["content"]]
+        usage = answer["usage"]
+        if len(prompt_ids) != usage["prompt_tokens"]:
+            raise RuntimeError(
+                f"/tokenize gave {len(prompt_ids)} tokens, usage {usage['prompt_tokens']}"
+            )
+        if len(reply_ids) != usage["completion_tokens"]:
+            raise RuntimeError(f"{len(reply_ids)} reply ids, usage {usage['completion_tokens']}")
         return {
             "cache_n": timings["cache_n"],
             "prompt_n": timings["prompt_n"],
             "slots": self.slots(),
+            "prompt_ids": " ".join(map(str, prompt_ids)),  # one text: compact, read back by kvcore
+            "reply_ids": " ".join(map(str, reply_ids)),
         }
 
     def slots(self) -> str:
@@ -130,6 +149,8 @@ def main() -> int:
         "memory": "VmRSS and VmHWM of the server process after each response (/proc/PID/status)",
         "log": "the lines the server printed between a request and its response, time and level left out",
         "slots": "GET /slots after each response: each slot's id, n_ctx and n_prompt_tokens",
+        "tokens": "prompt_ids: the prompt's token ids as the server tokenizes it (POST /apply-template, then "
+        "/tokenize); reply_ids: the reply's token ids as sampled (the response's logprobs, top_logprobs 1)",
     }
     data = build_recording(
         {"server": rows},
@@ -157,6 +178,9 @@ def main() -> int:
     }
     data["label"] = (
         f"llama-server {LLAMA_CPP_COMMIT}, {gguf.name}, {prov['machine']['os']}: a Linux CPU, not a Mac"
+    )
+    data["short_label"] = (
+        "SmolLM2-135M · llama-server"  # the picker tells it from mlx_lm.server's run
     )
     data["runtime"] = {
         "name": "llama.cpp",

@@ -90,9 +90,22 @@ class Server:
         command = [sys.executable, "-m", "mlx_lm", "server", "--model", str(folder)]
         return command + ["--port", str(self.port), "--max-tokens", str(MAX_TOKENS), *options]
 
-    def reported(self, answer: dict) -> dict:
+    def reported(self, answer: dict, messages: list[dict]) -> dict:
         """What a response reports beyond `usage` (nothing, for mlx_lm.server)."""
         return {}
+
+    def body(self, messages: list[dict]) -> dict:
+        """A request's JSON body: the messages, greedy, at most MAX_TOKENS tokens."""
+        return {"messages": messages, "temperature": 0.0, "max_tokens": MAX_TOKENS}
+
+    def post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=600) as response:
+            return json.loads(response.read())
 
     def new_lines(self) -> list[str]:
         text = self.log_path.read_text(errors="replace")
@@ -105,16 +118,7 @@ class Server:
         return int(field["VmRSS"].split()[0]) / 1024, int(field["VmHWM"].split()[0]) / 1024
 
     def chat(self, messages: list[dict]) -> dict:
-        body = json.dumps(
-            {"messages": messages, "temperature": 0.0, "max_tokens": MAX_TOKENS}
-        ).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/v1/chat/completions",
-            body,
-            {"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=600) as response:
-            return json.loads(response.read())
+        return self.post("/v1/chat/completions", self.body(messages))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -162,7 +166,7 @@ def converse(
                     "prompt_tokens": usage["prompt_tokens"],
                     "completion_tokens": usage["completion_tokens"],
                     "cached_tokens": usage.get("prompt_tokens_details", {}).get("cached_tokens", 0),
-                    **server.reported(answer),
+                    **server.reported(answer, messages),
                     "log": "\n".join(server.new_lines()),
                     "rss_mib": round(rss, 1),
                     "peak_rss_mib": round(hwm, 1),
@@ -236,6 +240,9 @@ def main() -> int:
         "python scripts/record_servers.py",
         title="mlx_lm.server across turns and users: the real SmolLM2-135M-Instruct (mlx cpu, fp32), "
         "its prompt cache as it prints it",
+    )
+    data["short_label"] = (
+        "SmolLM2-135M · mlx_lm.server"  # the picker tells it from llama-server's run
     )
     print(save_run(data, a.out, "measured-linux-cpu-mlx-lm-server-smollm2-135m"))
     return 0

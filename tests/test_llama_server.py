@@ -16,6 +16,7 @@ from kvcore.errors import KvError
 from kvcore.recordings import store
 from kvcore.servers.ledger import server_ledger
 from kvcore.servers.llama_server import cache_lines, state_bytes
+from kvcore.views import llama_server as llama_views
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "recordings" / "measured-linux-cpu-llama-server-smollm2-135m.yaml"
@@ -30,8 +31,9 @@ def _script(rows: list[dict]) -> str:
 
 
 # A reply sampled as other tokens than its text encodes to: the server's slot holds the sampled ones, the ledger
-# (given the text) the re-encoded ones, so it finds a longer common prefix (107) than the server did (101). Known,
-# not yet modelled: the recording would need the reply's token ids.
+# (given the text, as a script gives it) the re-encoded ones, so it finds a longer common prefix (107) than the
+# server did (101). Given the server's own ids (the recording keeps them), the ledger holds this request too
+# (test_every_recorded_request_is_reproduced_from_the_servers_own_tokens).
 RETOKENIZED = {("4 users interleaved, -np 1", 11): (101, 107)}
 
 
@@ -85,6 +87,42 @@ def test_every_recorded_request_is_reproduced_line_for_line(folder):
         _held_to([r for r in rows if r["conversation"] == name], folder)
     logs = "\n".join(r["log"] for r in rows)
     assert "found better prompt" in logs and "removing oldest entry" in logs  # resumed, evicted
+
+
+def test_every_recorded_request_is_reproduced_from_the_servers_own_tokens():
+    """All of them, none excepted: the recording keeps the prompt's ids as the server tokenized it and the reply's
+    as it sampled them (what a slot holds), so the reply the text re-encodes differently (RETOKENIZED) holds too."""
+    rows = store.load(RECORDING).data["sections"]["server"]
+    held = 0
+    for name in dict.fromkeys(r["conversation"] for r in rows):
+        conversation = [r for r in rows if r["conversation"] == name]
+        got = llama_views.replay(conversation, "smollm2-135m")["requests"]
+        for row, ledger in zip(conversation, got, strict=True):
+            assert ledger["cached_tokens"] == row["cache_n"] == row["cached_tokens"], row["request"]
+            assert ledger["reprocessed_tokens"] == row["prompt_n"], row["request"]
+            assert ledger["log_lines"] == cache_lines(row["log"].split("\n")), row["request"]
+            held += 1
+    assert held == len(rows) == 54
+
+
+@pytest.mark.mlx
+def test_the_servers_tokens_are_the_ledgers_but_one_reply(folder):
+    """The ledger's tokenizer (the GGUF's own, with its chat template) makes every recorded prompt's ids exactly;
+    of the replies, only the one in RETOKENIZED was sampled as other tokens than its text encodes to."""
+    from kvcore.servers.chat import ChatTokenizer
+
+    tokenizer = ChatTokenizer.from_folder(folder)
+    rows = store.load(RECORDING).data["sections"]["server"]
+    differ = []
+    for i, r in enumerate(rows):
+        messages = [(m["role"], m["content"]) for m in json.loads(r["messages"])]
+        assert " ".join(map(str, tokenizer.prompt(messages))) == r["prompt_ids"], r["request"]
+        reply = " ".join(map(str, tokenizer.reply(r["reply"], r["completion_tokens"], i)))
+        if reply != r["reply_ids"]:
+            differ.append((r["conversation"], r["request"]))
+    assert differ == [
+        (name, request - 4) for name, request in RETOKENIZED
+    ]  # c's reply, a turn before
 
 
 @pytest.mark.mlx

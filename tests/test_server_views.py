@@ -125,14 +125,6 @@ def test_the_chapters_largest_conversation_is_a_script_the_ledger_accepts():
     assert len(views.ledger("llama-3.1-8b", script)["requests"]) == len(script)
 
 
-def test_the_chapter_draws_mlx_lm_servers_recording_and_not_llama_servers():
-    """The chapter's parts are mlx_lm.server's; llama-server's recording (held to its own ledger) is not offered."""
-    assert views.drawn(_rows())
-    llama = store.load(ROOT / "recordings" / "measured-linux-cpu-llama-server-smollm2-135m.yaml")
-    assert not views.drawn(llama.rows("server"))
-    assert not views.drawn([])
-
-
 def test_the_levers_seconds_are_the_time_models_for_the_tokens_processed_again():
     """Each lever's seconds: every request's reprocessed tokens as one prefill after the tokens it resumed, on
     the named chip; more tokens processed again take longer, none take none."""

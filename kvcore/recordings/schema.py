@@ -125,11 +125,23 @@ ROW_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     # the text it returned; cached_tokens the server's own count (usage), log the lines it printed for the request
     # (newline-separated, each line's time prefix left out); rss_mib / peak_rss_mib the process's VmRSS / VmHWM
     # after the response; llama-server's rows add its response's timings.cache_n / prompt_n and `slots`, /slots
-    # after the response as JSON (each slot's id, n_ctx and the tokens it holds)
+    # after the response as JSON (each slot's id, n_ctx and the tokens it holds), and prompt_ids / reply_ids, the
+    # token ids of the prompt as the server tokenized it and of the reply as sampled (space-separated)
     "server": {
         "required": ("request", "prompt_tokens", "cached_tokens", "completion_tokens"),
         "numbers": ("rss_mib", "peak_rss_mib", "cache_n", "prompt_n"),
-        "texts": ("conversation", "server", "options", "user", "messages", "reply", "log", "slots"),
+        "texts": (
+            "conversation",
+            "server",
+            "options",
+            "user",
+            "messages",
+            "reply",
+            "log",
+            "slots",
+            "prompt_ids",
+            "reply_ids",
+        ),
         "required_texts": ("conversation", "server", "user", "log"),
     },
     "benchmark": {

@@ -129,15 +129,22 @@ def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=
     """The ledger of parsed `requests` under a server `module` and its parsed `options`, for a model's geometry
     and activation dtype (what server_ledger does once it has read them; the site's chapter calls it with counts)."""
     context = geometry.max_position_embeddings or MAX_CONTEXT
+    assumed = [COUNTS_ASSUMED] if requests[0].counts_only else []
+    return run_turns(module, options, geometry, dtype, turns(requests, folder, context), assumed)
+
+
+def run_turns(module, options: dict, geometry: Geometry, dtype: str, seqs, assumed=()) -> dict:
+    """The ledger of requests already as token sequences (mlx_lm_server.Turn: a recording's own token ids, or
+    what `turns` made of a script)."""
     ledger = module.Ledger(options, geometry, dtype)
-    rows = [ledger.request(i, t) for i, t in enumerate(turns(requests, folder, context))]
+    rows = [ledger.request(i, t) for i, t in enumerate(seqs)]
     return {
         "server": module.NAME,
         "model": geometry.name,
         "kv_dtype": dtype,
         "kv_bytes_per_token": ledger.row_bytes,
         "options": {k: v for k, v in options.items()},
-        "assumed": [COUNTS_ASSUMED] if requests[0].counts_only else [],
+        "assumed": list(assumed),
         "log_prefix": module.LOG_PREFIX,
         # shallow: asdict() would deep-copy every log line (a third of the time of the largest script)
         "requests": [{f.name: getattr(r, f.name) for f in fields(r)} for r in rows],

@@ -26,7 +26,7 @@ from kvcore.limits import (
     MAX_CONTEXT,
 )
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.servers import mlx_lm_server
+from kvcore.servers import llama_server, mlx_lm_server
 from kvcore.servers.ledger import load_model, run
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import parse_script
@@ -55,10 +55,16 @@ def ledger(
     return run(mlx_lm_server, options, geometry, dtype or preset_dtype, requests)
 
 
+DRAWN = (mlx_lm_server.NAME, llama_server.NAME)  # kvcore.views.llama_server draws llama-server's
+
+
 def drawn(rows: list[dict]) -> bool:
-    """Whether the chapter draws a recording's server rows: mlx_lm.server's (its ledger's parts); llama-server's
-    recording is held to its own ledger (tests/test_llama_server.py), not drawn here yet."""
-    return bool(rows) and all(r.get("server") == mlx_lm_server.NAME for r in rows)
+    """Whether the chapter draws a recording's server rows: all of one server whose ledger it stacks by part."""
+    return (
+        bool(rows)
+        and rows[0].get("server") in DRAWN
+        and all(r.get("server") == rows[0]["server"] for r in rows)
+    )
 
 
 def recorded_script(rows: list[dict]) -> list[dict]:
@@ -167,17 +173,25 @@ def server_models() -> tuple[str, ...]:
     return tuple(out)
 
 
-def reprocessed_seconds(model: str, rows: list[dict], chip: str = LEVER_CHIP) -> float:
+def reprocessed_seconds(
+    model: str,
+    rows: list[dict],
+    chip: str = LEVER_CHIP,
+    runtime: str = MLX_LM.name,
+    kv_dtype: str | None = None,
+) -> float:
     """The seconds `chip` spends processing the prompts' tokens again, request by request: each request's
     reprocessed tokens as one prefill after the tokens it resumed (kvcore.timing.estimate.prefill_step, the
-    time model with mlx_lm's calibrated shares of the chip's peaks; weights and cache in the model's dtype)."""
+    time model with `runtime`'s calibrated shares of the chip's peaks: mlx_lm for mlx_lm.server, llama.cpp for
+    llama-server; weights in the model's dtype, the cache in `kv_dtype`, else the model's)."""
     from kvcore.fits.shares import efficiency
     from kvcore.memory.formats import KvSpec
     from kvcore.timing.estimate import prefill_step
 
     geometry, dtype, _ = load_model(model)
-    eff = efficiency(chip, MLX_LM.name)  # the server runs mlx_lm
-    spec = KvSpec(dtype, dtype, activation_dtype=dtype)
+    eff = efficiency(chip, runtime)
+    kv = kv_dtype or dtype
+    spec = KvSpec(kv, kv, activation_dtype=dtype)
     return sum(
         prefill_step(
             geometry, r["reprocessed_tokens"], chip, eff, spec, dtype, r["cached_tokens"]

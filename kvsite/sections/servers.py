@@ -1,8 +1,9 @@
-"""The Many conversations chapter's sections: a real mlx_lm.server's recorded conversation stacked by part, and
-users × turns with the server's options as levers (kvcore.views.servers: mlx_lm.server's ledger).
+"""The Many conversations chapter's sections: a real server's recorded conversation stacked by part, and
+users × turns with the server's options as levers (kvcore.views.servers: mlx_lm.server's ledger;
+kvcore.views.llama_server: llama-server's).
 
-Example: recorded(rec, "en")["chart"] -> the first screen's chart; users_turns("llama-3.1-8b", 4, 8, 512, 256,
-16, "en")["levers"] -> a table.
+Example: recorded(rec, "en")["chart"] -> the first screen's chart; users_turns("mlx_lm.server", "llama-3.1-8b",
+4, 8, 512, 256, 16, "en")["levers"] -> a table.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from kvcore.capacity.memory_fit import gpu_limit
 from kvcore.errors import KvError
 from kvcore.recordings.store import Recording
 from kvcore.units import GIB, MIB, fmt_num
+from kvcore.views import llama_server as llama
 from kvcore.views import servers as views
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
@@ -20,6 +22,17 @@ from kvsite.charts.chart import make_chart
 from .shared import cached, cols
 
 MAC_RAM_GB = 16  # the Mac the first screen's limit is said for (the reader picks another below)
+SERVERS = (views.mlx_lm_server.NAME, llama.NAME)
+# llama-server's parts keep their colours whichever of them a chart holds: host RAM blues and reds, the GPU's pool
+# orange (kvcore.views.chart_parts.PALETTE)
+LLAMA_COLORS = {
+    "cache": "#4c78a8",
+    "cache_copies": "#b279a2",
+    "cache_transient": "#e45756",
+    "checkpoints": "#72b7b2",
+    "slots": "#f58518",
+}
+LLAMA_RUNTIME = "llama.cpp"  # the runtime llama-server runs: the time model's shares for its levers
 
 
 def _named(df: pd.DataFrame, lang: str, unit: int, column: str) -> pd.DataFrame:
@@ -32,12 +45,26 @@ def _named(df: pd.DataFrame, lang: str, unit: int, column: str) -> pd.DataFrame:
     )
 
 
-def _chart(df: pd.DataFrame, lang: str, column: str, unit_title: str, limit=None, height=300):
+def _chart(
+    df: pd.DataFrame,
+    lang: str,
+    column: str,
+    unit_title: str,
+    limit=None,
+    height=300,
+    parts=views.PARTS,
+    line_key="servers.server_line",
+):
     t = i18n.translator(lang)
     titles = cols(lang, "request", "user", "part", column, "reprocessed_tokens") | {
-        f"line_{column}": t("servers.server_line", unit=unit_title)
+        f"line_{column}": t(line_key, unit=unit_title)
     }
-    order = [n for n in (t(f"servers.part_{p}") for p in views.PARTS) if n in set(df["part"])]
+    order = [n for n in (t(f"servers.part_{p}") for p in parts) if n in set(df["part"])]
+    colors = (
+        {t(f"servers.part_{p}"): c for p, c in LLAMA_COLORS.items()}
+        if parts == llama.PARTS
+        else None
+    )
     fields = ["request", "user", "part", column, f"line_{column}", "reprocessed_tokens"]
     return make_chart(
         df[fields].rename(columns=titles),
@@ -49,6 +76,7 @@ def _chart(df: pd.DataFrame, lang: str, column: str, unit_title: str, limit=None
         t("cols.request"),
         unit_title,
         order=order,
+        colors=colors,
         line=f"line_{column}",
         limit=limit,
         titles=titles,
@@ -58,17 +86,33 @@ def _chart(df: pd.DataFrame, lang: str, column: str, unit_title: str, limit=None
 
 
 @cached
-def recorded(rec: Recording, lang: str) -> dict:
-    """The first conversation of `rec` that its counts replay exactly (kvcore.views.servers.replay), each
-    request's peak stacked by part in MiB, the server's own count as a tick; or {"error": why not}."""
-    t = i18n.translator(lang, "servers.")
+def conversations(rec: Recording) -> tuple[str, ...]:
+    """The conversations of `rec` its server's ledger replays exactly, in recorded order (the picker's options)."""
     rows = rec.data["sections"]["server"]
     model, dtype = rec.data["model"].get("name", ""), rec.data["model"].get("kv_format", "")
     try:
-        names = views.replayable(rows, model, dtype)
-        if not names:
-            return {"error": t("no_replay")}
-        conversation = [r for r in rows if r["conversation"] == names[0]]
+        if rows[0]["server"] == llama.NAME:
+            return tuple(llama.replayable(rows, model))
+        return tuple(views.replayable(rows, model, dtype))
+    except KvError:
+        return ()
+
+
+@cached
+def recorded(rec: Recording, lang: str, name: str | None = None) -> dict:
+    """Conversation `name` of `rec` (else the first its ledger replays exactly), each request's peak stacked by
+    part in MiB, the server's own count as a tick; or {"error": why not}."""
+    t = i18n.translator(lang, "servers.")
+    rows = rec.data["sections"]["server"]
+    model, dtype = rec.data["model"].get("name", ""), rec.data["model"].get("kv_format", "")
+    names = conversations(rec)
+    if not names:
+        return {"error": t("no_replay")}
+    name = name if name in names else names[0]
+    conversation = [r for r in rows if r["conversation"] == name]
+    if rows[0]["server"] == llama.NAME:
+        return _recorded_llama(conversation, model, dtype, lang)
+    try:
         result = views.replay(conversation, model, dtype)
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
@@ -81,8 +125,9 @@ def recorded(rec: Recording, lang: str) -> dict:
     limit = gpu_limit(MAC_RAM_GB)
     rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
     return {
+        "server": views.mlx_lm_server.NAME,
         "chart": _chart(df, lang, "mib", "MiB", height=260),
-        "conversation": names[0],
+        "conversation": name,
         "requests": len(conversation),
         "line": last["prompt_cache_bytes"],
         "peak": last["peak_bytes"],
@@ -97,24 +142,124 @@ def recorded(rec: Recording, lang: str) -> dict:
     }
 
 
+def _recorded_llama(conversation: list[dict], model: str, dtype: str, lang: str) -> dict:
+    """A llama-server conversation replayed (kvcore.views.llama_server.replay), stacked as `recorded` does."""
+    try:
+        result = llama.replay(conversation, model)
+    except KvError as e:
+        return {"error": i18n.error_markdown(lang, e)}
+    requests = result["requests"]
+    df = _named(llama.parts(requests), lang, MIB, "mib")
+    chart = _chart(
+        df, lang, "mib", "MiB", height=260, parts=llama.PARTS, line_key="servers.llama_line"
+    )
+    rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
+    options = result["options"]
+    auto = options["--parallel"] == -1
+    slots = llama.llama_server.AUTO_SLOTS if auto else options["--parallel"]
+    unified = options["--kv-unified"] or auto
+    cells = requests[-1]["active_kv_bytes"] // result["kv_bytes_per_token"]
+    limit = gpu_limit(MAC_RAM_GB)
+    return {
+        "server": llama.NAME,
+        "chart": chart,
+        "conversation": conversation[0]["conversation"],
+        "requests": len(conversation),
+        "options": conversation[0].get("options", "") or "",
+        "slots": i18n.translate(
+            lang,
+            "servers.slots_unified" if unified else "servers.slots_split",
+            n=slots,
+            cells=f"{cells if unified else cells // slots:,}",
+        ),
+        "line": requests[-1]["prompt_cache_bytes"],
+        "printed": llama.printed_line(conversation[-1]) or "",
+        "from_ids": llama.has_ids(conversation),
+        **llama.split(requests),
+        "rss_first_mib": rss[0] if rss else None,
+        "rss_growth_mib": rss[-1] - rss[0] if len(rss) > 1 else None,
+        "limit_gib": limit.bytes / GIB,
+        "model": model,
+        "dtype": dtype,
+        "per_token": result["kv_bytes_per_token"],
+    }
+
+
+def _seconds(server: str, model: str):
+    if server == llama.NAME:
+        return lambda rows: views.reprocessed_seconds(
+            model, rows, runtime=LLAMA_RUNTIME, kv_dtype=llama.DTYPE
+        )
+    return lambda rows: views.reprocessed_seconds(model, rows)
+
+
+def _lever_table(server: str, levers: list[dict], lang: str) -> pd.DataFrame:
+    t = i18n.translator(lang, "servers.")
+    if server != llama.NAME:
+        default = t("default")
+        return pd.DataFrame(
+            [
+                {
+                    t("lever"): lever["flags"] or default,
+                    t("resident"): f"{fmt_num(lever['resident_bytes'] / GIB)} GiB",
+                    t("peak"): f"{fmt_num(lever['peak_bytes'] / GIB)} GiB",
+                    t("cached"): f"{lever['cached_tokens']:,}",
+                    t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
+                    t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
+                }
+                for lever in levers
+            ]
+        )
+    default = t("llama_default")
+    return pd.DataFrame(
+        [
+            {
+                t("llama_lever"): lever["flags"] or default,
+                t("llama_gpu"): f"{fmt_num(lever['gpu_bytes'] / GIB)} GiB",
+                t("llama_host"): f"{fmt_num(lever['host_peak_bytes'] / GIB)} GiB",
+                t("cached"): f"{lever['cached_tokens']:,}",
+                t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
+                t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
+            }
+            for lever in levers
+        ]
+    )
+
+
 @cached
 def users_turns(
-    model: str, users: int, turns: int, message: int, reply: int, ram: int, lang: str
+    server: str,
+    model: str,
+    users: int,
+    turns: int,
+    message: int,
+    reply: int,
+    ram: int,
+    lang: str,
 ) -> dict:
-    """`users` users × `turns` turns through mlx_lm.server's defaults for `model`: each request's peak stacked
+    """`users` users × `turns` turns through `server`'s defaults for `model`: each request's peak stacked
     by part in GiB against a Mac's GPU limit, and the levers; or {"error": the engine's sentence}."""
     t = i18n.translator(lang, "servers.")
+    if server not in SERVERS:
+        return {"error": t("unknown_server", server=server, servers=", ".join(SERVERS))}
     context = views.context_of(model)
     held = min(turns, context // (message + reply))  # the turns this model's context holds
     if held == 0:
         return {"warning": t("no_turn", model=model, context=f"{context:,}")}
+    is_llama = server == llama.NAME
     try:
         script = views.conversation(users, held, message, reply)
-        result = views.ledger(model, script)
-        levers = views.levers(model, script)
+        if is_llama:
+            result = llama.ledger(model, script)
+            levers = llama.levers(model, script, _seconds(server, model))
+            df = llama.parts(result["requests"])
+        else:
+            result = views.ledger(model, script)
+            levers = views.levers(model, script)
+            df = views.parts(result["requests"], result["kv_bytes_per_token"])
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
-    df = _named(views.parts(result["requests"], result["kv_bytes_per_token"]), lang, GIB, "gib")
+    df = _named(df, lang, GIB, "gib")
     limit = gpu_limit(ram)
     rule = pd.DataFrame(
         [
@@ -125,27 +270,29 @@ def users_turns(
         ]
     )
     rows = result["requests"]
-    default = t("default")
-    table = pd.DataFrame(
-        [
-            {
-                t("lever"): lever["flags"] or default,
-                t("resident"): f"{fmt_num(lever['resident_bytes'] / GIB)} GiB",
-                t("peak"): f"{fmt_num(lever['peak_bytes'] / GIB)} GiB",
-                t("cached"): f"{lever['cached_tokens']:,}",
-                t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
-                t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
-            }
-            for lever in levers
-        ]
-    )
     peak = max(r["peak_bytes"] for r in rows)
+    chart = _chart(
+        df,
+        lang,
+        "gib",
+        "GiB",
+        limit=rule,
+        height=280,
+        parts=llama.PARTS if is_llama else views.PARTS,
+        line_key="servers.llama_line" if is_llama else "servers.server_line",
+    )
+    gpu = (
+        llama.split(rows)["gpu_bytes"] if is_llama else peak
+    )  # mlx_lm.server: all of it is Metal's
     return {
-        "chart": _chart(df, lang, "gib", "GiB", limit=rule, height=280),
-        "levers": table,
+        "chart": chart,
+        "levers": _lever_table(server, levers, lang),
         "resident": rows[-1]["resident_bytes"],
         "peak": peak,
-        "over": peak > limit.bytes,
+        "gpu": gpu,
+        "host_peak": peak - gpu,
+        "over": gpu > limit.bytes,
+        "cells": gpu // result["kv_bytes_per_token"] if is_llama else 0,
         "limit": limit.bytes,
         "line": rows[-1]["prompt_cache_bytes"],
         "reprocessed": sum(r["reprocessed_tokens"] for r in rows),
