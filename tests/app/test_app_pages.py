@@ -492,7 +492,8 @@ RERUN_MAY_CALL = {  # by module file name
     "path, params",
     [
         *((p, {}) for p in [None, *PAGES]),
-        ("pages/8_Calculator.py", {"rt": "llama.cpp"}),  # the other runtime's own settings and types
+        # the Calculator under the other runtime: its own settings and types
+        ("pages/8_Calculator.py", {"rt": "llama.cpp"}),
     ],
 )
 def test_a_warm_rerun_does_no_engine_work(rec_dir, path, params):
