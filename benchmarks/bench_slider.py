@@ -1,5 +1,6 @@
 """What a reader feels: one step of a slider in Chromium until the page's charts are repainted, on every chapter
-with a slider, against a one-line page that has a slider and a chart, measured in one run.
+with a slider, against a one-line page that has a slider and a chart, measured in one run; beside them a control, the
+one-line page with 30 captions more, says what each element a step re-sends costs on this machine.
 
 Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
 and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
@@ -47,6 +48,9 @@ import streamlit as st
 v = st.slider("value", 0, 1000, 500)
 st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().encode(x="x", y="y"), width="stretch")
 """
+# a control beside the chapters: the one-line page and 30 captions, what each element a step re-sends costs
+CONTROL = "one-line page and 30 captions (control)"
+CONTROL_PAGE = BASELINE_PAGE + 'for i in range(30):\n    st.caption(f"line {i}")\n'
 # What a step changed, read only when the page's DOM changes around what is watched: a MutationObserver armed
 # before the key press, so the measurement adds no work per animation frame (hashing a chapter's charts every frame
 # took the page's own time, more for a chapter's hundreds of marks than for the one-line page's two points).
@@ -94,6 +98,17 @@ def reset(page, url: str, index: int = 0) -> None:
         wait_ready(page)
 
 
+def _app(code: str, prefix: str) -> Path:
+    """A one-file app in a new folder, with the site's Streamlit settings."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "streamlit_app.py").write_text(code, encoding="utf-8")
+    (folder / ".streamlit").mkdir()
+    (folder / ".streamlit" / "config.toml").write_text(
+        (ROOT / ".streamlit" / "config.toml").read_text(), encoding="utf-8"
+    )
+    return folder
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -102,30 +117,28 @@ def main() -> int:
     add_option(ap)
     a = ap.parse_args()
     section = Section(a.markdown, "bench_slider")
-    base_dir = Path(tempfile.mkdtemp(prefix="bench-slider-"))
-    (base_dir / "streamlit_app.py").write_text(BASELINE_PAGE, encoding="utf-8")
-    (base_dir / ".streamlit").mkdir()
-    (base_dir / ".streamlit" / "config.toml").write_text(
-        (ROOT / ".streamlit" / "config.toml").read_text(), encoding="utf-8"
+    base_dir, control_dir = (
+        _app(BASELINE_PAGE, "bench-slider-"),
+        _app(CONTROL_PAGE, "bench-slider-control-"),
     )
-    times: dict[str, list[float]] = {
-        name: [] for name in [*CHAPTERS, "one-line page with a slider"]
-    }
-    ratios: dict[str, list[float]] = {name: [] for name in CHAPTERS}
+    steps = {**CHAPTERS, CONTROL: ("", 0, CHARTS)}
+    times: dict[str, list[float]] = {name: [] for name in [*steps, "one-line page with a slider"]}
+    ratios: dict[str, list[float]] = {name: [] for name in steps}
     with (
         streamlit_server({"KVCORE_READ_ONLY": "1"}) as site,
         streamlit_server(app_dir=base_dir) as baseline,
+        streamlit_server(app_dir=control_dir) as control,
         sync_playwright() as pw,
     ):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         tabs = {}
-        for name, (path, index, _) in CHAPTERS.items():
+        for name, (path, index, _) in steps.items():
             tabs[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
-            reset(tabs[name], f"{site}/{path}", index)
+            reset(tabs[name], f"{control}/" if name == CONTROL else f"{site}/{path}", index)
         base = browser.new_page(viewport={"width": 1400, "height": 1000})
         reset(base, str(baseline))
         for r in range(a.rounds + 1):
-            for name, (_, index, watch) in CHAPTERS.items():
+            for name, (_, index, watch) in steps.items():
                 key = (
                     "ArrowRight" if r % 2 == 0 else "ArrowLeft"
                 )  # one step right, one back: a select_slider of
