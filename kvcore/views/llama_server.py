@@ -28,6 +28,7 @@ from kvcore.servers.ledger import load_model, run, run_turns
 from kvcore.servers.mlx_lm_server import Turn
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import parse_script
+from kvcore.views.servers import part_rows
 
 NAME = llama_server.NAME
 PARTS = ("cache", "cache_copies", "cache_transient", "checkpoints", "slots")  # bottom to top
@@ -128,18 +129,7 @@ def parts(requests: list[dict]) -> pd.DataFrame:
         )
         if min(values) < 0 or sum(values) != r["peak_bytes"]:
             raise KvError(f"Request {r['request']}'s parts do not add up to its peak.")
-        for part, value in zip(PARTS, values):
-            out.append(
-                {
-                    "request": r["request"],
-                    "user": r["user"],
-                    "part": part,
-                    "bytes": value,
-                    "server_line": held,
-                    "reprocessed_tokens": r["reprocessed_tokens"],
-                    "peak_bytes": r["peak_bytes"],
-                }
-            )
+        out += part_rows(r, PARTS, values, held)
     return pd.DataFrame(out)
 
 

@@ -121,19 +121,25 @@ def parts(requests: list[dict], per_token: int) -> pd.DataFrame:
         values = (r["active_kv_bytes"], counted, uncounted, transient)
         if min(values) < 0:  # the newest entry evicted at once: not a state the chapter offers
             raise KvError(f"Request {r['request']} keeps no entry of its own to stack.")
-        for part, value in zip(PARTS, values):
-            out.append(
-                {
-                    "request": r["request"],
-                    "user": r["user"],
-                    "part": part,
-                    "bytes": value,
-                    "server_line": r["prompt_cache_bytes"],
-                    "reprocessed_tokens": r["reprocessed_tokens"],
-                    "peak_bytes": r["peak_bytes"],
-                }
-            )
+        out += part_rows(r, PARTS, values, r["prompt_cache_bytes"])
     return pd.DataFrame(out)
+
+
+def part_rows(r: dict, names: tuple[str, ...], values: tuple[int, ...], line: int) -> list[dict]:
+    """A ledger row's parts as the chapter's chart rows (each server's `parts` says what its parts are): request,
+    user, part, bytes, server_line (what the server counts), reprocessed_tokens, peak_bytes."""
+    return [
+        {
+            "request": r["request"],
+            "user": r["user"],
+            "part": part,
+            "bytes": value,
+            "server_line": line,
+            "reprocessed_tokens": r["reprocessed_tokens"],
+            "peak_bytes": r["peak_bytes"],
+        }
+        for part, value in zip(names, values)
+    ]
 
 
 def conversation(users: int, turns: int, message_tokens: int, reply_tokens: int) -> list[dict]:

@@ -194,34 +194,29 @@ def _seconds(server: str, model: str):
 
 
 def _lever_table(server: str, levers: list[dict], lang: str) -> pd.DataFrame:
+    """Each lever's row: its flags, the two sizes that server's levers move (mlx_lm.server: what stays and the peak;
+    llama-server: the slot pool and the host RAM at its peak), the tokens served and processed again, the seconds."""
     t = i18n.translator(lang, "servers.")
-    if server != llama.NAME:
-        default = t("default")
-        return pd.DataFrame(
-            [
-                {
-                    t("lever"): lever["flags"] or default,
-                    t("resident"): f"{fmt_num(lever['resident_bytes'] / GIB)} GiB",
-                    t("peak"): f"{fmt_num(lever['peak_bytes'] / GIB)} GiB",
-                    t("cached"): f"{lever['cached_tokens']:,}",
-                    t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
-                    t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
-                }
-                for lever in levers
-            ]
+    llama_server = server == llama.NAME
+    lever, default, sizes = (
+        (
+            "llama_lever",
+            "llama_default",
+            (("llama_gpu", "gpu_bytes"), ("llama_host", "host_peak_bytes")),
         )
-    default = t("llama_default")
+        if llama_server
+        else ("lever", "default", (("resident", "resident_bytes"), ("peak", "peak_bytes")))
+    )
     return pd.DataFrame(
         [
             {
-                t("llama_lever"): lever["flags"] or default,
-                t("llama_gpu"): f"{fmt_num(lever['gpu_bytes'] / GIB)} GiB",
-                t("llama_host"): f"{fmt_num(lever['host_peak_bytes'] / GIB)} GiB",
-                t("cached"): f"{lever['cached_tokens']:,}",
-                t("reprocessed"): f"{lever['reprocessed_tokens']:,}",
-                t("reprocessed_s"): fmt_num(lever["reprocessed_s"]),
+                t(lever): row["flags"] or t(default),
+                **{t(head): f"{fmt_num(row[key] / GIB)} GiB" for head, key in sizes},
+                t("cached"): f"{row['cached_tokens']:,}",
+                t("reprocessed"): f"{row['reprocessed_tokens']:,}",
+                t("reprocessed_s"): fmt_num(row["reprocessed_s"]),
             }
-            for lever in levers
+            for row in levers
         ]
     )
 
