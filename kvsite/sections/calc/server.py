@@ -61,7 +61,9 @@ def turns_table(request: Request, asked: tuple, lang: str) -> str:
         "host": (t("calc.srv_col_host"), None),
         "peak": (t("calc.srv_col_peak"), None),
     }
-    if request.runtime != "llama.cpp":  # mlx_lm.server: no host side (said above the table)
+    if (
+        serving.SERVER_OF[request.runtime] != serving.llama_server.NAME
+    ):  # mlx_lm.server: no host side
         del columns["host"]
     return md_table(rows, columns, lang)
 
