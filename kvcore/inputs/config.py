@@ -200,4 +200,22 @@ def ffn_widths(cfg: Cfg, family) -> dict:
         if moe
         else 0,
         "experts_used": cfg.int("num_experts_per_tok") if moe else 0,
+        "experts": next(
+            (
+                cfg.int(k)
+                for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                if cfg.has(k)
+            ),
+            0,
+        )
+        if moe
+        else 0,
+        "shared_expert_width": cfg.int("shared_expert_intermediate_size", 0, 0),
+        "linear_widths": (  # Qwen3-Next's gated delta-net (qwen3next.cpp)
+            cfg.int("linear_num_key_heads") * cfg.int("linear_key_head_dim"),
+            cfg.int("linear_num_value_heads") * cfg.int("linear_value_head_dim"),
+            cfg.int("linear_num_value_heads"),
+        )
+        if family.attention == "hybrid_linear"
+        else (),
     }

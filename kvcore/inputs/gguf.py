@@ -380,6 +380,15 @@ def _ffn_widths(meta: _Meta, spec: Arch) -> dict:
         if experts
         else 0,
         "experts_used": meta.int("{arch}.expert_used_count", 0, minimum=0) if experts else 0,
+        "experts": experts,
+        "shared_expert_width": meta.int("{arch}.expert_shared_feed_forward_length", 0, minimum=0),
+        "linear_widths": (  # qwen3next.cpp: key = n_group x d_state, value = d_inner, n_v_heads = dt_rank
+            meta.int("{arch}.ssm.group_count") * meta.int("{arch}.ssm.state_size"),
+            meta.int("{arch}.ssm.inner_size"),
+            meta.int("{arch}.ssm.time_step_rank"),
+        )
+        if spec.recurrent and meta.has("{arch}.ssm.time_step_rank")
+        else (),
     }
 
 
