@@ -211,11 +211,13 @@ def ffn_widths(cfg: Cfg, family) -> dict:
         if moe
         else 0,
         "shared_expert_width": cfg.int("shared_expert_intermediate_size", 0, 0),
-        "linear_widths": (  # Qwen3-Next's gated delta-net (qwen3next.cpp)
-            cfg.int("linear_num_key_heads") * cfg.int("linear_key_head_dim"),
-            cfg.int("linear_num_value_heads") * cfg.int("linear_value_head_dim"),
-            cfg.int("linear_num_value_heads"),
-        )
-        if family.attention == "hybrid_linear"
-        else (),
+        "linear_widths": _linear_widths(cfg) if family.attention == "hybrid_linear" else (),
     }
+
+
+def _linear_widths(cfg: Cfg) -> tuple[int, int, int, int]:
+    """Qwen3-Next's gated delta-net widths (Geometry.linear_widths): key, value, value heads, and the input
+    projection as the converter writes it now (conversion/qwen.py: q, k and v in attn_qkv, z in attn_gate)."""
+    key = cfg.int("linear_num_key_heads") * cfg.int("linear_key_head_dim")
+    value = cfg.int("linear_num_value_heads") * cfg.int("linear_value_head_dim")
+    return key, value, cfg.int("linear_num_value_heads"), 2 * key + value

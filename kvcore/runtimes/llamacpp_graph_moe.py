@@ -28,12 +28,12 @@ The layers:
   that order, roped into new tensors; the sinks change no tensor's size), its output's bias added in place;
   sliding-window and full layers alternate, each reading its cache's mask.
 * Qwen3-Next (src/models/qwen3next.cpp) -- three gated delta-net layers to one full-attention layer. A delta-net
-  layer (`build_layer_attn_linear`, line 395): the conv state's rows fetched, the fused projection of q, k, v
-  and z (`ssm_in`, 2 key + 2 value widths), q, k and v copied out flat and concatenated, the conv state's rows
-  prepended (`build_conv_state`, line 465), `ssm_conv` and its silu (in place), the state's rows fetched, q and
+  layer (`build_layer_attn_linear`, line 395): the conv state's rows fetched, the projection of q, k and v
+  (`attn_qkv`; older files project z too in one `ssm_in`, and q, k and v are copied out flat and concatenated:
+  `build_qkvz`, line 300), the conv state's rows prepended (`build_conv_state`, line 465), `ssm_conv` and its silu (in place), the state's rows fetched, q and
   k l2-normed (new, then scaled in place) and repeated to the value heads, the beta/alpha projection (2 x n_v_heads,
-  small), the fused `gated_delta_net` (its output and the new state in one tensor), the gated norm (z copied out,
-  its silu new), `ssm_out`. A full-attention layer (`build_layer_attn`, line 236): Q and its gate in one
+  small), the fused `gated_delta_net` (its output and the new state in one tensor), the gated norm (z projected by
+  `attn_gate` there, or copied out of `ssm_in`; its silu new), `ssm_out`. A full-attention layer (`build_layer_attn`, line 236): Q and its gate in one
   projection (2 x n_head x head_dim), V, K, Q and K normed (new: views of the projections), roped in place, the
   gate copied out and its sigmoid multiplied in. The post-attention norm feeds the experts.
 
@@ -117,15 +117,17 @@ def delta_net_attention(
 ) -> Tensor:
     """build_layer_attn_linear's tensors (see the module): the layer's output projection, n_embd wide (a
     reshape of it)."""
-    key, value, v_heads = geometry.linear_widths
+    key, value, v_heads, projected = geometry.linear_widths
     conv = 2 * key + value
     conv_rows = g.add(FLOAT * layer.conv_values * sequences)  # get_rows of the conv state
-    mixed = g.add(row * (2 * key + 2 * value), cur)  # ssm_in
-    q = g.add(row * key, g.view(mixed))  # cont
-    k = g.add(row * key, g.view(mixed))
-    qk = g.add(row * 2 * key, q, k)  # concat
-    v = g.add(row * value, g.view(mixed))
-    qkv = g.add(row * conv, qk, v)
+    legacy = projected > conv  # ssm_in: q, k, v and z in one projection, copied out
+    qkv = mixed = g.add(row * projected, cur)  # ssm_in, or attn_qkv
+    if legacy:
+        q = g.add(row * key, g.view(mixed))  # cont
+        k = g.add(row * key, g.view(mixed))
+        qk = g.add(row * 2 * key, q, k)  # concat
+        v = g.add(row * value, g.view(mixed))
+        qkv = g.add(row * conv, qk, v)
     conv_input = g.add(row * conv + conv_rows.size, conv_rows, g.view(qkv))  # concat
     state = g.add(FLOAT * layer.state_values * sequences)  # get_rows of the state
     conv_out = g.add(row * conv, conv_input)  # ssm_conv
@@ -147,7 +149,7 @@ def delta_net_attention(
     )
     normed = g.add(row * value, g.view(out))  # rms_norm of the output's view: new
     normed = g.add(row * value, normed, inplace=True)
-    z = g.add(row * value, g.view(mixed))  # cont
+    z = g.add(row * value, g.view(mixed) if legacy else cur)  # cont, or attn_gate's projection
     z = g.add(row * value, g.reshape(z))  # silu of a reshape: new
     gated = g.add(row * value, normed, z, inplace=True)
     return g.reshape(g.add(row * geometry.hidden_size, g.reshape(gated)))  # ssm_out
