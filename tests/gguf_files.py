@@ -237,25 +237,42 @@ def _tensor_type(shape: list[int]):
 
 
 # Tensors llama.cpp loads as optional (one of two spellings) but whose graph needs one: seeded in every layer with
-# a guessed shape, which llama.cpp then corrects (layers that never ask for them drop them again).
+# a guessed shape, which llama.cpp then corrects (layers that never ask for them drop them again). Qwen3-Next's
+# delta-net layers as older converters wrote them: q, k, v and z in one ssm_in (qwen3next_now: as it writes them now).
 SEEDS = {"phi3": ["attn_qkv.weight"], "qwen3next": ["ssm_in.weight"]}
 
 
-def complete_for(path: Path, arch: str, keys: dict, limit: int = 400) -> dict:
+def qwen3next_now(keys: dict) -> dict[int, list[str]]:
+    """complete_for's seeds for Qwen3-Next as conversion/qwen.py writes it now: q, k and v in attn_qkv and z in
+    attn_gate, in the delta-net layers only (every full_attention_interval-th layer attends: attn_q, attn_k, attn_v)."""
+    interval = keys.get(".full_attention_interval", 4)
+    return {
+        il: ["attn_qkv.weight", "attn_gate.weight"]
+        for il in range(keys[".block_count"])
+        if (il + 1) % interval
+    }
+
+
+def complete_for(
+    path: Path, arch: str, keys: dict, limit: int = 400, seeds: dict[int, list[str]] | None = None
+) -> dict:
     """The tensor table llama.cpp asks of this architecture and geometry, found by asking it: load the file
     (no_alloc), add the tensor it says is missing, take the shape it says it expected, and again, until it loads.
     A layer's tensor is guessed for every later layer at once (so a family costs tens of loads, not thousands);
     guesses llama.cpp never asks for (its "create_tensor: loading tensor" lines) are dropped again.
-    SEEDS: tensors llama.cpp treats as optional but its graph needs (Phi-3's fused attn_qkv)."""
+    SEEDS: tensors llama.cpp treats as optional but its graph needs (Phi-3's fused attn_qkv); `seeds`: {layer:
+    names} instead of SEEDS in every layer."""
     import re
 
     from kvcore.measure import llamacpp_probe
 
     n_layer = keys[".block_count"]
+    if seeds is None:
+        seeds = {il: SEEDS.get(arch, []) for il in range(n_layer)}
     tensors = {
         f"blk.{il}.{name}": ([WIDTH], GGMLQuantizationType.F32)
-        for name in SEEDS.get(arch, [])
-        for il in range(n_layer)
+        for il, names in seeds.items()
+        for name in names
     }
     for _ in range(limit):
         write(path, arch, keys, tensors)

@@ -107,6 +107,38 @@ def test_the_plan_is_what_the_real_llamacpp_allocates(files, preset):
     assert compared >= len(GRID) - 2  # at most the refused cases
 
 
+def test_qwen3_next_as_the_converter_writes_it_now_is_replayed_too(files):
+    """Older Qwen3-Next files project a delta-net layer's q, k, v and z in one ssm_in (the grid's file); files
+    converted now hold q, k and v in attn_qkv and z in attn_gate (conversion/qwen.py), and llama.cpp builds another
+    graph for them (qwen3next.cpp build_qkvz): the geometry says which, the replay follows, the real build agrees."""
+    arch, keys = gguf_files.metadata(load_preset("qwen3-next-80b-a3b")["config"], full=True)
+    path = files / "qwen3-next-now.gguf"
+    gguf_files.complete_for(path, arch, keys, seeds=gguf_files.qwen3next_now(keys))
+    g = gguf.geometry(path)
+    key, value, _, projected = g.linear_widths
+    assert projected == 2 * key + value  # attn_qkv (the grid's ssm_in file: 2 key + 2 value)
+    assert (
+        preset_geometry("qwen3-next-80b-a3b", runtime="llama.cpp").linear_widths == g.linear_widths
+    )
+    requests = [
+        GRID[2],
+        GRID[3],
+        GRID[5],
+        GRID[9],
+    ]  # -fa off and on, -ub 512 and 2048, split and unified
+    for r, built in zip(requests, run_isolated(str(path), requests)):
+        assert not built.get("crashed") and not built["error"], built
+        real = log_mib(next(line for line in built["buffers"] if "compute buffer" in line))
+        p = planned(g, r)
+        assert abs(p.compute_bytes - real * llamacpp.MIB) <= compute_allowance(
+            real * llamacpp.MIB
+        ), (
+            r,
+            real,
+            p.compute_bytes / llamacpp.MIB,
+        )
+
+
 def test_a_quantized_v_cache_without_flash_attention_is_refused_in_one_sentence():
     g = preset_geometry("llama-3.2-1b", runtime="llama.cpp")
     with pytest.raises(KvError) as refused:

@@ -200,4 +200,24 @@ def ffn_widths(cfg: Cfg, family) -> dict:
         if moe
         else 0,
         "experts_used": cfg.int("num_experts_per_tok") if moe else 0,
+        "experts": next(
+            (
+                cfg.int(k)
+                for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                if cfg.has(k)
+            ),
+            0,
+        )
+        if moe
+        else 0,
+        "shared_expert_width": cfg.int("shared_expert_intermediate_size", 0, 0),
+        "linear_widths": _linear_widths(cfg) if family.attention == "hybrid_linear" else (),
     }
+
+
+def _linear_widths(cfg: Cfg) -> tuple[int, int, int, int]:
+    """Qwen3-Next's gated delta-net widths (Geometry.linear_widths): key, value, value heads, and the input
+    projection as the converter writes it now (conversion/qwen.py: q, k and v in attn_qkv, z in attn_gate)."""
+    key = cfg.int("linear_num_key_heads") * cfg.int("linear_key_head_dim")
+    value = cfg.int("linear_num_value_heads") * cfg.int("linear_value_head_dim")
+    return key, value, cfg.int("linear_num_value_heads"), 2 * key + value

@@ -365,11 +365,12 @@ def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Para
     return FileWeights(total, active, rows), p_all, p_active
 
 
-def _ffn_widths(meta: _Meta, spec: Arch) -> dict:
+def _ffn_widths(meta: _Meta, spec: Arch, names=()) -> dict:
     """The feed-forward widths llama.cpp's graph holds (Geometry.ffn_width, expert_width, experts_used): n_ff of the
     widest dense layer (none in a MoE model without leading dense blocks; half of it where the architecture's
     tensors are n_ff/2 wide: Arch.ffn_halved), the routed experts' n_ff_exp and n_expert_used
-    (llama_model_loader keys: feed_forward_length, expert_feed_forward_length, expert_used_count)."""
+    (llama_model_loader keys: feed_forward_length, expert_feed_forward_length, expert_used_count); `names`: the
+    file's tensors (_linear_widths)."""
     n_layer = meta.int("{arch}.block_count")
     experts = meta.int("{arch}.expert_count", 0, minimum=0)
     dense = not experts or meta.int("{arch}.leading_dense_block_count", 0, minimum=0) > 0
@@ -380,7 +381,23 @@ def _ffn_widths(meta: _Meta, spec: Arch) -> dict:
         if experts
         else 0,
         "experts_used": meta.int("{arch}.expert_used_count", 0, minimum=0) if experts else 0,
+        "experts": experts,
+        "shared_expert_width": meta.int("{arch}.expert_shared_feed_forward_length", 0, minimum=0),
+        "linear_widths": _linear_widths(meta, spec, names),
     }
+
+
+def _linear_widths(meta: _Meta, spec: Arch, names) -> tuple[int, int, int, int]:
+    """Geometry.linear_widths as qwen3next.cpp reads them (key = n_group x d_state, value = d_inner, n_v_heads =
+    dt_rank, the input projection: `ssm_in`'s q, k, v and z in older files, else `attn_qkv`'s q, k, v), or ()."""
+    if not (spec.recurrent and meta.has("{arch}.ssm.time_step_rank")):
+        return ()
+    key = meta.int("{arch}.ssm.group_count") * meta.int("{arch}.ssm.state_size")
+    value, legacy = (
+        meta.int("{arch}.ssm.inner_size"),
+        any(n.endswith(".ssm_in.weight") for n in names),
+    )
+    return key, value, meta.int("{arch}.ssm.time_step_rank"), 2 * key + (2 if legacy else 1) * value
 
 
 def _mla_widths(meta: _Meta, layers: list[Layer]) -> tuple[int, int, int]:
@@ -424,7 +441,7 @@ def geometry_from_header(header: Header, name: str = "model.gguf") -> Geometry:
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length"),
         file_weights=weights,
-        **_ffn_widths(meta, spec),
+        **_ffn_widths(meta, spec, names),
         mla_widths=_mla_widths(meta, layers),
     )
 

@@ -102,6 +102,13 @@ class Geometry:
     ffn_width: int = 0
     expert_width: int = 0
     experts_used: int = 0
+    # the router's width (n_expert: its logits and argsort per token) and a shared expert's n_ff_shexp (Qwen3-Next)
+    experts: int = 0
+    shared_expert_width: int = 0
+    # a gated delta-net layer's per-token widths in llama.cpp's graph (qwen3next.cpp): (key: n_k_heads x
+    # head_k_dim, value: n_v_heads x head_v_dim, n_v_heads, the input projection: 2 key + 2 value where one
+    # `ssm_in` holds q, k, v and z, older files; 2 key + value where `attn_qkv` does); () where none or unknown
+    linear_widths: tuple[int, int, int, int] = ()
     # absorbed MLA's per-token widths in llama.cpp's graph (deepseek2.cpp): (q_lora_rank, 0 without one;
     # qk_nope_head_dim; v_head_dim); () where there is no MLA or it is not known
     mla_widths: tuple[int, int, int] = ()

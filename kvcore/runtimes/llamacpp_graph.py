@@ -76,6 +76,9 @@ class _T:
         self.off = -1
 
 
+Tensor = _T  # the replay's tensor, for the routed-expert graphs (llamacpp_graph_moe)
+
+
 class _Allocator:
     """ggml_dyn_tallocr: free blocks sorted by offset, the last one open-ended; `top` is the buffer's size."""
 
