@@ -23,6 +23,7 @@ import pandas as pd
 
 from kvcore.errors import KvError
 from kvcore.limits import MAX_CONTEXT
+from kvcore.numbers import whole_number
 from kvcore.servers import llama_server
 from kvcore.servers.ledger import load_model, run, run_turns
 from kvcore.servers.mlx_lm_server import Turn
@@ -49,11 +50,10 @@ def ledger(model: str, script: list[dict], argv: tuple[str, ...] = ()) -> dict:
 
 def _ids(text, what: str, row: dict) -> tuple[int, ...]:
     words = text.split() if isinstance(text, str) else None
-    if not words or len(words) > MAX_CONTEXT or not all(w.isdigit() and len(w) < 10 for w in words):
-        raise KvError(
-            f"Request {row.get('request')}'s {what} must be token ids: whole numbers separated by spaces."
-        )
-    return tuple(map(int, words))
+    said = f"Request {row.get('request')}'s {what} (token ids)"
+    if not words or len(words) > MAX_CONTEXT:
+        raise KvError(f"{said} must be whole numbers separated by spaces.")
+    return tuple(whole_number(w, said, 0, 2**31 - 1) for w in words)
 
 
 def has_ids(rows: list[dict]) -> bool:
