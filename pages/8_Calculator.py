@@ -46,7 +46,12 @@ def calculator() -> None:
     calc_outputs.levers(f, result, plan)
     calc_outputs.formula(f, inputs, result)
     calc_outputs.lazy_tables(f, inputs)
-    what_if = lazy_expander(f.t("calc.decode_title"), "whatif_open", icon=":material/speed:")
+    what_if = lazy_expander(  # a link that names its chip (?schip=) opens it: the view it shares
+        f.t("calc.decode_title"),
+        "whatif_open",
+        icon=":material/speed:",
+        expanded="schip" in st.query_params,
+    )
     if what_if:  # another question, drawn while it is open
         with what_if:
             calc_outputs.decode_what_if(f, inputs, result, settings)

@@ -378,6 +378,9 @@ def test_the_plan_formula_and_what_if_are_sent_only_while_open(rec_dir):
     assert len(opened.code) == 2
     assert any(m.label.startswith("Predicted decode") for m in opened.metric)
     assert len(charts(opened)) == 2
+    linked = site_page(CALC, "en", chip="custom", schip="M3 Max (30-core GPU)")
+    # a link naming its chip opens it
+    assert any(m.label.startswith("Predicted decode") for m in linked.metric)
     for key in LAZY:  # each opens on its own
         one = site_page(CALC, "en", state={key: True}, model="llama-3.1-8b", rt="llama.cpp")
         assert (len(one.code), len(charts(one))) == {
