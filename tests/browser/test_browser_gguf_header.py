@@ -6,6 +6,7 @@ four bytes."""
 
 from __future__ import annotations
 
+import re
 import struct
 
 import gguf_files
@@ -44,9 +45,16 @@ class Sent:
         return sum(self.frames) + sum(self.bodies)
 
 
+def _mounted(page) -> None:
+    """The picker's script has run: it writes the label, then sets the input's and the drop's handlers in the same
+    task (kvsite/sections/calc/gguf_reader.js); a file given before that would go unread."""
+    expect(page.locator(".kv-pick .kv-label")).to_have_text(re.compile(r"\S"), timeout=30_000)
+
+
 def _choose(page, ready, path) -> None:
     """Choose a file and wait for the page to settle. The browser reads the file and sends its header on its own
     time (on a loaded machine, after this returns), so what follows waits for what it expects, up to 30 s."""
+    _mounted(page)
     page.locator("input[type=file][accept='.gguf']").set_input_files(str(path))
     page.wait_for_timeout(300)
     ready(page)
@@ -167,6 +175,7 @@ def test_a_file_dropped_on_the_picker_is_read_as_a_chosen_one(server, page, read
         " t.items.add(new File([new Uint8Array(bytes)], name)); return t; }",
         [path.name, list(path.read_bytes())],
     )
+    _mounted(page)
     page.locator(".kv-pick").dispatch_event("drop", {"dataTransfer": drop})
     expect(page.get_by_text(f"{path.name}: its header")).to_be_visible(timeout=30_000)
     ready(page)
