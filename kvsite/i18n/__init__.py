@@ -142,9 +142,7 @@ def join(lang: str, *sentences: str) -> str:
 
 # Japanese characters: hiragana, katakana (with ー), CJK ideographs, CJK and full-width punctuation.
 JAPANESE_CHARS = "\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u4e00-\u9fff\uff00-\uffef"
-STRAY_SPACE = re.compile(
-    rf"[{JAPANESE_CHARS}][ \t]+[{JAPANESE_CHARS}]|[、。][ \t]+(?!\|)\S"
-)  # a table cell's border (" |") is no space a reader sees
+STRAY_SPACE = re.compile(rf"[{JAPANESE_CHARS}][ \t]+[{JAPANESE_CHARS}]|[、。][ \t]+\S")
 
 
 def stray_spaces(markdown: str) -> list[str]:
