@@ -11,7 +11,8 @@ from kvsite import i18n
 from kvsite.charts.chart import show_chart
 from kvsite.frame.page import setup, url_choice
 from kvsite.inputs.choices import bound_choice
-from kvsite.layout import row
+from kvsite.layout import row, text
+from kvsite.sections import reported
 from kvsite.sections import servers as sections
 
 TOKENS = tuple(n for n in (64, 128, 256, 512, 1024, 2048, 4096) if n <= MAX_CHAPTER_TURN_TOKENS)
@@ -180,6 +181,14 @@ users_and_levers()
 
 st.subheader(f.t("servers.trap_title"))
 st.markdown(f.t("servers.trap_text"))
+# what Mac users reported in public, quoted, with the ledger's figure beside where it computes the same quantity
+# (kvsite.sections.reported): one click below, built only when opened
+published = st.expander(
+    f.t("servers.reported_title"), icon=":material/forum:", key="reported", on_change="rerun"
+)
+if published.open:
+    with published:
+        text(f.t("servers.reported_lead"), reported.reported_list(f.lang))
 f.faq(("again", "second"))
 
 f.chapter_end()
