@@ -90,9 +90,13 @@ def test_reports_without_a_ledger_figure_say_why():
 
 
 def test_every_text_this_site_writes_in_the_table_has_its_japanese():
+    """The site's own words, and each quote's translation (the Japanese page says it is one)."""
     ja = i18n.data_texts("ja")
     wanted = {
-        r[k] for r in reported.reports() for k in ("what", "machine", "note") if " " in (r[k] or "")
+        r[k]
+        for r in reported.reports()
+        for k in ("what", "machine", "note", "figure")
+        if " " in (r[k] or "")
     }
     wanted |= {r[k] for r in reported.reports() for k in ("model", "runtime") if _words(r[k])}
     assert not sorted(w for w in wanted if w not in ja)

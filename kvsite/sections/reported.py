@@ -2,7 +2,8 @@
 written (kvcore/servers/reported.yaml), Mac reports first, and the ledger's figure beside a reported one where it
 computes the same quantity (kvcore.servers.reported.compared).
 
-Example: reported_list("ja") -> markdown, this site's words in Japanese, the quotes as written.
+Example: reported_list("ja") -> markdown in Japanese: this site's words, and each quote translated (said so; the
+thread keeps the original, one click away).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def _item(row: dict, lang: str) -> str:
             model=said("model"),
             runtime=said("runtime"),
         )
-    quote = t("reported_said", what=said("what"), figure=row["figure"])
+    quote = t(
+        "reported_said", what=said("what"), figure=said("figure")
+    )  # ja: a translation, said so
     return f"- {head}\n  - {quote}\n  - {_ledger(row, lang)}"
 
 
