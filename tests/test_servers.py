@@ -153,6 +153,13 @@ def test_every_recorded_request_is_reproduced_line_for_line(folder):
     first = {r["user"]: r for r in reversed(evicting)}  # each user's first request
     returning = [r for r in evicting if r is not first[r["user"]]]
     assert any(r["cached_tokens"] < first[r["user"]]["prompt_tokens"] for r in returning)  # evicted
+    # the sequential path (kvcore.servers.mlx_lm_sequential): generate_step reports from 0, and a 4M limit
+    # leaves three entries of ~3.3 MB each, which the batched path would have evicted
+    sequential = [r for r in rows if "--kv-bits" in r["options"]]
+    assert len({r["conversation"] for r in sequential}) >= 2
+    assert all("Prompt processing progress: 0/" in r["log"] for r in sequential)
+    capped = [r for r in sequential if "--prompt-cache-bytes 4M" in r["options"]]
+    assert any("Prompt Cache: 3 sequences, 0.01 GB" in r["log"] for r in capped)
 
 
 @pytest.mark.mlx
