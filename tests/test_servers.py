@@ -448,3 +448,57 @@ def test_the_command_line_serves_with_kv_bits_and_refuses_hostile_bits(tmp_path)
         assert bad.returncode == 2 and bits in bad.stderr and bad.stderr.count("\n") == 1, (
             bad.stderr
         )
+
+
+@pytest.mark.mlx
+def test_the_sequential_ledger_counts_what_mlx_lms_own_cache_counts_to_the_byte(folder):
+    """The recorded --kv-bits conversations again, in process, through mlx_lm's own LRUPromptCache and
+    stream_generate as `_serve_single` calls them (server.py#L1071-L1147), on the recorded conversation's tokens (the
+    recorded reply fed, its end token included): after every request the real cache's `nbytes` (what the server's line prints in
+    GB) equals the ledger's count exactly."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.generate import stream_generate
+    from mlx_lm.models.cache import LRUPromptCache, make_prompt_cache
+
+    from kvcore.servers.ledger import load_model, turns
+    from kvcore.servers.script import parse_script
+
+    model, tokenizer = load(str(folder))
+    geometry, _, _ = load_model(str(folder))
+    rows = store.load(RECORDING).data["sections"]["server"]
+    for name in dict.fromkeys(r["conversation"] for r in rows if "--kv-bits" in r["options"]):
+        recorded = [r for r in rows if r["conversation"] == name]
+        options = recorded[0]["options"].split()
+        got = server_ledger("mlx_lm.server", str(folder), _script(recorded), options)["requests"]
+        seqs = turns(parse_script(_script(recorded)), folder, geometry.max_position_embeddings)
+        bits, start = (
+            int(options[options.index(f) + 1]) for f in ("--kv-bits", "--quantized-kv-start")
+        )
+        real = LRUPromptCache(10)
+        for turn, ledger in zip(seqs, got):
+            cache, rest = real.fetch_nearest_cache("m", list(turn.prompt))
+            assert len(turn.prompt) - len(rest) == ledger["cached_tokens"], (
+                name,
+                ledger["request"],
+            )
+            cache = make_prompt_cache(model) if cache is None else cache
+            # the recorded reply's tokens fed in place of sampling: greedy in this process can pick another
+            # token than the server did (seen once, in request 5 of the 3 users), which would change the
+            # tokens that follow and where the reply ends, not the rules
+            reply = iter(turn.reply)
+            for _ in stream_generate(
+                model,
+                tokenizer,
+                rest,
+                max_tokens=len(turn.reply),
+                sampler=lambda _logprobs: mx.array([next(reply, 0)]),
+                prompt_cache=cache,
+                kv_bits=bits,
+                kv_group_size=64,
+                quantized_kv_start=start,
+            ):
+                pass
+            assert sum(c.offset for c in cache) == 30 * (len(turn.prompt) + len(turn.reply))
+            real.insert_cache("m", [*turn.prompt, *turn.reply], cache)
+            assert real.nbytes == ledger["prompt_cache_bytes"], (name, ledger["request"])
