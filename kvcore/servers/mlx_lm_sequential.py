@@ -1,13 +1,13 @@
 """mlx_lm.server (mlx-lm 0.32.2) with `--kv-bits`: the sequential path, request by request.
 
 `_is_batchable` is False once `--kv-bits` is given (server.py#L768-L773), so every request is served alone by
-`_serve_single` (server.py#L1028-L1150); the rules, with their lines in mlx-lm 0.32.2
+`_serve_single` (server.py#L1028-L1149); the rules, with their lines in mlx-lm 0.32.2
 (https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/):
 1. Before the fetch the server logs its prompt cache (`_log_cache_stats`, server.py#L563-L572; #L1071).
-2. `fetch_nearest_cache` (kvcore.servers.prompt_cache; server.py#L1073-L1076) hands out a `copy.deepcopy` of the
+2. `fetch_nearest_cache` (kvcore.servers.prompt_cache; server.py#L1073-L1075) hands out a `copy.deepcopy` of the
    entry, every layer's whole buffer (cache.py#L1652-L1672); a `longer` entry's copy is cut with `trim`, which
    moves the offset only, so the copy keeps the entry's capacity (cache.py#L323-L326, #L391-L394). No entry: fresh
-   KVCaches (server.py#L1077-L1080). A prompt equal to an entry leaves nothing to process, and generate_step
+   KVCaches (server.py#L1078-L1081). A prompt equal to an entry leaves nothing to process, and generate_step
    refuses an empty prompt (generate.py#L370-L373): refused here.
 3. `stream_generate` processes the rest of the prompt (server.py#L1097-L1114): generate_step reports 0/total,
    then after each chunk of min(`--prefill-step-size`, tokens left - 1) the tokens done, then total/total once the
@@ -15,19 +15,21 @@
    `Prompt processing progress: done/total` (server.py#L1564). Nothing is stored mid-prompt (no segments).
 4. After every chunk and every step, `maybe_quantize_kv_cache` turns each KVCache whose offset has reached
    `--quantized-kv-start` into a QuantizedKVCache(`--kv-group-size`, `--kv-bits`) (generate.py#L305-L310, #L425,
-   #L449). `to_quantized` quantizes the whole buffer, so the capacity carries over (cache.py#L396-L405), and a
-   QuantizedKVCache grows by KVCache's 256-row rule (cache.py#L261-L297; kvcore.memory.allocsim). A row then
+   #L449). `to_quantized` quantizes the whole buffer, so the capacity carries over (cache.py#L396-L404), and a
+   QuantizedKVCache grows by KVCache's 256-row rule (cache.py#L261-L302; kvcore.memory.allocsim). A row then
    takes the `mlx-q<bits>` format's bytes (kvcore.memory.formats): the packed codes and one scale and one bias
    per group in the activation dtype. A copy of a quantized entry stays quantized.
 5. Every reply token is fed before it is returned, the end token included (generate.py#L465-L480,
-   #L735-L771); prompt + reply are stored as one assistant entry (server.py#L1132, #L1144-L1147), counted as
-   `sum(c.nbytes)`: the whole buffers, capacity included (cache.py#L335-L337, #L417-L421). The stored prefixes
+   #L735-L771); prompt + reply are stored as one assistant entry (server.py#L1132, #L1145-L1147), counted as
+   `sum(c.nbytes)`: the whole buffers, capacity included (cache.py#L334-L336, #L416-L420). The stored prefixes
    of it go (insert_cache).
 6. `--prompt-cache-bytes` is applied on the batched path only (server.py#L886-L889) and LRUPromptCache gets no
    byte limit (#L1914): on this path it changes nothing.
 Memory: the process holds each entry as counted (whole buffers, computed). During a request the entry resumed
 from stays stored beside its copy, the working cache; while it grows the old and new buffers are both alive,
 and so are the full-precision and the quantized buffers while it is converted.
+Not modelled: of several equally short `longer` entries the trie's walk picks one and the ledger the newest
+(kvcore.servers.prompt_cache); on this path their capacities, and so the copy's bytes, may differ.
 Example: a first request of 41 prompt tokens and 24 reply tokens under --kv-bits 8 --quantized-kv-start 64 ends
 at offset 65 in 256 rows, quantized: SmolLM2-135M in fp32 stores 256 x 12,960 B.
 """
