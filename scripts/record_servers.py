@@ -9,7 +9,9 @@ lines the server logged for it (time prefix left out), `usage` (prompt, completi
 the process's VmRSS and VmHWM after the response; the rows go into the `server` section of one recording
 (kvcore.measure.recording.build_recording), which tests/test_servers.py holds the ledger to.
 Conversations: one user over 8 turns; 4 users interleaved, two with a system prompt; 5 users through a prompt
-cache of 3 entries (eviction). Each user's first question says who asks, so no two users' prompts are the same. --quick runs a 2-turn conversation only and prints it (tests/test_servers.py).
+cache of 3 entries (eviction); with `--kv-bits 8 --quantized-kv-start 64` (the sequential path, a quantized
+cache): one user over 8 turns, and 3 users, one with a system prompt, under a `--prompt-cache-bytes` of 4M that
+this path does not apply. Each user's first question says who asks, so no two users' prompts are the same. --quick runs a 2-turn conversation only and prints it (tests/test_servers.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ QUESTIONS = (
     "Thank you. Summarise our talk in one sentence.",
 )
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
+# the sequential path: an 8-bit cache from the 64th token, so the short turns are quantized (the default is 5000)
+KV_BITS = ["--kv-bits", "8", "--quantized-kv-start", "64"]
 NAMES = {
     "a": "Alice",
     "b": "Bruno",
@@ -196,6 +200,13 @@ def conversations(quick: bool) -> list[tuple[str, list[str], list, dict]]:
             ["--prompt-cache-size", "3"],
             [(u, q) for q in QUESTIONS[:2] for u in five],
             {},
+        ),
+        ("one user, 8 turns, --kv-bits 8", KV_BITS, [("a", q) for q in QUESTIONS], {}),
+        (
+            "3 users, --kv-bits 8, --prompt-cache-bytes 4M",
+            [*KV_BITS, "--prompt-cache-bytes", "4M"],
+            [(u, q) for q in QUESTIONS[:3] for u in users4[:3]],
+            {"b": SYSTEM},
         ),
     ]
 

@@ -12,6 +12,9 @@ host-side bytes do (recordings/measured-linux-cpu-*-server-smollm2-135m.yaml).
   an old buffer as the cache grows); mlx keeps freed buffers in its own cache for reuse, so after a conversation
   the RSS growth is at least the ledger's peak growth. It stays under twice it plus 8 MiB (measured: 1.7x). Within
   a conversation it can be lower: a batch buffer's rows that were never written are not yet resident pages.
+  On the sequential path (--kv-bits) the first request's peak, its full-precision buffer beside the quantized
+  one, is already in the first RSS (freed into mlx's cache); the growth after it is held to the ledger's peak
+  beyond that first one (measured: none, in both conversations, and the RSS stayed flat).
 The bounds are measured on these recordings, not derived: a new recording outside them fails here first.
 """
 
@@ -88,5 +91,7 @@ def test_mlx_lm_servers_process_holds_the_ledgers_peak_after_a_conversation(fold
         names.append(name)
         rss = steps[-1][0]
         peak = max(p for _, _, p in steps)
+        if "--kv-bits" in name:  # the sequential path: growth beyond the first request's peak
+            peak = max(0.0, peak - steps[0][2])
         assert peak <= rss <= 2 * peak + 8, (name, rss, peak)
-    assert len(names) == 3
+    assert len(names) == 5

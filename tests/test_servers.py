@@ -153,6 +153,13 @@ def test_every_recorded_request_is_reproduced_line_for_line(folder):
     first = {r["user"]: r for r in reversed(evicting)}  # each user's first request
     returning = [r for r in evicting if r is not first[r["user"]]]
     assert any(r["cached_tokens"] < first[r["user"]]["prompt_tokens"] for r in returning)  # evicted
+    # the sequential path (kvcore.servers.mlx_lm_sequential): generate_step reports from 0, and a 4M limit
+    # leaves three entries of ~3.3 MB each, which the batched path would have evicted
+    sequential = [r for r in rows if "--kv-bits" in r["options"]]
+    assert len({r["conversation"] for r in sequential}) >= 2
+    assert all("Prompt processing progress: 0/" in r["log"] for r in sequential)
+    capped = [r for r in sequential if "--prompt-cache-bytes 4M" in r["options"]]
+    assert any("Prompt Cache: 3 sequences, 0.01 GB" in r["log"] for r in capped)
 
 
 @pytest.mark.mlx
@@ -224,8 +231,36 @@ def test_the_same_users_next_turn_resumes_its_prompt_and_reply_and_a_small_cache
         ),
         (
             '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
-            ["--kv-bits", "4"],
+            ["--draft-model", "small"],
             "does not model",
+        ),
+        *[
+            (
+                '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
+                ["--kv-bits", bits],
+                "takes",
+            )
+            for bits in ("0", "1", "7", "99", "1" + "0" * 30)
+        ],
+        (
+            '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
+            ["--kv-bits", "eight"],
+            "does not take",
+        ),
+        (
+            '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
+            ["--kv-bits", "8", "--kv-group-size", "16"],
+            "takes 32, 64, 128",
+        ),
+        (
+            '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
+            ["--kv-bits", "8", "--kv-group-size", "128"],
+            "does not divide",
+        ),
+        (
+            '[{"user": "a", "prompt_tokens": 1, "completion_tokens": 1}]',
+            ["--kv-bits", "8", "--quantized-kv-start", "-5"],
+            "must be from 0",
         ),
         ('[{"user": "a", "prompt_tokens": -3, "completion_tokens": 1}]', [], "whole number"),
         (
@@ -321,3 +356,149 @@ def test_a_server_row_that_serves_more_than_its_prompt_from_cache_is_refused():
         store.validate(dict(data, sections={"server": [dict(row, cached_tokens=11)]}))
     with pytest.raises(RecordingError, match="whole number"):
         store.validate(dict(data, sections={"server": [dict(row, request=0)]}))
+
+
+KV_BITS = ["--kv-bits", "8", "--quantized-kv-start", "64"]
+
+
+def test_with_kv_bits_whole_buffers_are_counted_quantized_from_the_start_and_the_byte_limit_is_not_applied():
+    """The sequential path (kvcore.servers.mlx_lm_sequential): an entry counts its whole 256-row buffer, in 8 bits
+    once its offset reached --quantized-kv-start (default 5000), a returning user resumes the copy, and
+    --prompt-cache-bytes evicts nothing."""
+    script = json.dumps(
+        [
+            {"user": "a", "prompt_tokens": 41, "completion_tokens": 24},
+            {"user": "a", "prompt_tokens": 84, "completion_tokens": 24},
+            {"user": "b", "prompt_tokens": 30, "completion_tokens": 10},
+        ]
+    )
+    fp, q8 = (
+        30 * 3 * 128 * 2,
+        30 * 3 * 2 * (64 + 2 * 2),
+    )  # bf16 rows; 8-bit codes + a bf16 scale and bias
+    rows = server_ledger(
+        "mlx_lm.server", "smollm2-135m", script, [*KV_BITS, "--prompt-cache-bytes", "1M"]
+    )
+    rows = rows["requests"]
+    assert [r["cached_tokens"] for r in rows] == [0, 65, 0]
+    assert (
+        rows[0]["prompt_cache_bytes"] == 256 * q8
+    )  # offset 65: quantized, capacity 256 carried over
+    assert (
+        rows[1]["copies_bytes"] == 256 * q8 and rows[1]["prompt_cache_entries"] == 1
+    )  # its prefix went
+    assert (
+        rows[2]["prompt_cache_bytes"] == 256 * q8 + 256 * fp > 10**6
+    )  # b's 40 tokens stay in bf16
+    assert rows[0]["log_lines"][4:] == [f"Prompt processing progress: {n}/41" for n in (0, 40, 41)]
+    assert rows[1]["log_lines"][:2] == [
+        "Prompt Cache: 1 sequences, 0.00 GB",
+        "- assistant: 1 sequences, 0.00 GB",
+    ]
+    late = server_ledger("mlx_lm.server", "smollm2-135m", script, ["--kv-bits", "8"])["requests"]
+    assert late[0]["prompt_cache_bytes"] == 256 * fp  # never reached 5000 tokens: never quantized
+    batched = server_ledger("mlx_lm.server", "smollm2-135m", script, ["--prompt-cache-bytes", "1M"])
+    assert batched["requests"][2]["prompt_cache_entries"] == 1  # the batched path applies the limit
+
+
+@pytest.mark.mlx
+@pytest.mark.parametrize("bits, group", [(8, 64), (4, 64), (3, 32), (6, 64), (2, 32)])
+def test_a_quantized_entry_takes_the_bytes_mlx_lm_counts(bits, group):
+    """Rule 4 of kvcore.servers.mlx_lm_sequential against mlx_lm's own classes: a KVCache of SmolLM2-135M's layer
+    shape (3 KV heads x 64, fp32) converted as generate_step converts it keeps its capacity, then grows by the
+    256-row rule; over 30 layers its nbytes are the ledger's quantized row bytes times the capacity."""
+    import mlx.core as mx
+    from mlx_lm.generate import maybe_quantize_kv_cache
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache
+
+    from kvcore.servers.ledger import load_model
+    from kvcore.servers.mlx_lm_sequential import quantized_row_bytes
+
+    geometry, _, _ = load_model("smollm2-135m")
+    per_token = quantized_row_bytes(geometry, "fp32", bits, group)
+    cache = [KVCache()]
+    x = mx.random.normal((1, 3, 300, 64))
+    cache[0].update_and_fetch(x, x)  # 512 rows
+    maybe_quantize_kv_cache(cache, 64, group, bits)
+    assert isinstance(cache[0], QuantizedKVCache) and 30 * cache[0].nbytes == 512 * per_token
+    cache[0].update_and_fetch(x, x)  # QuantizedKVCache quantizes what it is given
+    assert 30 * cache[0].nbytes == 812 * per_token  # trimmed to 300 rows, then 512 more
+
+
+def test_the_command_line_serves_with_kv_bits_and_refuses_hostile_bits(tmp_path):
+    script = tmp_path / "talk.json"
+    script.write_text('[{"user": "a", "prompt_tokens": 41, "completion_tokens": 24}]')
+    base = [
+        sys.executable,
+        "-m",
+        "kvcore",
+        "serve",
+        "--server",
+        "mlx_lm.server",
+        "--model",
+        "smollm2-135m",
+    ]
+    base += ["--script", str(script)]
+    done = subprocess.run([*base, *KV_BITS, "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["requests"]
+    assert row["prompt_cache_bytes"] == 256 * 30 * 3 * 2 * (64 + 2 * 2)
+    for bits in ("3x", "0", "99"):
+        bad = subprocess.run([*base, "--kv-bits", bits], cwd=ROOT, capture_output=True, text=True)
+        assert bad.returncode == 2 and bits in bad.stderr and bad.stderr.count("\n") == 1, (
+            bad.stderr
+        )
+
+
+@pytest.mark.mlx
+def test_the_sequential_ledger_counts_what_mlx_lms_own_cache_counts_to_the_byte(folder):
+    """The recorded --kv-bits conversations again, in process, through mlx_lm's own LRUPromptCache and
+    stream_generate as `_serve_single` calls them (server.py#L1071-L1147), on the recorded conversation's tokens (the
+    recorded reply fed, its end token included): after every request the real cache's `nbytes` (what the server's line prints in
+    GB) equals the ledger's count exactly."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.generate import stream_generate
+    from mlx_lm.models.cache import LRUPromptCache, make_prompt_cache
+
+    from kvcore.servers.ledger import load_model, turns
+    from kvcore.servers.script import parse_script
+
+    model, tokenizer = load(str(folder))
+    geometry, _, _ = load_model(str(folder))
+    rows = store.load(RECORDING).data["sections"]["server"]
+    for name in dict.fromkeys(r["conversation"] for r in rows if "--kv-bits" in r["options"]):
+        recorded = [r for r in rows if r["conversation"] == name]
+        options = recorded[0]["options"].split()
+        got = server_ledger("mlx_lm.server", str(folder), _script(recorded), options)["requests"]
+        seqs = turns(parse_script(_script(recorded)), folder, geometry.max_position_embeddings)
+        bits, start = (
+            int(options[options.index(f) + 1]) for f in ("--kv-bits", "--quantized-kv-start")
+        )
+        real = LRUPromptCache(10)
+        for turn, ledger in zip(seqs, got):
+            cache, rest = real.fetch_nearest_cache("m", list(turn.prompt))
+            assert len(turn.prompt) - len(rest) == ledger["cached_tokens"], (
+                name,
+                ledger["request"],
+            )
+            cache = make_prompt_cache(model) if cache is None else cache
+            # the recorded reply's tokens fed in place of sampling: greedy in this process can pick another
+            # token than the server did (seen once, in request 5 of the 3 users), which would change the
+            # tokens that follow and where the reply ends, not the rules
+            reply = iter(turn.reply)
+            for _ in stream_generate(
+                model,
+                tokenizer,
+                rest,
+                max_tokens=len(turn.reply),
+                sampler=lambda _logprobs: mx.array([next(reply, 0)]),
+                prompt_cache=cache,
+                kv_bits=bits,
+                kv_group_size=64,
+                quantized_kv_start=start,
+            ):
+                pass
+            assert sum(c.offset for c in cache) == 30 * (len(turn.prompt) + len(turn.reply))
+            real.insert_cache("m", [*turn.prompt, *turn.reply], cache)
+            assert real.nbytes == ledger["prompt_cache_bytes"], (name, ledger["request"])

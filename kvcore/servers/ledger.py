@@ -2,8 +2,9 @@
 resumes and reprocesses, what it keeps, what it prints and what memory that takes.
 
 One entry point, `server_ledger(server, model, script_text, argv)`; each server's rules live in its own module
-(kvcore.servers.mlx_lm_server). Everything is bounded before work: the script (kvcore.servers.script), the
-options (kvcore.servers.options), and every request's prompt and reply against the model's context.
+(kvcore.servers.mlx_lm_server, kvcore.servers.mlx_lm_sequential with --kv-bits, kvcore.servers.llama_server).
+Everything is bounded before work: the script (kvcore.servers.script), the options (kvcore.servers.options), and
+every request's prompt and reply against the model's context.
 Example: server_ledger("mlx_lm.server", "smollm2-135m", '[{"user": "a", "prompt_tokens": 10,
     "completion_tokens": 5}]', [])["requests"][0]["reprocessed_tokens"] -> 10
 """
@@ -22,7 +23,7 @@ from kvcore.inputs.textfile import open_regular
 from kvcore.limits import MAX_CONTEXT
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes.mlx_lm import MLX_LM
-from kvcore.servers import llama_server, mlx_lm_server
+from kvcore.servers import llama_server, mlx_lm_sequential, mlx_lm_server
 from kvcore.servers.mlx_lm_server import DTYPE_BYTES
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import ScriptRequest, parse_script
@@ -133,10 +134,18 @@ def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=
     return run_turns(module, options, geometry, dtype, turns(requests, folder, context), assumed)
 
 
+def make_ledger(module, options: dict, geometry: Geometry, dtype: str):
+    """The server's ledger for the path it takes: mlx_lm.server is batched, or sequential once --kv-bits is given
+    (`_is_batchable`, server.py#L768-L773: kvcore.servers.mlx_lm_sequential)."""
+    if module is mlx_lm_server and options.get("--kv-bits") is not None:
+        return mlx_lm_sequential.SequentialLedger(options, geometry, dtype)
+    return module.Ledger(options, geometry, dtype)
+
+
 def run_turns(module, options: dict, geometry: Geometry, dtype: str, seqs, assumed=()) -> dict:
     """The ledger of requests already as token sequences (mlx_lm_server.Turn: a recording's own token ids, or
     what `turns` made of a script)."""
-    ledger = module.Ledger(options, geometry, dtype)
+    ledger = make_ledger(module, options, geometry, dtype)
     rows = [ledger.request(i, t) for i, t in enumerate(seqs)]
     return {
         "server": module.NAME,

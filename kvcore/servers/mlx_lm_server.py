@@ -21,17 +21,19 @@ A model whose every cache is a KVCache is batchable (server.py#L460-L463), so ea
    cache.py#L1047-L1054): the server counts the used rows (`KVCache.nbytes`, #L417-L421), but the cut is lazy,
    so until a later request resumes from the entry it keeps the whole batch buffer alive, 256-row steps included
    (tests/test_servers.py shows it on mlx). An entry resumed from is computed then and holds only its rows.
-Not modelled (refused by name): --kv-bits, --draft-model (the sequential path), sliding-window and other
-non-KVCache layers, several requests in flight at once (the script's requests run one after another).
+With `--kv-bits` every request takes the sequential path instead: kvcore.servers.mlx_lm_sequential
+(kvcore.servers.ledger.make_ledger picks). Not modelled (refused by name): --draft-model, sliding-window and other non-KVCache layers, several
+requests in flight at once (the script's requests run one after another).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcore.errors import KvError
+from kvcore.errors import KvError, quote
 from kvcore.limits import MAX_PROMPT_CACHE_ENTRIES, MIN_PREFILL_STEP
 from kvcore.memory.allocsim import STEP, CacheState, trace
+from kvcore.memory.formats import FORMATS
 from kvcore.model.geometry import Geometry
 from kvcore.servers.options import Option
 from kvcore.servers.prompt_cache import PromptCache
@@ -56,12 +58,40 @@ def _size(text: str) -> int:
     return int(Decimal(text[:split]) * units[unit])
 
 
+# The bits the ledger knows a format for (kvcore.memory.formats' mlx-q<bits>, each one mx.quantize accepts).
+KV_BITS = tuple(f.bits for f in FORMATS.values() if f.mlx_cache == "QuantizedKVCache")
+GROUP_SIZES = (32, 64, 128)  # the group sizes mx.quantize accepts (mlx 0.32.4)
+
+
+def _kv_bits(text: str) -> int:
+    """--kv-bits as the ledger takes it: a number of bits it has an mlx-q format for."""
+    if int(text) not in KV_BITS:
+        raise KvError(
+            f"mlx_lm.server's --kv-bits takes {', '.join(map(str, sorted(KV_BITS)))} here (the bits of "
+            f"kvcore's mlx-q formats), not {quote(text)}."
+        )
+    return int(text)
+
+
+def _kv_group_size(text: str) -> int:
+    """--kv-group-size: one that mx.quantize accepts."""
+    if int(text) not in GROUP_SIZES:
+        raise KvError(
+            f"mlx_lm.server's --kv-group-size takes {', '.join(map(str, GROUP_SIZES))} (what mx.quantize "
+            f"accepts), not {quote(text)}."
+        )
+    return int(text)
+
+
 # The server's own options (server.py#L1922-L2080): those the ledger uses, with their defaults at 0.32.2.
 OPTIONS = (
     Option("--prompt-cache-size", int, 10, "server.py#L2042-L2047", high=MAX_PROMPT_CACHE_ENTRIES),
     Option("--prompt-cache-bytes", _size, None, "server.py#L2048-L2052", low=0),
     Option("--prefill-step-size", int, 2048, "server.py#L2036-L2041", low=MIN_PREFILL_STEP),
-    Option("--kv-bits", int, None, "server.py#L2053-L2060", modelled=False),
+    # the sequential path (kvcore.servers.mlx_lm_sequential); 5000: DEFAULT_QUANTIZED_KV_START, generate.py#L49
+    Option("--kv-bits", _kv_bits, None, "server.py#L2053-L2060"),
+    Option("--kv-group-size", _kv_group_size, 64, "server.py#L2061-L2066"),
+    Option("--quantized-kv-start", int, 5000, "server.py#L2067-L2073"),
     Option("--draft-model", str, None, "server.py#L1952-L1957", modelled=False),
     Option("--max-tokens", int, 512, "server.py#L2012-L2017", low=1),
     Option("--decode-concurrency", int, 32, "server.py#L2024-L2029", low=1),

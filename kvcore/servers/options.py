@@ -52,6 +52,8 @@ def parse_options(options: tuple[Option, ...], argv: list[str], server: str = ""
             if len(text) > MAX_DIGITS:
                 raise ValueError(text)
             value = option.kind(text)
+        except KvError:  # a kind that says itself what it takes
+            raise
         except (ValueError, ArithmeticError, KeyError):
             raise KvError(f"{server}'s {name} does not take {quote(text)}.") from None
         high = MAX_BYTES if option.kind not in (int, str) else option.high

@@ -162,7 +162,8 @@ def _mlx_argv(request: Request, ask: ServerAsk) -> tuple[list[str], str]:
     if request.k_format != request.v_format or request.k_format not in MLX_DTYPES:
         raise KvError(
             f"mlx_lm.server stores K and V as one float dtype ({', '.join(MLX_DTYPES)}); it quantizes its cache "
-            "only with --kv-bits, which its ledger does not model yet: give K and V as fp16, bf16 or fp32.",
+            "only with --kv-bits, which the Calculator does not offer yet (python -m kvcore serve --kv-bits runs "
+            "it): give K and V as fp16, bf16 or fp32.",
             "server_mlx_format",
             k=request.k_format,
             v=request.v_format,

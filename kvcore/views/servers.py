@@ -96,10 +96,17 @@ def replay(rows: list[dict], model: str, dtype: str) -> dict:
 
 
 def replayable(rows: list[dict], model: str, dtype: str) -> list[str]:
-    """The recorded conversations whose counts replay them exactly (see replay), in recorded order."""
+    """The recorded conversations whose counts replay them exactly (see replay), in recorded order; those on the
+    sequential path (--kv-bits: kvcore.servers.mlx_lm_sequential) are left out, as `parts` stacks the batched
+    path's entries (each counted by its used rows)."""
     names = list(dict.fromkeys(r["conversation"] for r in rows))
     out = []
     for name in names:
+        if (
+            "--kv-bits"
+            in next(r for r in rows if r["conversation"] == name).get("options", "").split()
+        ):
+            continue
         try:
             replay([r for r in rows if r["conversation"] == name], model, dtype)
         except KvError:
