@@ -227,3 +227,52 @@ def test_the_reader_refuses_before_reading_a_line():
     with pytest.raises(KvError) as e:
         reading("ok\n" * (MAX_LOG_LINES + 1))
     assert e.value.code == "log_lines_many"
+
+
+# A public log kept out of the corpus, to hold the reader to lines it was not written against: an M1 Pro's
+# llama-cpp-python run pasted in argilla-io/distilabel issue #593, lines verbatim as the thread shows
+# them (https://github.com/argilla-io/distilabel/issues/593).
+HELD_OUT = """llama_model_loader: - kv  11:                           llama.vocab_size u32              = 128256
+llama_model_loader: - kv  12:                 llama.rope.dimension_count u32              = 128
+llama_model_loader: - kv  13:                       tokenizer.ggml.model str              = gpt2
+ggml_backend_metal_buffer_from_ptr: allocated buffer, size =  1114.92 MiB, ( 1114.98 / 10922.67)
+llm_load_tensors: offloading 22 repeating layers to GPU
+llm_load_tensors: offloading non-repeating layers to GPU
+llm_load_tensors: offloaded 23/23 layers to GPU
+llm_load_tensors:        CPU buffer size =    66.41 MiB
+llm_load_tensors:      Metal buffer size =  1114.92 MiB
+..........................................................................................
+llama_new_context_with_model: n_ctx      = 512
+llama_new_context_with_model: n_batch    = 512
+llama_new_context_with_model: n_ubatch   = 512
+llama_new_context_with_model: freq_base  = 10000.0
+llama_new_context_with_model: freq_scale = 1
+ggml_metal_init: allocating
+ggml_metal_init: found device: Apple M1 Pro
+ggml_metal_init: picking default device: Apple M1 Pro
+ggml_metal_init: using embedded metal library
+ggml_metal_init: GPU name:   Apple M1 Pro
+ggml_metal_init: GPU family: MTLGPUFamilyApple7  (1007)
+ggml_metal_init: GPU family: MTLGPUFamilyCommon3 (3003)"""
+
+
+def test_a_public_log_outside_the_corpus_is_read_line_by_line():
+    """Every size line known and explained, the device and settings read from the log's own lines, the verdict
+    against its own working-set total (10,922.67 MiB: 16 GiB x 2/3), every other line listed verbatim; nothing is
+    re-derived, because the excerpt names no model (its print_info lines are not in the thread)."""
+    r = reading(HELD_OUT, "distilabel-593.log")
+    sized = [
+        (row.n, row.kind, row.printed, row.agrees) for row in r.rows if row.printed is not None
+    ]
+    assert sized == [
+        (4, "metal_alloc", "1114.92 MiB", None),
+        (8, "model_buffer", "66.41 MiB", None),
+        (9, "model_buffer", "1114.92 MiB", None),
+    ]
+    assert all(row.explained for row in r.rows)
+    assert "Apple M1 Pro" in r.device and r.settings["n_ubatch"] == 512
+    assert r.verdict["limit_bytes"] == int(10922.67 * MIB) and not r.verdict["over"]
+    lines = HELD_OUT.splitlines()
+    seen = {row.n for row in r.rows} | {n for n, _ in r.unknown_lines}
+    assert seen == {n for n, line in enumerate(lines, start=1) if line.strip()}
+    assert all(lines[n - 1] == line for n, line in r.unknown_lines)
