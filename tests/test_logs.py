@@ -271,7 +271,7 @@ def test_a_public_log_outside_the_corpus_is_read_line_by_line():
     ]
     assert all(row.explained for row in r.rows)
     assert "Apple M1 Pro" in r.device and r.settings["n_ubatch"] == 512
-    assert r.verdict["limit_bytes"] == int(10922.67 * MIB) and not r.verdict["over"]
+    assert r.verdict["limit_bytes"] == round(10922.67 * MIB) and not r.verdict["over"]
     lines = HELD_OUT.splitlines()
     seen = {row.n for row in r.rows} | {n for n, _ in r.unknown_lines}
     assert seen == {n for n, line in enumerate(lines, start=1) if line.strip()}
