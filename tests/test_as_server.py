@@ -217,3 +217,15 @@ def test_calc_server_on_the_command_line():
         r = run_kvcore(*common, *args)
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_each_runtime_names_its_server_and_only_a_server_with_a_ledger_is_offered():
+    """The runtime object says which server ships with it; the Calculator offers those the ledgers model."""
+    from kvcore.runtimes.registry import RUNTIMES
+    from kvcore.views import as_server
+
+    named = {name: rt.server for name, rt in RUNTIMES.items() if rt.server}
+    assert named == as_server.SERVER_OF and set(named.values()) == set(as_server.MODULES)
+    for name in set(RUNTIMES) - set(named):
+        with pytest.raises(KvError):
+            as_server.server_for(name)

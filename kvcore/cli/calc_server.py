@@ -15,6 +15,7 @@ from kvcore.limits import (
     MAX_CHAPTER_USERS,
     MAX_PROMPT_CACHE_ENTRIES,
 )
+from kvcore.servers import llama_server, mlx_lm_server
 from kvcore.units import GIB, fmt_bytes
 from kvcore.views.as_server import MAX_CACHE_RAM_MIB, SERVER_OF, ServerAsk, server_for
 
@@ -26,8 +27,8 @@ CONVERSATION = (
     ("--reply-tokens", "reply_tokens", 1, MAX_CHAPTER_TURN_TOKENS, "tokens of each reply"),
 )
 OWN = {
-    "--cache-ram": ("llama-server", "cache_ram_mib", -1, MAX_CACHE_RAM_MIB),
-    "--prompt-cache-size": ("mlx_lm.server", "prompt_cache_size", 1, MAX_PROMPT_CACHE_ENTRIES),
+    "--cache-ram": (llama_server.NAME, "cache_ram_mib", -1, MAX_CACHE_RAM_MIB),
+    "--prompt-cache-size": (mlx_lm_server.NAME, "prompt_cache_size", 1, MAX_PROMPT_CACHE_ENTRIES),
 }
 
 
@@ -92,7 +93,7 @@ def print_server(s: dict, ask: ServerAsk) -> None:
         f"weights {fmt_bytes(s['weights_bytes'])} + working memory {fmt_bytes(s['working_bytes'])} + the caches"
     )
     cap = s["host_cap_bytes"]
-    if s["server"] == "llama-server":
+    if s["server"] == llama_server.NAME:
         bound = f"at most {fmt_bytes(cap)} (--cache-ram)" if cap else "no limit (--cache-ram -1)"
         print(
             f"host side  the prompt cache in RAM, outside the GPU's working set: {fmt_bytes(s['host_resident_bytes'])} "

@@ -198,6 +198,9 @@ class Runtime:
     fit_class: str = (
         ""  # the class its runs' decode bandwidth share is fitted per (kvcore.fits.shares)
     )
+    server: str = (
+        ""  # the server program that ships with it, as kvcore.servers names its ledger ("": none)
+    )
     sequence_noun: str = (
         "sequence"  # what it calls one of its concurrent sequences ("slot" for llama.cpp's server)
     )

@@ -24,6 +24,7 @@ class LlamaCppRuntime(Runtime):
     help = "llama.cpp (its preallocated caches)"
     engines = ("llama.cpp", "llama-server", "ollama")  # Ollama runs llama.cpp's engine
     sequence_noun = "slot"
+    server = "llama-server"  # tools/server/ in its source tree
     max_sequences = llamacpp.LLAMA_MAX_SEQ
     ignored_window_note = "sliding_ignored_llamacpp"
     preallocates = reads_gguf = flash_attention = plans_memory = True

@@ -40,6 +40,7 @@ class MlxLmRuntime(TokenRuntime):
     weight_formats = (
         WEIGHT_FORMATS  # mlx's own: its safetensors in fp/bf16, fp8 or mlx's group quantization
     )
+    server = "mlx_lm.server"  # the package's own server (mlx_lm/server.py)
     settings = (
         Setting(
             "prefill_step",

@@ -39,20 +39,22 @@ from kvcore.limits import (
 from kvcore.memory.formats import ggml_name
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes import llamacpp_cache
+from kvcore.runtimes.registry import RUNTIMES
 from kvcore.servers import llama_server, mlx_lm_server
 from kvcore.servers.ledger import run
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import parse_script
 from kvcore.units import GIB
+from kvcore.views.llama_server import printed_line
 from kvcore.views.servers import conversation
 
-SERVER_OF = {"mlx_lm": mlx_lm_server.NAME, "llama.cpp": llama_server.NAME}
 MODULES = {mlx_lm_server.NAME: mlx_lm_server, llama_server.NAME: llama_server}
 DEFAULTS = {o.flag: o.default for m in MODULES.values() for o in m.OPTIONS}
+# the runtimes whose server has a ledger (each runtime object names its server), by runtime
+SERVER_OF = {name: rt.server for name, rt in RUNTIMES.items() if rt.server in MODULES}
 MLX_DTYPES = ("fp16", "bf16", "fp32")  # the KVCache dtypes mlx_lm.server stores without --kv-bits
-MAX_CACHE_RAM_MIB = (
-    1 << 30
-)  # llama-server's --cache-ram as its ledger bounds it (kvcore.servers.llama_server)
+# llama-server's --cache-ram as its ledger bounds it
+MAX_CACHE_RAM_MIB = next(o.high for o in llama_server.OPTIONS if o.flag == "--cache-ram")
 # what the ledger leaves out, said with every answer (the site and the CLI give each its words by code)
 NOTES = {
     "serial": "the requests run one after another, as the ledger models them (never two in flight)",
@@ -148,7 +150,8 @@ class ServerResult:
 
 
 def server_for(runtime: str) -> str:
-    """The server a runtime's reader runs: mlx_lm.server for mlx_lm, llama-server for llama.cpp."""
+    """The server a runtime's reader runs, as the runtime object names it (mlx_lm: mlx_lm.server, llama.cpp:
+    llama-server), where the servers' ledgers model it."""
     if runtime not in SERVER_OF:
         raise KvError(
             f"The {runtime} runtime is no server's; pick mlx_lm (mlx_lm.server) or llama.cpp (llama-server).",
@@ -204,8 +207,8 @@ def _server_line(server: str, rows: list[dict]) -> str:
     if server == mlx_lm_server.NAME:
         n, nbytes = last["prompt_cache_entries"], last["prompt_cache_bytes"]
         return f"{n} sequences, {nbytes / 1e9:.2f} GB"
-    lines = [x for r in rows for x in r["log_lines"] if "cache state:" in x]
-    return lines[-1].split("cache state: ", 1)[1] if lines else ""
+    line = next((x for r in reversed(rows) if (x := printed_line(r))), None)
+    return line.split("cache state: ", 1)[1] if line else ""
 
 
 def as_server(request: Request, ask: ServerAsk, geometry: Geometry) -> ServerResult:

@@ -85,7 +85,7 @@ def _ask(f, box, server: str, ram_bytes: int | None) -> tuple:
         f.t("calc.srv_reply"), 1, MAX_CHAPTER_TURN_TOKENS, DEFAULTS["reply"], key="srv_reply"
     )
     cache_ram, entries = serving.DEFAULTS["--cache-ram"], serving.DEFAULTS["--prompt-cache-size"]
-    if server == "llama-server":
+    if server == serving.llama_server.NAME:
         cache_ram = c[4].number_input(
             f.t("calc.srv_cache_ram"),
             -1,
@@ -117,7 +117,7 @@ def as_server(f, inputs: Inputs) -> None:
         box.info(f.t("calc.srv_no_server", runtime=r.runtime))
         return
     server = serving.SERVER_OF[r.runtime]
-    box.caption(f.t(f"calc.srv_lead_{'llama' if server == 'llama-server' else 'mlx'}"))
+    box.caption(f.t(f"calc.srv_lead_{'llama' if server == serving.llama_server.NAME else 'mlx'}"))
     try:
         asked = _ask(f, box, server, inputs.memory.ram_bytes)
         got = answer(r, asked)
@@ -129,7 +129,8 @@ def as_server(f, inputs: Inputs) -> None:
     _verdicts(f, box, inputs, got)
     box.markdown(turns_table(r, asked, f.lang))
     said = f.t(
-        f"calc.srv_line_{'llama' if server == 'llama-server' else 'mlx'}", line=got.server_line
+        f"calc.srv_line_{'llama' if server == serving.llama_server.NAME else 'mlx'}",
+        line=got.server_line,
     )
     ledger = f.t(
         "calc.srv_ledger", resident=fmt_bytes(got.resident_bytes), peak=fmt_bytes(got.peak_bytes)
@@ -169,7 +170,7 @@ def _verdicts(f, box, inputs: Inputs, got: serving.ServerResult) -> None:
             working=fmt_bytes(got.working_bytes, decimal=False),
         )
     )
-    if got.server != "llama-server":
+    if got.server != serving.llama_server.NAME:
         box.caption(f.t("calc.srv_host_none"))
         return
     cap = (
