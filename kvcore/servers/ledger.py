@@ -137,7 +137,7 @@ def run(module, options: dict, geometry: Geometry, dtype: str, requests, folder=
 def make_ledger(module, options: dict, geometry: Geometry, dtype: str):
     """The server's ledger for the path it takes: mlx_lm.server is batched, or sequential once --kv-bits is given
     (`_is_batchable`, server.py#L768-L773: kvcore.servers.mlx_lm_sequential)."""
-    if module is mlx_lm_server and options.get("--kv-bits") is not None:
+    if module is mlx_lm_server and mlx_lm_server.sequential(options):
         return mlx_lm_sequential.SequentialLedger(options, geometry, dtype)
     return module.Ledger(options, geometry, dtype)
 

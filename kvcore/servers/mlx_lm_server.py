@@ -99,6 +99,12 @@ OPTIONS = (
 )
 
 
+def sequential(options: dict) -> bool:
+    """Whether the server serves requests one at a time, the sequential path: --kv-bits disables batching
+    (`_is_batchable`, server.py#L768-L773; kvcore.servers.mlx_lm_sequential models that path)."""
+    return options.get("--kv-bits") is not None
+
+
 def row_bytes(geometry: Geometry, dtype: str) -> int:
     """K and V bytes of one token over all layers: every layer a KVCache in the activation dtype."""
     others = sorted({layer.kind for layer in geometry.layers} - {"full"})

@@ -29,7 +29,7 @@ from kvcore.servers.ledger import load_model, run, run_turns
 from kvcore.servers.mlx_lm_server import Turn
 from kvcore.servers.options import parse_options
 from kvcore.servers.script import parse_script
-from kvcore.views.servers import part_rows
+from kvcore.views.servers import part_rows, replaying
 
 NAME = llama_server.NAME
 PARTS = ("cache", "cache_copies", "cache_transient", "checkpoints", "slots")  # bottom to top
@@ -97,14 +97,7 @@ def replay(rows: list[dict], model: str) -> dict:
 
 def replayable(rows: list[dict], model: str) -> list[str]:
     """The recorded conversations the ledger replays exactly (see replay), in recorded order."""
-    out = []
-    for name in dict.fromkeys(r["conversation"] for r in rows):
-        try:
-            replay([r for r in rows if r["conversation"] == name], model)
-        except KvError:
-            continue
-        out.append(name)
-    return out
+    return replaying(rows, lambda conv: replay(conv, model))
 
 
 def printed_line(row: dict) -> str | None:

@@ -95,24 +95,31 @@ def replay(rows: list[dict], model: str, dtype: str) -> dict:
     return result
 
 
-def replayable(rows: list[dict], model: str, dtype: str) -> list[str]:
-    """The recorded conversations whose counts replay them exactly (see replay), in recorded order; those on the
-    sequential path (--kv-bits: kvcore.servers.mlx_lm_sequential) are left out, as `parts` stacks the batched
-    path's entries (each counted by its used rows)."""
-    names = list(dict.fromkeys(r["conversation"] for r in rows))
+def replaying(rows: list[dict], replays) -> list[str]:
+    """The recorded conversations in `rows` that `replays` (a conversation's rows -> its ledger, else KvError)
+    reproduces exactly, in recorded order: what the chapter offers of a recording, for either server."""
     out = []
-    for name in names:
-        if (
-            "--kv-bits"
-            in next(r for r in rows if r["conversation"] == name).get("options", "").split()
-        ):
-            continue
+    for name in dict.fromkeys(r["conversation"] for r in rows):
         try:
-            replay([r for r in rows if r["conversation"] == name], model, dtype)
+            replays([r for r in rows if r["conversation"] == name])
         except KvError:
             continue
         out.append(name)
     return out
+
+
+def replayable(rows: list[dict], model: str, dtype: str) -> list[str]:
+    """The recorded conversations whose counts replay them exactly (see replay), in recorded order; those on the
+    sequential path (--kv-bits: kvcore.servers.mlx_lm_sequential) are left out, as `parts` stacks the batched
+    path's entries (each counted by its used rows)."""
+    batched = [
+        r
+        for r in rows
+        if not mlx_lm_server.sequential(
+            parse_options(mlx_lm_server.OPTIONS, r.get("options", "").split(), mlx_lm_server.NAME)
+        )
+    ]
+    return replaying(batched, lambda conv: replay(conv, model, dtype))
 
 
 def parts(requests: list[dict], per_token: int) -> pd.DataFrame:
