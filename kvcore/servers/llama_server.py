@@ -49,6 +49,18 @@ LOG_PREFIX = "%(elapsed)s %(level)s "
 MIB = 1024 * 1024
 SIMILARITY = 0.1  # -sps / --slot-prompt-similarity (common/common.h#L697)
 AUTO_SLOTS = llamacpp_cache.SERVER_AUTO_SLOTS
+# What the process holds beside the ledger's host-side bytes, measured on the bundled recording
+# (recordings/measured-linux-cpu-llama-server-smollm2-135m.yaml, 54 requests; tests/test_server_memory.py): its RSS
+# grows from the first request by at least those bytes (less a page's rounding) and at most RSS_FACTOR times them
+# plus RSS_SLACK: an entry loaded into a slot or evicted is freed, and glibc keeps freed heap pages until it trims.
+RSS_FACTOR, RSS_SLACK, RSS_ROUNDING = 2, 5 * MIB // 2, MIB // 4
+
+
+def rss_within(growth: int, held: int) -> bool:
+    """Whether a process's RSS growth (bytes) is what the ledger's host-side growth `held` leaves room for."""
+    return held - RSS_ROUNDING <= growth <= RSS_FACTOR * held + RSS_SLACK
+
+
 KV_TYPE = "f16"  # -ctk / -ctv default (common/common.h)
 
 

@@ -24,7 +24,10 @@ FIELDS = ("id", "server", "mac", "what", "figure", "machine", "model", "runtime"
 URL = "https://github.com/"
 KIB = 1024
 # RSS is the kernel's count of the pages the process holds: the allocator's rounding and bookkeeping sit on top
-# of the bytes the server saves, so a reported RSS growth agrees with the ledger's state when within this share
+# of the bytes the server saves, so a reported RSS growth agrees with the ledger's state when within this share.
+# A chosen margin, not a measured one: this site's own recording bounds llama-server's RSS far more loosely
+# (llama_server.rss_within, where slots load and evict entries), too loosely to tell a 2x error from agreement
+# in a thread where every request only adds a state.
 RSS_TOLERANCE = 0.01
 LEDGER_KINDS = ("llama_state", "llama_slots")
 
