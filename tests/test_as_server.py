@@ -229,3 +229,12 @@ def test_each_runtime_names_its_server_and_only_a_server_with_a_ledger_is_offere
     for name in set(RUNTIMES) - set(named):
         with pytest.raises(KvError):
             as_server.server_for(name)
+
+
+def test_a_server_names_its_runtime_and_an_unknown_one_is_refused_by_name():
+    from kvcore.views import as_server
+
+    assert as_server.runtime_for("llama-server") == "llama.cpp"
+    assert as_server.runtime_for("mlx_lm.server") == "mlx_lm"
+    with pytest.raises(KvError, match="'vllm'"):
+        as_server.runtime_for("vllm")

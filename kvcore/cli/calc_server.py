@@ -17,7 +17,13 @@ from kvcore.limits import (
 )
 from kvcore.servers import llama_server, mlx_lm_server
 from kvcore.units import GIB, fmt_bytes
-from kvcore.views.as_server import MAX_CACHE_RAM_MIB, SERVER_OF, ServerAsk, server_for
+from kvcore.views.as_server import (
+    MAX_CACHE_RAM_MIB,
+    SERVER_OF,
+    ServerAsk,
+    runtime_for,
+    server_for,
+)
 
 # the conversation's flags (any server) and each server's own, with the ServerAsk field each fills
 CONVERSATION = (
@@ -58,7 +64,7 @@ def ask(a) -> ServerAsk | None:
             raise KvError(f"{given[0]} needs --server (mlx_lm.server or llama-server).")
         return None
     if server_for(a.runtime) != a.server:
-        runtime = next(r for r, s in SERVER_OF.items() if s == a.server)
+        runtime = runtime_for(a.server)
         raise KvError(f"{a.server} runs {runtime}: add --runtime {runtime}.")
     for flag, (server, _, _, _) in OWN.items():
         if flag in given and server != a.server:

@@ -157,6 +157,15 @@ def srv(func: str, text: str) -> str:
     return f"srv  {func:>12.12}: {text}"
 
 
+def slot_layout(options: dict) -> tuple[int, bool]:
+    """The slots llama-server makes and whether they share one pool (rule 1 above): -np left at auto gives
+    AUTO_SLOTS in one unified pool; an explicit -np N gives N, unified only with -kvu."""
+    n_parallel = options["--parallel"]
+    if n_parallel == 0:
+        raise KvError("llama-server's --parallel must be -1 (auto) or from 1 to 256.")
+    return (AUTO_SLOTS, True) if n_parallel == -1 else (n_parallel, options["--kv-unified"])
+
+
 class Ledger:
     """llama-server's slots and prompt cache across a script, one request at a time."""
 
@@ -176,11 +185,7 @@ class Ledger:
         flash_attention(
             options["--flash-attn"], v_type, k_type
         )  # a quantized V with -fa off: refused
-        n_parallel = options["--parallel"]
-        if n_parallel == 0:
-            raise KvError("llama-server's --parallel must be -1 (auto) or from 1 to 256.")
-        unified = options["--kv-unified"] or n_parallel == -1
-        n_slots = AUTO_SLOTS if n_parallel == -1 else n_parallel
+        n_slots, unified = slot_layout(options)
         n_ctx = options["--ctx-size"]
         if not n_ctx:  # the trained context, per stream when split (common/fit.cpp#L195-L272)
             if not geometry.max_position_embeddings:

@@ -161,6 +161,14 @@ def server_for(runtime: str) -> str:
     return SERVER_OF[runtime]
 
 
+def runtime_for(server: str) -> str:
+    """The runtime whose server `server` is (the runtime object names it): llama.cpp for llama-server."""
+    for runtime, name in SERVER_OF.items():
+        if name == server:
+            return runtime
+    raise KvError(f"No runtime names {server!r} its server; the servers are {', '.join(MODULES)}.")
+
+
 def _mlx_argv(request: Request, ask: ServerAsk) -> tuple[list[str], str]:
     if request.k_format != request.v_format or request.k_format not in MLX_DTYPES:
         raise KvError(

@@ -16,6 +16,7 @@ from kvcore.recordings.store import Recording
 from kvcore.units import GIB, MIB, fmt_num
 from kvcore.views import llama_server as llama
 from kvcore.views import servers as views
+from kvcore.views.as_server import runtime_for
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
 
@@ -32,7 +33,6 @@ LLAMA_COLORS = {
     "checkpoints": "#72b7b2",
     "slots": "#f58518",
 }
-LLAMA_RUNTIME = "llama.cpp"  # the runtime llama-server runs: the time model's shares for its levers
 
 
 def _named(df: pd.DataFrame, lang: str, unit: int, column: str) -> pd.DataFrame:
@@ -155,9 +155,7 @@ def _recorded_llama(conversation: list[dict], model: str, dtype: str, lang: str)
     )
     rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
     options = result["options"]
-    auto = options["--parallel"] == -1
-    slots = llama.llama_server.AUTO_SLOTS if auto else options["--parallel"]
-    unified = options["--kv-unified"] or auto
+    slots, unified = llama.llama_server.slot_layout(options)
     cells = requests[-1]["active_kv_bytes"] // result["kv_bytes_per_token"]
     limit = gpu_limit(MAC_RAM_GB)
     return {
@@ -188,7 +186,7 @@ def _recorded_llama(conversation: list[dict], model: str, dtype: str, lang: str)
 def _seconds(server: str, model: str):
     if server == llama.NAME:
         return lambda rows: views.reprocessed_seconds(
-            model, rows, runtime=LLAMA_RUNTIME, kv_dtype=llama.DTYPE
+            model, rows, runtime=runtime_for(server), kv_dtype=llama.DTYPE
         )
     return lambda rows: views.reprocessed_seconds(model, rows)
 
