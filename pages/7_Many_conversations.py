@@ -5,7 +5,7 @@ kvcore.views.llama_server, the servers' ledgers)."""
 import streamlit as st
 
 from kvcore.limits import MAX_CHAPTER_TURN_TOKENS, MAX_CHAPTER_TURNS, MAX_CHAPTER_USERS
-from kvcore.units import GIB, MIB, fmt_num
+from kvcore.units import GIB, fmt_num
 from kvcore.views.servers import DEFAULT_MODEL, LEVER_CHIP, drawn, mac_memories, server_models
 from kvsite import i18n
 from kvsite.charts.chart import show_chart
@@ -42,48 +42,9 @@ if rec is not None:
         shown = first["server"]
         show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
         m = row()
-        if shown == LLAMA:
-            m.metric(
-                f.t("servers.m_llama_line", n=first["requests"]),
-                f"{fmt_num(first['line'] / MIB)} MiB",
-            )
-            m.metric(f.t("servers.m_pool"), f"{fmt_num(first['gpu_bytes'] / MIB)} MiB")
-            m.metric(f.t("servers.m_host"), f"{fmt_num(first['host_peak_bytes'] / MIB)} MiB")
-            st.caption(
-                f.t(
-                    "servers.recorded_llama_note",
-                    options=first["options"],
-                    basis=f.t("servers.basis_ids" if first["from_ids"] else "servers.basis_counts"),
-                    model=first["model"],
-                    dtype=first["dtype"],
-                    per=f"{first['per_token']:,}",
-                    pool=fmt_num(first["gpu_bytes"] / MIB),
-                    slots=first["slots"],
-                    gib=fmt_num(first["limit_gib"]),
-                    ram=sections.MAC_RAM_GB,
-                    host=fmt_num(first["host_peak_bytes"] / MIB),
-                    rss0=fmt_num(first["rss_first_mib"] or 0),
-                    rss=fmt_num(first["rss_growth_mib"] or 0),
-                )
-            )
-        else:
-            m.metric(
-                f.t("servers.m_line", n=first["requests"]), f"{fmt_num(first['line'] / MIB)} MiB"
-            )
-            m.metric(f.t("servers.m_peak"), f"{fmt_num(first['peak'] / MIB)} MiB")
-            m.metric(f.t("servers.m_ratio"), f"{first['ratio']:.1f}×")
-            st.caption(
-                f.t(
-                    "servers.recorded_note",
-                    model=first["model"],
-                    dtype=first["dtype"],
-                    per=f"{first['per_token']:,}",
-                    rss=fmt_num(first["rss_growth_mib"] or 0),
-                    gib=fmt_num(first["limit_gib"]),
-                    times=f"{first['limit_times']:,.0f}",
-                    ram=sections.MAC_RAM_GB,
-                )
-            )
+        for label, value in first["metrics"]:
+            m.metric(label, value)
+        st.caption(first["note"])
 
 
 @st.fragment

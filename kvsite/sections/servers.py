@@ -116,24 +116,38 @@ def recorded(rec: Recording, lang: str, name: str | None = None) -> dict:
         result = views.replay(conversation, model, dtype)
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
-    df = views.parts(result["requests"], result["kv_bytes_per_token"])
-    shown = (
-        df.groupby("part")["bytes"].sum() > 0
-    )  # a part no request holds is left out of the legend
-    df = _named(df[df["part"].map(shown)], lang, MIB, "mib")
+    df = _named(views.parts(result["requests"], result["kv_bytes_per_token"]), lang, MIB, "mib")
     last = result["requests"][-1]
     limit = gpu_limit(MAC_RAM_GB)
     rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
+    ratio = last["peak_bytes"] / max(1, last["prompt_cache_bytes"])
+    rss_growth = rss[-1] - rss[0] if len(rss) > 1 else None
     return {
         "server": views.mlx_lm_server.NAME,
+        # what the page shows beside the chart: the server's count, what it holds at its peak, the two's ratio
+        "metrics": (
+            (t("m_line", n=len(conversation)), f"{fmt_num(last['prompt_cache_bytes'] / MIB)} MiB"),
+            (t("m_peak"), f"{fmt_num(last['peak_bytes'] / MIB)} MiB"),
+            (t("m_ratio"), f"{ratio:.1f}×"),
+        ),
+        "note": t(
+            "recorded_note",
+            model=model,
+            dtype=dtype,
+            per=f"{result['kv_bytes_per_token']:,}",
+            rss=fmt_num(rss_growth or 0),
+            gib=fmt_num(limit.bytes / GIB),
+            times=f"{limit.bytes / max(1, last['peak_bytes']):,.0f}",
+            ram=MAC_RAM_GB,
+        ),
         "chart": _chart(df, lang, "mib", "MiB", height=260),
         "conversation": name,
         "requests": len(conversation),
         "line": last["prompt_cache_bytes"],
         "peak": last["peak_bytes"],
         "printed": next(x for x in last["log_lines"] if x.startswith("Prompt Cache")),
-        "ratio": last["peak_bytes"] / max(1, last["prompt_cache_bytes"]),
-        "rss_growth_mib": rss[-1] - rss[0] if len(rss) > 1 else None,
+        "ratio": ratio,
+        "rss_growth_mib": rss_growth,
         "limit_gib": limit.bytes / GIB,
         "limit_times": limit.bytes / max(1, last["peak_bytes"]),
         "model": model,
@@ -158,22 +172,50 @@ def _recorded_llama(conversation: list[dict], model: str, dtype: str, lang: str)
     slots, unified = llama.llama_server.slot_layout(options)
     cells = requests[-1]["active_kv_bytes"] // result["kv_bytes_per_token"]
     limit = gpu_limit(MAC_RAM_GB)
+    t = i18n.translator(lang, "servers.")
+    layout = t(
+        "slots_unified" if unified else "slots_split",
+        n=slots,
+        cells=f"{cells if unified else cells // slots:,}",
+    )
+    sides = llama.split(requests)
+    options_said = conversation[0].get("options", "") or ""
+    mib = lambda n: fmt_num(n / MIB)  # noqa: E731
     return {
         "server": llama.NAME,
         "chart": chart,
+        # what the page shows beside the chart: the server's count, the slot pool, the host RAM at its peak
+        "metrics": (
+            (
+                t("m_llama_line", n=len(conversation)),
+                f"{mib(requests[-1]['prompt_cache_bytes'])} MiB",
+            ),
+            (t("m_pool"), f"{mib(sides['gpu_bytes'])} MiB"),
+            (t("m_host"), f"{mib(sides['host_peak_bytes'])} MiB"),
+        ),
+        "note": t(
+            "recorded_llama_note",
+            options=options_said,
+            basis=t("basis_ids" if llama.has_ids(conversation) else "basis_counts"),
+            model=model,
+            dtype=dtype,
+            per=f"{result['kv_bytes_per_token']:,}",
+            pool=mib(sides["gpu_bytes"]),
+            slots=layout,
+            gib=fmt_num(limit.bytes / GIB),
+            ram=MAC_RAM_GB,
+            host=mib(sides["host_peak_bytes"]),
+            rss0=fmt_num(rss[0] if rss else 0),
+            rss=fmt_num(rss[-1] - rss[0] if len(rss) > 1 else 0),
+        ),
         "conversation": conversation[0]["conversation"],
         "requests": len(conversation),
-        "options": conversation[0].get("options", "") or "",
-        "slots": i18n.translate(
-            lang,
-            "servers.slots_unified" if unified else "servers.slots_split",
-            n=slots,
-            cells=f"{cells if unified else cells // slots:,}",
-        ),
+        "options": options_said,
+        "slots": layout,
         "line": requests[-1]["prompt_cache_bytes"],
         "printed": llama.printed_line(conversation[-1]) or "",
         "from_ids": llama.has_ids(conversation),
-        **llama.split(requests),
+        **sides,
         "rss_first_mib": rss[0] if rss else None,
         "rss_growth_mib": rss[-1] - rss[0] if len(rss) > 1 else None,
         "limit_gib": limit.bytes / GIB,
@@ -274,16 +316,16 @@ def users_turns(
         parts=llama.PARTS if is_llama else views.PARTS,
         line_key="servers.llama_line" if is_llama else "servers.server_line",
     )
-    gpu = (
-        llama.split(rows)["gpu_bytes"] if is_llama else peak
-    )  # mlx_lm.server: all of it is Metal's
+    # llama-server: the slot pool on the GPU side, its prompt cache in host RAM; mlx_lm.server: all of it is Metal's
+    sides = llama.split(rows) if is_llama else {"gpu_bytes": peak, "host_peak_bytes": 0}
+    gpu = sides["gpu_bytes"]
     return {
         "chart": chart,
         "levers": _lever_table(server, levers, lang),
         "resident": rows[-1]["resident_bytes"],
         "peak": peak,
         "gpu": gpu,
-        "host_peak": peak - gpu,
+        "host_peak": sides["host_peak_bytes"],
         "over": gpu > limit.bytes,
         "cells": gpu // result["kv_bytes_per_token"] if is_llama else 0,
         "limit": limit.bytes,
