@@ -18,7 +18,7 @@ from kvcore.model.config import Cfg, flatten
 from kvcore.model.families import family_for
 from kvcore.model.geometry import Geometry
 from kvcore.model.layers import BOOL_FIELDS, check_family, layers_of
-from kvcore.model.params import count_params, layer_ffn
+from kvcore.model.params import EXPERT_COUNT_KEY, count_params, layer_ffn
 from kvcore.runtimes.base import (
     Runtime,  # the runtime object is handed in, looked up once by its namer
 )
@@ -200,16 +200,7 @@ def ffn_widths(cfg: Cfg, family) -> dict:
         if moe
         else 0,
         "experts_used": cfg.int("num_experts_per_tok") if moe else 0,
-        "experts": next(
-            (
-                cfg.int(k)
-                for k in ("num_local_experts", "num_experts", "n_routed_experts")
-                if cfg.has(k)
-            ),
-            0,
-        )
-        if moe
-        else 0,
+        "experts": cfg.int(EXPERT_COUNT_KEY[family.ffn]) if moe else 0,
         "shared_expert_width": cfg.int("shared_expert_intermediate_size", 0, 0),
         "linear_widths": _linear_widths(cfg) if family.attention == "hybrid_linear" else (),
     }

@@ -135,12 +135,20 @@ def _qwen_v1(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
     return p, p, 0
 
 
+# how many routed experts a MoE family's config.json names, by its feed-forward kind (Family.ffn)
+EXPERT_COUNT_KEY = {
+    "moe_deepseek": "n_routed_experts",
+    "moe_gpt_oss": "num_local_experts",
+    "moe_qwen": "num_experts",
+}
+
+
 def _moe_deepseek(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
     if not _moe_layer(cfg, i, first_dense="first_k_dense_replace"):
         return _dense(cfg, family, i)
     h = cfg.int("hidden_size")
     experts, top_k, inter = (
-        cfg.int("n_routed_experts"),
+        cfg.int(EXPERT_COUNT_KEY["moe_deepseek"]),
         cfg.int("num_experts_per_tok"),
         cfg.int("moe_intermediate_size"),
     )
@@ -156,7 +164,7 @@ def _moe_deepseek(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int
 def _moe_gpt_oss(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
     h = cfg.int("hidden_size")
     experts, top_k, inter = (
-        cfg.int("num_local_experts"),
+        cfg.int(EXPERT_COUNT_KEY["moe_gpt_oss"]),
         cfg.int("num_experts_per_tok"),
         cfg.int("intermediate_size"),
     )
@@ -170,7 +178,7 @@ def _moe_qwen(cfg: Cfg, family: Family, i: int) -> tuple[Params, Params, int]:
         return _dense(cfg, family, i)
     h = cfg.int("hidden_size")
     experts, top_k, inter = (
-        cfg.int("num_experts"),
+        cfg.int(EXPERT_COUNT_KEY["moe_qwen"]),
         cfg.int("num_experts_per_tok"),
         cfg.int("moe_intermediate_size"),
     )
