@@ -8,7 +8,7 @@ from kvsite import i18n
 from kvsite.charts.chart import show_chart
 from kvsite.frame.page import setup
 from kvsite.inputs.choices import bound_choice, model_choice, weights_choice
-from kvsite.layout import row
+from kvsite.layout import lazy_expander, row
 from kvsite.sections import growth as growth_sections
 from kvsite.sections import shared as sections
 
@@ -91,7 +91,12 @@ def body(rec) -> None:
         i18n.join(f.lang, f.t("growth.exact_note", **sections.article_geometry()), grow["axes"])
     )
 
-    with st.expander(f.t("growth.layers_title"), icon=":material/layers:"):
+    layers = lazy_expander(
+        f.t("growth.layers_title"), "growth_layers_open", icon=":material/layers:"
+    )
+    if not layers:  # closed: a step above sends its title only, not a chart it leaves as it was
+        return
+    with layers:
         contexts = LAYER_CONTEXTS  # picked inside the chart (no round trip); a link's ?lctx= opens at its value
         asked = st.query_params.get("lctx", "")
         layer_ctx = next(

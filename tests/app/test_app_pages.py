@@ -222,6 +222,27 @@ def test_growth_model_select_changes_the_data(rec_dir):
     assert theory[32768] == pytest.approx(4.0)  # Llama 3.1 8B, fp16, 32,768 tokens: exactly 4 GiB
 
 
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_growth_per_layer_chart_is_sent_only_while_open_and_follows_the_models_choices(
+    rec_dir, lang
+):
+    """The per-layer chart does not change with the context slider: closed, its expander sends its title alone (a
+    step sends one chart); open, it is the engine's chart for the page's model, format, sequences and language."""
+    from kvsite.sections.growth import growth_layers
+
+    assert len(charts(page("pages/3_Linear_growth.py", lang))) == 1
+    for model, kv, seqs in (("llama-3.2-1b", "fp16", 1), ("gemma-3-4b", "mlx-q4", 3)):
+        at = page(
+            "pages/3_Linear_growth.py", lang, state={"growth_layers_open": True},
+            model=model, kv=kv, seqs=seqs, lctx=4096,
+        )  # fmt: skip
+        assert not at.exception and len(charts(at)) == 2
+        want = growth_layers(model, (1024, 4096, 8192, 32768, 131072), 4096, kv, seqs, lang)
+        shown = chart_labels(charts(at)[1]["spec"], charts(at)[1]["data"])
+        assert shown == chart_labels(want["chart"].spec, want["chart"].data) and shown
+        assert len(charts(at)[1]["data"]) == len(want["chart"].data)  # a row per layer and context
+
+
 def test_mechanism_slider_changes_work(rec_dir):
     at = page("pages/1_Mechanism.py", "en")
     at.slider(key="new").set_value(100).run()
