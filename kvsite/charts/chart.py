@@ -87,11 +87,30 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     # a quantitative x axis's last label near the plot's right end (a tick inside a padded domain) was drawn half
     # past it and cut: a label within 24 px of either end is aligned to end at its tick, inside the plot
     config["axisXQuantitative"] = {"labelFlush": 24, **config.get("axisXQuantitative", {})}
+    # Altair names a dataset by its rows' hash, so a step that changes the rows changed the spec too, and Streamlit's
+    # frontend builds a chart whose spec changed again from nothing (its view made anew) where it updates a view's
+    # datasets in place: each dataset is named by its place instead (data-0, data-1, ...), the spec the same
+    # for every state of the same drawing
+    datasets = spec.pop("datasets", {})
+    names = {name: f"data-{i}" for i, name in enumerate(datasets)}
+    spec = _renamed(spec, names)
     spec["datasets"] = {
-        name: dataframe_util.convert_anything_to_arrow_bytes(rows)
-        for name, rows in spec.get("datasets", {}).items()
+        names[name]: dataframe_util.convert_anything_to_arrow_bytes(rows)
+        for name, rows in datasets.items()
     }
     return spec
+
+
+def _renamed(node, names: dict[str, str]):
+    """`node` (a spec's part) with every reference to a dataset ({"name": <Altair's name>}) by its new name."""
+    if isinstance(node, dict):
+        return {
+            k: names[v] if k == "name" and isinstance(v, str) and v in names else _renamed(v, names)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_renamed(v, names) for v in node]
+    return node
 
 
 def make_chart(data: pd.DataFrame, builder: str, *args, **kwargs) -> Chart:
