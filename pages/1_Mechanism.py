@@ -53,10 +53,12 @@ def work_section() -> None:
     m.metric(f.t("mechanism.total_with"), f"{work['with']:,}")
     m.metric(f.t("mechanism.total_without"), f"{work['without']:,}")
     m.metric(f.t("mechanism.ratio"), f"{work['without'] / work['with']:,.1f}×")
-    st.caption(f.t("mechanism.work_note"))
 
 
 work_section()
+st.caption(
+    f.t("mechanism.work_note")
+)  # the same words in every state: drawn once, below the section
 
 st.header(f.t("mechanism.measured_title"))
 rec = f.pick_source("mechanism", default="published-article-b-t4-mechanism")

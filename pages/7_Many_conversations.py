@@ -50,8 +50,7 @@ if rec is not None:
 @st.fragment
 def users_and_levers() -> None:
     """Users × turns for a model the reader picks through a server the reader picks, and that server's options
-    as levers: a change reruns this."""
-    st.header(f.t("servers.users_title"))
+    as levers: a change reruns this (not the section's heading, drawn above it once)."""
     servers = list(sections.SERVERS)
     server = url_choice(
         st.segmented_control,
@@ -138,6 +137,7 @@ def users_and_levers() -> None:
     )
 
 
+st.header(f.t("servers.users_title"))
 users_and_levers()
 
 st.subheader(f.t("servers.trap_title"))

@@ -21,7 +21,7 @@ from kvcore.runtimes.registry import RUNTIMES, get_runtime, gguf_runtime
 from kvsite import i18n
 from kvsite.frame.page import url_choice
 from kvsite.inputs.choices import bound_choice
-from kvsite.layout import uploader_words
+from kvsite.layout import row, uploader_words
 
 from . import gguf_browser
 from .source import (
@@ -52,18 +52,20 @@ def request(f) -> tuple[Inputs | None, object, object]:
     if source is None:  # a GGUF refused: said, and nothing else to ask
         return None, None, None
     rt = get_runtime(runtime)
-    c = st.columns(
-        [2, 2, 1, 2, 1] if rt.one_kv_format else [2, 2, 1, 1, 1, 1]
-    )  # K and V: one or two
-    ctx = context_inputs(f, c[0], c[1])  # exact number and log slider, bound to ?ctx=
-    seqs = c[2].number_input(
+    # each line of inputs one horizontal block (kvsite.layout.row): st.columns sent a block per column more, and
+    # a context step sends every input again
+    c = row(vertical_alignment="bottom")  # a label that wraps (ja) keeps its box on the line
+    ctx = context_inputs(f, c)  # log slider and exact number, bound to ?ctx=
+    seqs = c.number_input(
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
-    k_fmt, v_fmt = kv_format_inputs(f, rt, c[3:-1])
-    w_fmt = _weights(f, c[-1], src_kind, rt)
+    k_fmt, v_fmt = kv_format_inputs(f, rt, c)
+    w_fmt = _weights(f, c, src_kind, rt)
     # the machine, the numbers and the verdict on the left, the chart on the right (a phone stacks the two)
     left, right = st.columns([5, 6], gap="medium")
-    m = left.columns([3, 2, 2])
+    m = left.columns(
+        [3, 2, 2]
+    )  # three boxes on one line in the left column (a row would wrap the third)
     box = left.container(horizontal=True)  # the GPU limit's override and the runtime's own settings
     chip = url_choice(
         m[0].selectbox,
@@ -98,9 +100,9 @@ def refused(f, e: KvError, src_kind: str) -> None:
 def _model(f) -> tuple[str, ModelSource | None, str]:
     """Where the model comes from, the model and the runtime, in one row: (kind, source, runtime); the source is
     None when a GGUF is refused (said on the page)."""
-    top = st.columns([4, 3, 2])  # the source's three choices on one line at 1400 px
+    top = row()  # the source's three choices on one line at 1400 px
     kind = url_choice(
-        top[0].segmented_control,
+        top.segmented_control,
         f.t("calc.model_source"),
         ["preset", "config", "gguf"],
         "preset",
@@ -109,15 +111,16 @@ def _model(f) -> tuple[str, ModelSource | None, str]:
         required=True,
         wrap=True,  # the three choices wrap in a phone's column rather than run past its edge
     )
-    source = _source(f, top[1], kind)
+    # a pasted config (a file and a box) or a GGUF (a picker and a path) stacks in a cell of its own
+    source = _source(f, top if kind == "preset" else top.container(), kind)
     if source is None:
         return kind, None, ""
     if kind == "gguf":  # a GGUF's layers are the reading of the runtime it is the model format of
         runtime = gguf_runtime().name  # no choice to offer: shown, not a widget
-        top[2].markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
+        top.markdown(f"{f.t('calc.runtime')}: `{runtime}`", help=f.t("calc.runtime_gguf_help"))
     else:
         runtime = bound_choice(
-            top[2].selectbox,
+            top.selectbox,
             f.t("calc.runtime"),
             list(RUNTIMES),
             "rt",

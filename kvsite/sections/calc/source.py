@@ -221,9 +221,9 @@ def config_geometry(text: str | bytes | tuple | None, name: str, runtime: str) -
     return parse_config(parse_json_text(text, name), name, get_runtime(runtime))
 
 
-def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
-    """The K and V formats, bound to ?k= and ?v=, in `cols`: the formats `rt` stores, fp16 first chosen;
-    one box for both where the runtime keeps one format (mlx_lm; one column), else K and V. A link the
+def kv_format_inputs(f, rt, line) -> tuple[str, str]:
+    """The K and V formats, bound to ?k= and ?v=, in `line`: the formats `rt` stores, fp16 first chosen;
+    one box for both where the runtime keeps one format (mlx_lm), else K and V. A link the
     runtime refuses (a format it does not store, V apart from K where it keeps one) gets the runtime's own
     sentence and what the page shows instead, read before the boxes are made: a bound select box drops a
     value it does not offer, silently."""
@@ -240,14 +240,14 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
         "v": "calc.v_format",
     }
     chosen = {
-        key: col.selectbox(
+        key: line.selectbox(
             f.t(label[key]),
             kv_formats,
             index=kv_formats.index("fp16"),
             key=key,
             bind="query-params",
         )
-        for col, key in zip(cols, keys, strict=True)
+        for key in keys
     }
     k, v = chosen["k"], chosen.get("v", chosen["k"])
     # the link's formats (the page's where it names none); a warm rerun's match its boxes
@@ -267,7 +267,7 @@ def kv_format_inputs(f, rt, cols) -> tuple[str, str]:
 DEFAULT_CONTEXT = 32768
 
 
-def context_inputs(f, col_log, col_exact) -> int:
+def context_inputs(f, line) -> int:
     """The calculator's context: an exact number and a log slider that set each other, bound to ?ctx= here rather
     than by Streamlit. Its binding leaves out a value equal to the widget's declared default (the minimum, 1, since
     the real default comes from session state), so ?ctx=1 was neither written nor read back: it came back 32,768."""
@@ -289,18 +289,17 @@ def context_inputs(f, col_log, col_exact) -> int:
         state["ctx"] = state["ctx_log"]
         to_url()
 
-    ctx = col_exact.number_input(
-        f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", on_change=to_url
-    )
-    state["ctx_log"] = max(
-        s for s in LOG_STEPS if s <= ctx
-    )  # the log slider follows the exact value
-    col_log.select_slider(
+    # the log slider follows the exact value (the state the exact box will show), and comes first in `line`
+    state["ctx_log"] = max(s for s in LOG_STEPS if s <= int(state["ctx"]))
+    line.select_slider(
         f.t("calc.ctx_log"),
         LOG_STEPS,
         key="ctx_log",
         format_func=lambda v: f"{v:,}",
         on_change=from_log,
+    )
+    ctx = line.number_input(
+        f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", on_change=to_url
     )
     return int(ctx)
 
