@@ -5,9 +5,10 @@ one-line page with 30 captions more, says what each element a step re-sends cost
 Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
 and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
 presses an arrow once on each chapter's slider and on the baseline's, in that order, right in even rounds and
-left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished the rerun and what the
-step changes is repainted: the page's charts (their SVG), or, where a step leaves every chart as it was, the numbers
-it changes (the calculator's memory chart is one drawing for every context up to 128K; its metrics move). The result per chapter is the median of the paired ratios chapter / baseline with the
+left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished
+the rerun and what the step changes is repainted: the chart the slider drives (its SVG), or, where a step leaves its
+chart as it was, the numbers it changes (the calculator's memory chart is one drawing for every context up to 128K;
+its metrics move). The result per chapter is the median of the paired ratios chapter / baseline with the
 interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
 
 Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15 [--markdown docs/benchmarks.md]
@@ -28,19 +29,19 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_ready  # noqa: E402
 
-CHARTS = "[data-testid='stVegaLiteChart'] svg"
-METRICS = "[data-testid='stMetric']"
 # chapter URL path and query -> which slider to step (its label's position among the page's sliders), and what the
-# step repaints (a CSS selector: every match's inner HTML is watched)
+# step repaints: the element its section draws with that key (Streamlit gives a keyed element the class st-key-<key>),
+# a chart, or the calculator's numbers (its memory chart is one drawing for every context up to 128K)
 CHAPTERS = {
-    "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0, CHARTS),
-    "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0, CHARTS),
-    "3 Linear growth (context)": ("Linear_growth?lang=en", 0, CHARTS),
-    "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0, CHARTS),
-    "6 Savings (memory)": ("Savings?lang=en", 1, CHARTS),
-    "7 Many conversations (users)": ("Many_conversations?lang=en", 0, CHARTS),
-    "8 Calculator (context, log scale)": ("Calculator?lang=en", 0, METRICS),
+    "1 Mechanism (prompt tokens)": ("Mechanism?lang=en", 0, ".st-key-mech_chart"),
+    "2 The .nbytes trap (tokens)": ("Nbytes_trap?lang=en", 0, ".st-key-trap_chart"),
+    "3 Linear growth (context)": ("Linear_growth?lang=en", 0, ".st-key-growth_chart"),
+    "4 Decode slowdown (share of peak)": ("Decode_slowdown?lang=en", 0, ".st-key-whatif_chart"),
+    "6 Savings (memory)": ("Savings?lang=en", 1, ".st-key-fits_chart"),
+    "7 Many conversations (users)": ("Many_conversations?lang=en", 0, ".st-key-servers_users"),
+    "8 Calculator (context, log scale)": ("Calculator?lang=en", 0, ".st-key-calc_numbers"),
 }
+CHART = "[data-testid='stVegaLiteChart']"  # the one-line pages' one chart
 BASELINE_PAGE = """import altair as alt
 import pandas as pd
 import streamlit as st
@@ -51,27 +52,32 @@ st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().
 # a control beside the chapters: the one-line page and 30 captions, what each element a step re-sends costs
 CONTROL = "one-line page and 30 captions (control)"
 CONTROL_PAGE = BASELINE_PAGE + 'for i in range(30):\n    st.caption(f"line {i}")\n'
-# What a step changed, read only when the page's DOM changes around what is watched: a MutationObserver armed
-# before the key press, so the measurement adds no work per animation frame (hashing a chapter's charts every frame
-# took the page's own time, more for a chapter's hundreds of marks than for the one-line page's two points).
+# What a step changed, read only when the DOM around what is watched changes: a MutationObserver armed before the
+# key press on the watched element's parent (its section), hashing that one element when a mutation comes. Hashing
+# a chapter's charts every animation frame took the page's own time; so did an observer of the whole page that
+# looked for the watched elements around every mutation and hashed every chart (~6 ms a step on Savings' page of
+# five charts, a Chromium profile of 7 December), more for a large page than for the one-line page.
 ARM_JS = """(selector) => {
-  const sig = () => Array.from(document.querySelectorAll(selector)).map(s => {
-    let h = 0; for (const c of s.innerHTML) h = (h * 31 + c.charCodeAt(0)) | 0; return h; }).join('|');
+  const sig = () => {
+    const el = document.querySelector(selector);
+    if (!el) return '';
+    const s = el.innerHTML; let h = 0;
+    for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+    return h + ':' + s.length;
+  };
   const before = sig();
   if (window.__kvWatch) window.__kvWatch.disconnect();
   window.__kvChanged = false;
-  const near = (m) => {
-    const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
-    return node && (node.closest(selector) || node.querySelector(selector));
-  };
-  window.__kvWatch = new MutationObserver((records) => {
-    if (!window.__kvChanged && records.some(near) && sig() !== before) window.__kvChanged = true;
+  window.__kvWatch = new MutationObserver(() => {
+    if (!window.__kvChanged && sig() !== before) window.__kvChanged = true;
   });
-  window.__kvWatch.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  const watched = document.querySelector(selector);
+  window.__kvWatch.observe(watched.parentElement,
+    {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
 
 
-def step(page, index: int, key: str = "ArrowRight", watch: str = CHARTS) -> float:
+def step(page, index: int, key: str = "ArrowRight", watch: str = CHART) -> float:
     """Seconds from one arrow press on the index-th slider until the rerun is over and what `watch` selects
     repainted."""
     page.evaluate(ARM_JS, watch)
@@ -121,7 +127,7 @@ def main() -> int:
         _app(BASELINE_PAGE, "bench-slider-"),
         _app(CONTROL_PAGE, "bench-slider-control-"),
     )
-    steps = {**CHAPTERS, CONTROL: ("", 0, CHARTS)}
+    steps = {**CHAPTERS, CONTROL: ("", 0, CHART)}
     times: dict[str, list[float]] = {name: [] for name in [*steps, "one-line page with a slider"]}
     ratios: dict[str, list[float]] = {name: [] for name in steps}
     with (

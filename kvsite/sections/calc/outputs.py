@@ -25,7 +25,7 @@ from .source import CUSTOM, chip_names
 def numbers(f, inputs: Inputs, result) -> None:
     """KV, weights, the total the verdict counts and the memory, each exact on hover."""
     mem = inputs.memory
-    m = row()
+    m = row(key="calc_numbers")
     for label, value in (
         (f.t("calc.kv_total"), result.kv_bytes),
         (f.t("calc.weights_m", w=result.weights_format), result.weights_bytes),
