@@ -1,6 +1,8 @@
 """What a reader feels: one step of a slider in Chromium until the page's charts are repainted, on every chapter
 with a slider, against a one-line page that has a slider and a chart, measured in one run; beside them a control, the
-one-line page with 30 captions more, says what each element a step re-sends costs on this machine.
+one-line page with 30 captions more, says what each element a step re-sends costs on this machine, and a second,
+the least a chapter's step shows (a section of a slider, a 300-point line, three numbers and a note), what any chapter
+costs before the rest of what it shows.
 
 Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
 and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
@@ -52,6 +54,27 @@ st.altair_chart(alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, v]})).mark_line().
 # a control beside the chapters: the one-line page and 30 captions, what each element a step re-sends costs
 CONTROL = "one-line page and 30 captions (control)"
 CONTROL_PAGE = BASELINE_PAGE + 'for i in range(30):\n    st.caption(f"line {i}")\n'
+# a second control: the least a chapter's step shows, a section (st.fragment) of one slider, a 300-point line, three
+# numbers and a note; what any chapter costs before the rest of what it shows
+LEAST = "a section of a slider, a 300-point line, 3 numbers, a note (control)"
+LEAST_PAGE = """import altair as alt
+import pandas as pd
+import streamlit as st
+
+
+@st.fragment
+def section():
+    v = st.slider("value", 0, 1000, 500)
+    data = pd.DataFrame({"x": range(300), "y": [i * v for i in range(300)]})
+    st.altair_chart(alt.Chart(data).mark_line().encode(x="x", y="y"), width="stretch")
+    numbers = st.container(horizontal=True)
+    for i in range(3):
+        numbers.metric(f"number {i}", f"{v + i:,} GiB")
+    st.caption("a note")
+
+
+section()
+"""
 # What a step changed, read only when the DOM around what is watched changes: a MutationObserver armed before the
 # key press on the watched element's parent (its section), hashing that one element when a mutation comes. Hashing
 # a chapter's charts every animation frame took the page's own time; so did an observer of the whole page that
@@ -123,24 +146,27 @@ def main() -> int:
     add_option(ap)
     a = ap.parse_args()
     section = Section(a.markdown, "bench_slider")
-    base_dir, control_dir = (
+    base_dir, control_dir, least_dir = (
         _app(BASELINE_PAGE, "bench-slider-"),
         _app(CONTROL_PAGE, "bench-slider-control-"),
+        _app(LEAST_PAGE, "bench-slider-least-"),
     )
-    steps = {**CHAPTERS, CONTROL: ("", 0, CHART)}
+    steps = {**CHAPTERS, CONTROL: ("", 0, CHART), LEAST: ("", 0, CHART)}
     times: dict[str, list[float]] = {name: [] for name in [*steps, "one-line page with a slider"]}
     ratios: dict[str, list[float]] = {name: [] for name in steps}
     with (
         streamlit_server({"KVCORE_READ_ONLY": "1"}) as site,
         streamlit_server(app_dir=base_dir) as baseline,
         streamlit_server(app_dir=control_dir) as control,
+        streamlit_server(app_dir=least_dir) as least,
         sync_playwright() as pw,
     ):
+        controls = {CONTROL: f"{control}/", LEAST: f"{least}/"}
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         tabs = {}
         for name, (path, index, _) in steps.items():
             tabs[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
-            reset(tabs[name], f"{control}/" if name == CONTROL else f"{site}/{path}", index)
+            reset(tabs[name], controls.get(name, f"{site}/{path}"), index)
         base = browser.new_page(viewport={"width": 1400, "height": 1000})
         reset(base, str(baseline))
         for r in range(a.rounds + 1):
