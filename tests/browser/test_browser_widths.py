@@ -262,3 +262,23 @@ def open_every_expander(tab, within: str) -> None:
         within,
     )
     assert not empty, f"expanders not open or empty after a click: {empty}"
+
+
+FRAME_TABLE_JS = """() => Array.from(document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']"))
+  .map(d => d.querySelector('.dvn-scroller'))
+  .filter(s => s).map(s => ({scroll: s.scrollWidth, client: s.clientWidth}))"""
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+@pytest.mark.parametrize("server_name", ["mlx_lm.server", "llama-server"])
+def test_the_server_levers_table_shows_every_column_at_a_desktops_width(
+    server, tab, lang, server_name
+):
+    """The levers table of Many conversations (st.dataframe, which scrolls inside itself rather than cut): at
+    1400 px every column in view, its Japanese headings included (they ran past its right edge, the seconds hidden)."""
+    load_drawn(tab, f"{server}/{PAGES['conversations']}?lang={lang}&server={server_name}", DESKTOP)
+    tab.wait_for_selector(
+        "[data-testid='stMain'] [data-testid='stDataFrame'] .dvn-scroller", timeout=30_000
+    )
+    tables = settled(tab, FRAME_TABLE_JS)
+    assert tables and all(t["scroll"] <= t["client"] for t in tables), tables
