@@ -25,6 +25,9 @@ rec = f.pick_source("server", default=RECORDING, where=drawn)
 shown = sections.SERVERS[0]  # the server the recorded chart shows: users × turns starts with it
 if rec is not None:
     names = sections.conversations(rec)
+    above = (
+        st.container()
+    )  # the chart, above the conversation picker: a phone's first screen holds its plot
     name = None
     if len(names) > 1:  # llama-server's recording: one conversation per option set
         name = url_choice(
@@ -40,7 +43,8 @@ if rec is not None:
         st.error(first["error"])
     else:
         shown = first["server"]
-        show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
+        with above:
+            show_chart(f, first["chart"], "servers_recorded", "kv-server-turns")
         m = row()
         for label, value in first["metrics"]:
             m.metric(label, value)

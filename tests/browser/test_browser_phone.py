@@ -128,9 +128,13 @@ def test_a_tables_toolbar_leaves_the_recordings_tab_labels_readable(server, tab,
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
-def test_many_conversations_first_phone_screen_holds_its_claim_and_whole_plot(server, tab, lang):
-    """Issue 34: the chapter's claim and its recorded chart's plot in a phone's first screen, both languages."""
-    load(tab, server, "conversations", lang, PHONE, PHONE_SCREEN)
+@pytest.mark.parametrize("src", ["", "&src=measured-linux-cpu-llama-server-smollm2-135m"])
+def test_many_conversations_first_phone_screen_holds_its_claim_and_whole_plot(
+    server, tab, lang, src
+):
+    """Issue 34: the chapter's claim and its recorded chart's plot in a phone's first screen, both languages, for
+    either server's recording (llama-server's offers a conversation picker, drawn under the chart)."""
+    load(tab, server, "conversations", lang, PHONE, PHONE_SCREEN, src)
     first = tab.evaluate(FIRST_SCREEN_JS, PHONE_SCREEN)
     assert first["charts"] and first["charts"][0] is not None, "no chart in the first screen"
     assert first["charts"][0] <= PHONE_SCREEN, f"the plot ends at {first['charts'][0]:.0f} px"
