@@ -168,3 +168,17 @@ def test_ids_not_as_many_as_the_counts_are_refused():
     rows[0]["reply_ids"] = rows[0]["reply_ids"] + " 5"
     with pytest.raises(KvError, match="not as many as its counts"):
         llama.replay(rows, MODEL)
+
+
+def test_k_and_v_in_q8_0_shrink_the_pool_and_the_saved_prompts_by_the_format():
+    """-ctk q8_0 -ctv q8_0: 34 bytes a block of 32 values for f16's 64, in the slot pool (exactly) and in the host-RAM
+    prompt cache; the tokens served and processed again as with f16."""
+    script = views.conversation(4, 3, 256, 128)
+    out = {lever["flags"]: lever for lever in llama.levers(MODEL, script, lambda rows: 0.0)}
+    f16, q8 = out[""], out["-ctk q8_0 -ctv q8_0"]
+    assert q8["gpu_bytes"] * 64 == f16["gpu_bytes"] * 34
+    assert 0 < q8["host_peak_bytes"] < f16["host_peak_bytes"]
+    assert (q8["cached_tokens"], q8["reprocessed_tokens"]) == (
+        f16["cached_tokens"],
+        f16["reprocessed_tokens"],
+    )

@@ -152,3 +152,29 @@ def test_the_levers_seconds_are_the_time_models_for_the_tokens_processed_again()
         {"reprocessed_tokens": 0, "cached_tokens": 9},
     ]
     assert views.reprocessed_seconds("llama-3.1-8b", rows) == pytest.approx(one)
+
+
+def test_the_kv_format_is_a_lever_from_the_turn_a_cache_passes_its_quantized_start():
+    """mlx_lm.server's --kv-bits 8 (kvcore.servers.mlx_lm_sequential): what stays after the last request is the 8-bit
+    entries'; its peak drops only as far as the turns past --quantized-kv-start (5,000 tokens) go, all the way with
+    the start at 0; no token is served or processed differently."""
+    script = views.conversation(4, 8, 512, 256)
+    by_flags = {lever["flags"]: lever for lever in views.levers("llama-3.1-8b", script)}
+    default, eight, at_once = (
+        by_flags[""],
+        by_flags["--kv-bits 8"],
+        by_flags["--kv-bits 8 --quantized-kv-start 0"],
+    )
+    assert eight["resident_bytes"] < 0.6 * default["resident_bytes"]
+    assert at_once["peak_bytes"] < eight["peak_bytes"] < default["peak_bytes"]
+    for lever in (eight, at_once):
+        assert (
+            lever["resident_bytes"]
+            == views.ledger("llama-3.1-8b", script, tuple(lever["flags"].split()))["requests"][-1][
+                "resident_bytes"
+            ]
+        )
+        assert (lever["cached_tokens"], lever["reprocessed_tokens"]) == (
+            default["cached_tokens"],
+            default["reprocessed_tokens"],
+        )

@@ -140,7 +140,10 @@ def levers(model: str, script: list[dict], seconds) -> list[dict]:
     the prompt cache after the last request and at its highest (host RAM), the tokens served from cache and
     those processed again, and `seconds(rows)`, the time that takes. The default first (-np auto: 4 slots
     in one unified pool, --cache-ram 8192); then one slot; a slot per user, split and unified; the prompt cache
-    off (with the default slots and with one); and at half of what the default held at its highest."""
+    off (with the default slots and with one); at half of what the default held at its highest; and K and V in
+    q8_0 (`-ctk q8_0 -ctv q8_0`: the pool and the saved prompts alike; a quantized V turns `-fa auto` on,
+    kvcore.runtimes.llamacpp_plan.flash_attention). The seconds are `seconds(rows)`, whatever cache format it
+    counts."""
     users = len({r["user"] for r in script})
     base = ledger(model, script)
     held = max(r["prompt_cache_bytes"] for r in base["requests"])
@@ -151,6 +154,7 @@ def levers(model: str, script: list[dict], seconds) -> list[dict]:
     half = held // 2 // llama_server.MIB
     if half >= 1:
         tries += [("--cache-ram", str(half))]
+    tries += [("-ctk", "q8_0", "-ctv", "q8_0")]
     out = []
     for argv in tries:
         rows = (base if not argv else ledger(model, script, argv))["requests"]

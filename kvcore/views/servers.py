@@ -224,8 +224,11 @@ def reprocessed_seconds(
 def levers(model: str, script: list[dict]) -> list[dict]:
     """mlx_lm.server's options that decide what it keeps, each tried on `script`: the flags, what stays after the
     last request, the highest peak, the tokens served from cache and those processed again, and the seconds
-    that takes on LEVER_CHIP. The default first; then fewer entries than users (evictions), and a byte limit of
-    half and a quarter of the default's count."""
+    that takes on LEVER_CHIP. The default first; then fewer entries than users (evictions), a byte limit of half
+    and a quarter of the default's count, and the KV format: `--kv-bits 8` (entries and the active cache in 8 bits
+    once a request's cache passes `--quantized-kv-start`, 5,000 tokens by default; the option also turns batching
+    off, kvcore.servers.mlx_lm_sequential), and with that start at 0. The seconds count the cache in the model's
+    format."""
     users = len({r["user"] for r in script})
     base = ledger(model, script)
     counted = max(r["prompt_cache_bytes"] for r in base["requests"])
@@ -233,6 +236,7 @@ def levers(model: str, script: list[dict]) -> list[dict]:
     sizes = sorted({1, max(1, users - 1), users} - {10})
     tries += [("--prompt-cache-size", str(n)) for n in sizes]
     tries += [("--prompt-cache-bytes", str(max(1, counted // k))) for k in (2, 4)]
+    tries += [("--kv-bits", "8"), ("--kv-bits", "8", "--quantized-kv-start", "0")]
     out = []
     for argv in tries:
         rows = (base if not argv else ledger(model, script, argv))["requests"]
