@@ -163,9 +163,9 @@ def test_hostile_numbers_are_refused_in_one_sentence_before_any_work(fields):
 
 def test_what_a_server_does_not_do_is_said():
     request, geometry = _request("mlx_lm")
-    with pytest.raises(KvError, match="--kv-bits") as e:
-        as_server(replace(request, k_format="mlx-q4", v_format="mlx-q4"), ServerAsk(), geometry)
-    assert e.value.code == "server_mlx_format"
+    with pytest.raises(KvError, match="--kv-bits") as e:  # K and V in two formats: mlx_lm keeps one
+        as_server(replace(request, k_format="mlx-q4", v_format="mlx-q8"), ServerAsk(), geometry)
+    assert e.value.code == "server_mlx_format" and e.value.params == {"k": "mlx-q4", "v": "mlx-q8"}
     rg, _ = resolve_model(MODEL, "reference")
     with pytest.raises(KvError, match="no server's") as e:
         as_server(replace(request, runtime="reference"), ServerAsk(), rg)
@@ -212,11 +212,12 @@ def test_calc_server_on_the_command_line():
         (("--users", "3"), "--users needs --server"),
         (("--server", "llama-server"), "add --runtime llama.cpp"),
         (("--server", "mlx_lm.server", "--cache-ram", "5"), "--cache-ram is llama-server's"),
-        (("--server", "mlx_lm.server", "--kv-format", "mlx-q4"), "--kv-bits"),
     ):
         r = run_kvcore(*common, *args)
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+    r = run_kvcore(*common, "--server", "mlx_lm.server", "--kv-format", "mlx-q4")  # --kv-bits 4
+    assert r.returncode == 0 and "--kv-bits 4 --kv-group-size 64" in r.stdout, r.stderr
 
 
 def test_each_runtime_names_its_server_and_only_a_server_with_a_ledger_is_offered():
@@ -238,3 +239,21 @@ def test_a_server_names_its_runtime_and_an_unknown_one_is_refused_by_name():
     assert as_server.runtime_for("mlx_lm.server") == "mlx_lm"
     with pytest.raises(KvError, match="'vllm'"):
         as_server.runtime_for("vllm")
+
+
+@pytest.mark.parametrize("fmt, bits", [("mlx-q8", 8), ("mlx-q4", 4)])
+def test_an_mlx_quantized_format_runs_mlx_lm_server_with_kv_bits_from_its_quantized_start(
+    fmt, bits
+):
+    """mlx-q8 / mlx-q4 in the Calculator: mlx_lm.server --kv-bits (its sequential path, the ledger's
+    kvcore.servers.mlx_lm_sequential), quantized from --quantized-kv-start (5,000 tokens) as the server does: a
+    conversation that stays under it holds what fp16 holds; one past it holds less than fp16 after its last turn."""
+    request, geometry = _request("mlx_lm")
+    short, long = ServerAsk(users=2, turns=4), ServerAsk(users=2, turns=8, message_tokens=1024)
+    for ask, fewer in ((short, False), (long, True)):
+        fp16 = as_server(request, ask, geometry)
+        got = as_server(replace(request, k_format=fmt, v_format=fmt), ask, geometry)
+        assert f"--kv-bits {bits} --kv-group-size 64" in got.command and "mlx_kv_bits" in got.notes
+        assert "mlx_kv_bits" not in fp16.notes
+        assert (got.resident_bytes < fp16.resident_bytes) is fewer
+        assert got.resident_bytes <= fp16.resident_bytes

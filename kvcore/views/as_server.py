@@ -36,7 +36,7 @@ from kvcore.limits import (
     MAX_RAM_GB,
     MIN_RAM_GB,
 )
-from kvcore.memory.formats import ggml_name
+from kvcore.memory.formats import get_format, ggml_name
 from kvcore.model.geometry import Geometry
 from kvcore.runtimes import llamacpp_cache
 from kvcore.runtimes.registry import RUNTIMES
@@ -67,6 +67,9 @@ NOTES = {
     "limit defaults to the memory limit), so it counts as resident",
     "llama_pool": "llama-server allocates its slot pool once at start: the GPU side is the Calculator's plan "
     "for the same -c, -np and -kvu, whatever the slots hold",
+    "mlx_kv_bits": "an mlx-quantized format runs mlx_lm.server with --kv-bits and --kv-group-size: one request at "
+    "a time, each from a copy of the entry it resumes, its cache quantized once it passes --quantized-kv-start "
+    "(5,000 tokens by default), not before",
 }
 
 
@@ -170,17 +173,25 @@ def runtime_for(server: str) -> str:
 
 
 def _mlx_argv(request: Request, ask: ServerAsk) -> tuple[list[str], str]:
-    if request.k_format != request.v_format or request.k_format not in MLX_DTYPES:
+    """mlx_lm.server's options for `request`: its float dtype as the cache's, or an mlx-quantized format as
+    --kv-bits and --kv-group-size (the cache in the activations' dtype until --quantized-kv-start, the server's
+    default); K and V in one format, as mlx_lm keeps them."""
+    fmt = get_format(request.k_format)
+    quantized = fmt.kind == "mlx"
+    if request.k_format != request.v_format or not (quantized or request.k_format in MLX_DTYPES):
         raise KvError(
-            f"mlx_lm.server stores K and V as one float dtype ({', '.join(MLX_DTYPES)}); it quantizes its cache "
-            "only with --kv-bits, which the Calculator does not offer yet (python -m kvcore serve --kv-bits runs "
-            "it): give K and V as fp16, bf16 or fp32.",
+            f"mlx_lm.server stores K and V in one format: a float dtype ({', '.join(MLX_DTYPES)}), or mlx's "
+            f"quantized format with --kv-bits (mlx-q8, mlx-q4, ...); not K {request.k_format} and V "
+            f"{request.v_format}.",
             "server_mlx_format",
             k=request.k_format,
             v=request.v_format,
         )
     step = request.options().prefill_step
     argv = ["--prompt-cache-size", str(ask.prompt_cache_size), "--prefill-step-size", str(step)]
+    if quantized:
+        argv += ["--kv-bits", str(fmt.bits), "--kv-group-size", str(request.group_size)]
+        return argv, request.activation_dtype
     return argv, request.k_format
 
 
@@ -237,6 +248,7 @@ def as_server(request: Request, ask: ServerAsk, geometry: Geometry) -> ServerRes
         argv, kv_type = _mlx_argv(request, ask)
         sized = calculator.size(replace(request.sized(), context=longest, sequences=1), geometry)
         notes += ["mlx_sequences", "mlx_working", "mlx_resident"]
+        notes += ["mlx_kv_bits"] if "--kv-bits" in argv else []
     options = parse_options(module.OPTIONS, argv, server)
     rows = run(module, options, geometry, kv_type, parse_script(json.dumps(script)))["requests"]
     plan = sized.plan
