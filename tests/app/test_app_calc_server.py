@@ -72,7 +72,9 @@ def test_the_server_figures_change_with_users_and_turns(rec_dir, lang):
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-def test_an_mlx_quantized_cache_runs_the_server_with_kv_bits_said_in_the_pages_language(rec_dir, lang):
+def test_an_mlx_quantized_cache_runs_the_server_with_kv_bits_said_in_the_pages_language(
+    rec_dir, lang
+):
     at = opened(lang, model="llama-3.2-1b", ctx=16384, k="mlx-q4")
     command = next(c.value for c in at.code if c.value.startswith("mlx_lm.server "))
     assert "--kv-bits 4 --kv-group-size 64" in command and not at.error
