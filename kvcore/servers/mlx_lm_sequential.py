@@ -39,7 +39,7 @@ from __future__ import annotations
 from kvcore.errors import KvError
 from kvcore.memory.allocsim import CacheState
 from kvcore.memory.formats import FORMATS
-from kvcore.servers.mlx_lm_server import Row, Turn, growths, row_bytes
+from kvcore.servers.mlx_lm_server import Row, Turn, growths, request_row, row_bytes
 from kvcore.servers.prompt_cache import PromptCache
 from kvcore.servers.sequences import Seq, extend
 
@@ -130,20 +130,7 @@ class SequentialLedger:
         self.cache.insert(tokens, active, active, "assistant")
         self.shapes[tokens] = (state.capacity, quantized)
         self.shapes = {t: s for t, s in self.shapes.items() if t in self.cache.entries}
-        return Row(
-            request=index + 1,
-            user=turn.user,
-            prompt_tokens=len(turn.prompt),
-            cached_tokens=hit.cached,
-            reprocessed_tokens=rest,
-            completion_tokens=len(turn.reply),
-            active_kv_bytes=active,
-            prompt_cache_entries=len(self.cache),
-            prompt_cache_bytes=self.cache.nbytes,
-            prompt_cache_held_bytes=self.cache.held,
-            copies_bytes=copy_bytes,
-            checkpoint_bytes=0,
-            resident_bytes=self.cache.held,
-            peak_bytes=peak,
-            log_lines=lines,
-        )
+        return request_row(
+            index, turn, self.cache, cached=hit.cached, reprocessed=rest, active=active,
+            copies=copy_bytes, peak=peak, lines=lines,
+        )  # fmt: skip

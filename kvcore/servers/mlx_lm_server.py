@@ -63,24 +63,22 @@ KV_BITS = tuple(f.bits for f in FORMATS.values() if f.mlx_cache == "QuantizedKVC
 GROUP_SIZES = (32, 64, 128)  # the group sizes mx.quantize accepts (mlx 0.32.4)
 
 
-def _kv_bits(text: str) -> int:
-    """--kv-bits as the ledger takes it: a number of bits it has an mlx-q format for."""
-    if int(text) not in KV_BITS:
-        raise KvError(
-            f"mlx_lm.server's --kv-bits takes {', '.join(map(str, sorted(KV_BITS)))} here (the bits of "
-            f"kvcore's mlx-q formats), not {quote(text)}."
-        )
-    return int(text)
+def _one_of(flag: str, allowed: tuple[int, ...], why: str):
+    """An option taking a whole number among `allowed` (`why` says whose list it is), refused by name otherwise."""
+
+    def parse(text: str) -> int:
+        if int(text) not in allowed:
+            raise KvError(
+                f"mlx_lm.server's {flag} takes {', '.join(map(str, sorted(allowed)))} here ({why}), "
+                f"not {quote(text)}."
+            )
+        return int(text)
+
+    return parse
 
 
-def _kv_group_size(text: str) -> int:
-    """--kv-group-size: one that mx.quantize accepts."""
-    if int(text) not in GROUP_SIZES:
-        raise KvError(
-            f"mlx_lm.server's --kv-group-size takes {', '.join(map(str, GROUP_SIZES))} (what mx.quantize "
-            f"accepts), not {quote(text)}."
-        )
-    return int(text)
+_kv_bits = _one_of("--kv-bits", KV_BITS, "the bits of kvcore's mlx-q formats")
+_kv_group_size = _one_of("--kv-group-size", GROUP_SIZES, "what mx.quantize accepts")
 
 
 # The server's own options (server.py#L1922-L2080): those the ledger uses, with their defaults at 0.32.2.
@@ -147,6 +145,40 @@ class Row:
     resident_bytes: int
     peak_bytes: int
     log_lines: list[str]
+
+
+def request_row(
+    index: int,
+    turn: Turn,
+    cache: PromptCache,
+    *,
+    cached: int,
+    reprocessed: int,
+    active: int,
+    copies: int,
+    peak: int,
+    lines: list[str],
+) -> Row:
+    """Request `index`'s row as both of mlx_lm.server's paths count it (the batched one here, the sequential one in
+    kvcore.servers.mlx_lm_sequential): the prompt cache as it stands after the request (its entries, the bytes
+    it counts and those it holds, which are what stays resident), no checkpoints."""
+    return Row(
+        request=index + 1,
+        user=turn.user,
+        prompt_tokens=len(turn.prompt),
+        cached_tokens=cached,
+        reprocessed_tokens=reprocessed,
+        completion_tokens=len(turn.reply),
+        active_kv_bytes=active,
+        prompt_cache_entries=len(cache),
+        prompt_cache_bytes=cache.nbytes,
+        prompt_cache_held_bytes=cache.held,
+        copies_bytes=copies,
+        checkpoint_bytes=0,
+        resident_bytes=cache.held,
+        peak_bytes=peak,
+        log_lines=lines,
+    )
 
 
 def growths(state: CacheState, updates: list[int]) -> tuple[list[int], CacheState]:
@@ -255,20 +287,7 @@ class Ledger:
         self.cache.insert(tokens, len(tokens) * self.row_bytes, 0, "assistant")
         if tokens in self.cache.entries:  # (--prompt-cache-size 0 evicts it at once)
             self.cache.set_held(tokens, active)  # the lazy cut keeps the batch buffer
-        return Row(
-            request=index + 1,
-            user=turn.user,
-            prompt_tokens=len(turn.prompt),
-            cached_tokens=hit.cached,
-            reprocessed_tokens=total,
-            completion_tokens=len(turn.reply),
-            active_kv_bytes=active,
-            prompt_cache_entries=len(self.cache),
-            prompt_cache_bytes=self.cache.nbytes,
-            prompt_cache_held_bytes=self.cache.held,
-            copies_bytes=source_bytes + cut_held,
-            checkpoint_bytes=0,
-            resident_bytes=self.cache.held,
-            peak_bytes=peak,
-            log_lines=lines,
-        )
+        return request_row(
+            index, turn, self.cache, cached=hit.cached, reprocessed=total, active=active,
+            copies=source_bytes + cut_held, peak=peak, lines=lines,
+        )  # fmt: skip
