@@ -75,29 +75,30 @@ def section():
 
 section()
 """
-# What a step changed, read only when the DOM around what is watched changes: a MutationObserver armed before the
-# key press on the watched element's parent (its section), hashing that one element when a mutation comes. Hashing
-# a chapter's charts every animation frame took the page's own time; so did an observer of the whole page that
-# looked for the watched elements around every mutation and hashed every chart (~6 ms a step on Savings' page of
-# five charts, a Chromium profile of 7 December), more for a large page than for the one-line page.
+# What a step changed, read at most once an animation frame and only after the DOM around what is watched changed:
+# a MutationObserver armed before the key press on the watched element's parent (its section) marks it dirty, and
+# the wait, which polls every frame, hashes that one element when it is dirty. Hashing a chapter's charts every
+# animation frame took the page's own time; so did an observer of the whole page that hashed every chart around
+# every mutation (~6 ms a step on Savings' five charts, a Chromium profile of 7 December), and one that hashed the
+# watched chart at every mutation (~5 ms a step on Many conversations' chart, 7 December): more for a large chart
+# than for the one-line page's.
 ARM_JS = """(selector) => {
-  const sig = () => {
+  window.__kvSig = () => {
     const el = document.querySelector(selector);
     if (!el) return '';
     const s = el.innerHTML; let h = 0;
     for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
     return h + ':' + s.length;
   };
-  const before = sig();
+  window.__kvBefore = window.__kvSig();
   if (window.__kvWatch) window.__kvWatch.disconnect();
-  window.__kvChanged = false;
-  window.__kvWatch = new MutationObserver(() => {
-    if (!window.__kvChanged && sig() !== before) window.__kvChanged = true;
-  });
+  window.__kvDirty = false;
+  window.__kvWatch = new MutationObserver(() => { window.__kvDirty = true; });
   const watched = document.querySelector(selector);
   window.__kvWatch.observe(watched.parentElement,
     {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
+CHANGED_JS = "() => window.__kvDirty && !(window.__kvDirty = false) && window.__kvSig() !== window.__kvBefore"
 
 
 def step(page, index: int, key: str = "ArrowRight", watch: str = CHART) -> float:
@@ -108,7 +109,7 @@ def step(page, index: int, key: str = "ArrowRight", watch: str = CHART) -> float
     thumb.focus()
     t0 = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function("() => window.__kvChanged", polling="raf", timeout=60_000)
+    page.wait_for_function(CHANGED_JS, polling="raf", timeout=60_000)
     page.wait_for_selector(
         "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000
     )
