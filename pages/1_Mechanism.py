@@ -17,9 +17,7 @@ f.intro()
 def work_section() -> None:
     """Work per step with and without a cache: its widgets rerun this section only, not the frame."""
     c = row()
-    prompt = c.slider(
-        f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params"
-    )
+    prompt_slot = c.container()  # the prompt's slider, drawn by its own section (work_chart)
     new = c.slider(
         f.t("mechanism.new"), 2, 500, 50, key="new", format="localized", bind="query-params"
     )
@@ -36,7 +34,16 @@ def work_section() -> None:
             )
             == "per_step"
         )
+    work_chart(prompt_slot, new, per_step)
 
+
+@st.fragment
+def work_chart(prompt_slot, new: int, per_step: bool) -> None:
+    """The prompt's slider, the chart and its totals: a step of the slider reruns these alone (the section's
+    other inputs come as they were last drawn)."""
+    prompt = prompt_slot.slider(
+        f.t("mechanism.prompt"), 1, 2048, 16, key="prompt", format="localized", bind="query-params"
+    )
     work = mechanism_sections.mechanism_work(prompt, new, per_step, f.lang)
     event = show_chart(
         f,

@@ -28,19 +28,10 @@ rec = f.pick_source("trap", live=True)
 
 @st.fragment
 def trap_section(rec) -> None:
-    """The trap chart, its numbers and the chunking table: tokens and format rerun this section only (the
-    chunking table shows the chosen format too), not the frame."""
+    """The trap chart, its numbers and the chunking table: the format reruns this section only (the chunking table
+    shows the chosen format too), not the frame; the tokens slider reruns its own part (trap_chart)."""
     c = row()
-    tokens = c.slider(
-        f.t("trap.tokens"),
-        260,
-        2048,
-        600,
-        step=4,
-        key="tokens",
-        format="localized",
-        bind="query-params",
-    )
+    tokens_slot = c.container()  # the tokens slider, drawn by its own part
     fmts = mlx_cache_formats()  # the formats an mlx_lm cache class holds
     fmt = bound_choice(
         c.selectbox,
@@ -49,6 +40,41 @@ def trap_section(rec) -> None:
         "fmt",
         index=fmts.index("fp16"),
         help=f.t("trap.format_help"),
+    )
+    trap_chart(rec, tokens_slot, fmt)
+
+    text(
+        "## " + f.t("trap.chunk_title"),
+        f.t("trap.chunk_lead", **trap_sections.chunk_examples(CHUNK_EXAMPLES)),
+    )
+    custom = st.text_input(
+        f.t("trap.custom"),
+        "300, 300",
+        key="updates",
+        bind="query-params",
+        help=f.t("trap.custom_help"),
+    )
+    table, error = trap_sections.chunking(
+        fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang
+    )
+    if error:
+        st.error(error)
+    st.caption(f.t("trap.slack_note"))
+    st.markdown(table)
+
+
+@st.fragment
+def trap_chart(rec, tokens_slot, fmt: str) -> None:
+    """The tokens slider, the chart and its numbers: a step of the slider reruns these alone."""
+    tokens = tokens_slot.slider(
+        f.t("trap.tokens"),
+        260,
+        2048,
+        600,
+        step=4,
+        key="tokens",
+        format="localized",
+        bind="query-params",
     )
 
     if rec == LIVE:
@@ -92,25 +118,6 @@ def trap_section(rec) -> None:
     if fmt == "fp16" and article:  # Article A measured the fp16 cache only
         note.append(f.t("trap.article_note", **article))
     st.caption(i18n.join(f.lang, *note))
-
-    text(
-        "## " + f.t("trap.chunk_title"),
-        f.t("trap.chunk_lead", **trap_sections.chunk_examples(CHUNK_EXAMPLES)),
-    )
-    custom = st.text_input(
-        f.t("trap.custom"),
-        "300, 300",
-        key="updates",
-        bind="query-params",
-        help=f.t("trap.custom_help"),
-    )
-    table, error = trap_sections.chunking(
-        fmt, ("257", "256, 1", "1, 256", "1000", "2048+2047+1", "500x8"), custom, f.lang
-    )
-    if error:
-        st.error(error)
-    st.caption(f.t("trap.slack_note"))
-    st.markdown(table)
 
 
 trap_section(rec)

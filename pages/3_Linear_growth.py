@@ -22,17 +22,10 @@ rec = f.pick_source("growth")
 @st.fragment
 def body(rec) -> None:
     """The page's widgets and what they drive: a change reruns this, not the frame (every section here depends on
-    the model, format and sequences chosen at its top)."""
+    the model, format and sequences chosen at its top); the context slider reruns its own part (growth_chart)."""
     c = row()
     model = model_choice(c, f)
-    ctx = bound_choice(
-        c.select_slider,
-        f.t("growth.max_context"),
-        [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
-        "ctx",
-        value=32768,
-        format_func="{:,}".format,
-    )
+    ctx_slot = c.container()  # the context slider, drawn by its own part
     weights = weights_choice(c, f)
     kvs = (
         mlx_cache_formats()
@@ -46,7 +39,20 @@ def body(rec) -> None:
     )
     seqs = c.number_input(f.t("growth.sequences"), 1, 256, 1, key="seqs", bind="query-params")
     log = c.toggle(f.t("growth.log"), False, key="log", bind="query-params")
+    growth_chart(rec, ctx_slot, model, weights, kv, seqs, log)
 
+
+@st.fragment
+def growth_chart(rec, ctx_slot, model: str, weights: str, kv: str, seqs: int, log: bool) -> None:
+    """The context slider and everything it drives (chart, numbers, formula): a step reruns these alone."""
+    ctx = bound_choice(
+        ctx_slot.select_slider,
+        f.t("growth.max_context"),
+        [8192, 16384, 32768, 65536, 131072, 262144, 1048576],
+        "ctx",
+        value=32768,
+        format_func="{:,}".format,
+    )
     grow = growth_sections.growth(model, ctx, weights, kv, seqs, f.lang, rec, log)
     if (
         "error" in grow

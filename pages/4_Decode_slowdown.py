@@ -69,14 +69,21 @@ chips = [c.chip for c in hardware.chips()]
 
 @st.fragment
 def what_if_section() -> None:
-    """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them)."""
+    """The decode what-if on a chip: its widgets rerun this section only (nothing else on the page reads them); the
+    share-of-peak slider reruns its own part (what_if_chart)."""
     c = row()
     chip_name = chip_choice(c, f, chips, "M5 Pro")
     model = model_choice(c, f)
     weights = weights_choice(c, f)
+    what_if_chart(c.container(), chip_name, model, weights)
+
+
+@st.fragment
+def what_if_chart(eff_slot, chip_name: str, model: str, weights: str) -> None:
+    """The share-of-peak slider and the chart it drives: a step reruns these alone."""
     article = next((r for r in f.recs if r.id == DEFAULT_SOURCE), None)
     default_eff = decode_sections.default_efficiency(article)
-    eff = c.slider(
+    eff = eff_slot.slider(
         f.t("decode.efficiency"),
         0.1,
         1.0,

@@ -22,12 +22,21 @@ f.intro()
 @st.fragment
 def calculator() -> None:
     """Every input and everything it drives: a widget here reruns this, not the frame (navigation,
-    language); every output below depends on every input above, so they are one fragment. Opening a lazy
-    table or picking the decode what-if's chip reruns only its own fragment inside this one."""
+    language). The context reruns its own part (context_part), which every output below follows."""
     first = (
         st.container()
     )  # the verdict, above the inputs it answers: in the first screen at any width
-    inputs, left, right = calc_inputs.request(f)
+    draft, left, right = calc_inputs.draft(f)
+    if draft is not None:  # None: a GGUF refused (said above)
+        context_part(draft, first, left, right)
+
+
+@st.fragment
+def context_part(draft, first, left, right) -> None:
+    """The context (its two inputs in their places on the inputs' line) and every output: a context step reruns
+    this, not the other inputs. Opening a lazy table or picking the decode what-if's chip reruns only its own
+    fragment inside this one."""
+    inputs = calc_inputs.request(f, draft)
     if inputs is None:  # nothing to size yet, or the input was refused (said above)
         return
     try:

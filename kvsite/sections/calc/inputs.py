@@ -1,9 +1,10 @@
 """The Calculator's widgets, read into one kvcore.capacity.request.Request: where the model comes from, the runtime
 and its settings, the context, the sequences, the K, V and weight formats, the machine and its memory.
 
-Example: request(f) -> (Inputs(Request(ModelSource("llama-3.1-8b"), 32768, ...), Memory(...), "M4 Pro"), left,
-right), the inputs None when the page has nothing to size yet (no config pasted, no GGUF chosen) or the reader's
-input is refused (said on the page); left and right are the columns the numbers and the chart go in.
+Example: draft(f) -> (Draft(ModelSource("llama-3.1-8b"), "preset", "mlx_lm", 1, ...), left, right), every input
+but the context; request(f, draft) -> Inputs(Request(ModelSource("llama-3.1-8b"), 32768, ...), Memory(...), "M4 Pro"),
+None when the page has nothing to size yet (no config pasted, no GGUF chosen) or the reader's input is refused
+(said on the page); left and right are the columns the numbers and the chart go in.
 """
 
 from __future__ import annotations
@@ -44,18 +45,40 @@ class Inputs:
     chip: str
 
 
-def request(f) -> tuple[Inputs | None, object, object]:
-    """Every input of the page, read into a Request, and the two columns below them (the machine and the runtime's
-    settings on the left, over the numbers; the chart on the right). The inputs are None, with the page's prompt
-    or the engine's sentence shown, when there is nothing to size."""
+@dataclass(frozen=True)
+class Draft:
+    """Every input but the context, which its own part of the page draws (a context step reruns that part only):
+    where the context goes (`context_at`: the slider's place and the exact number's), and whether there is
+    anything to size yet (`waiting`: no config pasted, no GGUF chosen)."""
+
+    source: ModelSource
+    src_kind: str
+    runtime: str
+    sequences: int
+    k_format: str
+    v_format: str
+    weights_format: str
+    settings: tuple
+    memory: Memory
+    chip: str
+    context_at: tuple
+    waiting: bool
+
+
+def draft(f) -> tuple[Draft | None, object, object]:
+    """Every input of the page but the context, and the two columns below them (the machine and the runtime's
+    settings on the left, over the numbers; the chart on the right). None, with the engine's sentence shown, when
+    a GGUF is refused."""
     src_kind, source, runtime = _model(f)
     if source is None:  # a GGUF refused: said, and nothing else to ask
         return None, None, None
     rt = get_runtime(runtime)
-    # each line of inputs one horizontal block (kvsite.layout.row): st.columns sent a block per column more, and
-    # a context step sends every input again
+    # each line of inputs one horizontal block (kvsite.layout.row): st.columns sent a block per column more
     c = row(vertical_alignment="bottom")  # a label that wraps (ja) keeps its box on the line
-    ctx = context_inputs(f, c)  # log slider and exact number, bound to ?ctx=
+    context_at = (
+        c.container(),
+        c.container(),
+    )  # the log slider and the exact number: request() draws them
     seqs = c.number_input(
         f.t("calc.sequences"), 1, rt.max_sequences, 1, key="seq", bind="query-params"
     )  # llama.cpp runs at most 256 sequences (-np)
@@ -77,18 +100,33 @@ def request(f) -> tuple[Inputs | None, object, object]:
     )
     memory = available_memory(f, chip, m[1], m[2], box)
     settings = _settings(f, rt, box)
-    if src_kind != "preset" and not (source.text.strip() if src_kind == "config" else source.text):
-        st.info(f.t("calc.gguf_prompt" if src_kind == "gguf" else "calc.paste_prompt"))
-        return None, left, right
+    waiting = src_kind != "preset" and not (
+        source.text.strip() if src_kind == "config" else source.text
+    )
+    asked = Draft(
+        source, src_kind, runtime, int(seqs), k_fmt, v_fmt, w_fmt, settings, memory, chip, context_at,
+        waiting,
+    )  # fmt: skip
+    return asked, left, right
+
+
+def request(f, asked: Draft) -> Inputs | None:
+    """The context (a log slider and an exact number in their places on the inputs' line) with the rest of the
+    draft, read into a Request; None, with the page's prompt or the engine's sentence shown, when there is
+    nothing to size."""
+    ctx = context_inputs(f, *asked.context_at)  # log slider and exact number, bound to ?ctx=
+    if asked.waiting:
+        st.info(f.t("calc.gguf_prompt" if asked.src_kind == "gguf" else "calc.paste_prompt"))
+        return None
     try:
-        asked = Request(
-            source, int(ctx), int(seqs), k_fmt, v_fmt, w_fmt, runtime, settings,
-            memory_bytes=memory.bytes,
+        made = Request(
+            asked.source, int(ctx), asked.sequences, asked.k_format, asked.v_format,
+            asked.weights_format, asked.runtime, asked.settings, memory_bytes=asked.memory.bytes,
         )  # fmt: skip
     except KvError as e:
-        refused(f, e, src_kind)
-        return None, left, right
-    return Inputs(asked, memory, chip), left, right
+        refused(f, e, asked.src_kind)
+        return None
+    return Inputs(made, asked.memory, asked.chip)
 
 
 def refused(f, e: KvError, src_kind: str) -> None:

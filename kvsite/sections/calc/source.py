@@ -267,7 +267,7 @@ def kv_format_inputs(f, rt, line) -> tuple[str, str]:
 DEFAULT_CONTEXT = 32768
 
 
-def context_inputs(f, line) -> int:
+def context_inputs(f, log_at, exact_at) -> int:
     """The calculator's context: an exact number and a log slider that set each other, bound to ?ctx= here rather
     than by Streamlit. Its binding leaves out a value equal to the widget's declared default (the minimum, 1, since
     the real default comes from session state), so ?ctx=1 was neither written nor read back: it came back 32,768."""
@@ -289,16 +289,16 @@ def context_inputs(f, line) -> int:
         state["ctx"] = state["ctx_log"]
         to_url()
 
-    # the log slider follows the exact value (the state the exact box will show), and comes first in `line`
+    # the log slider follows the exact value (the state the exact box will show), drawn at `log_at`
     state["ctx_log"] = max(s for s in LOG_STEPS if s <= int(state["ctx"]))
-    line.select_slider(
+    log_at.select_slider(
         f.t("calc.ctx_log"),
         LOG_STEPS,
         key="ctx_log",
         format_func=lambda v: f"{v:,}",
         on_change=from_log,
     )
-    ctx = line.number_input(
+    ctx = exact_at.number_input(
         f.t("calc.ctx_exact"), 1, MAX_CONTEXT, step=1024, key="ctx", on_change=to_url
     )
     return int(ctx)
