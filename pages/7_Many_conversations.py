@@ -54,7 +54,8 @@ if rec is not None:
 @st.fragment
 def users_and_levers() -> None:
     """Users × turns for a model the reader picks through a server the reader picks, and that server's options
-    as levers: a change reruns this (not the section's heading, drawn above it once)."""
+    as levers: a change reruns this (not the section's heading, drawn above it once); the users slider reruns its
+    own part (users_part)."""
     servers = list(sections.SERVERS)
     server = url_choice(
         st.segmented_control,
@@ -70,9 +71,7 @@ def users_and_levers() -> None:
     model = bound_choice(
         c.selectbox, f.t("common.model"), models, "model", index=models.index(DEFAULT_MODEL)
     )
-    users = c.slider(
-        f.t("servers.users"), 1, MAX_CHAPTER_USERS, 4, key="users", bind="query-params"
-    )
+    users_at = c.container()  # the users slider, drawn by its own part
     turns = c.slider(
         f.t("servers.turns"), 1, MAX_CHAPTER_TURNS, 8, key="turns", bind="query-params"
     )
@@ -90,6 +89,15 @@ def users_and_levers() -> None:
         rams,
         "ram",
         index=rams.index(sections.MAC_RAM_GB),
+    )
+    users_part(users_at, server, model, turns, message, reply, ram)
+
+
+@st.fragment
+def users_part(users_at, server: str, model: str, turns: int, message: int, reply: int, ram: int):
+    """The users slider and everything it drives (chart, numbers, levers): a step reruns these alone."""
+    users = users_at.slider(
+        f.t("servers.users"), 1, MAX_CHAPTER_USERS, 4, key="users", bind="query-params"
     )
     out = sections.users_turns(server, model, users, turns, message, reply, ram, f.lang)
     if "error" in out or "warning" in out:
@@ -135,7 +143,7 @@ def users_and_levers() -> None:
         )
     )
     st.subheader(f.t("servers.levers_title"))
-    st.dataframe(out["levers"], hide_index=True, width="stretch")
+    st.markdown(out["levers_md"])
     st.caption(
         f.t("servers.llama_levers_note" if llama else "servers.levers_note", chip=LEVER_CHIP)
     )

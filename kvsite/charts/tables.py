@@ -60,10 +60,16 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang: str = "en") -> str:
+def md_table(
+    df: pd.DataFrame,
+    columns: dict[str, tuple[str, str | None]],
+    lang: str = "en",
+    right: tuple[str, ...] = (),
+) -> str:
     """A small table as a markdown table: columns maps a field to (header, format spec such as "{:.3f}", or
-    None for text). Number columns align right. For a handful of rows shown among prose, where st.dataframe's grid
-    costs three markdown elements a rerun and scrolls; build it inside a cached section."""
+    None for text). Number columns align right, and the fields in `right` (numbers already written as text). For a
+    handful of rows shown among prose, where st.dataframe's grid costs three markdown elements a rerun and scrolls;
+    build it inside a cached section."""
 
     def cell(value, fmt):
         if value is None or (isinstance(value, float) and value != value):
@@ -79,7 +85,8 @@ def md_table(df: pd.DataFrame, columns: dict[str, tuple[str, str | None]], lang:
         "| " + " | ".join(head.replace("|", "\\|") for head, _ in columns.values()) + " |",
         "|"
         + "|".join(
-            "---:" if pd.api.types.is_numeric_dtype(df[name]) else ":---" for name in columns
+            "---:" if name in right or pd.api.types.is_numeric_dtype(df[name]) else ":---"
+            for name in columns
         )
         + "|",
     ]

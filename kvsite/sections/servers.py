@@ -3,7 +3,7 @@ users × turns with the server's options as levers (kvcore.views.servers: mlx_lm
 kvcore.views.llama_server: llama-server's).
 
 Example: recorded(rec, "en")["chart"] -> the first screen's chart; users_turns("mlx_lm.server", "llama-3.1-8b",
-4, 8, 512, 256, 16, "en")["levers"] -> a table.
+4, 8, 512, 256, 16, "en")["levers_md"] -> the levers as a markdown table.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kvcore.views import servers as views
 from kvcore.views.as_server import runtime_for
 from kvsite import i18n
 from kvsite.charts.chart import make_chart
+from kvsite.charts.tables import md_table
 
 from .shared import cached, cols
 
@@ -235,7 +236,8 @@ def _seconds(server: str, model: str):
 
 def _lever_table(server: str, levers: list[dict], lang: str) -> pd.DataFrame:
     """Each lever's row: its flags, the two sizes that server's levers move (mlx_lm.server: what stays and the peak;
-    llama-server: the slot pool and the host RAM at its peak), the tokens served and processed again, the seconds."""
+    llama-server: the slot pool and the host RAM at its peak), the tokens served and processed again, the seconds;
+    the flags as code spans (an option reads as typed)."""
     t = i18n.translator(lang, "servers.")
     llama_server = server == llama.NAME
     lever, default, sizes = (
@@ -250,7 +252,7 @@ def _lever_table(server: str, levers: list[dict], lang: str) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                t(lever): row["flags"] or t(default),
+                t(lever): f"`{row['flags']}`" if row["flags"] else t(default),
                 **{t(head): f"{fmt_num(row[key] / GIB)} GiB" for head, key in sizes},
                 t("cached"): f"{row['cached_tokens']:,}",
                 t("reprocessed"): f"{row['reprocessed_tokens']:,}",
@@ -319,9 +321,14 @@ def users_turns(
     # llama-server: the slot pool on the GPU side, its prompt cache in host RAM; mlx_lm.server: all of it is Metal's
     sides = llama.split(rows) if is_llama else {"gpu_bytes": peak, "host_peak_bytes": 0}
     gpu = sides["gpu_bytes"]
+    table = _lever_table(server, levers, lang)
     return {
         "chart": chart,
-        "levers": _lever_table(server, levers, lang),
+        # shown as a markdown table: st.dataframe's grid, sent again at each step of the users slider, cost that
+        # step about a third of a one-line page's (benchmarks/bench_slider.py, 7 December)
+        "levers_md": md_table(
+            table, {c: (c, None) for c in table.columns}, lang, right=tuple(table.columns[1:])
+        ),
         "resident": rows[-1]["resident_bytes"],
         "peak": peak,
         "gpu": gpu,

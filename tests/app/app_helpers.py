@@ -90,6 +90,18 @@ def page(
     return at.run()
 
 
+def md_tables(at: AppTest) -> list[pd.DataFrame]:
+    """Every markdown table the page shows, as a DataFrame of its cells' text (header row as the columns)."""
+    out = []
+    for m in at.markdown:
+        lines = [x for x in m.value.splitlines() if x.startswith("|")]
+        if len(lines) < 2 or not re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[1].replace(" ", "")):
+            continue
+        cells = [[c.strip() for c in re.split(r"(?<!\\)\|", x)[1:-1]] for x in lines]
+        out.append(pd.DataFrame(cells[2:], columns=cells[0]))
+    return out
+
+
 def charts(at: AppTest) -> list[dict]:
     """[{"spec": vega-lite dict, "data": DataFrame of every dataset concatenated}] per chart element."""
     out = []

@@ -5,7 +5,7 @@ own cache state as the line), and users × turns through either server with that
 from __future__ import annotations
 
 import pytest
-from app_helpers import charts, page
+from app_helpers import charts, md_tables, page
 
 from kvcore.recordings import store
 from kvsite import i18n
@@ -66,10 +66,10 @@ def test_users_and_turns_through_llama_server_show_its_options_as_levers(lang):
     t = i18n.translator(lang, "servers.")
     at = page(PAGE, lang, server="llama-server", users=4, turns=3)
     _clean(at)
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = md_tables(at)
     assert list(table.columns)[:3] == [t("llama_lever"), t("llama_gpu"), t("llama_host")]
     flags = list(table[t("llama_lever")])
-    assert flags[0] == t("llama_default") and "-np 4 -kvu" in flags and "--cache-ram 0" in flags
+    assert flags[0] == t("llama_default") and "`-np 4 -kvu`" in flags and "`--cache-ram 0`" in flags
     assert any(t("llama_levers_note", chip="")[:20] in c.value for c in at.caption)
     users = charts(at)[1]
     assert t("part_slots") in set(users["data"]["part"])
@@ -81,11 +81,11 @@ def test_the_llama_server_recording_starts_users_and_turns_on_llama_server(lang)
     t = i18n.translator(lang, "servers.")
     at = page(PAGE, lang, src=LLAMA)
     _clean(at)
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = md_tables(at)
     assert t("llama_lever") in table.columns
     at = page(PAGE, lang, src=LLAMA, server="mlx_lm.server")
     _clean(at)
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = md_tables(at)
     assert t("lever") in table.columns
 
 
@@ -95,5 +95,5 @@ def test_a_link_naming_no_server_says_so_and_shows_mlx_lm_server(lang):
     assert not at.exception and not at.error
     (warning,) = at.warning
     assert "ollama" in warning.value
-    (table,) = [d.value for d in at.dataframe]
+    (table,) = md_tables(at)
     assert i18n.translate(lang, "servers.lever") in table.columns
