@@ -6,7 +6,8 @@ element reads the run's state, scriptRunState and scriptRunId, from one React co
 slider's section is drawn again at each step, and some kinds cost far more than others to draw.
 
 Design: bench_slider's step (a key press until the rerun is over and the chart repainted) on one server per page,
-one Chromium tab each, every page and the one-line page stepped in turn in each round (a warm-up round first). The
+one Chromium tab each; a page's rounds together (a warm-up round first), each step paired with one of the one-line
+page's (bench_slider.schedule). The
 result per page: the median of its paired ratios page / one-line page with their IQR, and what one element adds, the
 difference from the section alone over 40, in ms of the one-line page's median step.
 
@@ -24,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_slider import BASELINE_PAGE, CHART, _app, reset, step  # noqa: E402
+from benchmarks.bench_slider import BASELINE_PAGE, CHART, _app, reset, schedule, step  # noqa: E402
 from benchmarks.doc_tables import Section, add_option, table  # noqa: E402
 from harness.server import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
@@ -119,13 +120,12 @@ def main() -> int:
             reset(tabs[kind], f"{url}/")
         base = browser.new_page(viewport={"width": 1400, "height": 1000})
         reset(base, f"{baseline}/")
-        for r in range(a.rounds + 1):
+        for r, kind in schedule(list(tabs), a.rounds, "page"):  # a page's rounds together
             key = "ArrowRight" if r % 2 == 0 else "ArrowLeft"
-            for kind, tab in tabs.items():
-                t_page, t_base = step(tab, 0, key, CHART), step(base, 0, key)
-                if r:  # round 0 warms up
-                    ratios[kind].append(t_page / t_base)
-                    base_times.append(t_base)
+            t_page, t_base = step(tabs[kind], 0, key, CHART), step(base, 0, key)
+            if r:  # round 0 warms up
+                ratios[kind].append(t_page / t_base)
+                base_times.append(t_base)
         browser.close()
     base_ms = statistics.median(base_times) * 1e3
     alone = statistics.median(ratios[ALONE])
