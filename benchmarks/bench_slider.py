@@ -75,7 +75,8 @@ def section():
 
 section()
 """
-# What a step changed, read at most once an animation frame and only after the DOM around what is watched changed:
+# What a step changed, read at most once an animation frame, once the run is over, and only after the DOM around
+# what is watched changed:
 # a MutationObserver armed before the key press on the watched element's parent (its section) marks it dirty, and
 # the wait, which polls every frame, hashes that one element when it is dirty. Hashing a chapter's charts every
 # animation frame took the page's own time; so did an observer of the whole page that hashed every chart around
@@ -98,7 +99,12 @@ ARM_JS = """(selector) => {
   window.__kvWatch.observe(watched.parentElement,
     {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
-CHANGED_JS = "() => window.__kvDirty && !(window.__kvDirty = false) && window.__kvSig() !== window.__kvBefore"
+# hashed only once the run is over (a large chart's SVG, Many conversations' 72 KB, takes ~0.7 ms a hash; the
+# one-line page's hardly any): the step ends at the first frame where the run is over and the element changed
+CHANGED_JS = (
+    "() => document.querySelector(\"[data-testid='stApp']\").dataset.testScriptState === 'notRunning'"
+    " && window.__kvDirty && !(window.__kvDirty = false) && window.__kvSig() !== window.__kvBefore"
+)
 
 
 def schedule(names: list[str], rounds: int, order: str) -> list[tuple[int, str]]:
