@@ -13,7 +13,7 @@ chart as it was, the numbers it changes (the calculator's memory chart is one dr
 its metrics move). The result per chapter is the median of the paired ratios chapter / baseline with the
 interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
 
-Run: .venv/bin/python benchmarks/bench_slider.py --rounds 15 [--markdown docs/benchmarks.md]
+Run: .venv/bin/python benchmarks/bench_slider.py --rounds 30 [--markdown docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument(
         "--order",
         choices=("page", "round"),
