@@ -4,14 +4,15 @@ one-line page with 30 captions more, says what each element a step re-sends cost
 the least a chapter's step shows (a section of a slider, a 300-point line, three numbers and a note), what any chapter
 costs before the rest of what it shows.
 
-Design (the machine is shared and noisy, so only ratios in one run count): two servers (the site as configured,
-and a page holding one slider and one two-point chart), one headless Debian Chromium tab on each. Every round
-presses an arrow once on each chapter's slider and on the baseline's, in that order, right in even rounds and
-left in odd ones (a warm-up round first, untimed); a step is timed from the key press until the server has finished
-the rerun and what the step changes is repainted: the chart the slider drives (its SVG), or, where a step leaves its
-chart as it was, the numbers it changes (the calculator's memory chart is one drawing for every context up to 128K;
-its metrics move). The result per chapter is the median of the paired ratios chapter / baseline with the
-interquartile range. The site runs read-only on the bundled recordings; live mode is never touched.
+Design (the machine is shared and noisy, so only ratios in one run count): servers for the site as configured, the
+one-line page (one slider and one two-point chart) and the two controls, one headless Debian Chromium tab for each
+page. A page's rounds come together (schedule(): a warm-up round first, untimed): each presses an arrow once on the
+page's slider and then on the one-line page's, right in even rounds and left in odd ones, so the two tabs of a pair
+are stepped equally often. A step is timed from the key press until the server has finished the rerun and what the
+step changes is repainted: the chart the slider drives (its SVG), or, where a step leaves its chart as it was, the
+numbers it changes (the calculator's memory chart is one drawing for every context up to 128K; its metrics move).
+The result per page is the median of the paired ratios page / one-line page with the interquartile range. The site
+runs read-only on the bundled recordings; live mode is never touched.
 
 Run: .venv/bin/python benchmarks/bench_slider.py --rounds 30 [--markdown docs/benchmarks.md]
 """
