@@ -248,8 +248,9 @@ def as_server(request: Request, ask: ServerAsk, geometry: Geometry) -> ServerRes
         argv, kv_type = _mlx_argv(request, ask)
         sized = calculator.size(replace(request.sized(), context=longest, sequences=1), geometry)
         notes += ["mlx_sequences", "mlx_working", "mlx_resident"]
-        notes += ["mlx_kv_bits"] if "--kv-bits" in argv else []
     options = parse_options(module.OPTIONS, argv, server)
+    if server == mlx_lm_server.NAME and mlx_lm_server.sequential(options):
+        notes.append("mlx_kv_bits")  # its sequential path, read from the options as parsed
     rows = run(module, options, geometry, kv_type, parse_script(json.dumps(script)))["requests"]
     plan = sized.plan
     cache_parts = ("kv",) if server == llama_server.NAME else ("kv", "growth")

@@ -325,7 +325,7 @@ def users_turns(
     return {
         "chart": chart,
         # shown as a markdown table: st.dataframe's grid, sent again at each step of the users slider, cost that
-        # step about a third of a one-line page's (benchmarks/bench_slider.py, 7 December)
+        # step about a third of a one-line page's (a paired A/B, docs/benchmarks.md, 7 December)
         "levers_md": md_table(
             table, {c: (c, None) for c in table.columns}, lang, right=tuple(table.columns[1:])
         ),
