@@ -2,8 +2,8 @@
 and of the one-line page's, the page's main-thread tasks from the key press until the step is over.
 
 Streamlit 1.67's frontend draws every element of a page again whenever the run's state changes (each element reads
-scriptRunState, scriptRunId and the fragments of the run from one React context): as a run starts, as its messages
-arrive, as it ends. Each of those is one long task on the main thread, as long as the page is large; the one-line
+scriptRunState, scriptRunId and the fragments of the run from one React context): as the rerun is asked for,
+starts and ends. Each of those is one long task on the main thread, as long as the page is large; the one-line
 page's are a millisecond or two. So the table gives, per page: its elements (Streamlit's element containers in the
 DOM, the sidebar's included), a step's time, the main thread's busy time within it, how many of its tasks took
 5 ms or more and how long they took together, and the longest. Medians over the traced steps; no ratio, so read it
