@@ -147,3 +147,22 @@ def test_the_grid_covers_every_family_and_option():
         2048,
         4096,
     }
+
+
+def test_a_dense_model_without_its_ffn_width_is_refused_as_llamacpp_refuses_it(files):
+    """llama.cpp reads feed_forward_length as optional but shapes each dense layer's FFN tensors from it: a file
+    without it fails to load at its first FFN tensor. The engine refuses it too, naming the key, where it once read
+    a width of 0."""
+    from kvcore.measure.llamacpp_probe import load_only
+
+    arch, keys = gguf_files.metadata(load_preset("smollm2-135m")["config"])
+    path = files / "no-ffn.gguf"
+    tensors = gguf_files.complete_for(path, arch, keys)  # loads with the key
+    gguf_files.write(
+        path, arch, {k: v for k, v in keys.items() if k != ".feed_forward_length"}, tensors
+    )
+    error, _ = load_only(str(path))
+    assert error is not None and "has wrong shape" in error and "ffn_" in error, error
+    with pytest.raises(KvError) as e:
+        gguf.geometry(path)
+    assert e.value.code == "gguf_missing" and f"'{arch}.feed_forward_length'" in str(e.value)

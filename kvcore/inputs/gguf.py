@@ -365,16 +365,20 @@ def _weights(header: Header, meta: _Meta, label: str) -> tuple[FileWeights, Para
     return FileWeights(total, active, rows), p_all, p_active
 
 
-def _ffn_widths(meta: _Meta, spec: Arch, names=()) -> dict:
+def _ffn_widths(meta: _Meta, spec: Arch, names=(), file: bool = True) -> dict:
     """The feed-forward widths llama.cpp's graph holds (Geometry.ffn_width, expert_width, experts_used): n_ff of the
     widest dense layer (none in a MoE model without leading dense blocks; half of it where the architecture's
     tensors are n_ff/2 wide: Arch.ffn_halved), the routed experts' n_ff_exp and n_expert_used
     (llama_model_loader keys: feed_forward_length, expert_feed_forward_length, expert_used_count); `names`: the
-    file's tensors (_linear_widths)."""
+    file's tensors (_linear_widths); `file` False: keys a log printed, where a dense width it did not print is 0."""
     n_layer = meta.int("{arch}.block_count")
     experts = meta.int("{arch}.expert_count", 0, minimum=0)
     dense = not experts or meta.int("{arch}.leading_dense_block_count", 0, minimum=0) > 0
-    widths = meta.per_layer("{arch}.feed_forward_length", n_layer, 0) if dense else [0]
+    # a file's is required where a layer is dense: llama.cpp reads the key as optional (llama-model.cpp:1395) but
+    # shapes each dense layer's FFN tensors from it, so a file without it fails at its first one ("has wrong shape",
+    # llama-model-loader.cpp:917), where a width of 0 was once read here (tests/test_llamacpp_build.py)
+    default = None if file else 0
+    widths = meta.per_layer("{arch}.feed_forward_length", n_layer, default) if dense else [0]
     return {
         "ffn_width": max(widths) // (2 if spec.ffn_halved else 1),
         "expert_width": meta.int("{arch}.expert_feed_forward_length", 0, minimum=0)
@@ -488,6 +492,6 @@ def geometry_from_keys(metadata: dict, name: str) -> Geometry:
         notes=tuple(text for _, _, text in notes),
         note_codes=tuple((code, window) for code, window, _ in notes),
         max_position_embeddings=meta.int("{arch}.context_length", 0, minimum=0) or None,
-        **_ffn_widths(meta, spec),
+        **_ffn_widths(meta, spec, file=False),
         mla_widths=_mla_widths(meta, layers),
     )
