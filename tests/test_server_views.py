@@ -43,7 +43,29 @@ def test_counts_cannot_stand_for_users_whose_prompts_share_the_templates_prefix(
     rows = _rows("4 users interleaved")
     with pytest.raises(KvError, match="is not what its counts replay"):
         views.replay(rows, "smollm2-135m", "fp32")
-    assert views.replayable(_rows(), "smollm2-135m", "fp32") == ["one user, 8 turns"]
+    assert views.replayable(_rows(), "smollm2-135m", "fp32") == [
+        "one user, 8 turns",
+        "one user, 8 turns, --kv-bits 8",  # the sequential path's (kvcore.servers.mlx_lm_sequential)
+    ]
+
+
+def test_a_kv_bits_conversation_stacks_its_whole_entries_with_nothing_beyond_the_count():
+    """On the sequential path (--kv-bits) an entry is the request's whole cache, 256 rows at a time and 8-bit
+    from --quantized-kv-start, counted whole: the parts add up to each peak, the newest entry is the request's own
+    cache, nothing lies beyond the server's count, and what stands above it is the copy and the growing buffers."""
+    result = views.replay(_rows("one user, 8 turns, --kv-bits 8"), "smollm2-135m", "fp32")
+    parts = views.parts(result["requests"], result["kv_bytes_per_token"], result["options"])
+    by = parts.pivot(index="request", columns="part", values="bytes")
+    assert (
+        parts.groupby("request")["bytes"].sum() == parts.groupby("request")["peak_bytes"].first()
+    ).all()
+    assert (parts["bytes"] >= 0).all() and (by["uncounted"] == 0).all()
+    line = parts.groupby("request")["server_line"].first()
+    assert (by["active"] + by["counted"] == line).all()  # the server's count is what it holds
+    assert (by["transient"] > 0).all()
+    # read as the batched path counts (used rows), the same requests do not add up: a negative part, refused
+    with pytest.raises(KvError):
+        views.parts(result["requests"], result["kv_bytes_per_token"])
 
 
 def test_each_requests_parts_add_up_to_its_peak_and_stand_above_the_servers_own_count():

@@ -109,26 +109,26 @@ def replaying(rows: list[dict], replays) -> list[str]:
 
 
 def replayable(rows: list[dict], model: str, dtype: str) -> list[str]:
-    """The recorded conversations whose counts replay them exactly (see replay), in recorded order; those on the
-    sequential path (--kv-bits: kvcore.servers.mlx_lm_sequential) are left out, as `parts` stacks the batched
-    path's entries (each counted by its used rows)."""
-    batched = [
-        r
-        for r in rows
-        if not mlx_lm_server.sequential(
-            parse_options(mlx_lm_server.OPTIONS, r.get("options", "").split(), mlx_lm_server.NAME)
-        )
-    ]
-    return replaying(batched, lambda conv: replay(conv, model, dtype))
+    """The recorded conversations whose counts replay them exactly (see replay), in recorded order, on either of
+    mlx_lm.server's paths (--kv-bits: the sequential one, kvcore.servers.mlx_lm_sequential)."""
+    return replaying(rows, lambda conv: replay(conv, model, dtype))
 
 
-def parts(requests: list[dict], per_token: int) -> pd.DataFrame:
+def parts(requests: list[dict], per_token: int, options: dict | None = None) -> pd.DataFrame:
     """Each request's peak, part by part (PARTS; they add up to peak_bytes), with the server's own count
     (`server_line`) and the tokens it reprocessed: columns request, user, part, bytes, server_line,
-    reprocessed_tokens, peak_bytes."""
+    reprocessed_tokens, peak_bytes. `options`: the ledger's parsed options. The newest entry is counted by its
+    used rows on the batched path (prompt and reply tokens), and on the sequential path (--kv-bits) it is the
+    request's whole cache as stored, capacity and quantization included (kvcore.servers.mlx_lm_sequential, rule 5),
+    so nothing of it lies beyond the count there."""
+    whole = options is not None and mlx_lm_server.sequential(options)
     out = []
     for r in requests:
-        newest = (r["prompt_tokens"] + r["completion_tokens"]) * per_token
+        newest = (
+            r["active_kv_bytes"]
+            if whole
+            else (r["prompt_tokens"] + r["completion_tokens"]) * per_token
+        )
         counted = r["prompt_cache_bytes"] - newest
         uncounted = r["prompt_cache_held_bytes"] - r["active_kv_bytes"] - counted
         transient = r["peak_bytes"] - r["prompt_cache_held_bytes"]

@@ -117,7 +117,8 @@ def recorded(rec: Recording, lang: str, name: str | None = None) -> dict:
         result = views.replay(conversation, model, dtype)
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
-    df = _named(views.parts(result["requests"], result["kv_bytes_per_token"]), lang, MIB, "mib")
+    parts = views.parts(result["requests"], result["kv_bytes_per_token"], result["options"])
+    df = _named(parts, lang, MIB, "mib")
     last = result["requests"][-1]
     limit = gpu_limit(MAC_RAM_GB)
     rss = [r["rss_mib"] for r in conversation if isinstance(r.get("rss_mib"), (int, float))]
@@ -131,15 +132,19 @@ def recorded(rec: Recording, lang: str, name: str | None = None) -> dict:
             (t("m_peak"), f"{fmt_num(last['peak_bytes'] / MIB)} MiB"),
             (t("m_ratio"), f"{ratio:.1f}×"),
         ),
-        "note": t(
-            "recorded_note",
-            model=model,
-            dtype=dtype,
-            per=f"{result['kv_bytes_per_token']:,}",
-            rss=fmt_num(rss_growth or 0),
-            gib=fmt_num(limit.bytes / GIB),
-            times=f"{limit.bytes / max(1, last['peak_bytes']):,.0f}",
-            ram=MAC_RAM_GB,
+        "note": i18n.join(
+            lang,
+            t(
+                "recorded_note",
+                model=model,
+                dtype=dtype,
+                per=f"{result['kv_bytes_per_token']:,}",
+                rss=fmt_num(rss_growth or 0),
+                gib=fmt_num(limit.bytes / GIB),
+                times=f"{limit.bytes / max(1, last['peak_bytes']):,.0f}",
+                ram=MAC_RAM_GB,
+            ),
+            _sequential_note(result["options"], t),
         ),
         "chart": _chart(df, lang, "mib", "MiB", height=260),
         "conversation": name,
@@ -155,6 +160,17 @@ def recorded(rec: Recording, lang: str, name: str | None = None) -> dict:
         "dtype": dtype,
         "per_token": result["kv_bytes_per_token"],
     }
+
+
+def _sequential_note(options: dict, t) -> str:
+    """What a --kv-bits conversation's bars are (mlx_lm.server's sequential path), or ""."""
+    if not views.mlx_lm_server.sequential(options):
+        return ""
+    return t(
+        "recorded_kv_bits",
+        bits=options["--kv-bits"],
+        start=f"{options['--quantized-kv-start']:,}",
+    )
 
 
 def _recorded_llama(conversation: list[dict], model: str, dtype: str, lang: str) -> dict:
@@ -293,7 +309,7 @@ def users_turns(
         else:
             result = views.ledger(model, script)
             levers = views.levers(model, script)
-            df = views.parts(result["requests"], result["kv_bytes_per_token"])
+            df = views.parts(result["requests"], result["kv_bytes_per_token"], result["options"])
     except KvError as e:
         return {"error": i18n.error_markdown(lang, e)}
     df = _named(df, lang, GIB, "gib")

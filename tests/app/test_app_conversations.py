@@ -30,7 +30,32 @@ def test_both_servers_recordings_are_offered_and_mlx_lm_servers_comes_first(lang
     _clean(at)
     (source,) = [s for s in at.selectbox if s.value == MLX]
     assert set(source.options) == {source.format_func(MLX), source.format_func(LLAMA)}
-    assert not [s for s in at.selectbox if s.value in NAMES]  # one conversation there: no picker
+    (picker,) = [
+        s for s in at.selectbox if s.value == "one user, 8 turns"
+    ]  # mlx_lm.server's replayable two
+    assert picker.options == [
+        i18n.data_text(lang, n) for n in ("one user, 8 turns", "one user, 8 turns, --kv-bits 8")
+    ]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_mlx_lm_servers_kv_bits_conversation_is_drawn_with_its_whole_entries(lang):
+    """The recording's --kv-bits conversation (the sequential path): each bar's parts, nothing beyond the server's
+    count, which is the tick, and the note says why."""
+    t = i18n.translator(lang, "servers.")
+    at = page(PAGE, lang, conv="one user, 8 turns, --kv-bits 8")
+    _clean(at)
+    data = charts(at)[0]["data"]
+    bars = data.dropna(subset=["part"]).drop_duplicates(["request", "part"])
+    assert t("part_uncounted") not in set(bars[bars["mib"] > 0]["part"])
+    counted = (
+        bars[bars["part"].isin([t("part_active"), t("part_counted")])]
+        .groupby("request")["mib"]
+        .sum()
+    )
+    line = bars.groupby("request")["line_mib"].first()
+    assert (abs(counted - line) < 1e-9).all() and len(line) == 8
+    assert any(t("recorded_kv_bits", bits=8, start="64") in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
