@@ -27,6 +27,14 @@ MAC_RAM_GB = 16  # the Mac the first screen's limit is said for (the reader pick
 SERVERS = (views.mlx_lm_server.NAME, llama.NAME)
 # llama-server's parts keep their colours whichever of them a chart holds: host RAM blues and reds, the GPU's pool
 # orange (kvcore.views.chart_parts.PALETTE)
+# each part keeps its colour in every chart of the chapter, whichever parts a chart holds (by position, the copy
+# alive during a request was red in one chart and green in the next)
+MLX_COLORS = {
+    "active": "#4c78a8",
+    "counted": "#e45756",
+    "uncounted": "#f58518",
+    "transient": "#54a24b",
+}
 LLAMA_COLORS = {
     "cache": "#4c78a8",
     "cache_copies": "#b279a2",
@@ -61,11 +69,10 @@ def _chart(
         f"line_{column}": t(line_key, unit=unit_title)
     }
     order = [n for n in (t(f"servers.part_{p}") for p in parts) if n in set(df["part"])]
-    colors = (
-        {t(f"servers.part_{p}"): c for p, c in LLAMA_COLORS.items()}
-        if parts == llama.PARTS
-        else None
-    )
+    colors = {
+        t(f"servers.part_{p}"): c
+        for p, c in (LLAMA_COLORS if parts == llama.PARTS else MLX_COLORS).items()
+    }
     fields = ["request", "user", "part", column, f"line_{column}", "reprocessed_tokens"]
     return make_chart(
         df[fields].rename(columns=titles),

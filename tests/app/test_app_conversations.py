@@ -122,3 +122,20 @@ def test_a_link_naming_no_server_says_so_and_shows_mlx_lm_server(lang):
     assert "ollama" in warning.value
     (table,) = md_tables(at)
     assert i18n.translate(lang, "servers.lever") in table.columns
+
+
+@pytest.mark.parametrize("src", [MLX, LLAMA])
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_each_part_keeps_its_colour_in_every_chart_of_the_chapter(lang, src):
+    """The recorded chart and users × turns hold different parts; a part's colour is the part's, not its place
+    among those a chart holds (the copy alive during a request was red in one chart and green in the next)."""
+    server = {MLX: "mlx_lm.server", LLAMA: "llama-server"}[src]
+    at = page(PAGE, lang, src=src, server=server)
+    _clean(at)
+    seen: dict[str, set[str]] = {}
+    for chart in charts(at):
+        scale = chart["spec"]["layer"][0]["encoding"]["color"]["scale"]
+        for part, colour in zip(scale["domain"], scale["range"]):
+            seen.setdefault(part, set()).add(colour)
+    assert len(charts(at)) == 2 and all(len(c) == 1 for c in seen.values()), seen
+    assert len({c for cs in seen.values() for c in cs}) == len(seen)  # and no two parts share one
