@@ -71,7 +71,7 @@ def users_and_levers() -> None:
     model = bound_choice(
         c.selectbox, f.t("common.model"), models, "model", index=models.index(DEFAULT_MODEL)
     )
-    users_at = c.container()  # the users slider, drawn by its own part
+    users_slot = c.container()  # the users slider, drawn by its own part
     turns = c.slider(
         f.t("servers.turns"), 1, MAX_CHAPTER_TURNS, 8, key="turns", bind="query-params"
     )
@@ -90,13 +90,13 @@ def users_and_levers() -> None:
         "ram",
         index=rams.index(sections.MAC_RAM_GB),
     )
-    users_part(users_at, server, model, turns, message, reply, ram)
+    users_part(users_slot, server, model, turns, message, reply, ram)
 
 
 @st.fragment
-def users_part(users_at, server: str, model: str, turns: int, message: int, reply: int, ram: int):
+def users_part(users_slot, server: str, model: str, turns: int, message: int, reply: int, ram: int):
     """The users slider and everything it drives (chart, numbers, levers): a step reruns these alone."""
-    users = users_at.slider(
+    users = users_slot.slider(
         f.t("servers.users"), 1, MAX_CHAPTER_USERS, 4, key="users", bind="query-params"
     )
     out = sections.users_turns(server, model, users, turns, message, reply, ram, f.lang)

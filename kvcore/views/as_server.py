@@ -249,7 +249,7 @@ def as_server(request: Request, ask: ServerAsk, geometry: Geometry) -> ServerRes
         sized = calculator.size(replace(request.sized(), context=longest, sequences=1), geometry)
         notes += ["mlx_sequences", "mlx_working", "mlx_resident"]
     options = parse_options(module.OPTIONS, argv, server)
-    if server == mlx_lm_server.NAME and mlx_lm_server.sequential(options):
+    if module is mlx_lm_server and mlx_lm_server.sequential(options):
         notes.append("mlx_kv_bits")  # its sequential path, read from the options as parsed
     rows = run(module, options, geometry, kv_type, parse_script(json.dumps(script)))["requests"]
     plan = sized.plan

@@ -25,10 +25,9 @@ from .shared import cached, cols
 
 MAC_RAM_GB = 16  # the Mac the first screen's limit is said for (the reader picks another below)
 SERVERS = (views.mlx_lm_server.NAME, llama.NAME)
-# llama-server's parts keep their colours whichever of them a chart holds: host RAM blues and reds, the GPU's pool
-# orange (kvcore.views.chart_parts.PALETTE)
-# each part keeps its colour in every chart of the chapter, whichever parts a chart holds (by position, the copy
-# alive during a request was red in one chart and green in the next)
+# each server's parts keep their colours in every chart of the chapter, whichever of them a chart holds (by place
+# among them, mlx_lm.server's copy alive during a request was red in one chart and green in the next): llama-server's
+# host RAM blues and reds, the GPU's pool orange (kvcore.views.chart_parts.PALETTE)
 MLX_COLORS = {
     "active": "#4c78a8",
     "counted": "#e45756",
